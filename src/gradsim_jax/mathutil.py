@@ -1,0 +1,38 @@
+"""Safe math: norms, normalization, division and acos whose gradients stay finite at 0.
+
+Every function here uses the "double where" guard: the unsafe branch never sees an input at which its
+derivative is infinite, so the gradient of the selected branch is finite even where the other branch
+would be NaN. These are the only places in the package that divide by a norm.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def safe_norm(v, axis: int = -1, keepdims: bool = False, eps: float = 0.0):
+    """Euclidean norm with gradient 0 (instead of NaN) at v = 0."""
+    sq = jnp.sum(v * v, axis=axis, keepdims=True)
+    is_zero = sq <= eps * eps
+    safe_sq = jnp.where(is_zero, jnp.ones_like(sq), sq)
+    n = jnp.where(is_zero, jnp.zeros_like(sq), jnp.sqrt(safe_sq))
+    return n if keepdims else jnp.squeeze(n, axis=axis)
+
+
+def safe_normalize(v, axis: int = -1, eps: float = 1e-20):
+    """v / |v|, and 0 where |v| <= eps; finite gradient everywhere."""
+    sq = jnp.sum(v * v, axis=axis, keepdims=True)
+    small = sq <= eps * eps
+    inv = jnp.where(small, jnp.zeros_like(sq), 1.0 / jnp.sqrt(jnp.where(small, jnp.ones_like(sq), sq)))
+    return v * inv
+
+
+def safe_div(a, b, eps: float = 1e-30):
+    """a / b, and 0 where |b| <= eps; finite gradient everywhere."""
+    small = jnp.abs(b) <= eps
+    return jnp.where(small, jnp.zeros_like(a * b), a / jnp.where(small, jnp.ones_like(b), b))
+
+
+def safe_acos(c, margin: float = 1e-7):
+    """acos clamped to [-1 + margin, 1 - margin] so that its derivative stays finite at +-1."""
+    return jnp.arccos(jnp.clip(c, -1.0 + margin, 1.0 - margin))
