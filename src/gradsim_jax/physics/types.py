@@ -35,7 +35,7 @@ def _pytree(cls=None, *, meta=()):
     return wrap if cls is None else wrap(cls)
 
 
-@_pytree(meta=("ground",))
+@_pytree(meta=("ground", "aerodynamics"))
 class Topology:
     """Static structure of a particle scene.
 
@@ -45,6 +45,7 @@ class Topology:
       bend_edges: [e, 4] int32 (x1, x2, x3, x4): x1, x2 the vertices opposite the shared edge (x3, x4).
       pinned: [n] bool; pinned particles are kinematic (they move only with `Control.pinned_velocity`).
       ground: static flag; when True particles collide with the ground plane.
+      aerodynamics: static flag; when True triangles feel drag and lift (`Params.tri_drag`, `tri_lift`).
     """
 
     springs: Array
@@ -52,6 +53,7 @@ class Topology:
     bend_edges: Array
     pinned: Array
     ground: bool = False
+    aerodynamics: bool = False
 
     @property
     def num_particles(self) -> int:

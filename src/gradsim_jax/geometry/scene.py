@@ -1,0 +1,305 @@
+"""Host-side scene builders: cloth grids, triangle meshes, loose particles, springs, and their union.
+
+A `Scene` is plain numpy data on the host. Pieces combine with `combine(a, b, ...)` (or `a + b`), which
+offsets the indices of later pieces; `Scene.build(...)` turns the union into the three device containers
+`(Topology, Params, State)` after validating it. Particle indices of a combined scene are those of the
+pieces in order: a piece's particle k is `offset + k` where `offset` counts the particles before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.physics.types import Params, State, Topology
+from gradsim_jax.physics.validate import validate_scene
+
+# dflex/Warp's defaults for cloth materials.
+DEFAULT_TRI_KE = 100.0
+DEFAULT_TRI_KA = 100.0
+DEFAULT_TRI_KD = 10.0
+DEFAULT_EDGE_KE = 100.0
+DEFAULT_EDGE_KD = 0.0
+
+
+def _f(a, shape=None):
+    a = np.asarray(a, dtype=np.float64)
+    return a if shape is None else np.broadcast_to(a, shape).copy()
+
+
+def _i(a, width):
+    return np.asarray(a, dtype=np.int32).reshape(-1, width)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scene:
+    """A particle scene on the host (numpy). Build the device containers with `build`.
+
+    Per particle: x [n, 3] m, v [n, 3] m/s, mass [n] kg, pinned [n] bool.
+    Springs [s, 2] with ke, kd, rest; triangles [t, 3] with tri_ke, tri_ka, tri_kd, tri_drag, tri_lift;
+    bending edges [e, 4] with bend_ke, bend_kd, bend_rest (rad).
+    """
+
+    x: np.ndarray
+    v: np.ndarray
+    mass: np.ndarray
+    pinned: np.ndarray
+    springs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 2), np.int32))
+    spring_ke: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    spring_kd: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    spring_rest: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    triangles: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3), np.int32))
+    tri_ke: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    tri_ka: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    tri_kd: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    tri_drag: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    tri_lift: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    bend_edges: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 4), np.int32))
+    bend_ke: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    bend_kd: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    bend_rest: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def num_particles(self) -> int:
+        return self.x.shape[0]
+
+    def __add__(self, other: "Scene") -> "Scene":
+        return combine(self, other)
+
+    def add_springs(self, pairs, ke, kd=0.0, rest=None) -> "Scene":
+        """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length."""
+        pairs = _i(pairs, 2)
+        s = pairs.shape[0]
+        if s and (pairs.min() < 0 or pairs.max() >= self.num_particles):
+            raise ValueError(f"springs index out of range [0, {self.num_particles}): {pairs.tolist()}")
+        if rest is None:
+            rest = np.linalg.norm(self.x[pairs[:, 0]] - self.x[pairs[:, 1]], axis=1)
+        return dataclasses.replace(
+            self,
+            springs=np.concatenate([self.springs, pairs]),
+            spring_ke=np.concatenate([self.spring_ke, _f(ke, (s,))]),
+            spring_kd=np.concatenate([self.spring_kd, _f(kd, (s,))]),
+            spring_rest=np.concatenate([self.spring_rest, _f(rest, (s,))]),
+        )
+
+    def build(
+        self,
+        *,
+        gravity=(0.0, -9.81, 0.0),
+        damping: float = 0.0,
+        ground: bool = False,
+        ground_height: float = 0.0,
+        ground_normal=(0.0, 1.0, 0.0),
+        contact_ke: float = 1.0e4,
+        contact_kd: float = 100.0,
+        contact_kf: float = 100.0,
+        contact_mu: float = 0.5,
+        particle_radius: float = 0.01,
+        aerodynamics: bool | None = None,
+        dtype=None,
+    ) -> tuple[Topology, Params, State]:
+        """Validate and convert to device containers `(Topology, Params, State)`.
+
+        `aerodynamics` switches the drag and lift term on (default: on when any tri_drag or tri_lift is
+        nonzero; pass True to fit them from zero). `dtype` defaults to JAX's default float (float32, or
+        float64 with x64 enabled).
+        """
+        if aerodynamics is None:
+            aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
+        dtype = dtype or jnp.zeros(()).dtype
+        arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
+        topology = Topology(
+            springs=jnp.asarray(self.springs, jnp.int32),
+            triangles=jnp.asarray(self.triangles, jnp.int32),
+            bend_edges=jnp.asarray(self.bend_edges, jnp.int32),
+            pinned=jnp.asarray(self.pinned, bool),
+            ground=bool(ground),
+            aerodynamics=bool(aerodynamics),
+        )
+        params = Params(
+            mass=arr(self.mass), gravity=arr(gravity), damping=arr(damping),
+            spring_ke=arr(self.spring_ke), spring_kd=arr(self.spring_kd), spring_rest=arr(self.spring_rest),
+            tri_ke=arr(self.tri_ke), tri_ka=arr(self.tri_ka), tri_kd=arr(self.tri_kd),
+            tri_activation=arr(np.zeros(len(self.triangles))), tri_drag=arr(self.tri_drag),
+            tri_lift=arr(self.tri_lift), rest_x=arr(self.x),
+            bend_ke=arr(self.bend_ke), bend_kd=arr(self.bend_kd), bend_rest=arr(self.bend_rest),
+            contact_ke=arr(contact_ke), contact_kd=arr(contact_kd), contact_kf=arr(contact_kf),
+            contact_mu=arr(contact_mu), ground_height=arr(ground_height), ground_normal=arr(ground_normal),
+            particle_radius=arr(particle_radius),
+        )
+        state = State(x=arr(self.x), v=arr(self.v))
+        validate_scene(topology, params, state)
+        return topology, params, state
+
+
+def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
+    """Loose particles: positions x [n, 3] m, velocities, masses (kg; 0 = fixed), pinned flags."""
+    x = _f(x).reshape(-1, 3)
+    n = x.shape[0]
+    mass = _f(mass, (n,))
+    return Scene(
+        x=x, v=_f(v, (n, 3)), mass=mass, pinned=np.broadcast_to(np.asarray(pinned, bool), (n,)) | (mass == 0.0)
+    )
+
+
+def combine(*pieces: Scene) -> Scene:
+    """Union of scenes; indices of each piece are offset by the particles of the pieces before it."""
+    if len(pieces) == 1 and not isinstance(pieces[0], Scene):
+        pieces = tuple(pieces[0])
+    offsets = np.cumsum([0] + [p.num_particles for p in pieces])[:-1]
+    cat = lambda name: np.concatenate([getattr(p, name) for p in pieces])  # noqa: E731
+    shifted = lambda name: np.concatenate([getattr(p, name) + o for p, o in zip(pieces, offsets)])  # noqa: E731
+    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene)}
+    for name in ("springs", "triangles", "bend_edges"):
+        fields[name] = shifted(name).astype(np.int32)
+    return Scene(**fields)
+
+
+def quat_from_axis_angle(axis, angle) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) rotating by `angle` rad about `axis`."""
+    axis = _f(axis)
+    axis = axis / np.linalg.norm(axis)
+    return np.concatenate([[np.cos(angle / 2.0)], np.sin(angle / 2.0) * axis])
+
+
+def quat_rotate(q, p) -> np.ndarray:
+    """Rotate points p [..., 3] by the unit quaternion q = (w, x, y, z)."""
+    w, u = q[0], _f(q[1:])
+    p = _f(p)
+    return p + 2.0 * w * np.cross(u, p) + 2.0 * np.cross(u, np.cross(u, p))
+
+
+def interior_edges(triangles) -> np.ndarray:
+    """Bending edges [e, 4] = (o1, o2, a, b) for every edge shared by exactly two triangles.
+
+    a -> b follows the winding of the triangle opposite o1, so that the dihedral normals of both
+    triangles agree with their windings. Boundary and non-manifold edges get no bending element.
+    """
+    seen: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for tri in np.asarray(triangles).tolist():
+        for k in range(3):
+            a, b, o = tri[k], tri[(k + 1) % 3], tri[(k + 2) % 3]
+            seen.setdefault((min(a, b), max(a, b)), []).append((a, b, o))
+    edges = [(r[0][2], r[1][2], r[0][0], r[0][1]) for r in seen.values() if len(r) == 2]
+    return np.asarray(edges, np.int32).reshape(-1, 4)
+
+
+def _rest_angles(x, edges) -> np.ndarray:
+    from gradsim_jax.physics.cloth import dihedral_angle
+
+    if len(edges) == 0:
+        return np.zeros(0)
+    with jax.enable_x64(True):  # rest angles exact whatever precision the simulation later runs in
+        pts = [jnp.asarray(np.asarray(x, np.float64)[edges[:, k]]) for k in range(4)]
+        return np.asarray(jax.vmap(dihedral_angle)(*pts), np.float64)
+
+
+def cloth_mesh(
+    vertices,
+    faces,
+    *,
+    density: float = 0.1,
+    vel=(0.0, 0.0, 0.0),
+    pinned=None,
+    tri_ke: float = DEFAULT_TRI_KE,
+    tri_ka: float = DEFAULT_TRI_KA,
+    tri_kd: float = DEFAULT_TRI_KD,
+    tri_drag: float = 0.0,
+    tri_lift: float = 0.0,
+    edge_ke: float = DEFAULT_EDGE_KE,
+    edge_kd: float = DEFAULT_EDGE_KD,
+) -> Scene:
+    """A cloth from a triangle mesh with lumped mass: each triangle gives density * area / 3 (kg) to each
+    of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list."""
+    x = _f(vertices).reshape(-1, 3)
+    tris = _i(faces, 3)
+    n = x.shape[0]
+    if tris.size and (tris.min() < 0 or tris.max() >= n):
+        raise ValueError(f"faces index out of range [0, {n})")
+    area = 0.5 * np.linalg.norm(np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]]), axis=1)
+    mass = np.zeros(n)
+    np.add.at(mass, tris.reshape(-1), np.repeat(density * area / 3.0, 3))
+    mask = np.zeros(n, bool)
+    if pinned is not None:
+        pinned = np.asarray(pinned)
+        if pinned.dtype == bool:
+            mask = pinned.reshape(n).copy()
+        else:
+            mask[pinned.astype(int)] = True
+    return _with_cloth(particles(x, vel, mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift,
+                       edge_ke, edge_kd)
+
+
+def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, edge_ke, edge_kd) -> Scene:
+    t = tris.shape[0]
+    # With edge_ke = edge_kd = 0 bending exerts no force: leave its elements out so it costs nothing.
+    bends = np.any(np.asarray(edge_ke) != 0) or np.any(np.asarray(edge_kd) != 0)
+    edges = interior_edges(tris) if bends else np.zeros((0, 4), np.int32)
+    e = edges.shape[0]
+    return dataclasses.replace(
+        piece,
+        triangles=tris, tri_ke=_f(tri_ke, (t,)), tri_ka=_f(tri_ka, (t,)), tri_kd=_f(tri_kd, (t,)),
+        tri_drag=_f(tri_drag, (t,)), tri_lift=_f(tri_lift, (t,)),
+        bend_edges=edges, bend_ke=_f(edge_ke, (e,)), bend_kd=_f(edge_kd, (e,)),
+        bend_rest=_rest_angles(piece.x, edges),
+    )
+
+
+def cloth_grid(
+    dim_x: int,
+    dim_y: int,
+    cell_x: float,
+    cell_y: float,
+    *,
+    pos=(0.0, 0.0, 0.0),
+    rot=(1.0, 0.0, 0.0, 0.0),
+    vel=(0.0, 0.0, 0.0),
+    mass: float = 0.1,
+    fix_left: bool = False,
+    fix_right: bool = False,
+    fix_top: bool = False,
+    fix_bottom: bool = False,
+    reverse_winding: bool = False,
+    tri_ke: float = DEFAULT_TRI_KE,
+    tri_ka: float = DEFAULT_TRI_KA,
+    tri_kd: float = DEFAULT_TRI_KD,
+    tri_drag: float = 0.0,
+    tri_lift: float = 0.0,
+    edge_ke: float = DEFAULT_EDGE_KE,
+    edge_kd: float = DEFAULT_EDGE_KD,
+) -> Scene:
+    """A rectangular cloth of dim_x x dim_y cells (gradSim's / dflex's `add_cloth_grid` semantics).
+
+    (dim_x + 1)(dim_y + 1) particles, row-major in y: particle (i, j) = j (dim_x + 1) + i sits at
+    rot * (i cell_x, j cell_y, 0) + pos; `rot` is a unit quaternion (w, x, y, z); `mass` is per particle.
+    2 dim_x dim_y triangles, two per cell, and one bending edge per interior (shared) edge (none when
+    edge_ke = edge_kd = 0). The fix_* flags
+    pin the particles of the column i = 0 (left), i = dim_x (right), row j = dim_y (top), j = 0 (bottom).
+    """
+    if dim_x < 1 or dim_y < 1:
+        raise ValueError(f"cloth_grid needs dim_x, dim_y >= 1, got {dim_x}, {dim_y}")
+    if not (cell_x > 0 and cell_y > 0):
+        raise ValueError(f"cloth_grid needs cell_x, cell_y > 0, got {cell_x}, {cell_y}")
+    jj, ii = np.meshgrid(np.arange(dim_y + 1), np.arange(dim_x + 1), indexing="ij")
+    local = np.stack([ii * cell_x, jj * cell_y, np.zeros_like(ii, dtype=float)], -1).reshape(-1, 3)
+    x = quat_rotate(np.asarray(rot, np.float64) / np.linalg.norm(rot), local) + _f(pos)
+    ii, jj = ii.reshape(-1), jj.reshape(-1)
+    pinned = (fix_left & (ii == 0)) | (fix_right & (ii == dim_x)) | (fix_top & (jj == dim_y)) | (
+        fix_bottom & (jj == 0)
+    )
+    row = dim_x + 1
+    cj, ci = np.meshgrid(np.arange(1, dim_y + 1), np.arange(1, dim_x + 1), indexing="ij")
+    ci, cj = ci.reshape(-1), cj.reshape(-1)
+    v00, v10 = (cj - 1) * row + ci - 1, (cj - 1) * row + ci
+    v01, v11 = cj * row + ci - 1, cj * row + ci
+    if reverse_winding:
+        t1, t2 = np.stack([v00, v10, v11], 1), np.stack([v00, v11, v01], 1)
+    else:
+        t1, t2 = np.stack([v00, v10, v01], 1), np.stack([v10, v11, v01], 1)
+    tris = np.stack([t1, t2], 1).reshape(-1, 3).astype(np.int32)
+    return _with_cloth(particles(x, vel, mass, pinned), tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift,
+                       edge_ke, edge_kd)

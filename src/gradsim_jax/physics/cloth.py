@@ -1,0 +1,159 @@
+"""Cloth forces: triangle membrane (stretch/shear, area, damping, activation), aerodynamics, bending.
+
+Membrane (the dflex/Warp triangle FEM, PHYSICS.md "Cloth membrane"): for a triangle (p, q, r) with rest
+edge matrix D (2x2, in the triangle's own plane), Dm = D^-1 and rest area A0 = det(D) / 2. We never build
+the in-plane frame: the forces only need Dm Dm^T = G^-1, where G = E^T E is the Gram matrix of the rest edges
+E = [x_q - x_p, x_r - x_p] (3x2), and A0 = sqrt(det G) / 2. With X = [x_q - x_p, x_r - x_p] (deformed),
+F = X Dm, so H = P Dm^T = k_mu A0 X G^-1 + k_damp A0 Xdot G^-1 (columns f_q, f_r).
+Area term: c = area / A0 - alpha + activation with alpha = 1 + k_mu / k_lambda, pushed along dc/dx.
+Forces: p gets +(f_q + f_r), q gets -f_q, r gets -f_r. The elastic part derives from
+A0 (k_mu |F|^2 / 2 + k_lambda c^2 / 2), see `membrane_energy`.
+
+Aerodynamics: v_mid = mean of the three velocities; drag along v_mid scaled by area |n . v_mid|, lift along n
+scaled by area (pi/2 - angle(n, v_mid)) |v_mid|^2; each vertex receives -(drag + lift).
+
+Bending (Bridson et al. 2003, as in dflex/Warp "eval_bending"): per interior edge (x1, x2 opposite
+vertices, x3-x4 the edge) the dihedral angle theta; d_k = d theta / d x_k; f_k = -|e| (ke (theta - rest)
++ kd sum d_k . v_k) d_k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
+
+
+def rest_shapes(rest_x, triangles):
+    """Per-triangle inverse rest Gram matrix G^-1 [t, 2, 2] (1/m^2) and rest area A0 [t] (m^2)."""
+    p, q, r = (rest_x[triangles[:, k]] for k in range(3))
+    e = jnp.stack([q - p, r - p], axis=-1)  # [t, 3, 2]
+    gram = jnp.einsum("tki,tkj->tij", e, e)
+    det = gram[:, 0, 0] * gram[:, 1, 1] - gram[:, 0, 1] * gram[:, 1, 0]
+    adj = jnp.stack(
+        [jnp.stack([gram[:, 1, 1], -gram[:, 0, 1]], -1), jnp.stack([-gram[:, 1, 0], gram[:, 0, 0]], -1)], -2
+    )
+    gram_inv = safe_div(adj, det[:, None, None])
+    area = 0.5 * jnp.sqrt(jnp.maximum(det, 0.0))
+    return gram_inv, area
+
+
+def triangle_force(xp, xq, xr, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activation):
+    """Elastic, damping and area forces [3, 3] on (p, q, r) of one membrane triangle."""
+    k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
+    e_q, e_r = xq - xp, xr - xp
+    rate_q, rate_r = vq - vp, vr - vp
+    h = (k_mu * jnp.stack([e_q, e_r], -1) + k_damp * jnp.stack([rate_q, rate_r], -1)) @ gram_inv
+    f_q, f_r = h[:, 0], h[:, 1]
+
+    n = jnp.cross(e_q, e_r)
+    n_len = safe_norm(n)
+    n_hat = n * safe_div(1.0, n_len)
+    inv_a0 = safe_div(1.0, rest_area)
+    c = 0.5 * n_len * inv_a0 - (1.0 + safe_div(ke, ka)) + activation
+    dc_dq = jnp.cross(e_r, n_hat) * (0.5 * inv_a0)
+    dc_dr = jnp.cross(n_hat, e_q) * (0.5 * inv_a0)
+    area_force = k_lambda * c + k_damp * (jnp.dot(dc_dq, rate_q) + jnp.dot(dc_dr, rate_r))
+    f_q = f_q + dc_dq * area_force
+    f_r = f_r + dc_dr * area_force
+    return jnp.stack([f_q + f_r, -f_q, -f_r])
+
+
+def triangle_air_force(xp, xq, xr, vp, vq, vr, drag, lift):
+    """Aerodynamic force [3] that each vertex of one triangle receives (drag + lift, negated)."""
+    n = jnp.cross(xq - xp, xr - xp)
+    area = 0.5 * safe_norm(n)
+    n_hat = safe_normalize(n)
+    v_mid = (vp + vq + vr) / 3.0
+    f_drag = v_mid * (drag * area * jnp.abs(jnp.dot(n_hat, v_mid)))
+    attack = 0.5 * math.pi - safe_acos(jnp.dot(n_hat, safe_normalize(v_mid)))
+    f_lift = n_hat * (lift * area * attack) * jnp.dot(v_mid, v_mid)
+    return -(f_drag + f_lift)
+
+
+def membrane_forces(topology, params, x, v, activation=None):
+    """Membrane forces (and aerodynamic ones if `topology.aerodynamics`) per particle: [n, 3] N.
+
+    `activation` [t] is added to `params.tri_activation`.
+    """
+    tris = topology.triangles
+    if tris.shape[0] == 0:
+        return jnp.zeros_like(x)
+    gram_inv, rest_area = rest_shapes(params.rest_x, tris)
+    act = params.tri_activation if activation is None else params.tri_activation + activation
+    xs = [x[tris[:, k]] for k in range(3)]
+    vs = [v[tris[:, k]] for k in range(3)]
+    f = jax.vmap(triangle_force)(
+        *xs, *vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act
+    )  # [t, 3, 3]
+    if topology.aerodynamics:
+        f = f + jax.vmap(triangle_air_force)(*xs, *vs, params.tri_drag, params.tri_lift)[:, None, :]
+    return jnp.zeros_like(x).at[tris.reshape(-1)].add(f.reshape(-1, 3))
+
+
+def membrane_energy(topology, params, x):
+    """Elastic membrane energy sum A0 (k_mu |F|^2 + k_lambda c^2) / 2 (c includes the activation): J."""
+    tris = topology.triangles
+    if tris.shape[0] == 0:
+        return jnp.zeros((), x.dtype)
+    gram_inv, rest_area = rest_shapes(params.rest_x, tris)
+    p, q, r = (x[tris[:, k]] for k in range(3))
+    e = jnp.stack([q - p, r - p], axis=-1)
+    # |F|^2 = tr(F^T F) = tr(Dm^T E^T E Dm) = tr(E^T E G^-1)
+    f_sq = jnp.einsum("tki,tkj,tji->t", e, e, gram_inv)
+    area = 0.5 * safe_norm(jnp.cross(q - p, r - p))
+    c = area / rest_area - (1.0 + params.tri_ke / params.tri_ka) + params.tri_activation
+    return 0.5 * jnp.sum(rest_area * (params.tri_ke * f_sq + params.tri_ka * c * c))
+
+
+def dihedral_angle(x1, x2, x3, x4):
+    """Signed dihedral angle (rad) of the two triangles (x1, x3, x4) and (x2, x4, x3) about edge x3-x4.
+
+    acos(n1_hat . n2_hat) with the sign of (n2 x n1) . e_hat, evaluated as one atan2 so that it is exact
+    and smooth near 0 and pi (no clamping, no sign flip of a flat cloth).
+    """
+    n1 = jnp.cross(x3 - x1, x4 - x1)
+    n2 = jnp.cross(x4 - x2, x3 - x2)
+    e_hat = safe_normalize(x4 - x3)
+    sin_term = jnp.dot(jnp.cross(n2, n1), e_hat)
+    cos_term = jnp.dot(n1, n2)
+    degenerate = (sin_term == 0.0) & (cos_term == 0.0)
+    return jnp.where(degenerate, 0.0, jnp.arctan2(sin_term, jnp.where(degenerate, 1.0, cos_term)))
+
+
+def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
+    """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge; zero for degenerate triangles."""
+    n1 = jnp.cross(x3 - x1, x4 - x1)
+    n2 = jnp.cross(x4 - x2, x3 - x2)
+    e = x4 - x3
+    n1_sq, n2_sq = jnp.dot(n1, n1), jnp.dot(n2, n2)
+    e_len = safe_norm(e)
+    scale = jnp.maximum(e_len * e_len, 1e-30)
+    # Degenerate (collapsed) triangles or edges have no defined angle: they exert no bending force.
+    valid = (n1_sq > 1e-12 * scale * scale) & (n2_sq > 1e-12 * scale * scale) & (e_len > 0.0)
+    n1p = safe_div(n1, jnp.where(valid, n1_sq, 1.0))
+    n2p = safe_div(n2, jnp.where(valid, n2_sq, 1.0))
+    e_hat = safe_normalize(e)
+    theta = dihedral_angle(x1, x2, x3, x4)
+    d1 = e_len * n1p
+    d2 = e_len * n2p
+    d3 = n1p * jnp.dot(x1 - x4, e_hat) + n2p * jnp.dot(x2 - x4, e_hat)
+    d4 = n1p * jnp.dot(x3 - x1, e_hat) + n2p * jnp.dot(x3 - x2, e_hat)
+    d = jnp.stack([d1, d2, d3, d4])
+    vel = jnp.stack([v1, v2, v3, v4])
+    f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * vel))
+    return jnp.where(valid, d * f_total, jnp.zeros_like(d))
+
+
+def bending_forces(topology, params, x, v):
+    """Dihedral bending forces per particle: [n, 3] N."""
+    edges = topology.bend_edges
+    if edges.shape[0] == 0:
+        return jnp.zeros_like(x)
+    xs = [x[edges[:, k]] for k in range(4)]
+    vs = [v[edges[:, k]] for k in range(4)]
+    f = jax.vmap(bending_force)(*xs, *vs, params.bend_ke, params.bend_kd, params.bend_rest)
+    return jnp.zeros_like(x).at[edges.reshape(-1)].add(f.reshape(-1, 3))

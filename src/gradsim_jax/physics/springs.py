@@ -1,0 +1,40 @@
+"""Damped linear springs between particle pairs.
+
+For a spring (i, j): d = x_i - x_j, l = |d|, u = d / l, rel = v_i - v_j,
+f = u (ke (l - rest) + kd u . rel); particle i receives -f and j receives +f (PHYSICS.md, "Springs").
+The elastic part derives from the energy 0.5 ke (l - rest)^2, see `spring_energy`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from gradsim_jax.mathutil import safe_norm, safe_normalize
+
+
+def spring_force(xi, xj, vi, vj, ke, kd, rest):
+    """Force of one spring on particle j (particle i receives the negative). Vectors [3], scalars []."""
+    d = xi - xj
+    u = safe_normalize(d)
+    magnitude = ke * (safe_norm(d) - rest) + kd * jnp.dot(u, vi - vj)
+    return u * magnitude
+
+
+def spring_forces(topology, params, x, v):
+    """Sum of all spring forces per particle: [n, 3] N."""
+    pairs = topology.springs
+    if pairs.shape[0] == 0:
+        return jnp.zeros_like(x)
+    i, j = pairs[:, 0], pairs[:, 1]
+    f = jax.vmap(spring_force)(x[i], x[j], v[i], v[j], params.spring_ke, params.spring_kd, params.spring_rest)
+    return jnp.zeros_like(x).at[i].add(-f).at[j].add(f)
+
+
+def spring_energy(topology, params, x):
+    """Elastic energy sum 0.5 ke (l - rest)^2 over springs: scalar J."""
+    pairs = topology.springs
+    if pairs.shape[0] == 0:
+        return jnp.zeros((), x.dtype)
+    length = safe_norm(x[pairs[:, 0]] - x[pairs[:, 1]])
+    return 0.5 * jnp.sum(params.spring_ke * (length - params.spring_rest) ** 2)
