@@ -109,43 +109,43 @@ def membrane_energy(topology, params, x):
     return 0.5 * jnp.sum(rest_area * (params.tri_ke * f_sq + params.tri_ka * c * c))
 
 
-def dihedral_angle(x1, x2, x3, x4):
-    """Signed dihedral angle (rad) of the two triangles (x1, x3, x4) and (x2, x4, x3) about edge x3-x4.
-
-    acos(n1_hat . n2_hat) with the sign of (n2 x n1) . e_hat, evaluated as one atan2 so that it is exact
-    and smooth near 0 and pi (no clamping, no sign flip of a flat cloth).
-    """
+def _hinge(x1, x2, x3, x4):
+    """Normals n1 of (x1, x3, x4) and n2 of (x2, x4, x3), the edge e = x4 - x3 and the signed angle."""
     n1 = jnp.cross(x3 - x1, x4 - x1)
     n2 = jnp.cross(x4 - x2, x3 - x2)
-    e_hat = safe_normalize(x4 - x3)
-    sin_term = jnp.dot(jnp.cross(n2, n1), e_hat)
-    cos_term = jnp.dot(n1, n2)
+    e = x4 - x3
+    # acos(n1_hat . n2_hat) with the sign of (n2 x n1) . e, as one atan2: exact and smooth near 0 and pi
+    # (no clamping, no sign flip of a flat cloth). |e| scales both arguments alike.
+    sin_term = jnp.dot(jnp.cross(n2, n1), e)
+    cos_term = jnp.dot(n1, n2) * safe_norm(e)
     degenerate = (sin_term == 0.0) & (cos_term == 0.0)
-    return jnp.where(degenerate, 0.0, jnp.arctan2(sin_term, jnp.where(degenerate, 1.0, cos_term)))
+    theta = jnp.where(degenerate, 0.0, jnp.arctan2(sin_term, jnp.where(degenerate, 1.0, cos_term)))
+    return n1, n2, e, theta
+
+
+def dihedral_angle(x1, x2, x3, x4):
+    """Signed dihedral angle (rad) of the two triangles (x1, x3, x4) and (x2, x4, x3) about edge x3-x4."""
+    return _hinge(x1, x2, x3, x4)[3]
 
 
 def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
     """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge; zero for degenerate triangles."""
-    n1 = jnp.cross(x3 - x1, x4 - x1)
-    n2 = jnp.cross(x4 - x2, x3 - x2)
-    e = x4 - x3
-    n1_sq, n2_sq = jnp.dot(n1, n1), jnp.dot(n2, n2)
+    n1, n2, e, theta = _hinge(x1, x2, x3, x4)
+    n1_sq, n2_sq, e_sq = jnp.dot(n1, n1), jnp.dot(n2, n2), jnp.dot(e, e)
+    # Collapsed triangles or edges have no defined angle: they exert no bending force.
+    valid = (n1_sq > 1e-12 * e_sq * e_sq) & (n2_sq > 1e-12 * e_sq * e_sq) & (e_sq > 0.0)
+    n1p = n1 / jnp.where(valid, n1_sq, 1.0)
+    n2p = n2 / jnp.where(valid, n2_sq, 1.0)
     e_len = safe_norm(e)
-    scale = jnp.maximum(e_len * e_len, 1e-30)
-    # Degenerate (collapsed) triangles or edges have no defined angle: they exert no bending force.
-    valid = (n1_sq > 1e-12 * scale * scale) & (n2_sq > 1e-12 * scale * scale) & (e_len > 0.0)
-    n1p = safe_div(n1, jnp.where(valid, n1_sq, 1.0))
-    n2p = safe_div(n2, jnp.where(valid, n2_sq, 1.0))
-    e_hat = safe_normalize(e)
-    theta = dihedral_angle(x1, x2, x3, x4)
-    d1 = e_len * n1p
-    d2 = e_len * n2p
-    d3 = n1p * jnp.dot(x1 - x4, e_hat) + n2p * jnp.dot(x2 - x4, e_hat)
-    d4 = n1p * jnp.dot(x3 - x1, e_hat) + n2p * jnp.dot(x3 - x2, e_hat)
-    d = jnp.stack([d1, d2, d3, d4])
-    vel = jnp.stack([v1, v2, v3, v4])
-    f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * vel))
-    return jnp.where(valid, d * f_total, jnp.zeros_like(d))
+    e_hat = e / jnp.where(valid, e_len, 1.0)
+    d = jnp.stack([
+        e_len * n1p,
+        e_len * n2p,
+        n1p * jnp.dot(x1 - x4, e_hat) + n2p * jnp.dot(x2 - x4, e_hat),
+        n1p * jnp.dot(x3 - x1, e_hat) + n2p * jnp.dot(x3 - x2, e_hat),
+    ])
+    f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * jnp.stack([v1, v2, v3, v4])))
+    return jnp.where(valid, d * f_total, 0.0)
 
 
 def bending_forces(topology, params, x, v):

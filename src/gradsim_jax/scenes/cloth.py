@@ -1,0 +1,42 @@
+"""gradSim's demo cloth: a 20 x 10 cloth hanging from two springs attached to two fixed anchors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradsim_jax.geometry import Scene, cloth_grid, particles, quat_from_axis_angle
+
+# Frame rate and substeps of gradSim's cloth demo: 60 fps, 32 substeps.
+DEMO_FRAME_DT = 1.0 / 60.0
+DEMO_SUBSTEPS = 32
+
+
+def gradsim_demo_cloth(
+    dim_x: int = 20,
+    dim_y: int = 10,
+    cell: float = 0.1,
+    *,
+    mass: float = 1.0,
+    vel=(1.0, 0.0, 0.0),
+    tri_ke: float = 1.0e4,
+    tri_ka: float = 1.0e4,
+    tri_kd: float = 100.0,
+    anchor_ke: float = 1.0e4,
+    anchor_kd: float = 1.0e3,
+    edge_ke: float = 0.0,
+    tri_drag: float = 0.0,
+) -> Scene:
+    """The cloth of gradSim's cloth demo (as also simulated by NVIDIA Warp for our golden data).
+
+    The grid starts at (-2, 1.5, 0), rotated by 0.04 pi + pi about x (so that it faces the camera tilted),
+    particle `mass` kg each, initial velocity `vel`. Two fixed anchors at (-2, 2, 0) and (dim_x cell - 2,
+    2, 0) hold the corners 0 and dim_x of the first row with springs (ke, kd), rest length = initial
+    distance. Particle indices: the cloth's (dim_x + 1)(dim_y + 1) first, then the two anchors.
+    """
+    cloth = cloth_grid(
+        dim_x, dim_y, cell, cell, pos=(-2.0, 1.5, 0.0), rot=quat_from_axis_angle((1.0, 0.0, 0.0), 1.04 * np.pi),
+        vel=vel, mass=mass, tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd, edge_ke=edge_ke, tri_drag=tri_drag,
+    )
+    n = cloth.num_particles
+    anchors = particles([[-2.0, 2.0, 0.0], [dim_x * cell - 2.0, 2.0, 0.0]], mass=0.0)
+    return (cloth + anchors).add_springs([[n, 0], [n + 1, dim_x]], anchor_ke, anchor_kd)
