@@ -1,0 +1,56 @@
+"""Fitting: recover physical parameters by gradient descent through simulation and rendering.
+
+- `fit`: the jitted optax loop (free fields, positivity/bound transforms, clipping, NaN guard, history,
+  progress, PRNG key, checkpoint and bitwise resume).
+- `transforms`: physical <-> unconstrained maps ("log", "softplus", `Bounded`).
+- `losses`: video losses (`rgba_mse`, `silhouette_loss`, `masked_mse`) and `sigma_schedule`.
+- `identifiability`: `gauss_newton_report`, which parameter combinations the data determine.
+"""
+
+from gradsim_jax.fit.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    FitState,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
+from gradsim_jax.fit.fit import FitDiverged, FitResult, fit
+from gradsim_jax.fit.identifiability import IdentifiabilityReport, gauss_newton_report
+from gradsim_jax.fit.losses import (
+    frame_subsample,
+    masked_mse,
+    random_frames,
+    rgba_mse,
+    sigma_schedule,
+    silhouette_loss,
+    soft_iou,
+)
+from gradsim_jax.fit.transforms import Bounded, Identity, Log, Softplus, Transform, resolve_transform
+
+__all__ = [
+    "Bounded",
+    "Checkpoint",
+    "CheckpointError",
+    "FitDiverged",
+    "FitResult",
+    "FitState",
+    "IdentifiabilityReport",
+    "Identity",
+    "Log",
+    "Softplus",
+    "Transform",
+    "checkpoint_path",
+    "fit",
+    "frame_subsample",
+    "gauss_newton_report",
+    "load_checkpoint",
+    "masked_mse",
+    "random_frames",
+    "resolve_transform",
+    "rgba_mse",
+    "save_checkpoint",
+    "sigma_schedule",
+    "silhouette_loss",
+    "soft_iou",
+]

@@ -1,0 +1,304 @@
+"""The optimization loop: recover parameters by gradient descent on a differentiable loss.
+
+One jitted step does everything an iteration needs on the device: map the free fields from the
+unconstrained space to physical values, evaluate `loss_fn` and its gradient with respect to the free
+fields only, update them with optax, split the PRNG key, and compute finiteness flags and the values the
+history records. The host fetches those few numbers once per iteration (one transfer), checks the flags,
+logs, and checkpoints. The step is traced once per `fit` call; iteration and key are traced arguments,
+so later iterations never recompile.
+
+How `loss_fn` is called (arguments in this order, optional ones only when asked for):
+    loss_fn(params)                                   default
+    loss_fn(params, key)                              uses_key=True: a fresh key every iteration
+    loss_fn(params, iteration)                        uses_iteration=True: traced int32 scalar
+    loss_fn(params, key, iteration)                   both
+`params` is the full physical parameter tree (fixed fields as given, free fields from the optimizer).
+It returns a scalar loss, or `(loss, aux)` with `has_aux=True`.
+
+Iteration numbering: iteration i evaluates the loss at the parameters after i updates; `history` entry i
+holds that loss and those parameters. After `steps` iterations the result holds the parameters after
+`steps` updates and the loss there (one more evaluation by the same compiled step, update discarded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from gradsim_jax.fit.checkpoint import (
+    CheckpointError,
+    FitState,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
+from gradsim_jax.fit.transforms import (
+    Transform,
+    TransformSpec,
+    resolve_free,
+    to_physical,
+    to_unconstrained,
+)
+
+Array = Any
+
+#: free fields with at most this many elements are recorded whole in the history; larger ones by their mean.
+HISTORY_FULL_SIZE = 64
+
+
+class FitDiverged(Exception):
+    """The loss or a gradient became NaN or infinite.
+
+    Attributes:
+      iteration: the iteration whose loss or gradient was non-finite.
+      fields: names of the free fields whose gradient had non-finite entries.
+      loss: the loss value at that iteration (may be finite when only gradients are not).
+      params: physical parameters (full tree) of the last iteration with a finite loss and gradient, or the
+        starting parameters of this call when there was none.
+      last_good_iteration: the iteration `params` belongs to, or None.
+      history: the history up to (not including) the failing iteration.
+    """
+
+    def __init__(self, iteration, fields, loss, params, last_good_iteration, history):
+        self.iteration = iteration
+        self.fields = tuple(fields)
+        self.loss = loss
+        self.params = params
+        self.last_good_iteration = last_good_iteration
+        self.history = history
+        grads = (
+            f"non-finite gradient in field(s) {', '.join(repr(f) for f in self.fields)}"
+            if self.fields
+            else "all gradients finite"
+        )
+        if last_good_iteration is None:
+            kept = "no iteration of this call was finite; .params holds the starting parameters"
+        else:
+            kept = f".params holds the parameters of iteration {last_good_iteration}, the last finite one"
+        super().__init__(f"fit diverged at iteration {iteration}: loss = {loss}, {grads}; {kept}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """Outcome of `fit`.
+
+    params: full physical parameter tree after the last update (fixed fields as given).
+    loss: the loss at `params`.
+    history: {"iteration": [int], "loss": [float], "params": {name: [float | np.ndarray]},
+      "final": {name: np.ndarray}}: per iteration the loss and each free field in physical units (0-d
+      fields as floats, fields of <= 64 elements as arrays, larger ones as their mean), and every free
+      field's full final value. Includes the iterations of runs this one resumed from.
+    iterations: optimizer updates applied in total (including resumed ones).
+    wall_time: seconds this call took, compilation included.
+    converged: True when the `ftol` criterion stopped the fit.
+    stop_reason: "steps" (ran them all), "converged" (ftol) or "callback" (the callback asked to stop).
+    state: the final `FitState` (unconstrained parameters, optimizer state, key), e.g. to continue.
+    aux: `loss_fn`'s aux output at `params` (None unless has_aux).
+    """
+
+    params: Any
+    loss: float
+    history: dict
+    iterations: int
+    wall_time: float
+    converged: bool
+    stop_reason: str
+    state: FitState
+    aux: Any = None
+
+
+def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux):
+    """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux)`."""
+
+    def step(state: FitState, base: Any):
+        key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
+
+        def objective(u):
+            args = [to_physical(base, u, transforms)]
+            if uses_key:
+                args.append(subkey)
+            if uses_iteration:
+                args.append(state.iteration)
+            out = loss_fn(*args)
+            return out if has_aux else (out, None)
+
+        # Only the free fields are arguments of grad; the fixed ones are closed over through `base`.
+        (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(state.u)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.u)
+        u = optax.apply_updates(state.u, updates)
+        finite = jnp.stack([jnp.isfinite(loss)] + [jnp.all(jnp.isfinite(grads[n])) for n in transforms])
+        record = {}
+        for n, t in transforms.items():
+            x = t.inverse(state.u[n])
+            record[n] = x if x.size <= HISTORY_FULL_SIZE else jnp.mean(x)
+        return FitState(u, opt_state, key, state.iteration + 1), loss, finite, record, aux
+
+    return step
+
+
+def _converged(losses: list[float], ftol: float, patience: int) -> bool:
+    """True when each of the last `patience` iterations changed the loss by at most `ftol` relatively."""
+    if len(losses) <= patience:
+        return False
+    recent = np.asarray(losses[-patience - 1 :])
+    change = np.abs(np.diff(recent)) / np.maximum(np.abs(recent[:-1]), np.finfo(np.float64).tiny)
+    return bool(np.all(change <= ftol))
+
+
+def fit(
+    loss_fn: Callable[..., Any],
+    params: Any,
+    *,
+    free: Optional[tuple[str, ...]] = None,
+    transforms: Optional[dict[str, TransformSpec]] = None,
+    optimizer: Optional[optax.GradientTransformation] = None,
+    learning_rate: float = 1e-2,
+    steps: int = 100,
+    clip_norm: Optional[float] = None,
+    checkpoint_dir: Optional[str] = None,
+    checkpoint_every: int = 100,
+    resume: bool = False,
+    key: Optional[Array] = None,
+    uses_key: bool = False,
+    uses_iteration: bool = False,
+    has_aux: bool = False,
+    progress: bool = True,
+    callback: Optional[Callable[[int, Any, float, Any], Optional[bool]]] = None,
+    ftol: Optional[float] = None,
+    patience: int = 5,
+) -> FitResult:
+    """Minimize `loss_fn` over the free fields of `params`.
+
+    Args:
+      loss_fn: scalar loss of the physical parameter tree; see the module docstring for its signature.
+      params: parameter tree (registered dataclass or dict of arrays), physical units; initial guess.
+      free: fields to optimize; None means every floating-point field. The others stay fixed.
+      transforms: {field: "identity" | "log" | "softplus" | Bounded(lo, hi)}; unnamed free fields get
+        "identity". Positive quantities should use "log" (or "softplus"); the initial values must lie in
+        the transform's domain.
+      optimizer: an optax optimizer; default `optax.adam(learning_rate)`.
+      learning_rate: used by the default optimizer only.
+      steps: total number of iterations (on resume: including those already done).
+      clip_norm: when set, gradients are clipped to this global norm before the optimizer.
+      checkpoint_dir: directory for `checkpoint.npz`, written every `checkpoint_every` iterations and at
+        the end; None writes nothing.
+      resume: continue from the checkpoint in `checkpoint_dir` (it must exist: CheckpointError otherwise).
+        The result is bitwise the one of an uninterrupted run on the same machine.
+      key: PRNG key carried by the fit and split every iteration (saved in checkpoints; on resume the
+        saved key is used).
+      uses_key / uses_iteration: pass the per-iteration key / the iteration to `loss_fn`.
+      has_aux: `loss_fn` returns `(loss, aux)`.
+      progress: show a tqdm progress bar (loss, it/s, ETA).
+      callback: `callback(iteration, params, loss, aux)` after every iteration, with the physical
+        parameters that loss was evaluated at; returning True stops the fit.
+      ftol, patience: stop ("converged") when the loss changed by at most `ftol` relatively in each of
+        the last `patience` iterations; None never stops early.
+    Returns:
+      FitResult.
+    Raises:
+      FitDiverged: a non-finite loss or gradient (names the fields and the iteration).
+      CheckpointError: resume from a missing, corrupt, or different problem's checkpoint.
+      ValueError: bad arguments, detected before compilation.
+    """
+    if not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int; got {steps!r}")
+    if not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be a positive int; got {checkpoint_every!r}")
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume=True needs checkpoint_dir")
+    if uses_key and key is None:
+        raise ValueError("uses_key=True needs an explicit key, e.g. key=jax.random.key(0)")
+    if patience < 1:
+        raise ValueError(f"patience must be >= 1; got {patience}")
+    started = time.perf_counter()
+
+    tf = resolve_free(params, free, transforms)
+    optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
+    if clip_norm is not None:
+        optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
+    u0 = to_unconstrained(params, tf)
+    state = FitState(u=u0, opt_state=optimizer.init(u0), key=key, iteration=jnp.int32(0))
+    history: dict = {"iteration": [], "loss": [], "params": {n: [] for n in tf}}
+    extra = {"transforms": {n: repr(t) for n, t in tf.items()}}
+    ckpt_file = checkpoint_path(checkpoint_dir) if checkpoint_dir is not None else None
+    if resume:
+        ckpt = load_checkpoint(ckpt_file, like=state)
+        if ckpt.extra.get("transforms") != extra["transforms"]:
+            raise CheckpointError(
+                f"{ckpt_file}: checkpoint was written with transforms {ckpt.extra.get('transforms')}, "
+                f"this fit uses {extra['transforms']}"
+            )
+        state, history = ckpt.state, ckpt.history
+    start = int(state.iteration)
+    if start > steps:
+        raise ValueError(f"the checkpoint is at iteration {start}, past steps={steps}")
+
+    step = jax.jit(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux))
+
+    def diverged(it, loss, finite, prev):
+        bad = [n for n, ok in zip(tf, finite[1:]) if not ok]
+        good = prev if prev is not None else state
+        return FitDiverged(
+            iteration=it,
+            fields=bad,
+            loss=float(loss),
+            params=to_physical(params, good.u, tf),
+            last_good_iteration=int(good.iteration) if prev is not None else None,
+            history=history,
+        )
+
+    stop_reason = "steps"
+    prev = None
+    saved_at = start if resume else None
+    with tqdm(total=steps, initial=start, disable=not progress, desc="fit", unit="it", dynamic_ncols=True) as bar:
+        for it in range(start, steps):
+            new_state, loss, finite, record, aux = step(state, params)
+            # The only host sync of the iteration: loss, flags and the recorded values in one transfer.
+            loss, finite, record = jax.device_get((loss, finite, record))
+            if not finite.all():
+                raise diverged(it, loss, finite, prev)
+            history["iteration"].append(it)
+            history["loss"].append(float(loss))
+            for n, x in record.items():
+                history["params"][n].append(float(x) if np.ndim(x) == 0 else np.array(x))
+            bar.set_postfix(loss=f"{float(loss):.4e}", refresh=False)
+            bar.update(1)
+            prev, state = state, new_state
+            if ckpt_file is not None and (it + 1) % checkpoint_every == 0:
+                saved_at = it + 1
+                save_checkpoint(ckpt_file, state, history, extra)
+            if callback is not None and callback(it, to_physical(params, prev.u, tf), float(loss), aux):
+                stop_reason = "callback"
+                break
+            if ftol is not None and _converged(history["loss"], ftol, patience):
+                stop_reason = "converged"
+                break
+
+    iterations = int(state.iteration)
+    if ckpt_file is not None and saved_at != iterations:
+        save_checkpoint(ckpt_file, state, history, extra)
+    # The loss at the final parameters, by the same compiled step (no recompilation); its update is dropped.
+    _, loss, finite, _, aux = step(state, params)
+    loss, finite = jax.device_get((loss, finite))
+    if not finite.all():
+        raise diverged(iterations, loss, finite, prev)
+    final = to_physical(params, state.u, tf)
+    history["final"] = {n: np.asarray(tf[n].inverse(state.u[n])) for n in tf}
+    return FitResult(
+        params=final,
+        loss=float(loss),
+        history=history,
+        iterations=iterations,
+        wall_time=time.perf_counter() - started,
+        converged=stop_reason == "converged",
+        stop_reason=stop_reason,
+        state=state,
+        aux=aux if has_aux else None,
+    )

@@ -1,0 +1,231 @@
+"""Maps between physical parameter values and the unconstrained space an optimizer works in.
+
+Convention: `forward(x)` takes a physical value to the unconstrained space, `inverse(u)` brings it back,
+so `inverse(forward(x)) == x` up to rounding. The optimizer only ever sees `u`; every `inverse` maps all
+of R onto the valid physical range, so no optimizer step can produce a negative mass or a stiffness
+outside its bounds. All transforms act elementwise and keep the dtype of their input.
+
+- `Identity`: unbounded quantities (positions, gravity, velocities).
+- `Log`: positive quantities spanning orders of magnitude (mass, stiffness). A step in `u` is a relative
+  change of `x`, which is why gradSim-style fits converge for parameters of very different scales.
+- `Softplus`: positive quantities that may approach 0 (damping): near 0 it behaves like `exp`, far from
+  0 like the identity, so large values take additive rather than multiplicative steps.
+- `Bounded(lo, hi)`: a scaled sigmoid, for quantities with physical bounds (friction coefficient in
+  [0, 1], Poisson ratio below 0.5).
+
+`resolve_transform` turns the strings "identity", "log" and "softplus" into these objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = Any
+
+
+class Transform:
+    """Base of the elementwise bijections between physical values `x` and unconstrained values `u`."""
+
+    #: short name used in labels such as "log(mass)"; identity has none.
+    name: str = ""
+
+    def forward(self, x: Array) -> Array:
+        """Physical `x` (any shape) -> unconstrained `u` (same shape and dtype)."""
+        raise NotImplementedError
+
+    def inverse(self, u: Array) -> Array:
+        """Unconstrained `u` (any shape) -> physical `x` (same shape and dtype)."""
+        raise NotImplementedError
+
+    def check_domain(self, field: str, x: Array) -> None:
+        """Raise ValueError, naming `field`, when host value `x` is outside this transform's domain."""
+        x = np.asarray(x)
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"field {field!r} has non-finite values: {x.ravel()[:8]}")
+
+    def label(self, field: str) -> str:
+        """Readable name of the unconstrained coordinate of `field`, e.g. "log(mass)"."""
+        return f"{self.name}({field})" if self.name else field
+
+
+def _check_open_interval(transform: str, field: str, x: Array, lo: float, hi: float) -> None:
+    x = np.asarray(x)
+    bad = ~((x > lo) & (x < hi))
+    if np.any(bad):
+        raise ValueError(
+            f"field {field!r} must lie in the open interval ({lo}, {hi}) for the {transform!r} "
+            f"transform; got {np.count_nonzero(bad)} value(s) outside, e.g. {x[bad].ravel()[:4]}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity(Transform):
+    """x = u."""
+
+    def forward(self, x: Array) -> Array:
+        return jnp.asarray(x)
+
+    def inverse(self, u: Array) -> Array:
+        return jnp.asarray(u)
+
+
+@dataclasses.dataclass(frozen=True)
+class Log(Transform):
+    """x = exp(u), x > 0."""
+
+    name = "log"
+
+    def forward(self, x: Array) -> Array:
+        return jnp.log(x)
+
+    def inverse(self, u: Array) -> Array:
+        return jnp.exp(u)
+
+    def check_domain(self, field: str, x: Array) -> None:
+        _check_open_interval("log", field, x, 0.0, np.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class Softplus(Transform):
+    """x = softplus(u) = log(1 + exp(u)), x > 0."""
+
+    name = "softplus_inv"
+
+    def forward(self, x: Array) -> Array:
+        x = jnp.asarray(x)
+        # Above -log(eps), softplus(u) == u to working precision; there exp(-x) may also underflow and
+        # turn log(-expm1(-x)) into -inf, so take the identity branch (double-where keeps grads finite).
+        big = x > -jnp.log(jnp.finfo(x.dtype).eps)
+        safe_x = jnp.where(big, jnp.ones_like(x), x)
+        return jnp.where(big, x, safe_x + jnp.log(-jnp.expm1(-safe_x)))
+
+    def inverse(self, u: Array) -> Array:
+        return jax.nn.softplus(u)
+
+    def check_domain(self, field: str, x: Array) -> None:
+        _check_open_interval("softplus", field, x, 0.0, np.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounded(Transform):
+    """x = lo + (hi - lo) * sigmoid(u), lo < x < hi."""
+
+    lo: float
+    hi: float
+    name = "logit"
+
+    def __post_init__(self):
+        if not (np.isfinite(self.lo) and np.isfinite(self.hi) and self.lo < self.hi):
+            raise ValueError(f"Bounded needs finite lo < hi; got lo={self.lo}, hi={self.hi}")
+
+    def forward(self, x: Array) -> Array:
+        t = (jnp.asarray(x) - self.lo) / (self.hi - self.lo)
+        return jnp.log(t) - jnp.log1p(-t)
+
+    def inverse(self, u: Array) -> Array:
+        return self.lo + (self.hi - self.lo) * jax.nn.sigmoid(u)
+
+    def check_domain(self, field: str, x: Array) -> None:
+        _check_open_interval(f"Bounded({self.lo}, {self.hi})", field, x, self.lo, self.hi)
+
+
+TransformSpec = Union[str, Transform]
+
+_BY_NAME = {"identity": Identity(), "log": Log(), "softplus": Softplus()}
+
+
+def resolve_transform(spec: TransformSpec | None) -> Transform:
+    """Turn "identity" | "log" | "softplus" | a `Transform` | None (identity) into a `Transform`."""
+    if spec is None:
+        return _BY_NAME["identity"]
+    if isinstance(spec, Transform):
+        return spec
+    if isinstance(spec, str) and spec in _BY_NAME:
+        return _BY_NAME[spec]
+    raise ValueError(
+        f"unknown transform {spec!r}; use one of {sorted(_BY_NAME)} or a Transform such as Bounded(lo, hi)"
+    )
+
+
+# --- Free fields of a parameter pytree ----------------------------------------------------------------
+# A parameter tree is a registered dataclass (like `physics.types.Params`) or a dict; its fields are named
+# by strings. The optimizer state holds only the free fields, as a dict {name: unconstrained array}.
+
+
+def field_names(params: Any) -> tuple[str, ...]:
+    """Names of the fields of `params`, a dataclass instance or a mapping with string keys."""
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        return tuple(f.name for f in dataclasses.fields(params))
+    if isinstance(params, dict):
+        return tuple(params)
+    raise TypeError(f"parameters must be a dataclass instance or a dict of arrays; got {type(params).__name__}")
+
+
+def get_field(params: Any, name: str) -> Array:
+    """The value of field `name` of `params`."""
+    return params[name] if isinstance(params, dict) else getattr(params, name)
+
+
+def replace_fields(params: Any, values: dict[str, Array]) -> Any:
+    """A copy of `params` with the fields in `values` replaced (the original is not modified)."""
+    if isinstance(params, dict):
+        return {**params, **values}
+    return dataclasses.replace(params, **values)
+
+
+def resolve_free(
+    params: Any, free: tuple[str, ...] | list[str] | None, transforms: dict[str, TransformSpec] | None
+) -> dict[str, Transform]:
+    """Validate the choice of free fields and their transforms, on the host, before any compilation.
+
+    Args:
+      params: the parameter tree (physical values).
+      free: names of the fields to optimize; None means every floating-point field.
+      transforms: {name: "identity" | "log" | "softplus" | Transform}; free fields not named get identity.
+    Returns:
+      {name: Transform} for the free fields, in the order given (that order is the order of the flattened
+      parameter vector in `identifiability` and of the checkpoint entries).
+    Raises:
+      ValueError: unknown field, non-float free field, or an initial value outside its transform's domain.
+    """
+    names = field_names(params)
+    transforms = dict(transforms or {})
+    if free is None:
+        free = tuple(n for n in names if jnp.issubdtype(jnp.result_type(get_field(params, n)), jnp.floating))
+    elif isinstance(free, str):
+        free = (free,)
+    free = tuple(free)
+    unknown = [n for n in (*free, *transforms) if n not in names]
+    if unknown:
+        raise ValueError(f"unknown parameter field(s) {unknown}; the parameters have fields {list(names)}")
+    if len(set(free)) != len(free) or not free:
+        raise ValueError(f"free must name each field at most once and at least one field; got {free}")
+    resolved = {}
+    for n in free:
+        value = get_field(params, n)
+        if not jnp.issubdtype(jnp.result_type(value), jnp.floating):
+            raise ValueError(f"free field {n!r} must be floating point; got dtype {jnp.result_type(value)}")
+        t = resolve_transform(transforms.get(n))
+        t.check_domain(n, value)
+        resolved[n] = t
+    return resolved
+
+
+def to_unconstrained(params: Any, transforms: dict[str, Transform]) -> dict[str, Array]:
+    """{name: forward(value)} for the free fields named by `transforms`, each in its field's dtype."""
+    out = {}
+    for n, t in transforms.items():
+        x = jnp.asarray(get_field(params, n))
+        # A strong (not weak) dtype, so the optimizer's output has the same type and jit does not retrace.
+        out[n] = jnp.asarray(t.forward(x), dtype=x.dtype)
+    return out
+
+
+def to_physical(params: Any, u: dict[str, Array], transforms: dict[str, Transform]) -> Any:
+    """`params` with each free field replaced by `inverse(u[name])`; the other fields pass through."""
+    return replace_fields(params, {n: t.inverse(u[n]) for n, t in transforms.items()})

@@ -1,0 +1,224 @@
+"""The fit loop on analytic problems: recovery, compile once, free/fixed fields, guards, history, options."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from gradsim_jax.fit import FitDiverged, fit
+
+
+@dataclasses.dataclass(frozen=True)
+class Oscillator:
+    """x'' = -k x - c x', x(0) = x0, x'(0) = 0."""
+
+    k: jax.Array  # 1/s^2
+    c: jax.Array  # 1/s
+    x0: jax.Array  # m
+
+
+jax.tree_util.register_dataclass(Oscillator, data_fields=["k", "c", "x0"], meta_fields=[])
+
+
+def rollout(p: Oscillator, steps: int = 60, dt: float = 0.05) -> jax.Array:
+    """Semi-implicit Euler positions [steps]."""
+
+    def step(s, _):
+        x, v = s
+        v = v + dt * (-p.k * x - p.c * v)
+        x = x + dt * v
+        return (x, v), x
+
+    return jax.lax.scan(step, (p.x0, jnp.zeros_like(p.x0)), None, length=steps)[1]
+
+
+TRUE = Oscillator(k=jnp.float32(4.0), c=jnp.float32(0.3), x0=jnp.float32(1.0))
+GUESS = Oscillator(k=jnp.float32(2.5), c=jnp.float32(0.6), x0=jnp.float32(1.0))
+TARGET = rollout(TRUE)
+
+
+def oscillator_loss(p):
+    return jnp.mean(jnp.square(rollout(p) - TARGET))
+
+
+def test_recovers_oscillator_parameters_and_compiles_once():
+    traces = []
+
+    def loss(p):
+        traces.append(1)  # Python side effect: runs only when JAX traces loss
+        return oscillator_loss(p)
+
+    r = fit(loss, GUESS, free=("k", "c"), transforms={"k": "log", "c": "softplus"},
+            learning_rate=0.05, steps=250, progress=False)
+    assert len(traces) == 1, "the step was traced more than once"
+    np.testing.assert_allclose(r.params.k, 4.0, rtol=1e-3)
+    np.testing.assert_allclose(r.params.c, 0.3, rtol=1e-2)
+    assert r.params.x0 is GUESS.x0  # fixed field passes through untouched
+    assert r.iterations == 250 and r.stop_reason == "steps" and not r.converged
+    assert r.loss < 1e-7 and r.loss < r.history["loss"][0] * 1e-4
+    assert r.wall_time > 0
+
+
+def test_least_squares_on_a_dict_with_fixed_fields_never_differentiated():
+    t = jnp.linspace(0.0, 1.0, 20)
+    y = 2.0 - 3.0 * t + 0.5 * t**2
+    backward_traced = []
+
+    @jax.custom_vjp
+    def watch(x):
+        return x
+
+    def watch_fwd(x):
+        return x, None
+
+    def watch_bwd(_, g):
+        backward_traced.append(1)
+        return (g,)
+
+    watch.defvjp(watch_fwd, watch_bwd)
+
+    def loss(p):
+        pred = p["coef"][0] + p["coef"][1] * t + watch(p["curv"]) * t**2
+        return jnp.mean(jnp.square(pred - y))
+
+    params = {"coef": jnp.zeros(2), "curv": jnp.float32(0.5)}
+    r = fit(loss, params, free=("coef",), optimizer=optax.adam(0.1), steps=400, progress=False)
+    np.testing.assert_allclose(r.params["coef"], [2.0, -3.0], atol=2e-3)
+    assert r.params["curv"] is params["curv"]
+    assert backward_traced == [], "a fixed field was differentiated"
+    assert set(r.history["params"]) == {"coef"}
+
+
+def test_history_records_scalars_small_and_large_arrays():
+    params = {"s": jnp.float32(1.0), "small": jnp.ones(3), "big": jnp.full(100, 2.0), "fixed": jnp.ones(2)}
+
+    def loss(p):
+        return jnp.sum(jnp.square(p["s"] - 3.0)) + jnp.sum(jnp.square(p["small"])) + jnp.sum(jnp.square(p["big"] - 1.0))
+
+    r = fit(loss, params, free=("s", "small", "big"), transforms={"s": "log", "big": "log"},
+            learning_rate=0.1, steps=5, progress=False)
+    h = r.history
+    assert h["iteration"] == [0, 1, 2, 3, 4] and len(h["loss"]) == 5
+    assert all(isinstance(v, float) for v in h["loss"])
+    assert all(isinstance(v, float) for v in h["params"]["s"]) and h["params"]["s"][0] == 1.0
+    assert all(isinstance(v, np.ndarray) and v.shape == (3,) for v in h["params"]["small"])
+    assert all(isinstance(v, float) for v in h["params"]["big"])  # mean of 100 elements
+    assert h["params"]["big"][0] == pytest.approx(2.0)
+    assert h["final"]["big"].shape == (100,)
+    np.testing.assert_array_equal(h["final"]["big"], r.params["big"])
+    # Entry i is the value the loss of entry i was evaluated at: loss 0 is the loss of the initial guess.
+    assert h["loss"][0] == pytest.approx(float(loss(params)))
+    assert r.loss == pytest.approx(float(loss(r.params)), rel=1e-6)
+
+
+def test_log_transform_keeps_a_positive_field_positive():
+    # The loss pulls m towards -1; in log space m can only approach 0 from above.
+    r = fit(lambda p: jnp.square(p["m"] + 1.0), {"m": jnp.float32(1.0)}, transforms={"m": "log"},
+            optimizer=optax.sgd(0.5), steps=50, progress=False)
+    assert 0.0 < float(r.params["m"]) < 0.1
+    assert all(v > 0 for v in r.history["params"]["m"])
+
+
+def test_clip_norm_bounds_the_update():
+    params = {"a": jnp.zeros(4)}
+    r = fit(lambda p: 1e6 * jnp.sum(p["a"]), params, optimizer=optax.sgd(1.0), clip_norm=1e-3,
+            steps=1, progress=False)
+    np.testing.assert_allclose(jnp.linalg.norm(r.params["a"]), 1e-3, rtol=1e-5)
+
+
+def test_non_finite_loss_raises_with_last_good_params():
+    # sqrt(x) with x pushed below 0 by plain SGD: finite for a few iterations, then NaN.
+    params = {"x": jnp.float32(1.0), "y": jnp.float32(0.0)}
+    with pytest.raises(FitDiverged) as e:
+        fit(lambda p: jnp.sqrt(p["x"]) + p["y"] ** 2, params, optimizer=optax.sgd(0.3), steps=50, progress=False)
+    exc = e.value
+    assert exc.iteration >= 1 and exc.last_good_iteration == exc.iteration - 1
+    assert "iteration" in str(exc) and "'x'" in str(exc)
+    assert "x" in exc.fields and "y" not in exc.fields
+    assert float(exc.params["x"]) > 0 and np.isfinite(float(exc.params["x"]))
+    assert float(exc.params["x"]) == exc.history["params"]["x"][-1]
+    assert len(exc.history["loss"]) == exc.iteration
+
+
+def test_non_finite_gradient_with_finite_loss_names_the_field():
+    params = {"a": jnp.float32(0.0), "b": jnp.float32(1.0)}
+    with pytest.raises(FitDiverged, match=r"iteration 0: .*non-finite gradient in field\(s\) 'a'") as e:
+        fit(lambda p: jnp.sqrt(jnp.abs(p["a"])) + p["b"] ** 2, params, steps=5, progress=False)
+    assert e.value.fields == ("a",) and np.isfinite(e.value.loss)
+    assert e.value.last_good_iteration is None and float(e.value.params["b"]) == 1.0
+
+
+def test_key_is_split_every_iteration_and_reproducible():
+    seen = []
+
+    def loss(p, key):
+        noise = jax.random.normal(key, ())
+        return jnp.square(p["a"] - 1.0) + 0.0 * noise, noise
+
+    def run():
+        seen.clear()
+        return fit(loss, {"a": jnp.float32(0.0)}, key=jax.random.key(3), uses_key=True, has_aux=True,
+                   steps=6, progress=False, callback=lambda it, p, l, aux: seen.append(float(aux)))
+
+    r1 = run()
+    first = list(seen)
+    r2 = run()
+    assert first == seen and len(set(first)) == 6  # a different key every iteration, same bits each run
+    np.testing.assert_array_equal(r1.params["a"], r2.params["a"])
+    assert r1.aux.shape == () and np.isfinite(float(r1.aux))  # aux of the final evaluation
+    assert jax.random.key_data(r1.state.key).tolist() != jax.random.key_data(jax.random.key(3)).tolist()
+
+
+def test_iteration_is_passed_as_a_traced_value():
+    traces, seen = [], []
+
+    def loss(p, iteration):
+        traces.append(1)
+        return jnp.square(p["a"]), iteration
+
+    fit(loss, {"a": jnp.float32(1.0)}, uses_iteration=True, has_aux=True, steps=4, progress=False,
+        callback=lambda it, p, l, aux: seen.append((it, int(aux))))
+    assert seen == [(0, 0), (1, 1), (2, 2), (3, 3)] and len(traces) == 1
+
+
+def test_callback_and_ftol_stop_early():
+    r = fit(oscillator_loss, GUESS, free=("k",), transforms={"k": "log"}, steps=100, progress=False,
+            callback=lambda it, p, loss, aux: it == 2)
+    assert r.stop_reason == "callback" and r.iterations == 3 and len(r.history["loss"]) == 3
+
+    r = fit(lambda p: jnp.square(p["a"] - 2.0), {"a": jnp.float32(0.0)}, optimizer=optax.sgd(0.4),
+            steps=1000, ftol=1e-6, patience=3, progress=False)
+    assert r.converged and r.stop_reason == "converged" and r.iterations < 100
+    np.testing.assert_allclose(r.params["a"], 2.0, rtol=1e-3)
+
+
+def test_progress_bar_shows_loss(capsys):
+    fit(lambda p: jnp.square(p["a"]), {"a": jnp.float32(1.0)}, steps=3, progress=True)
+    err = capsys.readouterr().err
+    assert "3/3" in err and "loss=" in err and "it/s" in err
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(uses_key=True), "needs an explicit key"),
+        (dict(resume=True), "needs checkpoint_dir"),
+        (dict(steps=-1), "steps"),
+        (dict(checkpoint_every=0), "checkpoint_every"),
+        (dict(free=("nope",)), "unknown parameter field"),
+        (dict(transforms={"a": "log"}), "'a' must lie"),
+    ],
+)
+def test_bad_arguments_fail_before_compiling(kwargs, match):
+    traces = []
+
+    def loss(p):
+        traces.append(1)
+        return jnp.square(p["a"])
+
+    with pytest.raises(ValueError, match=match):
+        fit(loss, {"a": jnp.float32(-1.0)}, progress=False, **kwargs)
+    assert traces == []
