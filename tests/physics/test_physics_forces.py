@@ -36,10 +36,9 @@ def test_bending_directions_are_the_gradient_of_the_dihedral_angle(x64):
     rng = np.random.default_rng(2)
     for _ in range(5):
         pts = rng.standard_normal((4, 3))
-        zero = jnp.zeros(3)
         # With ke = 1, kd = 0, rest = theta - 1: f_k = -|e| d_k, so d_k = -f_k / |e|.
         theta = dihedral_angle(*pts)
-        f = bending_force(*pts, zero, zero, zero, zero, 1.0, 0.0, theta - 1.0)
+        f = bending_force(jnp.asarray(pts), jnp.zeros((4, 3)), 1.0, 0.0, theta - 1.0)
         e_len = np.linalg.norm(pts[3] - pts[2])
         grad = jax.grad(lambda p: dihedral_angle(*p))(jnp.asarray(pts))
         np.testing.assert_allclose(-f / e_len, grad, rtol=1e-6, atol=1e-9)

@@ -41,33 +41,33 @@ def rest_shapes(rest_x, triangles):
     return gram_inv, area
 
 
-def triangle_force(xp, xq, xr, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activation):
-    """Elastic, damping and area forces [3, 3] on (p, q, r) of one membrane triangle."""
-    k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
-    e_q, e_r = xq - xp, xr - xp
-    rate_q, rate_r = vq - vp, vr - vp
-    h = (k_mu * jnp.stack([e_q, e_r], -1) + k_damp * jnp.stack([rate_q, rate_r], -1)) @ gram_inv
-    f_q, f_r = h[:, 0], h[:, 1]
+def triangle_force(xs, vs, gram_inv, rest_area, ke, ka, kd, activation):
+    """Elastic, damping and area forces [3, 3] on the vertices (p, q, r) of one membrane triangle.
 
-    n = jnp.cross(e_q, e_r)
+    xs, vs: [3, 3] positions and velocities of (p, q, r); gram_inv [2, 2]; the rest scalars.
+    """
+    k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
+    edges = xs[1:] - xs[0]  # rows e_q, e_r
+    rates = vs[1:] - vs[0]
+    h = gram_inv @ (k_mu * edges + k_damp * rates)  # rows f_q, f_r (G^-1 is symmetric)
+
+    n = jnp.cross(edges[0], edges[1])
     n_len = safe_norm(n)
     n_hat = n * safe_div(1.0, n_len)
     inv_a0 = safe_div(1.0, rest_area)
     c = 0.5 * n_len * inv_a0 - (1.0 + safe_div(ke, ka)) + activation
-    dc_dq = jnp.cross(e_r, n_hat) * (0.5 * inv_a0)
-    dc_dr = jnp.cross(n_hat, e_q) * (0.5 * inv_a0)
-    area_force = k_lambda * c + k_damp * (jnp.dot(dc_dq, rate_q) + jnp.dot(dc_dr, rate_r))
-    f_q = f_q + dc_dq * area_force
-    f_r = f_r + dc_dr * area_force
-    return jnp.stack([f_q + f_r, -f_q, -f_r])
+    dc = jnp.stack([jnp.cross(edges[1], n_hat), jnp.cross(n_hat, edges[0])]) * (0.5 * inv_a0)  # dc/dq, dc/dr
+    area_force = k_lambda * c + k_damp * jnp.sum(dc * rates)
+    f = h + dc * area_force
+    return jnp.concatenate([jnp.sum(f, 0, keepdims=True), -f])
 
 
-def triangle_air_force(xp, xq, xr, vp, vq, vr, drag, lift):
+def triangle_air_force(xs, vs, drag, lift):
     """Aerodynamic force [3] that each vertex of one triangle receives (drag + lift, negated)."""
-    n = jnp.cross(xq - xp, xr - xp)
+    n = jnp.cross(xs[1] - xs[0], xs[2] - xs[0])
     area = 0.5 * safe_norm(n)
     n_hat = safe_normalize(n)
-    v_mid = (vp + vq + vr) / 3.0
+    v_mid = jnp.mean(vs, axis=0)
     f_drag = v_mid * (drag * area * jnp.abs(jnp.dot(n_hat, v_mid)))
     attack = 0.5 * math.pi - safe_acos(jnp.dot(n_hat, safe_normalize(v_mid)))
     f_lift = n_hat * (lift * area * attack) * jnp.dot(v_mid, v_mid)
@@ -84,13 +84,11 @@ def membrane_forces(topology, params, x, v, activation=None):
         return jnp.zeros_like(x)
     gram_inv, rest_area = rest_shapes(params.rest_x, tris)
     act = params.tri_activation if activation is None else params.tri_activation + activation
-    xs = [x[tris[:, k]] for k in range(3)]
-    vs = [v[tris[:, k]] for k in range(3)]
-    f = jax.vmap(triangle_force)(
-        *xs, *vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act
-    )  # [t, 3, 3]
+    # One gather per quantity (its transpose, in the gradient, is one scatter).
+    xs, vs = x[tris], v[tris]  # [t, 3, 3]
+    f = jax.vmap(triangle_force)(xs, vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act)
     if topology.aerodynamics:
-        f = f + jax.vmap(triangle_air_force)(*xs, *vs, params.tri_drag, params.tri_lift)[:, None, :]
+        f = f + jax.vmap(triangle_air_force)(xs, vs, params.tri_drag, params.tri_lift)[:, None, :]
     return jnp.zeros_like(x).at[tris.reshape(-1)].add(f.reshape(-1, 3))
 
 
@@ -128,8 +126,9 @@ def dihedral_angle(x1, x2, x3, x4):
     return _hinge(x1, x2, x3, x4)[3]
 
 
-def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
-    """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge; zero for degenerate triangles."""
+def bending_force(xs, vs, ke, kd, rest):
+    """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge (xs, vs: [4, 3]); zero when degenerate."""
+    x1, x2, x3, x4 = xs
     n1, n2, e, theta = _hinge(x1, x2, x3, x4)
     n1_sq, n2_sq, e_sq = jnp.dot(n1, n1), jnp.dot(n2, n2), jnp.dot(e, e)
     # Collapsed triangles or edges have no defined angle: they exert no bending force.
@@ -144,7 +143,7 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
         n1p * jnp.dot(x1 - x4, e_hat) + n2p * jnp.dot(x2 - x4, e_hat),
         n1p * jnp.dot(x3 - x1, e_hat) + n2p * jnp.dot(x3 - x2, e_hat),
     ])
-    f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * jnp.stack([v1, v2, v3, v4])))
+    f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * vs))
     return jnp.where(valid, d * f_total, 0.0)
 
 
@@ -153,7 +152,5 @@ def bending_forces(topology, params, x, v):
     edges = topology.bend_edges
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)
-    xs = [x[edges[:, k]] for k in range(4)]
-    vs = [v[edges[:, k]] for k in range(4)]
-    f = jax.vmap(bending_force)(*xs, *vs, params.bend_ke, params.bend_kd, params.bend_rest)
+    f = jax.vmap(bending_force)(x[edges], v[edges], params.bend_ke, params.bend_kd, params.bend_rest)
     return jnp.zeros_like(x).at[edges.reshape(-1)].add(f.reshape(-1, 3))

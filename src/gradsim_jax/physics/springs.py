@@ -13,11 +13,11 @@ import jax.numpy as jnp
 from gradsim_jax.mathutil import safe_norm, safe_normalize
 
 
-def spring_force(xi, xj, vi, vj, ke, kd, rest):
-    """Force of one spring on particle j (particle i receives the negative). Vectors [3], scalars []."""
-    d = xi - xj
+def spring_force(xs, vs, ke, kd, rest):
+    """Force [3] of one spring on its second particle (the first receives the negative); xs, vs: [2, 3]."""
+    d = xs[0] - xs[1]
     u = safe_normalize(d)
-    magnitude = ke * (safe_norm(d) - rest) + kd * jnp.dot(u, vi - vj)
+    magnitude = ke * (safe_norm(d) - rest) + kd * jnp.dot(u, vs[0] - vs[1])
     return u * magnitude
 
 
@@ -26,9 +26,8 @@ def spring_forces(topology, params, x, v):
     pairs = topology.springs
     if pairs.shape[0] == 0:
         return jnp.zeros_like(x)
-    i, j = pairs[:, 0], pairs[:, 1]
-    f = jax.vmap(spring_force)(x[i], x[j], v[i], v[j], params.spring_ke, params.spring_kd, params.spring_rest)
-    return jnp.zeros_like(x).at[i].add(-f).at[j].add(f)
+    f = jax.vmap(spring_force)(x[pairs], v[pairs], params.spring_ke, params.spring_kd, params.spring_rest)
+    return jnp.zeros_like(x).at[pairs.reshape(-1)].add(jnp.stack([-f, f], axis=1).reshape(-1, 3))
 
 
 def spring_energy(topology, params, x):
