@@ -27,21 +27,28 @@ def test_spring_and_membrane_forces_are_minus_energy_gradients(x64):
     top, par, x = _perturbed_cloth(rng)
     par = dataclasses.replace(par, tri_activation=jnp.asarray(rng.uniform(-0.1, 0.1, par.tri_ke.shape)))
     v = jnp.zeros_like(x)
-    np.testing.assert_allclose(spring_forces(top, par, x, v), -jax.grad(spring_energy, 2)(top, par, x), atol=1e-10)
-    np.testing.assert_allclose(membrane_forces(top, par, x, v), -jax.grad(membrane_energy, 2)(top, par, x),
-                               rtol=1e-9, atol=1e-9)
+
+    @jax.jit
+    def both(par, x):
+        return (spring_forces(top, par, x, v), -jax.grad(spring_energy, 2)(top, par, x),
+                membrane_forces(top, par, x, v), -jax.grad(membrane_energy, 2)(top, par, x))
+
+    f_spring, e_spring, f_membrane, e_membrane = both(par, x)
+    np.testing.assert_allclose(f_spring, e_spring, atol=1e-10)
+    np.testing.assert_allclose(f_membrane, e_membrane, rtol=1e-9, atol=1e-9)
 
 
 def test_bending_directions_are_the_gradient_of_the_dihedral_angle(x64):
-    rng = np.random.default_rng(2)
-    for _ in range(5):
-        pts = rng.standard_normal((4, 3))
+    pts = jnp.asarray(np.random.default_rng(2).standard_normal((5, 4, 3)))
+
+    @jax.vmap
+    def directions(p):
         # With ke = 1, kd = 0, rest = theta - 1: f_k = -|e| d_k, so d_k = -f_k / |e|.
-        theta = dihedral_angle(*pts)
-        f = bending_force(jnp.asarray(pts), jnp.zeros((4, 3)), 1.0, 0.0, theta - 1.0)
-        e_len = np.linalg.norm(pts[3] - pts[2])
-        grad = jax.grad(lambda p: dihedral_angle(*p))(jnp.asarray(pts))
-        np.testing.assert_allclose(-f / e_len, grad, rtol=1e-6, atol=1e-9)
+        f = bending_force(p, jnp.zeros((4, 3)), 1.0, 0.0, dihedral_angle(*p) - 1.0)
+        return -f / jnp.linalg.norm(p[3] - p[2]), jax.grad(lambda q: dihedral_angle(*q))(p)
+
+    d, grad = jax.jit(directions)(pts)
+    np.testing.assert_allclose(d, grad, rtol=1e-6, atol=1e-9)
 
 
 def test_bending_forces_vanish_at_rest_and_sum_to_zero(x64):
@@ -61,7 +68,7 @@ def test_aerodynamic_drag_on_a_plate_moving_along_its_normal(x64):
     top, par, st = gs.cloth_mesh([[0, 0, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 2]], tri_ke=0, tri_ka=1, tri_kd=0,
                                  tri_drag=2.0, tri_lift=3.0, edge_ke=0).build()
     v = jnp.tile(jnp.array([0.0, 0.0, 4.0]), (3, 1))
-    f = membrane_forces(top, par, st.x, v)
+    f = jax.jit(lambda x, v: membrane_forces(top, par, x, v))(st.x, v)
     area = 0.5
     # Face-on flow: drag = k_drag area |n.v| v, lift angle pi/2 - acos(1) ~ pi/2 along n, times |v|^2.
     drag = 2.0 * area * 4.0 * 4.0
@@ -74,13 +81,13 @@ def test_contact_force_normal_and_friction_cone(x64):
     top, par, st = gs.particles([[0, -0.01, 0], [0, 0.5, 0], [0, -0.01, 0]], v=[[3, -1, 4], [1, 0, 0], [0, 0, 0]]
                                 ).build(ground=True, contact_ke=1e3, contact_kd=10, contact_kf=1e3, contact_mu=0.5,
                                         particle_radius=0.01)
-    f = ground_contact(par, st.x, st.v)
+    f = jax.jit(ground_contact)(par, st.x, st.v)
     fn = -0.02 * 1e3 - 1.0 * 10  # penetration 0.02, approaching at 1 m/s
     np.testing.assert_allclose(f[0, 1], -fn)
     np.testing.assert_allclose(f[0, [0, 2]], -0.5 * abs(fn) * np.array([3, 4]) / 5.0)  # sliding: mu |fn|
     np.testing.assert_allclose(f[1], 0.0)  # out of contact
     np.testing.assert_allclose(f[2], [0.0, 20.0, 0.0])  # at rest: no friction
-    g = jax.jacobian(lambda v: ground_contact(par, st.x, v))(st.v)
+    g = jax.jit(jax.jacobian(lambda v: ground_contact(par, st.x, v)))(st.v)
     assert np.isfinite(np.asarray(g)).all()
 
 
@@ -99,8 +106,12 @@ def test_safe_math_gradients_are_finite_at_zero(x64):
 def test_degenerate_triangles_and_bends_give_finite_forces_and_gradients(x64):
     top, par, st = gs.cloth_grid(1, 1, 0.1, 0.1, edge_ke=1.0, tri_drag=0.5, tri_lift=0.5).build()
     collapsed = jnp.zeros_like(st.x)  # every vertex at one point
+
+    def total(x):
+        return jnp.sum(membrane_forces(top, par, x, st.v) ** 2) + jnp.sum(bending_forces(top, par, x, st.v) ** 2)
+
+    value_and_grad = jax.jit(jax.value_and_grad(total))
     for x in (collapsed, st.x):
-        def total(x):
-            return jnp.sum(membrane_forces(top, par, x, st.v) ** 2) + jnp.sum(bending_forces(top, par, x, st.v) ** 2)
-        assert np.isfinite(float(total(x)))
-        assert np.isfinite(np.asarray(jax.grad(total)(x))).all()
+        value, grad = value_and_grad(x)
+        assert np.isfinite(float(value))
+        assert np.isfinite(np.asarray(grad)).all()
