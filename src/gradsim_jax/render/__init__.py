@@ -1,0 +1,57 @@
+"""Differentiable rendering: cameras, the soft rasterizer (SoftRas), shading and video I/O."""
+
+from gradsim_jax.render.camera import (
+    Camera,
+    camera_from_eye,
+    look_at_camera,
+    pixel_centers,
+    project,
+    world_to_camera,
+)
+from gradsim_jax.render.rasterize import (
+    RenderSettings,
+    RenderStats,
+    render,
+    render_dense,
+    render_video,
+    render_with_stats,
+    silhouette,
+    suggest_capacities,
+)
+from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, default_lights
+from gradsim_jax.render.video import (
+    load_video,
+    side_by_side,
+    write_comparison,
+    write_gif,
+    write_mp4,
+    write_video,
+)
+
+__all__ = [
+    "Camera",
+    "FaceColors",
+    "Lights",
+    "RenderSettings",
+    "RenderStats",
+    "Texture",
+    "VertexColors",
+    "camera_from_eye",
+    "default_lights",
+    "look_at_camera",
+    "load_video",
+    "pixel_centers",
+    "project",
+    "render",
+    "render_dense",
+    "render_video",
+    "render_with_stats",
+    "side_by_side",
+    "silhouette",
+    "suggest_capacities",
+    "world_to_camera",
+    "write_comparison",
+    "write_gif",
+    "write_mp4",
+    "write_video",
+]

@@ -1,0 +1,285 @@
+"""Per-pixel soft rasterization over candidate faces (SoftRas, Liu et al. 2019), with a hand-written VJP.
+
+Shapes: pixels `px, py: [..., P, 1]` (screen coordinates); the candidate faces of each pixel as a table
+`[..., P, K, D]` of screen-space columns (`FACE_COLUMNS`), their colors `[..., P, K, C]` and a selection
+mask `[..., P, K]`; a size-1 pixel axis ([..., 1, K, D]) shares one face list among all pixels (the dense
+reference). Output: RGBA `[..., P, 4]` or alpha `[..., P]`.
+
+Face columns: screen vertices v_k, edges e_k = v_{k+1} - v_k, il_k = 1 / |e_k|^2 (0 for a zero-length
+edge); the screen barycentrics as planes u_i(p) = a_i p_x + b_i p_y + c_i (all 0 for a zero-area face);
+iz_k = 1 / z_k (camera depth of each vertex); valid (1 or 0).
+
+Per pixel p and face j (names as in the code):
+  t_k = clip((p - v_k) . e_k il_k, 0, 1), r_k = p - v_k - t_k e_k, d2 = min_k |r_k|^2,
+  inside = all(u_i > 0), s = (+-) d2 / sigma, contributes = valid and (inside or d2 < cutoff^2),
+  alpha = 1 - exp(-sum_j softplus(s_j))                                   (= 1 - prod_j (1 - D_j)),
+  b = clip(u, 0, 1) / sum (the centroid if all are 0), z = 1 / sum_i b_i iz_i, bp_i = b_i iz_i z
+  (perspective-correct barycentrics), z_hat = (far - z) / (far - near),
+  logit_j = log D_j + z_hat_j / gamma = s_j - softplus(s_j) + z_hat_j / gamma, background eps / gamma,
+  rgb = softmax-weighted colors: face color C_j, sum_i bp_i C_ji (vertex colors) or a texture lookup.
+
+Why a hand-written VJP: reverse-mode autodiff of this elementwise math makes XLA on CPU materialize
+dozens of [..., P, K] residuals and reductions; the gradient took ~10x the forward (3x with this rule).
+The rule keeps only per-pixel results (alpha, rgb, the softmax maximum and normalizer) and recomputes the
+per-pair terms. Two facts keep it short: the point-to-segment distance is stationary in the clamp
+parameter t where t is not clamped (so t is held constant), and the barycentric planes are linear in p
+(so their gradient is g * (p_x, p_y, 1)). Texture colors are differentiated by autodiff
+(`aggregate_autodiff`, the same forward); tests compare the two rules.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gradsim_jax.render.shading import sample_bilinear
+
+FACE_COLUMNS = (
+    "v0x v0y v1x v1y v2x v2y e0x e0y e1x e1y e2x e2y il0 il1 il2 a0 b0 c0 a1 b1 c1 a2 b2 c2 iz0 iz1 iz2 valid"
+).split()
+
+
+class KernelConfig(NamedTuple):
+    """Static settings of the per-pixel math (hashable)."""
+
+    # "face" ([K, 3] colors), "vertex" ([K, 9]: 3 corners x rgb) or "texture" ([K, 9]: 3 corners x uv,
+    # then the face's light factor); "texture" is only supported by `aggregate_autodiff`.
+    color_kind: str
+    with_color: bool  # False: alpha only
+    sigma: float
+    cutoff_sq: float
+    gamma: float
+    background_eps: float
+
+
+def _columns(table):
+    """Face columns: name -> [..., P or 1, K]."""
+    return {name: table[..., i] for i, name in enumerate(FACE_COLUMNS)}
+
+
+def _sum_to_shape(x, shape):
+    """Sum the broadcast axes of a per-pair array [..., P, K] back to `shape` (e.g. [..., 1, K])."""
+    x = jnp.broadcast_to(x, jnp.broadcast_shapes(x.shape, shape))
+    axes = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape)) if b == 1 and a != 1)
+    return jnp.sum(x, axis=axes, keepdims=True) if axes else x
+
+
+def _very_negative(dtype):
+    return jnp.asarray(-1e30 if jnp.finfo(dtype).bits <= 32 else -1e300, dtype)
+
+
+class _Pairs(NamedTuple):
+    """Per pixel-face terms, [..., P, K]."""
+
+    u: list  # screen barycentrics (unclipped)
+    nearest: list  # masks: edge k is the nearest one (first on ties)
+    t: jax.Array  # clamp parameter on the nearest edge
+    rx: jax.Array  # pixel minus the nearest point of the nearest edge
+    ry: jax.Array
+    inside: jax.Array
+    s: jax.Array  # delta d^2 / sigma
+    contributes: jax.Array
+    softplus: jax.Array
+
+
+def _pairs(px, py, cols, mask, config: KernelConfig) -> _Pairs:
+    t, rx, ry, d2 = [], [], [], []
+    for k in range(3):
+        ex, ey = cols[f"e{k}x"], cols[f"e{k}y"]
+        qx, qy = px - cols[f"v{k}x"], py - cols[f"v{k}y"]
+        t.append(jnp.clip((qx * ex + qy * ey) * cols[f"il{k}"], 0.0, 1.0))
+        rx.append(qx - t[k] * ex)
+        ry.append(qy - t[k] * ey)
+        d2.append(rx[k] * rx[k] + ry[k] * ry[k])
+    nearest0 = (d2[0] <= d2[1]) & (d2[0] <= d2[2])
+    nearest1 = ~nearest0 & (d2[1] <= d2[2])
+
+    def pick(values):
+        return jnp.where(nearest0, values[0], jnp.where(nearest1, values[1], values[2]))
+
+    d2_min = jnp.minimum(jnp.minimum(d2[0], d2[1]), d2[2])
+    u = [cols[f"a{i}"] * px + cols[f"b{i}"] * py + cols[f"c{i}"] for i in range(3)]
+    inside = (u[0] > 0) & (u[1] > 0) & (u[2] > 0)
+    s = jnp.where(inside, d2_min, -d2_min) * (1.0 / config.sigma)
+    contributes = (cols["valid"] > 0) & mask & (inside | (d2_min < config.cutoff_sq))
+    nearest = [nearest0, nearest1, ~nearest0 & ~nearest1]
+    return _Pairs(u, nearest, pick(t), pick(rx), pick(ry), inside, s, contributes, jax.nn.softplus(s))
+
+
+class _Depth(NamedTuple):
+    b: list  # clipped, normalized screen barycentrics
+    total: jax.Array  # their sum before normalizing
+    bary: list  # perspective-correct barycentrics
+    z: jax.Array
+
+
+def _depth(pairs: _Pairs, cols) -> _Depth:
+    clipped = [jnp.clip(ui, 0.0, 1.0) for ui in pairs.u]
+    total = clipped[0] + clipped[1] + clipped[2]
+    # Zero-area faces have all-zero planes, so total 0: use the centroid.
+    no_weight = total <= 0
+    inv_total = jnp.where(no_weight, 0.0, 1.0 / jnp.where(no_weight, 1.0, total))
+    third = jnp.asarray(1.0 / 3.0, total.dtype)
+    b = [jnp.where(no_weight, third, ci * inv_total) for ci in clipped]
+    w = [b[i] * cols[f"iz{i}"] for i in range(3)]
+    # sum w >= 1/far > 0 for valid faces; invalid faces carry iz = 1.
+    z = 1.0 / (w[0] + w[1] + w[2])
+    return _Depth(b, total, [wi * z for wi in w], z)
+
+
+def _logits(pairs: _Pairs, depth: _Depth, near, far, config: KernelConfig):
+    z_hat = (far - depth.z) / (far - near)
+    log_coverage = pairs.s - pairs.softplus  # log sigmoid(s)
+    return jnp.where(
+        pairs.contributes, log_coverage + z_hat * (1.0 / config.gamma), _very_negative(pairs.s.dtype)
+    )
+
+
+def _pair_colors(config: KernelConfig, color_table, texture_image, depth: _Depth):
+    """Color of each pixel-face pair [..., P or 1, K, 3]."""
+    corner = color_table  # [..., P or 1, K, C]
+    if config.color_kind == "face":
+        return corner
+    if config.color_kind == "vertex":
+        return sum(depth.bary[i][..., None] * corner[..., 3 * i : 3 * i + 3] for i in range(3))
+    uv = sum(depth.bary[i][..., None] * corner[..., 2 * i : 2 * i + 2] for i in range(3))
+    return sample_bilinear(texture_image, uv) * corner[..., 6:9]
+
+
+def _forward(config: KernelConfig, px, py, table, color_table, texture_image, mask, background, near, far):
+    """Outputs and the per-pixel values the backward pass needs."""
+    cols = _columns(table)
+    pairs = _pairs(px, py, cols, mask, config)
+    # 1 - D = sigmoid(-s), so prod_j (1 - D_j) = exp(-sum_j softplus(s_j)).
+    log_transmit = -jnp.sum(jnp.where(pairs.contributes, pairs.softplus, 0.0), axis=-1)
+    alpha = 1.0 - jnp.exp(log_transmit)
+    if not config.with_color:
+        return alpha, (alpha,)
+    depth = _depth(pairs, cols)
+    logits = _logits(pairs, depth, near, far, config)
+    dtype = pairs.s.dtype
+    bg_logit = jnp.asarray(config.background_eps / config.gamma, dtype)
+    top = jax.lax.stop_gradient(jnp.maximum(jnp.max(logits, axis=-1, keepdims=True), bg_logit))
+    weights = jnp.exp(logits - top)  # [..., P, K]
+    bg_weight = jnp.exp(bg_logit - top)  # [..., P, 1]
+    normalizer = jnp.sum(weights, axis=-1, keepdims=True) + bg_weight
+    pair_rgb = _pair_colors(config, color_table, texture_image, depth)
+    rgb = (jnp.sum(weights[..., None] * pair_rgb, axis=-2) + bg_weight * background) / normalizer
+    out = jnp.concatenate([rgb, alpha[..., None]], axis=-1)
+    return out, (alpha, rgb, top, normalizer)
+
+
+def aggregate_autodiff(config: KernelConfig, px, py, table, color_table, texture_image, mask, background, near, far):
+    """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures)."""
+    return _forward(config, px, py, table, color_table, texture_image, mask, background, near, far)[0]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def aggregate(config: KernelConfig, px, py, table, color_table, texture_image, mask, background, near, far):
+    """The per-pixel soft rasterizer with the hand-written VJP (same values; face or vertex colors)."""
+    return _forward(config, px, py, table, color_table, texture_image, mask, background, near, far)[0]
+
+
+def _aggregate_fwd(config, px, py, table, color_table, texture_image, mask, background, near, far):
+    out, pixel_values = _forward(config, px, py, table, color_table, texture_image, mask, background, near, far)
+    return out, (px, py, table, color_table, texture_image, mask, background, near, far, pixel_values)
+
+
+def _aggregate_bwd(config: KernelConfig, residuals, g_out):
+    px, py, table, color_table, texture_image, mask, background, near, far, pixel_values = residuals
+    cols = _columns(table)
+    pairs = _pairs(px, py, cols, mask, config)
+    dtype = pairs.s.dtype
+    zero = jnp.zeros((), dtype)
+    one_minus_coverage = jnp.exp(-pairs.softplus)  # sigmoid(-s)
+    coverage = 1.0 - one_minus_coverage
+    alpha = pixel_values[0]
+    g_alpha = g_out[..., 3] if config.with_color else g_out
+    # d alpha / d s_j = prod_i (1 - D_i) D_j.
+    g_s = jnp.where(pairs.contributes, ((1.0 - alpha) * g_alpha)[..., None] * coverage, zero)
+    g_color_table = jnp.zeros_like(color_table)
+    g_background = jnp.zeros_like(background)
+    g_near = jnp.zeros_like(near)
+    g_far = jnp.zeros_like(far)
+    plane_leaves, depth_leaves = [], []
+    if config.with_color:
+        _, rgb, top, normalizer = pixel_values
+        g_rgb = g_out[..., :3]
+        depth = _depth(pairs, cols)
+        logits = _logits(pairs, depth, near, far, config)
+        share = jnp.exp(logits - top) * (1.0 / normalizer)  # softmax weight of each pair, [..., P, K]
+        bg_share = jnp.exp(config.background_eps / config.gamma - top) / normalizer  # [..., P, 1]
+        g_background = jnp.sum(bg_share * g_rgb, axis=tuple(range(g_rgb.ndim - 1)))
+        pair_rgb = _pair_colors(config, color_table, texture_image, depth)  # [..., P or 1, K, 3]
+        g_rgb_dot_rgb = jnp.sum(g_rgb * rgb, axis=-1, keepdims=True)
+        g_rgb_dot_pair = sum(g_rgb[..., None, c] * pair_rgb[..., c] for c in range(3))
+        g_logit = share * (g_rgb_dot_pair - g_rgb_dot_rgb)
+        g_s = g_s + g_logit * one_minus_coverage
+        depth_range = far - near
+        g_z_hat = g_logit * (1.0 / config.gamma)
+        g_far = jnp.sum(g_z_hat * (depth.z - near)) / (depth_range * depth_range)
+        g_near = jnp.sum(g_z_hat * (far - depth.z)) / (depth_range * depth_range)
+        z = depth.z
+        # bary_i = w_i z with w_i = b_i iz_i and z = 1 / sum w; g_z = -g_z_hat / (far - near).
+        g_w_common = g_z_hat * z * z * (1.0 / depth_range)
+        if config.color_kind == "face":
+            g_color_table = _sum_to_shape(share[..., None] * g_rgb[..., None, :], color_table.shape)
+            g_w = [g_w_common] * 3
+        else:
+            corner = color_table
+            g_bary = [share * sum(g_rgb[..., None, c] * corner[..., 3 * i + c] for c in range(3)) for i in range(3)]
+            g_bary_mean = sum(g_bary[i] * depth.bary[i] for i in range(3))
+            g_w = [(g_bary[i] - g_bary_mean) * z + g_w_common for i in range(3)]
+            g_color_table = _sum_to_shape(
+                jnp.concatenate([(share * depth.bary[i])[..., None] * g_rgb[..., None, :] for i in range(3)], axis=-1),
+                color_table.shape,
+            )
+        depth_leaves = [g_w[i] * depth.b[i] for i in range(3)]  # gradients of iz_i
+        g_b = [g_w[i] * cols[f"iz{i}"] for i in range(3)]
+        # b_i = clip(u_i) / total; the centroid branch (total 0) has no gradient.
+        has_weight = depth.total > 0
+        inv_total = jnp.where(has_weight, 1.0 / jnp.where(has_weight, depth.total, 1.0), zero)
+        g_b_mean = sum(g_b[i] * depth.b[i] for i in range(3))
+        plane_leaves = [
+            jnp.where((pairs.u[i] > 0) & (pairs.u[i] < 1), (g_b[i] - g_b_mean) * inv_total, zero)
+            for i in range(3)
+        ]
+
+    # d2 = |r|^2 on the nearest edge k, r = p - v_k - t e_k with t held fixed (see module docstring).
+    g_d2 = g_s * jnp.where(pairs.inside, 2.0, -2.0) * (1.0 / config.sigma)
+    t, nearest = pairs.t, pairs.nearest
+    g_rx, g_ry = g_d2 * pairs.rx, g_d2 * pairs.ry
+    grads = {}  # column name -> per-pair gradient, reduced over pixels below
+    for k in range(3):
+        gx = jnp.where(nearest[k], g_rx, zero)
+        gy = jnp.where(nearest[k], g_ry, zero)
+        grads[f"v{k}x"], grads[f"v{k}y"] = -gx, -gy
+        grads[f"e{k}x"], grads[f"e{k}y"] = -t * gx, -t * gy
+    for i, g_u in enumerate(plane_leaves):
+        grads[f"a{i}"], grads[f"b{i}"], grads[f"c{i}"] = g_u * px, g_u * py, g_u
+    for i, g_iz in enumerate(depth_leaves):
+        grads[f"iz{i}"] = g_iz
+    g_table = jnp.stack(
+        [
+            _sum_to_shape(grads[name], table.shape[:-1]) if name in grads else jnp.zeros(table.shape[:-1], dtype)
+            for name in FACE_COLUMNS
+        ],
+        axis=-1,
+    )
+    return (
+        jnp.zeros_like(px),
+        jnp.zeros_like(py),
+        g_table,
+        g_color_table,
+        None,
+        None,
+        g_background,
+        g_near,
+        g_far,
+    )
+
+
+aggregate.defvjp(_aggregate_fwd, _aggregate_bwd)

@@ -1,0 +1,589 @@
+"""Differentiable soft rasterizer (SoftRas: Liu, Li, Chen, Li, "Soft Rasterizer: A Differentiable
+Renderer for Image-based 3D Reasoning", ICCV 2019), as gradSim uses it, with tiled face culling.
+
+Model (per pixel p and face j; screen coordinates as in `camera.py`):
+- d_j: distance from p to the nearest edge of face j; delta_j = +1 inside, -1 outside;
+  D_j = sigmoid(delta_j d_j^2 / sigma). sigma defaults to 1e-5 at 256 px height, scaled by (256 / H)^2.
+- Faces with D_j < dist_eps contribute nothing: an outside pixel with d_j^2 >= sigma ln(1/dist_eps - 1)
+  is skipped exactly, in the tiled renderer and in the dense reference alike.
+- Alpha: A = 1 - prod_j (1 - D_j), computed as 1 - exp(-sum_j softplus(delta_j d_j^2 / sigma)).
+- Color: softmax over faces and the background with logits log D_j + z_hat_j / gamma and
+  background_eps / gamma, z_hat_j = (far - z_j) / (far - near), z_j from perspective-correct barycentrics
+  (screen barycentrics clamped to the face and renormalized, so pixels just outside use the nearest point).
+  Subtracting the running maximum of the logits keeps it finite for small gamma.
+- Both sides of a face are visible by default (`fill_back=True`); with `fill_back=False` a face whose
+  vertex order is counter-clockwise seen from the camera (right-hand normal pointing away from it) is
+  culled, so meshes with outward normals show their near side.
+- Faces with a vertex at or closer than the near plane, or at or beyond the far plane, are dropped (no
+  clipping). Zero-area faces have no inside and use equal barycentrics; every division and norm is guarded
+  (double where) so values and gradients stay finite for degenerate, edge-on and behind-camera faces and
+  for pixel centers exactly on an edge (d^2 is used, never d).
+
+Culling scheme (cost and memory not dense pixels x faces), in two levels on gradient-free coordinates:
+1. Tiles. The image is split into square tiles of `tile_size` pixels. Every face, widened by the cutoff
+   radius r = sqrt(sigma ln(1/dist_eps - 1)), is tested against every tile (a [tiles, F] separating-axis
+   test: bounding box and the three edge lines pushed out by r). Each tile keeps its `tile_capacity`
+   nearest overlapping faces (`lax.top_k` on minus the face's nearest depth), so a full tile drops its
+   farthest faces.
+2. Pixels. Each pixel tests its tile's list with the same test at its own center and keeps its
+   `pixel_capacity` nearest candidates (skipped when pixel_capacity >= tile_capacity: then every pixel
+   of a tile takes the tile's whole list).
+The soft-rasterization math (`aggregate.py`, with a hand-written VJP) then runs on [pixels, capacity]
+pairs only, tiles a few at a time under `lax.map` so that memory stays bounded; the selection indices
+are integers and carry no gradient, the gradient of the selected faces' columns is scattered back to
+the faces. `render_with_stats` reports the faces dropped by full tiles and pixels (`overflow`; 0 means
+exact) and the fullest tile and pixel; `suggest_capacities` measures what example frames need. Without
+overflow the result equals `render_dense`, the all-pixels-times-all-faces reference, up to the order of
+floating-point sums.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
+from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
+from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, face_light_factor
+
+Array = Any
+
+# Screen-space doubled areas below this are treated as zero: far below a pixel's area at any size.
+_DEGENERATE_AREA = 1e-10
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderSettings:
+    """Static rasterizer settings (hashable; a pytree with no leaves, so it can pass through `jit`).
+
+    sigma: sharpness in screen units^2; None means 1e-5 * (256 / height)^2.
+    gamma: depth-softmax temperature. dist_eps: coverage below which a face is skipped.
+    background_eps: the background's z_hat in the color softmax.
+    fill_back: render both sides of faces (else cull back faces).
+    supersample: 1, or 2 to render at twice the size and average 2 x 2 blocks.
+    tile_size: tile edge in pixels. tile_capacity: faces kept per tile. pixel_capacity: faces kept per
+    pixel (out of its tile's); `suggest_capacities` measures what a scene needs.
+    pairs_per_chunk: pixel-face pairs evaluated at once (a cache-size knob; it does not change results).
+    """
+
+    sigma: float | None = None
+    gamma: float = 1e-4
+    dist_eps: float = 1e-4
+    background_eps: float = 1e-3
+    fill_back: bool = True
+    supersample: int = 1
+    tile_size: int = 8
+    tile_capacity: int = 64
+    pixel_capacity: int = 16
+    pairs_per_chunk: int = 16384
+
+    def __post_init__(self):
+        if self.supersample not in (1, 2):
+            raise ValueError(f"supersample must be 1 or 2, got {self.supersample}")
+        if min(self.tile_size, self.tile_capacity, self.pixel_capacity, self.pairs_per_chunk) < 1:
+            raise ValueError("tile_size, tile_capacity, pixel_capacity and pairs_per_chunk must be positive")
+        if self.sigma is not None and not self.sigma > 0:
+            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if not (self.gamma > 0 and 0 < self.dist_eps < 0.5):
+            raise ValueError("gamma must be positive and dist_eps in (0, 0.5)")
+
+    def sigma_for(self, height: int) -> float:
+        """sigma for an image `height` pixels tall (the default keeps edges ~1 px wide at any size)."""
+        return self.sigma if self.sigma is not None else 1e-5 * (256.0 / height) ** 2
+
+    def cutoff_sq(self, height: int) -> float:
+        """Squared distance beyond which an outside pixel has coverage below dist_eps."""
+        return self.sigma_for(height) * math.log(1.0 / self.dist_eps - 1.0)
+
+
+jax.tree_util.register_dataclass(
+    RenderSettings, data_fields=[], meta_fields=[f.name for f in dataclasses.fields(RenderSettings)]
+)
+
+
+class RenderStats(NamedTuple):
+    """Culling diagnostics. `tile_overflow` / `pixel_overflow`: candidate faces dropped because a tile or
+    a pixel was full (0 and 0 mean the image is exact); `max_faces_per_tile` / `max_faces_per_pixel`:
+    candidates of the fullest tile / pixel (the pixel count is taken over the faces its tile kept)."""
+
+    tile_overflow: Array
+    pixel_overflow: Array
+    max_faces_per_tile: Array
+    max_faces_per_pixel: Array
+
+    @property
+    def overflow(self):
+        return self.tile_overflow + self.pixel_overflow
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-face table: everything the per-pixel math needs, one row per face, gathered once per tile.
+# --------------------------------------------------------------------------------------------------
+
+
+def _face_colors_table(colors, lights, face_world, faces, camera, dtype):
+    """Color columns [F, C] and their kind ('face', 'vertex', 'texture'); lighting folded in."""
+    light = face_light_factor(lights, face_world, camera.eye)
+    num_faces = faces.shape[0]
+    if colors is None:
+        return light, "face"
+    if isinstance(colors, FaceColors):
+        return jnp.asarray(colors.rgb, dtype) * light, "face"
+    if isinstance(colors, VertexColors):
+        per_corner = jnp.asarray(colors.rgb, dtype)[faces] * light[:, None, :]
+        return per_corner.reshape(num_faces, 9), "vertex"
+    if isinstance(colors, Texture):
+        uv = jnp.asarray(colors.uv, dtype)
+        if uv.ndim == 2:
+            uv = uv[faces]
+        return jnp.concatenate([uv.reshape(num_faces, 6), light], axis=1), "texture"
+    raise TypeError(f"unsupported colors {type(colors).__name__}")
+
+
+class _ScreenFaces(NamedTuple):
+    table: Array  # [F, len(FACE_COLUMNS)]
+    nearest_z: Array  # [F] (no gradient; inf for dropped faces)
+    valid: Array  # [F] bool
+
+
+def _screen_faces(camera: Camera, vertices, faces, fill_back: bool) -> _ScreenFaces:
+    """Project faces and tabulate their screen-space columns (`aggregate.FACE_COLUMNS`)."""
+    xy, z = project(camera, vertices)
+    fxy = xy[faces]  # [F, 3, 2]
+    fz = z[faces]  # [F, 3]
+    valid = jnp.all(fz > camera.near, axis=1) & jnp.all(fz < camera.far, axis=1)
+    edges = jnp.roll(fxy, -1, axis=1) - fxy  # e_k = v_{k+1} - v_k
+    len2 = jnp.sum(edges * edges, axis=-1)
+    zero_len = len2 <= 0
+    inv_len2 = jnp.where(zero_len, 0.0, 1.0 / jnp.where(zero_len, 1.0, len2))
+    # Twice the signed area, cross(v1 - v0, v2 - v0), with v2 - v0 = -e2.
+    area2 = edges[:, 0, 1] * edges[:, 2, 0] - edges[:, 0, 0] * edges[:, 2, 1]
+    degenerate = jnp.abs(area2) <= _DEGENERATE_AREA
+    inv_area2 = jnp.where(degenerate, 0.0, 1.0 / jnp.where(degenerate, 1.0, area2))
+    orient = jax.lax.stop_gradient(jnp.where(degenerate, 0.0, jnp.sign(area2)))
+    if not fill_back:
+        # In this left-handed camera frame a face whose normal points at the camera is clockwise on screen.
+        valid = valid & (orient < 0)
+    inv_z = 1.0 / jnp.where(valid[:, None], fz, 1.0)
+    # Screen barycentric of vertex i as a plane in p: the edge function of the opposite edge
+    # e_{i+1} (from v_{i+1}), cross(e, p - v) = -e_y p_x + e_x p_y + (e_y v_x - e_x v_y), over area2.
+    opposite_e = jnp.roll(edges, -1, axis=1)
+    opposite_v = jnp.roll(fxy, -1, axis=1)
+    planes = jnp.stack(
+        [
+            -opposite_e[..., 1],
+            opposite_e[..., 0],
+            opposite_e[..., 1] * opposite_v[..., 0] - opposite_e[..., 0] * opposite_v[..., 1],
+        ],
+        axis=-1,
+    ) * inv_area2[:, None, None]
+    table = jnp.concatenate(
+        [
+            fxy.reshape(-1, 6),
+            edges.reshape(-1, 6),
+            inv_len2,
+            planes.reshape(-1, 9),
+            inv_z,
+            valid[:, None].astype(fxy.dtype),
+        ],
+        axis=1,
+    )
+    nearest_z = jax.lax.stop_gradient(jnp.where(valid, fz.min(axis=1), jnp.inf))
+    return _ScreenFaces(table, nearest_z, valid)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiling.
+# --------------------------------------------------------------------------------------------------
+
+
+def _tile_layout(width: int, height: int, tile: int):
+    """Tile grid (rows, cols), pixel centers [tiles, tile^2, 2] of the image padded to whole tiles, and
+    each tile's screen rectangle [tiles, 4] (xmin, xmax, ymin, ymax) of its pixel centers."""
+    tiles_y, tiles_x = -(-height // tile), -(-width // tile)
+    # Padded pixels continue the pixel grid beyond the image; they are cropped after rendering.
+    cols = (2.0 * np.arange(tiles_x * tile) + 1.0 - width) / height
+    rows = (height - 2.0 * np.arange(tiles_y * tile) - 1.0) / height
+    xx, yy = np.meshgrid(cols, rows)
+    grid = np.stack([xx, yy], axis=-1)
+    grid = grid.reshape(tiles_y, tile, tiles_x, tile, 2).transpose(0, 2, 1, 3, 4)
+    grid = grid.reshape(tiles_y * tiles_x, tile * tile, 2)
+    rect = np.stack([grid[..., 0].min(1), grid[..., 0].max(1), grid[..., 1].min(1), grid[..., 1].max(1)], 1)
+    return tiles_y, tiles_x, grid, rect
+
+
+def _tile_overlap(table, valid, rect, radius):
+    """[tiles, F] bool: the face, widened by `radius`, may cover a pixel center of the tile.
+
+    Separating-axis test on gradient-free screen coordinates: the bounding boxes overlap and the tile
+    rectangle is not entirely beyond any edge of the face by more than `radius` (zero-area faces: boxes
+    only).
+    """
+    table = jax.lax.stop_gradient(table)
+    c = {name: table[:, i] for i, name in enumerate(FACE_COLUMNS)}
+    vx = jnp.stack([c["v0x"], c["v1x"], c["v2x"]])
+    vy = jnp.stack([c["v0y"], c["v1y"], c["v2y"]])
+    rect = jnp.asarray(rect, table.dtype)
+    x0, x1, y0, y1 = (rect[:, i : i + 1] for i in range(4))
+    overlap = (
+        (vx.max(0) + radius >= x0)
+        & (vx.min(0) - radius <= x1)
+        & (vy.max(0) + radius >= y0)
+        & (vy.min(0) - radius <= y1)
+        & valid
+    )
+    for i in range(3):
+        # u_i = a x + b y + c is the screen barycentric; |(a, b)| converts it to distance from the edge.
+        a, b, c0 = c[f"a{i}"], c[f"b{i}"], c[f"c{i}"]
+        largest = jnp.where(a > 0, a * x1, a * x0) + jnp.where(b > 0, b * y1, b * y0) + c0
+        overlap = overlap & (largest >= -radius * jnp.sqrt(a * a + b * b))
+    return overlap
+
+
+def _bin_faces(screen: _ScreenFaces, rect, radius: float, capacity: int):
+    """Candidate faces per tile, nearest first: indices [tiles, capacity], mask, overflow, fullest tile."""
+    overlap = _tile_overlap(screen.table, screen.valid, rect, radius)
+    score = jnp.where(overlap, -screen.nearest_z[None, :], -jnp.inf)
+    top_score, index = jax.lax.top_k(score, capacity)
+    counts = jnp.sum(overlap, axis=1, dtype=jnp.int32)
+    return index, top_score > -jnp.inf, jnp.sum(jnp.maximum(counts - capacity, 0)), jnp.max(counts)
+
+
+def _pixel_candidates(table, nearest_z, tile_mask, pixel_xy, radius: float, capacity: int):
+    """Per-pixel choice among a tile's candidate faces.
+
+    table [..., Kt, D] and nearest_z [..., Kt] of the tile's candidates, tile_mask [..., Kt], pixel centers
+    [..., P, 2]. A face stays a candidate of a pixel when the pixel lies in the face's bounding box and
+    in the face's triangle with every edge pushed out by `radius` (a superset of the pixels it covers).
+    Returns local indices [..., P, capacity] into the tile's list (nearest first), their mask,
+    the number of pixel-face candidates dropped and the fullest pixel's count.
+    """
+    c = {name: jax.lax.stop_gradient(table[..., None, :, i]) for i, name in enumerate(FACE_COLUMNS)}
+    px, py = pixel_xy[..., 0:1], pixel_xy[..., 1:2]
+    vx = (c["v0x"], c["v1x"], c["v2x"])
+    vy = (c["v0y"], c["v1y"], c["v2y"])
+    ok = (
+        tile_mask[..., None, :]
+        & (px >= jnp.minimum(jnp.minimum(vx[0], vx[1]), vx[2]) - radius)
+        & (px <= jnp.maximum(jnp.maximum(vx[0], vx[1]), vx[2]) + radius)
+        & (py >= jnp.minimum(jnp.minimum(vy[0], vy[1]), vy[2]) - radius)
+        & (py <= jnp.maximum(jnp.maximum(vy[0], vy[1]), vy[2]) + radius)
+    )
+    for i in range(3):
+        a, b = c[f"a{i}"], c[f"b{i}"]
+        ok = ok & (a * px + b * py + c[f"c{i}"] >= -radius * jnp.sqrt(a * a + b * b))
+    score = jnp.where(ok, -nearest_z[..., None, :], -jnp.inf)
+    top_score, local = jax.lax.top_k(score, capacity)
+    counts = jnp.sum(ok, axis=-1, dtype=jnp.int32)
+    return local, top_score > -jnp.inf, jnp.sum(jnp.maximum(counts - capacity, 0)), jnp.max(counts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API.
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_inputs(vertices, faces, colors):
+    if vertices.ndim != 2 or vertices.shape[-1] != 3:
+        raise ValueError(f"vertices must be [N, 3], got shape {vertices.shape}")
+    if faces.ndim != 2 or faces.shape[-1] != 3:
+        raise ValueError(f"faces must be [F, 3], got shape {faces.shape}")
+    if not jnp.issubdtype(faces.dtype, jnp.integer):
+        raise TypeError(f"faces must be integer indices, got {faces.dtype}")
+    if not jnp.issubdtype(vertices.dtype, jnp.floating):
+        raise TypeError(f"vertices must be floating point, got {vertices.dtype}")
+    num_vertices, num_faces = vertices.shape[0], faces.shape[0]
+    if isinstance(colors, FaceColors) and colors.rgb.shape != (num_faces, 3):
+        raise ValueError(f"FaceColors.rgb must be [{num_faces}, 3], got {colors.rgb.shape}")
+    if isinstance(colors, VertexColors) and colors.rgb.shape != (num_vertices, 3):
+        raise ValueError(f"VertexColors.rgb must be [{num_vertices}, 3], got {colors.rgb.shape}")
+    if isinstance(colors, Texture):
+        if colors.image.ndim != 3 or colors.image.shape[-1] != 3:
+            raise ValueError(f"Texture.image must be [Ht, Wt, 3], got {colors.image.shape}")
+        if colors.uv.shape not in ((num_vertices, 2), (num_faces, 3, 2)):
+            raise ValueError(f"Texture.uv must be [{num_vertices}, 2] or [{num_faces}, 3, 2], got {colors.uv.shape}")
+    # Values can only be checked when they are concrete (not inside jit).
+    if not isinstance(faces, jax.core.Tracer) and num_faces:
+        f = np.asarray(faces)
+        if f.min() < 0 or f.max() >= num_vertices:
+            raise ValueError(f"face indices must be in [0, {num_vertices}), got [{f.min()}, {f.max()}]")
+    if not isinstance(vertices, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(vertices))):
+        raise ValueError("vertices contain NaN or inf")
+
+
+def as_colors(colors, num_vertices: int, num_faces: int):
+    """Wrap a bare [F, 3] or [N, 3] array as FaceColors / VertexColors (ambiguous when N == F)."""
+    if colors is None or isinstance(colors, (FaceColors, VertexColors, Texture)):
+        return colors
+    colors = jnp.asarray(colors)
+    if colors.ndim != 2 or colors.shape[-1] != 3:
+        raise ValueError(f"colors must be [F, 3] or [N, 3], got shape {colors.shape}")
+    if num_vertices == num_faces:
+        raise ValueError("a bare color array is ambiguous when N == F: wrap it in FaceColors or VertexColors")
+    if colors.shape[0] == num_faces:
+        return FaceColors(colors)
+    if colors.shape[0] == num_vertices:
+        return VertexColors(colors)
+    raise ValueError(f"colors has {colors.shape[0]} rows; expected F={num_faces} or N={num_vertices}")
+
+
+def _prepare(camera, vertices, faces, colors, background, settings):
+    vertices = jnp.asarray(vertices)
+    faces = jnp.asarray(faces)
+    colors = as_colors(colors, vertices.shape[0], faces.shape[0])
+    _check_inputs(vertices, faces, colors)
+    dtype = vertices.dtype
+    if background is None:
+        background = jnp.zeros(3, dtype)
+    background = jnp.broadcast_to(jnp.asarray(background, dtype), (3,))
+    if settings.supersample == 2:
+        camera = with_image_size(camera, 2 * camera.width, 2 * camera.height)
+    return camera, vertices, faces.astype(jnp.int32), colors, background
+
+
+def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height: int) -> KernelConfig:
+    return KernelConfig(
+        color_kind=kind,
+        with_color=with_color,
+        sigma=settings.sigma_for(height),
+        cutoff_sq=settings.cutoff_sq(height),
+        gamma=settings.gamma,
+        background_eps=settings.background_eps,
+    )
+
+
+def _finish(image, settings):
+    if settings.supersample == 2:
+        h, w = image.shape[0] // 2, image.shape[1] // 2
+        image = image.reshape(h, 2, w, 2, *image.shape[2:]).mean(axis=(1, 3))
+    return image
+
+
+def _empty_image(camera, background, dtype, with_color):
+    if not with_color:
+        return jnp.zeros((camera.height, camera.width), dtype)
+    rgb = jnp.broadcast_to(background, (camera.height, camera.width, 3))
+    return jnp.concatenate([rgb, jnp.zeros((camera.height, camera.width, 1), dtype)], axis=-1)
+
+
+def render_with_stats(
+    camera: Camera,
+    vertices,
+    faces,
+    colors=None,
+    *,
+    lights: Lights | None = None,
+    background=None,
+    settings: RenderSettings = RenderSettings(),
+    with_color: bool = True,
+):
+    """`render` (or, with `with_color=False`, `silhouette`), also returning the tiling's RenderStats."""
+    height = camera.height  # sigma follows the output size, also when supersampling
+    camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
+    dtype = vertices.dtype
+    num_faces = faces.shape[0]
+    if num_faces == 0:
+        zero = jnp.zeros((), jnp.int32)
+        stats = RenderStats(zero, zero, zero, zero)
+        return _finish(_empty_image(camera, background, dtype, with_color), settings), stats
+    tile = settings.tile_size
+    tiles_y, tiles_x, tile_xy, tile_rect = _tile_layout(camera.width, camera.height, tile)
+    screen = _screen_faces(camera, vertices, faces, settings.fill_back)
+    if with_color:
+        color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
+    else:
+        color_table, kind = jnp.zeros((num_faces, 3), dtype), "face"
+    # A 1% wider cutoff keeps float rounding in the culling tests from dropping a contributing face.
+    radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
+    tile_capacity = min(settings.tile_capacity, num_faces)
+    index, mask, tile_overflow, max_per_tile = _bin_faces(screen, tile_rect, radius, tile_capacity)
+    tile_xy = jnp.asarray(tile_xy, dtype)
+    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
+    kernel = aggregate_autodiff if kind == "texture" else aggregate
+    config = _kernel_config(settings, kind, with_color, height)
+    per_pixel = settings.pixel_capacity < tile_capacity
+    pair_capacity = settings.pixel_capacity if per_pixel else tile_capacity
+    num_tiles, pixels_per_tile = tile_xy.shape[0], tile_xy.shape[1]
+    # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
+    # in cache; XLA on CPU materializes most of them.
+    chunk = max(1, min(num_tiles, settings.pairs_per_chunk // (pixels_per_tile * pair_capacity)))
+    num_chunks = -(-num_tiles // chunk)
+    pad = num_chunks * chunk - num_tiles
+    index = jnp.pad(index, ((0, pad), (0, 0)))
+    mask = jnp.pad(mask, ((0, pad), (0, 0)))
+    tile_xy = jnp.pad(tile_xy, ((0, pad), (0, 0), (0, 0)))
+
+    def shade_chunk(chunk_inputs):
+        chunk_xy, chunk_index, chunk_mask = chunk_inputs
+        if per_pixel:
+            local, pair_mask, overflow, fullest = _pixel_candidates(
+                screen.table[chunk_index], screen.nearest_z[chunk_index], chunk_mask, chunk_xy, radius,
+                pair_capacity,
+            )
+            pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
+        else:  # every pixel of a tile takes the tile's whole list
+            pair_index, pair_mask = chunk_index[:, None, :], chunk_mask[:, None, :]
+            overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+        image = kernel(
+            config,
+            chunk_xy[..., 0:1],
+            chunk_xy[..., 1:2],
+            screen.table[pair_index],
+            color_table[pair_index],
+            texture_image,
+            pair_mask,
+            background,
+            camera.near,
+            camera.far,
+        )
+        return image, (overflow, fullest)
+
+    def split(x):
+        return x.reshape(num_chunks, chunk, *x.shape[1:])
+
+    out, (pixel_overflow, max_per_pixel) = jax.lax.map(shade_chunk, (split(tile_xy), split(index), split(mask)))
+    out = out.reshape(num_chunks * chunk, *out.shape[2:])[:num_tiles]
+    channels = out.shape[2:]
+    out = out.reshape(tiles_y, tiles_x, tile, tile, *channels).swapaxes(1, 2)
+    out = out.reshape(tiles_y * tile, tiles_x * tile, *channels)[: camera.height, : camera.width]
+    stats = RenderStats(tile_overflow, jnp.sum(pixel_overflow), max_per_tile, jnp.max(max_per_pixel))
+    return _finish(out, settings), stats
+
+
+def render(
+    camera: Camera,
+    vertices,
+    faces,
+    colors=None,
+    *,
+    lights: Lights | None = None,
+    background=None,
+    settings: RenderSettings = RenderSettings(),
+):
+    """Soft-rasterized RGBA image [H, W, 4] of a triangle mesh.
+
+    camera: `Camera` (H, W from it). vertices: [N, 3] world positions. faces: [F, 3] int vertex indices.
+    colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
+    lights: `Lights` or None (unlit). background: RGB [3] behind the mesh (default black; alpha 0 there).
+    A plain function: jit it at the call site (settings and the camera's image size are static).
+    Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`.
+    """
+    image, _ = render_with_stats(
+        camera, vertices, faces, colors, lights=lights, background=background, settings=settings
+    )
+    return image
+
+
+def silhouette(camera: Camera, vertices, faces, *, settings: RenderSettings = RenderSettings()):
+    """Soft coverage (alpha) [H, W] of a mesh; cheaper than `render` (no depth or color)."""
+    image, _ = render_with_stats(camera, vertices, faces, settings=settings, with_color=False)
+    return image
+
+
+def render_video(
+    camera: Camera,
+    frames,
+    faces,
+    colors=None,
+    *,
+    lights: Lights | None = None,
+    background=None,
+    settings: RenderSettings = RenderSettings(),
+):
+    """RGBA video [T, H, W, 4] of vertex positions `frames [T, N, 3]` (same faces, colors, camera).
+
+    Frames are rendered one after another (`lax.map`) and each frame is recomputed in the backward pass
+    (`jax.checkpoint`), so the memory of a gradient is that of one frame plus the video itself.
+    """
+    frames = jnp.asarray(frames)
+    if frames.ndim != 3 or frames.shape[-1] != 3:
+        raise ValueError(f"frames must be [T, N, 3], got shape {frames.shape}")
+
+    @jax.checkpoint
+    def one_frame(vertices):
+        return render(camera, vertices, faces, colors, lights=lights, background=background, settings=settings)
+
+    return jax.lax.map(one_frame, frames)
+
+
+def render_dense(
+    camera: Camera,
+    vertices,
+    faces,
+    colors=None,
+    *,
+    lights: Lights | None = None,
+    background=None,
+    settings: RenderSettings = RenderSettings(),
+    with_color: bool = True,
+):
+    """Reference renderer: every pixel against every face, differentiated by plain autodiff.
+
+    Same model and cutoff as `render`; tiling settings are ignored. Memory is H x W x F: small tests only.
+    """
+    height = camera.height
+    camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
+    dtype = vertices.dtype
+    if faces.shape[0] == 0:
+        return _finish(_empty_image(camera, background, dtype, with_color), settings)
+    xy = jnp.asarray(pixel_centers(camera.width, camera.height, np.float64), dtype).reshape(-1, 2)
+    screen = _screen_faces(camera, vertices, faces, settings.fill_back)
+    if with_color:
+        color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
+    else:
+        color_table, kind = jnp.zeros((faces.shape[0], 3), dtype), "face"
+    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
+    out = aggregate_autodiff(
+        _kernel_config(settings, kind, with_color, height),
+        xy[:, 0:1],
+        xy[:, 1:2],
+        screen.table[None],
+        color_table[None],
+        texture_image,
+        jnp.ones((1, faces.shape[0]), bool),
+        background,
+        camera.near,
+        camera.far,
+    )
+    return _finish(out.reshape(camera.height, camera.width, *out.shape[1:]), settings)
+
+
+def suggest_capacities(
+    camera: Camera, frames, faces, *, settings: RenderSettings = RenderSettings(), multiple: int = 8
+) -> RenderSettings:
+    """`settings` with the smallest tile and pixel capacities (rounded up to `multiple`) that drop no face
+    on example `frames [T, N, 3]` (or one [N, 3] frame). Host-side: run it once on representative frames
+    (e.g. a first simulation), then keep the settings fixed so that nothing recompiles."""
+    frames = np.asarray(frames)
+    if frames.ndim == 2:
+        frames = frames[None]
+    faces = jnp.asarray(faces, jnp.int32)
+
+    def rounded(count):
+        return max(multiple, -(-int(count) // multiple) * multiple)
+
+    height = camera.height
+    binning_camera = camera
+    if settings.supersample == 2:
+        binning_camera = with_image_size(camera, 2 * camera.width, 2 * camera.height)
+    _, _, _, tile_rect = _tile_layout(binning_camera.width, binning_camera.height, settings.tile_size)
+    radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
+
+    @jax.jit
+    def fullest_tile(vertices):
+        screen = _screen_faces(binning_camera, vertices, faces, settings.fill_back)
+        return jnp.max(jnp.sum(_tile_overlap(screen.table, screen.valid, tile_rect, radius), axis=1))
+
+    tile_capacity = rounded(max(int(fullest_tile(jnp.asarray(f))) for f in frames))
+    # With no tile overflowing, the per-pixel count is exact.
+    probe = dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=1)
+    fullest_pixel = jax.jit(
+        lambda v: render_with_stats(camera, v, faces, settings=probe, with_color=False)[1].max_faces_per_pixel
+    )
+    pixel_capacity = rounded(max(int(fullest_pixel(jnp.asarray(f))) for f in frames))
+    return dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=pixel_capacity)
