@@ -21,16 +21,18 @@ def physics_table(data: dict) -> str:
     lines = [
         f"Cloth simulator (`benchmarks/bench_physics.py`; {data['machine']}, {data['date']}). Loss on the final",
         "positions; gradient w.r.t. the initial velocities and the membrane stiffness. Peak RSS is the whole",
-        "process (JAX itself is about 240 MB; XLA's compiler takes most of the rest).",
+        "process, compilation included; 'running' is the peak while the compiled program runs (the RSS",
+        "high-water mark reset after compiling), JAX's runtime included; 'temp' is XLA's scratch memory.",
         "",
-        "| scene | steps | mode | checkpoint | compile (s) | run (s) | steps/s | peak RSS (MB) |",
-        "|---|---:|---|---|---:|---:|---:|---:|",
+        "| scene | steps | mode | checkpoint | compile (s) | run (s) | steps/s | peak RSS (MB) | running (MB) | temp (MB) |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in data["rows"]:
         lines.append(
             f"| {r['case'].split(',')[0]} ({r['particles']} particles, {r['triangles']} triangles) | {r['steps']} | "
             f"{r['mode']} | {'per frame' if r['checkpoint'] else 'off'} | {r['compile_s']:.2f} | "
-            f"{r['run_s_min']:.4f} | {r['steps_per_s']:,.0f} | {r['peak_rss_mb']:.0f} |"
+            f"{r['run_s_min']:.4f} | {r['steps_per_s']:,.0f} | {r['peak_rss_mb']:.0f} | "
+            f"{r['run_peak_rss_mb'] or float('nan'):.0f} | {r['temp_mb']:.1f} |"
         )
     return "\n".join(lines)
 
