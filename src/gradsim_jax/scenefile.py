@@ -1,0 +1,362 @@
+"""Scene files: a TOML description of a cloth recording for `gradsim-jax fit` and `gradsim-jax render`.
+
+One table, `SCHEMA`, lists every section and key with its type, default and meaning. The loader
+validates against it (unknown section or key, wrong type, missing file or required key: `SceneFileError`
+naming the file and the key) and `help_text()` prints it, so the documentation cannot drift from the
+checks. Relative paths are relative to the scene file's folder. Example: examples/cloth_scene.toml.
+
+Values in [material] are the scene's known physical values (what `gradsim-jax render` uses to make a
+synthetic target); [initial] overrides them as the starting guess of the quantities listed in
+[fit] free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any, Optional
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.geometry import cloth_grid, cloth_mesh
+from gradsim_jax.geometry.scene import quat_rotate
+from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta
+
+
+class SceneFileError(ValueError):
+    """A scene file is malformed: the message names the file and the offending key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    type: str  # "int", "float", "bool", "str", "float[3]", "int[2]", "int[]", "str[]", "float|float[3]"
+    default: Any
+    doc: str
+    required: bool = False
+
+
+_QUANTITY_NAMES = ", ".join(sorted({a for q in QUANTITIES.values() for a in q.aliases}))
+
+SCHEMA: dict[str, dict[str, Field]] = {
+    "scene": {
+        "grid": Field("int[2]", None, "cloth grid of [dim_x, dim_y] cells (give grid or mesh)"),
+        "cell": Field("float[2]", [0.1, 0.1], "grid cell size [x, y] in m"),
+        "mesh": Field("str", None, "path of a triangle mesh (.obj, v/f lines) instead of a grid"),
+        "scale": Field("float", 1.0, "scale applied to the mesh's vertices"),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "translation of the cloth, m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "rotation of the cloth, unit quaternion (w, x, y, z)"),
+        "pinned": Field("int[]", [], "indices of pinned (fixed) vertices"),
+        "fix": Field("str[]", [], "grid sides to pin: any of left, right, top, bottom"),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
+        "ground": Field("bool", False, "collide with the ground plane y = ground_height"),
+        "ground_height": Field("float", 0.0, "height of the ground plane, m"),
+    },
+    "material": {
+        "mass": Field("float", 0.01, "mass per particle, kg"),
+        "tri_ke": Field("float", 100.0, "membrane stretch stiffness k_mu (the quantity 'stiffness')"),
+        "tri_ka": Field("float", 100.0, "membrane area stiffness k_lambda (keeps its ratio to tri_ke in fits)"),
+        "tri_kd": Field("float", 1.0, "membrane damping (the quantity 'damping')"),
+        "edge_ke": Field("float", 0.0, "bending stiffness, the quantity 'bending' (0: no bending elements)"),
+        "edge_kd": Field("float", 0.0, "bending damping"),
+        "drag": Field("float", 0.0, "aerodynamic drag coefficient (nonzero switches aerodynamics on)"),
+        "lift": Field("float", 0.0, "aerodynamic lift coefficient"),
+        "aerodynamics": Field("bool", False, "force the drag/lift term on (to fit drag or lift from a guess)"),
+        "contact_mu": Field("float", 0.5, "ground friction coefficient"),
+        "contact_ke": Field("float", 1.0e3, "ground contact stiffness"),
+        "contact_kd": Field("float", 10.0, "ground contact damping"),
+        "contact_kf": Field("float", 100.0, "ground friction stiffness"),
+        "gravity": Field("float[3]", [0.0, -9.81, 0.0], "gravity, m/s^2"),
+    },
+    "push": {
+        "force": Field("float[3]", [0.0, 0.0, 0.0], "known force on each pushed particle, N"),
+        "particles": Field("int[]", [], "indices of the pushed particles"),
+        "frames": Field("int", 0, "number of leading frames the push lasts"),
+    },
+    "camera": {
+        "distance": Field("float", 2.0, "distance from the look-at point, m"),
+        "elevation": Field("float", 20.0, "elevation, degrees"),
+        "azimuth": Field("float", 0.0, "azimuth, degrees (0 looks along +z)"),
+        "at": Field("float[3]", [0.0, 0.0, 0.0], "look-at point, m"),
+        "view_angle": Field("float", 30.0, "half vertical field of view, degrees"),
+    },
+    "render": {
+        "width": Field("int", 64, "render width in pixels (the target is resized to it)"),
+        "height": Field("int", 64, "render height in pixels"),
+        "background": Field("float[3]", [0.0, 0.0, 0.0], "background RGB in [0, 1]"),
+        "color": Field("float[3]", None, "uniform cloth RGB (default: a colourful checkerboard)"),
+        "ambient": Field("float", 0.45, "ambient light"),
+        "directional": Field("float", 0.6, "directional light"),
+        "light_direction": Field("float[3]", [0.4, 1.0, -0.6], "direction towards the light"),
+        "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
+        "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
+    },
+    "simulation": {
+        "fps": Field("float", 60.0, "frames per second of the video"),
+        "substeps": Field("int", 16, "integration steps per frame"),
+        "frames": Field("int", None, "frames to simulate (default: target frames - 1)"),
+    },
+    "target": {
+        "video": Field("str", None, "target video: .mp4, .gif, or a folder of images (--target overrides)"),
+        "mask": Field("str", None, "alpha mask video or folder (else the file's alpha or the key color)"),
+        "key_color": Field("float[3]", None, "background RGB of the target: alpha from the distance to it"),
+        "tolerance": Field("float", 0.1, "key color tolerance"),
+    },
+    "fit": {
+        "free": Field("str[]", None, f"quantities to estimate: {_QUANTITY_NAMES}", required=True),
+        "iterations": Field("int", 100, "Adam iterations"),
+        "learning_rate": Field("float", 0.05, "Adam learning rate (cosine-decayed; log space for positive values)"),
+        "loss": Field("str", "rgba", f"image loss: {', '.join(LOSSES)}"),
+        "frame_stride": Field("int", 1, "use every k-th frame in the loss"),
+        "horizon": Field("int", None, "fit the first frames first, growing to all over half the iterations"),
+        "polish": Field("int", 10, "Levenberg-Marquardt steps after Adam (few free scalars only)"),
+    },
+    "initial": {
+        "mass": Field("float", None, "initial guess of the mass per particle, kg"),
+        **{name: Field("float", None, f"initial guess of {name}")
+           for name in ("stiffness", "damping", "bending", "drag", "lift", "friction")},
+        "velocity": Field("float[3]", None, "initial guess of the initial velocity (all particles), m/s"),
+    },
+}
+
+REQUIRED_SECTIONS = ("scene", "fit")
+
+
+def help_text() -> str:
+    """Every section and key of a scene file, generated from SCHEMA."""
+    lines = ["Scene file (TOML). Sections and keys (type, default):"]
+    for section, fields in SCHEMA.items():
+        req = " (required)" if section in REQUIRED_SECTIONS else ""
+        lines.append(f"  [{section}]{req}")
+        for key, f in fields.items():
+            default = "required" if f.required else ("-" if f.default is None else repr(f.default))
+            lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")
+    return "\n".join(lines)
+
+
+def _check_type(path, section, key, value, ftype):
+    def fail(expected):
+        raise SceneFileError(f"{path}: [{section}] {key} must be {expected}, got {value!r}")
+
+    is_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    if ftype == "int":
+        if not is_int(value):
+            fail("an integer")
+    elif ftype == "float":
+        if not is_num(value):
+            fail("a number")
+    elif ftype == "bool":
+        if not isinstance(value, bool):
+            fail("true or false")
+    elif ftype == "str":
+        if not isinstance(value, str):
+            fail("a string")
+    elif ftype.endswith("[]"):
+        elem = ftype[:-2]
+        if not isinstance(value, list) or not all(is_int(v) if elem == "int" else isinstance(v, str) for v in value):
+            fail(f"a list of {'integers' if elem == 'int' else 'strings'}")
+    else:
+        elem, count = ftype[:-1].split("[")
+        count = int(count)
+        check = is_int if elem == "int" else is_num
+        if not isinstance(value, list) or len(value) != count or not all(check(v) for v in value):
+            fail(f"a list of {count} {'integers' if elem == 'int' else 'numbers'}")
+
+
+def read_scene_file(path) -> dict:
+    """Parse and validate a scene file: {section: {key: value}} with defaults filled in."""
+    path = Path(path)
+    if not path.is_file():
+        raise SceneFileError(f"{path}: scene file not found")
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise SceneFileError(f"{path}: not valid TOML: {e}") from e
+    for section, value in raw.items():
+        if section not in SCHEMA:
+            raise SceneFileError(f"{path}: unknown section [{section}]; known sections: {', '.join(SCHEMA)}")
+        if not isinstance(value, dict):
+            raise SceneFileError(f"{path}: {section} must be a [{section}] table")
+    for section in REQUIRED_SECTIONS:
+        if section not in raw:
+            raise SceneFileError(f"{path}: missing section [{section}]")
+    out = {}
+    for section, fields in SCHEMA.items():
+        given = raw.get(section, {})
+        for key, value in given.items():
+            if key not in fields:
+                raise SceneFileError(
+                    f"{path}: unknown key {key!r} in [{section}]; known keys: {', '.join(fields)}")
+            _check_type(path, section, key, value, fields[key].type)
+        for key, f in fields.items():
+            if f.required and key not in given:
+                raise SceneFileError(f"{path}: missing key {key!r} in [{section}]")
+        out[section] = {key: given.get(key, f.default) for key, f in fields.items()}
+    return out
+
+
+def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices [n, 3] and triangles [t, 3] (0-based) of an OBJ file; polygons are fanned into triangles."""
+    vertices, faces = [], []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                if parts[0] == "v":
+                    vertices.append([float(v) for v in parts[1:4]])
+                elif parts[0] == "f":
+                    idx = [int(p.split("/")[0]) for p in parts[1:]]
+                    idx = [i - 1 if i > 0 else len(vertices) + i for i in idx]
+                    faces.extend([idx[0], idx[k], idx[k + 1]] for k in range(1, len(idx) - 1))
+            except ValueError as e:
+                raise SceneFileError(f"{path}:{number}: cannot read OBJ line {line.strip()!r}: {e}") from e
+    if not vertices or not faces:
+        raise SceneFileError(f"{path}: the OBJ file has no vertices or no faces")
+    return np.asarray(vertices, np.float64), np.asarray(faces, np.int32)
+
+
+@dataclasses.dataclass
+class SceneSpec:
+    """A validated scene file: `values` by section, `path`, and helpers to build what a fit needs."""
+
+    path: Path
+    values: dict
+
+    def resolve(self, relative: str) -> Path:
+        p = Path(relative).expanduser()
+        return p if p.is_absolute() else self.path.parent / p
+
+    @property
+    def fit_config(self) -> FitConfig:
+        f = self.values["fit"]
+        try:
+            free = tuple(canonical(n) for n in f["free"])
+        except ValueError as e:
+            raise SceneFileError(f"{self.path}: [fit] free: {e}") from None
+        if not free:
+            raise SceneFileError(f"{self.path}: [fit] free must name at least one quantity")
+        if f["loss"] not in LOSSES:
+            raise SceneFileError(f"{self.path}: [fit] loss must be one of {LOSSES}, got {f['loss']!r}")
+        return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"],
+                         frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"])
+
+    def initial_theta(self, exp: Experiment) -> dict:
+        """The experiment's theta with [initial] values for the free quantities."""
+        theta = dict(exp.theta)
+        for key, value in self.values["initial"].items():
+            if value is None:
+                continue
+            name = canonical(key)
+            if name == "velocity":
+                value = np.broadcast_to(np.asarray(value, np.float32), np.shape(exp.state0.x))
+            theta[name] = jnp.asarray(value, jnp.asarray(exp.theta[name]).dtype)
+        return theta
+
+    def experiment(self, frames: Optional[int] = None) -> Experiment:
+        """Build the Experiment; `frames` (from the target) is used unless [simulation] frames is set."""
+        from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera
+        from gradsim_jax.scenes.demos import checker_colors
+
+        v, path = self.values, self.path
+        sc, mat = v["scene"], v["material"]
+        if (sc["grid"] is None) == (sc["mesh"] is None):
+            raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
+        rot = np.asarray(sc["rot"], np.float64)
+        if not np.linalg.norm(rot) > 0:
+            raise SceneFileError(f"{path}: [scene] rot must be a nonzero quaternion")
+        common = dict(tri_ke=mat["tri_ke"], tri_ka=mat["tri_ka"], tri_kd=mat["tri_kd"], tri_drag=mat["drag"],
+                      tri_lift=mat["lift"], edge_ke=mat["edge_ke"], edge_kd=mat["edge_kd"])
+        if sc["grid"] is not None:
+            bad = [s for s in sc["fix"] if s not in ("left", "right", "top", "bottom")]
+            if bad:
+                raise SceneFileError(f"{path}: [scene] fix has unknown side(s) {bad}; use left, right, top, bottom")
+            (dx, dy), (cx, cy) = sc["grid"], sc["cell"]
+            if dx < 1 or dy < 1 or cx <= 0 or cy <= 0:
+                raise SceneFileError(f"{path}: [scene] grid needs >= 1 cells and cell > 0")
+            fix = {f"fix_{s}": True for s in sc["fix"]}
+            scene = cloth_grid(dx, dy, cx, cy, pos=sc["pos"], rot=rot, vel=sc["velocity"], mass=mat["mass"],
+                               **fix, **common)
+        else:
+            if sc["fix"]:
+                raise SceneFileError(f"{path}: [scene] fix applies to grids only; list mesh vertices in 'pinned'")
+            mesh_path = self.resolve(sc["mesh"])
+            if not mesh_path.is_file():
+                raise SceneFileError(f"{path}: [scene] mesh file not found: {mesh_path}")
+            verts, faces = read_obj(mesh_path)
+            verts = quat_rotate(rot / np.linalg.norm(rot), verts * sc["scale"]) + np.asarray(sc["pos"])
+            try:
+                scene = cloth_mesh(verts, faces, vel=sc["velocity"], **common)
+            except ValueError as e:
+                raise SceneFileError(f"{path}: [scene] mesh {mesh_path}: {e}") from e
+            scene = dataclasses.replace(scene, mass=np.full(scene.num_particles, float(mat["mass"])))
+        n = scene.num_particles
+        pinned = np.asarray(sc["pinned"], int)
+        if pinned.size and (pinned.min() < 0 or pinned.max() >= n):
+            raise SceneFileError(f"{path}: [scene] pinned index out of range [0, {n}): {sc['pinned']}")
+        if pinned.size:
+            mask = scene.pinned.copy()
+            mask[pinned] = True
+            scene = dataclasses.replace(scene, pinned=mask)
+        if scene.pinned.all():
+            raise SceneFileError(f"{path}: [scene] every vertex is pinned: nothing can move")
+        try:
+            topology, params, state0 = scene.build(
+                gravity=tuple(mat["gravity"]), ground=sc["ground"], ground_height=sc["ground_height"],
+                contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
+                contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None)
+        except ValueError as e:
+            raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
+        theta = default_theta(topology, params, state0)
+        push = v["push"]
+        if push["particles"]:
+            idx = np.asarray(push["particles"], int)
+            if idx.min() < 0 or idx.max() >= n:
+                raise SceneFileError(f"{path}: [push] particles index out of range [0, {n})")
+            force = np.zeros((n, 3), np.float32)
+            force[idx] = push["force"]
+            theta["push"] = jnp.asarray(force)
+        sim, cam, ren = v["simulation"], v["camera"], v["render"]
+        frames = sim["frames"] if sim["frames"] is not None else frames
+        if frames is None or frames < 1:
+            raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
+        for section, key in (("simulation", "fps"), ("simulation", "substeps"), ("render", "width"),
+                             ("render", "height"), ("camera", "distance")):
+            if not v[section][key] > 0:
+                raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
+        camera = look_at_camera(cam["distance"], cam["elevation"], cam["azimuth"], at=tuple(cam["at"]),
+                                view_angle=cam["view_angle"], width=ren["width"], height=ren["height"],
+                                near=min(1.0, 0.1 * cam["distance"]), far=100.0 * cam["distance"])
+        faces = topology.triangles
+        if ren["color"] is not None:
+            colors = FaceColors(jnp.broadcast_to(jnp.asarray(ren["color"], jnp.float32), (faces.shape[0], 3)))
+        else:
+            colors = FaceColors(jnp.asarray(checker_colors(faces, state0.x)))
+        lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
+                        directional=jnp.asarray(ren["directional"], jnp.float32),
+                        direction=jnp.asarray(ren["light_direction"], jnp.float32))
+        num_faces = int(faces.shape[0])
+        tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else num_faces
+        pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else num_faces
+        return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
+                          colors=colors, lights=lights, background=jnp.asarray(ren["background"], jnp.float32),
+                          settings=RenderSettings(tile_capacity=max(1, tile_capacity),
+                                                  pixel_capacity=max(1, pixel_capacity)), frames=int(frames),
+                          substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
+                          push_frames=push["frames"] if push["particles"] else 0, name=path.stem)
+
+
+def load_scene(path) -> SceneSpec:
+    """Read and validate a scene file (SceneFileError on any problem)."""
+    spec = SceneSpec(path=Path(path), values=read_scene_file(path))
+    spec.fit_config  # validates [fit] now rather than after the target is loaded
+    if spec.values["scene"]["mesh"] is not None and not spec.resolve(spec.values["scene"]["mesh"]).is_file():
+        raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(spec.values['scene']['mesh'])}")
+    return spec
+
+
+__all__ = ["SCHEMA", "SceneFileError", "SceneSpec", "help_text", "load_scene", "read_obj", "read_scene_file"]

@@ -1,0 +1,191 @@
+"""Embedded scenes of the system-identification demos (`gradsim-jax demo cloth`, `demo cloth-control`).
+
+Each builder returns a `gradsim_jax.sysid.Experiment` whose `theta` holds the true quantities:
+- `hanging_cloth`: a square cloth pinned along one edge, released horizontally, swings down under gravity
+  while a known push acts on its free edge during the first frames (the mass-independent force that lets
+  mass be separated from stiffness and damping). Used for mass, stiffness, damping, bending, drag, lift.
+- `sliding_cloth`: a cloth dropped just above the ground with a known sideways velocity; it lands and
+  slides to rest, so friction decides how far it goes.
+- `tossed_cloth`: gradSim's cloth demo setting: a free cloth thrown with a smooth, spinning initial
+  velocity field; every particle's initial velocity is estimated.
+
+Render setup shared by all: per-face colours (a hue gradient times a checkerboard, so that motion inside
+the silhouette is visible), an oblique directional light (so that bending and out-of-plane motion change
+the shading), a camera framed on the true motion.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.geometry import cloth_grid, quat_from_axis_angle
+from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, project, suggest_capacities
+from gradsim_jax.sysid import Experiment, default_theta, trajectory
+
+DEFAULT_LIGHT_DIRECTION = (0.4, 1.0, -0.6)
+
+
+def checker_colors(triangles, x) -> np.ndarray:
+    """Per-face RGB [F, 3]: hue from the face centroid's position along the cloth, checkerboard brightness."""
+    tris = np.asarray(triangles)
+    x = np.asarray(x, np.float64)
+    centroid = x[tris].mean(axis=1)
+    lo, hi = centroid.min(0), centroid.max(0)
+    t = (centroid - lo) / np.maximum(hi - lo, 1e-9)
+    ext = np.argsort(-(hi - lo))[:2]
+    u = np.floor(t[:, ext[0]] * 7.999).astype(int)
+    v = np.floor(t[:, ext[1]] * 7.999).astype(int)
+    parity = ((u + v) % 2).astype(float)
+    hue = 0.85 * (0.6 * t[:, ext[0]] + 0.4 * t[:, ext[1]])
+    rgb = [colorsys.hsv_to_rgb(h, 0.75, 1.0 - 0.45 * p) for h, p in zip(hue, parity)]
+    return np.asarray(rgb, np.float32)
+
+
+def default_lights() -> Lights:
+    return Lights(ambient=jnp.asarray(0.45, jnp.float32), directional=jnp.asarray(0.6, jnp.float32),
+                  direction=jnp.asarray(DEFAULT_LIGHT_DIRECTION, jnp.float32))
+
+
+def framed_camera(points, size: int, *, elevation: float = 20.0, azimuth: float = 25.0, fill: float = 0.9,
+                  view_angle: float = 30.0):
+    """A look-at camera on the center of `points [..., 3]` (e.g. a whole trajectory), moved so that the
+    projected points span `fill` of the image along their wider screen axis."""
+    pts = np.asarray(points, np.float64).reshape(-1, 3)
+    center = 0.5 * (pts.min(0) + pts.max(0))
+    radius = float(np.max(np.linalg.norm(pts - center, axis=1))) + 1e-6
+    distance = radius / np.sin(np.deg2rad(view_angle))
+    for _ in range(4):
+        cam = look_at_camera(distance, elevation, azimuth, at=tuple(center), width=size, height=size,
+                             view_angle=view_angle, near=1e-4)
+        screen = np.asarray(project(cam, jnp.asarray(pts, jnp.float32))[0])
+        extent = float(np.max(np.abs(screen - 0.5 * (screen.min(0) + screen.max(0)))))
+        offset = float(np.max(np.abs(0.5 * (screen.min(0) + screen.max(0)))))
+        distance *= (extent + offset) / fill
+        distance = max(distance, 1.5 * radius)
+    return look_at_camera(distance, elevation, azimuth, at=tuple(center), width=size, height=size,
+                          view_angle=view_angle, near=max(0.05, 0.2 * (distance - radius)), far=10.0 * distance)
+
+
+def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple: int = 8) -> RenderSettings:
+    """Render settings whose tile and pixel capacities hold every face the frames `[T, n, 3]` need, with
+    room for the motion of perturbed parameters (x 2, at most the number of faces)."""
+    num_faces = int(np.shape(faces)[0])
+    base = RenderSettings(sigma=RenderSettings().sigma_for(camera.height) * sigma_scale)
+    needed = suggest_capacities(camera, np.asarray(frames), faces, settings=base, multiple=multiple)
+
+    def room(capacity):
+        return max(1, min(num_faces, 2 * capacity))
+
+    return dataclasses.replace(needed, tile_capacity=room(needed.tile_capacity),
+                               pixel_capacity=room(needed.pixel_capacity))
+
+
+def finish_experiment(name, topology, params, state0, theta, *, size, frames, substeps, frame_dt, push_frames=0,
+                      elevation=20.0, azimuth=25.0, colors=None, lights=None, background=(0.0, 0.0, 0.0)):
+    """Frame a camera on the true motion and fix colors and render settings: the finished Experiment."""
+    faces = topology.triangles
+    if colors is None:
+        colors = FaceColors(jnp.asarray(checker_colors(faces, state0.x)))
+    lights = default_lights() if lights is None else lights
+    probe_camera = look_at_camera(3.0, elevation, azimuth, width=size, height=size)
+    exp = Experiment(topology=topology, params=params, state0=state0, camera=probe_camera, faces=faces,
+                     colors=colors, lights=lights, background=jnp.asarray(background, jnp.float32),
+                     settings=RenderSettings(), frames=frames, substeps=substeps, frame_dt=frame_dt, theta=theta,
+                     push_frames=push_frames, name=name)
+    x = np.asarray(trajectory(exp, theta).x)
+    if not np.all(np.isfinite(x)):
+        raise FloatingPointError(f"the {name} scene is unstable with these parameters (more substeps?)")
+    exp.elevation, exp.azimuth = elevation, azimuth
+    return reframe(exp, x)
+
+
+def reframe(exp: Experiment, x) -> Experiment:
+    """Point the experiment's camera at all positions `x [T, n, 3]` and size its render settings for them.
+    Call before anything was rendered (compiled functions are cached on the experiment)."""
+    x = np.asarray(x)
+    exp.camera = framed_camera(x, exp.camera.height, elevation=exp.elevation, azimuth=exp.azimuth)
+    exp.settings = fitted_settings(exp.camera, x[:: max(1, len(x) // 12)], exp.faces)
+    return exp
+
+
+def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps: int = 32,
+                  frame_dt: float = 1.0 / 30.0, side: float = 0.6, mass: float = 0.02, tri_ke: float = 200.0,
+                  tri_ka: float = 200.0, tri_kd: float = 0.3, edge_ke: float = 0.0, drag: float = 0.0,
+                  lift: float = 0.0, push: float = 0.5, push_frames: int = 6) -> Experiment:
+    """A cloth `side` m square of cells x cells, pinned along its left edge, released horizontally.
+
+    `mass` kg per particle; `push` N upward and sideways on each particle of the free (right) edge during the
+    first `push_frames` frames (known); aerodynamics is on when drag or lift is nonzero.
+    """
+    cell = side / cells
+    scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, 0.0, -side / 2),
+                       rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), mass=mass, fix_left=True,
+                       tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd, edge_ke=edge_ke, tri_drag=drag, tri_lift=lift)
+    topology, params, state0 = scene.build(aerodynamics=bool(drag or lift))
+    theta = default_theta(topology, params, state0, ["mass", "stiffness", "damping", "bending", "drag", "lift"])
+    right = np.arange(scene.num_particles) % (cells + 1) == cells
+    force = np.zeros((scene.num_particles, 3), np.float32)
+    force[right] = (0.0, push, push * 0.6)
+    theta["push"] = jnp.asarray(force)
+    return finish_experiment("hanging_cloth", topology, params, state0, theta, size=size, frames=frames,
+                             substeps=substeps, frame_dt=frame_dt, push_frames=push_frames if push else 0,
+                             elevation=30.0, azimuth=35.0)
+
+
+def sliding_cloth(*, size: int = 64, frames: int = 30, cells: int = 4, substeps: int = 16,
+                  frame_dt: float = 1.0 / 60.0, side: float = 0.4, mass: float = 0.01, contact_mu: float = 0.4,
+                  speed: float = 2.0) -> Experiment:
+    """A cloth dropped 2 cm above the ground moving sideways at `speed` m/s; friction `contact_mu`."""
+    cell = side / cells
+    scene = cloth_grid(cells, cells, cell, cell, pos=(-side, 0.03, -side / 2),
+                       rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), vel=(speed, 0.0, 0.0), mass=mass,
+                       tri_ke=200.0, tri_ka=200.0, tri_kd=0.5, edge_ke=0.0)
+    topology, params, state0 = scene.build(ground=True, contact_mu=contact_mu, contact_ke=1.0e3, contact_kd=10.0,
+                                           contact_kf=100.0)
+    theta = default_theta(topology, params, state0, ["mass", "friction"])
+    return finish_experiment("sliding_cloth", topology, params, state0, theta, size=size, frames=frames,
+                             substeps=substeps, frame_dt=frame_dt, elevation=35.0, azimuth=20.0)
+
+
+def tossed_velocity(x, *, base=(0.8, 1.6, 0.4), spin: float = 2.0) -> np.ndarray:
+    """A smooth initial velocity field [n, 3] m/s: translation + spin about the z axis + a z bulge."""
+    x = np.asarray(x, np.float64)
+    r = x - x.mean(0)
+    v = np.asarray(base, np.float64) + spin * np.stack([-r[:, 1], r[:, 0], np.zeros(len(r))], 1)
+    v[:, 2] += 1.5 * (r[:, 0] ** 2 + r[:, 1] ** 2)
+    return v.astype(np.float32)
+
+
+def tossed_cloth(*, size: int = 64, frames: int = 20, cells: int = 3, substeps: int = 16,
+                 frame_dt: float = 1.0 / 60.0, side: float = 0.5, mass: float = 0.01, tri_ke: float = 5.0,
+                 tri_ka: float = 5.0, tri_kd: float = 0.02, velocity=None) -> Experiment:
+    """gradSim's cloth demo setting: a free cloth facing the camera, thrown with a spinning velocity field.
+
+    The membrane is soft on purpose: a stiff one turns differences between neighbouring particles'
+    in-plane velocities into fast, quickly damped oscillations a few pixels cannot show, so only their
+    average would be recoverable; a soft one lets each particle carry its own velocity for many frames.
+    """
+    cell = side / cells
+    scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, -side / 2, 0.0), mass=mass, tri_ke=tri_ke,
+                       tri_ka=tri_ka, tri_kd=tri_kd, edge_ke=0.0)
+    topology, params, state0 = scene.build()
+    v = tossed_velocity(scene.x) if velocity is None else np.broadcast_to(np.asarray(velocity, np.float32),
+                                                                         scene.x.shape)
+    theta = default_theta(topology, params, state0, ["velocity", "mass", "stiffness", "damping"])
+    theta["velocity"] = jnp.asarray(v)
+    return finish_experiment("tossed_cloth", topology, params, state0, theta, size=size, frames=frames,
+                             substeps=substeps, frame_dt=frame_dt, elevation=10.0, azimuth=20.0)
+
+
+def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) -> Experiment:
+    """gradSim's control_cloth setting: the tossed cloth thrown with one velocity `v_true` [3] (its theta),
+    the camera framed on where both `v_true` and the starting guess `v_guess` take it."""
+    exp = tossed_cloth(size=size, frames=frames, velocity=v_true, **kw)
+    shape = np.shape(exp.state0.x)
+    runs = [trajectory(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape))).x
+            for v in (v_true, v_guess)]
+    return reframe(exp, np.concatenate([np.asarray(r) for r in runs]))

@@ -1,0 +1,99 @@
+"""`gradsim-jax demo cloth` end to end on a tiny scene, --help/--version, resume and checkpoint errors."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from gradsim_jax import __version__, sysid
+from gradsim_jax.cli import main
+from gradsim_jax.fit import CheckpointError
+from gradsim_jax.scenes.demos import hanging_cloth
+
+OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json")
+TINY = ["--size", "16", "--frames", "8", "--cells", "2", "--no-progress"]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_demo_help_lists_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "cloth", "--help"])
+    text = capsys.readouterr().out
+    for option in ("--estimate", "--iterations", "--size", "--frames", "--out", "--seed", "--resume",
+                   "--checkpoint-every", "--no-progress", "velocity", "friction"):
+        assert option in text
+
+
+def test_demo_cloth_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "cloth"
+    rc = main(["demo", "cloth", "--estimate", "mass,stiffness", "--iterations", "3", "--polish", "0",
+               "--out", str(out), *TINY])
+    assert rc == 0
+    for name in OUTPUTS:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    report = json.loads((out / "report.json").read_text())
+    assert report["free"] == ["mass", "stiffness"]
+    for key in ("true", "initial", "estimated", "relative_error", "iterations", "wall_time_s", "versions",
+                "identifiability"):
+        assert key in report
+    assert report["iterations"]["adam"] == 3
+    assert report["versions"]["jax"]
+    assert "condition_number" in report["identifiability"]
+    printed = capsys.readouterr().out
+    assert "relative error" in printed and str(out.resolve()) in printed
+
+
+def test_demo_unknown_quantity_is_a_clear_error(capsys):
+    assert main(["demo", "cloth", "--estimate", "colour", *TINY]) == 2
+    assert "unknown quantity 'colour'" in capsys.readouterr().err
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    exp = hanging_cloth(size=16, frames=6, cells=2)
+    truth = dict(exp.theta)
+    _, target = sysid.simulate_video(exp, truth)
+    initial = sysid.perturbed(truth, ("mass", "stiffness"), seed=0)
+
+    def run(folder, resume=False, callback=None):
+        config = sysid.FitConfig(free=("mass", "stiffness"), iterations=4, polish=0, report=False,
+                                 progress=False, checkpoint_dir=str(folder), checkpoint_every=2, resume=resume,
+                                 callback=callback)
+        return sysid.identify(exp, target, initial, config)
+
+    def killed(iteration, *_):
+        if iteration == 1:  # just after the checkpoint of iteration 2 was written
+            raise KeyboardInterrupt
+
+    whole = run(tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", callback=killed)
+    resumed = run(tmp_path / "b", resume=True)
+    for name in ("mass", "stiffness"):
+        assert np.array_equal(whole.theta[name], resumed.theta[name])
+    assert whole.history["loss"] == resumed.history["loss"]
+
+    # Missing and corrupted checkpoints: CheckpointError naming the file, before any fitting.
+    with pytest.raises(CheckpointError, match="no checkpoint file"):
+        run(tmp_path / "empty", resume=True)
+    shutil.copytree(tmp_path / "b", tmp_path / "c")
+    (tmp_path / "c" / "checkpoint.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="checkpoint.npz"):
+        run(tmp_path / "c", resume=True)
+
+
+def test_cli_resume_errors_are_clear(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["demo", "cloth", "--resume", "--out", str(out), "--iterations", "2", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint" in err and "Traceback" not in err
+    (out / "checkpoint").mkdir(parents=True, exist_ok=True)
+    (out / "checkpoint" / "checkpoint.npz").write_bytes(b"\x00garbage")
+    assert main(["demo", "cloth", "--resume", "--out", str(out), "--iterations", "2", *TINY]) == 2
+    assert "not a readable checkpoint" in capsys.readouterr().err
