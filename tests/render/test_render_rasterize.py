@@ -241,20 +241,34 @@ def test_non_square_image():
     "settings",
     [
         RenderSettings(gamma=1e-3, tile_size=4, tile_capacity=16, pixel_capacity=16),  # one list per tile
-        RenderSettings(gamma=1e-3, tile_size=8, tile_capacity=32, pixel_capacity=8),  # lists per pixel
+        # Lists per pixel, 2 tiles per chunk: the loop over chunks, skipping empty ones.
+        RenderSettings(gamma=1e-3, tile_size=8, tile_capacity=32, pixel_capacity=8, pairs_per_chunk=1024),
     ],
 )
 def test_tiled_render_equals_dense_reference(settings):
+    """Images and their gradients (hand-written VJP vs autodiff of the dense reference)."""
     with jax.enable_x64(True):
         v, f = random_mesh(3, num_faces=10)
-        v = v.astype(np.float64)
+        v = jnp.asarray(v, jnp.float64)
         cam = camera_from_eye(jnp.array([0.2, -0.3, -3.0]), width=20, height=18)
         colors = VertexColors(np.random.default_rng(1).uniform(0, 1, (len(v), 3)))
-        image, stats = jit_render_with_stats(cam, v, f, colors, settings=settings, background=[0.1, 0.2, 0.3])
-        dense = jit_render_dense(cam, v, f, colors, settings=settings, background=[0.1, 0.2, 0.3])
-        assert int(stats.overflow) == 0
+        weights = _weights((18, 20, 4))
+
+        def tiled(verts):
+            image, stats = render_with_stats(cam, verts, f, colors, settings=settings, background=[0.1, 0.2, 0.3])
+            return jnp.sum(weights * image), (image, stats.overflow)
+
+        def dense(verts):
+            image = render_dense(cam, verts, f, colors, settings=settings, background=[0.1, 0.2, 0.3])
+            return jnp.sum(weights * image), image
+
+        (_, (image, overflow)), grad = jax.jit(jax.value_and_grad(tiled, has_aux=True))(v)
+        (_, dense_image), dense_grad = jax.jit(jax.value_and_grad(dense, has_aux=True))(v)
+        assert int(overflow) == 0
         assert image.dtype == jnp.float64
-        np.testing.assert_allclose(image, dense, atol=1e-9)
+        np.testing.assert_allclose(image, dense_image, atol=1e-9)
+        np.testing.assert_allclose(grad, dense_grad, rtol=1e-7, atol=1e-9)
+        assert float(jnp.abs(grad).max()) > 0
 
 
 def test_overflow_is_reported_and_suggested_capacities_remove_it():
@@ -277,10 +291,12 @@ def test_overflow_is_reported_and_suggested_capacities_remove_it():
 # ------------------------------------------------------------------------------------------------
 
 
-def _directional_check(loss, x, grad=None, seed=0, eps=1e-6, rtol=1e-4, atol=1e-8):
-    """Central finite difference of a scalar loss along random directions vs its gradient."""
-    if grad is None:
-        grad = jax.jit(jax.grad(loss))(x)
+def _directional_check(value_and_grad, x, seed=0, eps=1e-6, rtol=1e-4, atol=1e-8):
+    """Central finite difference of a scalar loss along random directions vs its gradient.
+
+    `value_and_grad` is one jitted program: the differences use its values, so no second program
+    (the loss alone) is compiled."""
+    _, grad = value_and_grad(x)
     leaves_g, _ = jax.tree_util.tree_flatten(grad)
     leaves_x, treedef = jax.tree_util.tree_flatten(x)
     rng = np.random.default_rng(seed)
@@ -288,7 +304,7 @@ def _directional_check(loss, x, grad=None, seed=0, eps=1e-6, rtol=1e-4, atol=1e-
         direction = [jnp.asarray(rng.normal(size=np.shape(leaf))) for leaf in leaves_x]
         plus = treedef.unflatten([a + eps * d for a, d in zip(leaves_x, direction)])
         minus = treedef.unflatten([a - eps * d for a, d in zip(leaves_x, direction)])
-        fd = (loss(plus) - loss(minus)) / (2 * eps)
+        fd = (value_and_grad(plus)[0] - value_and_grad(minus)[0]) / (2 * eps)
         analytic = sum(jnp.sum(g * d) for g, d in zip(leaves_g, direction))
         assert np.isfinite(float(analytic))
         np.testing.assert_allclose(float(analytic), float(fd), rtol=rtol, atol=atol)
@@ -330,18 +346,30 @@ def test_gradients_match_dense_autodiff_and_finite_differences():
             alpha = renderer(cam, verts, f, settings=settings, with_color=False)
             return jnp.sum(weights[0] * by_face) + jnp.sum(weights[1] * by_vertex) + jnp.sum(weights[2, ..., 0] * alpha)
 
-        def tiled(*a, **k):
-            return render_with_stats(*a, **k)[0]
+        overflow = []
 
-        cam = look_at_camera(2.2, 15.0, 20.0, width=SIZE, height=SIZE, dtype=jnp.float64)
-        needed = suggest_capacities(cam, v, f, settings=settings)
-        assert needed.tile_capacity <= settings.tile_capacity and needed.pixel_capacity <= settings.pixel_capacity
-        g_tiled = jax.jit(jax.grad(lambda p: loss(tiled, p)))(params)
+        def tiled(*a, **k):
+            image, stats = render_with_stats(*a, **k)
+            overflow.append(stats.overflow)
+            return image
+
+        def tiled_loss(p):
+            overflow.clear()
+            return loss(tiled, p), sum(overflow)
+
+        tiled_value_and_grad = jax.jit(jax.value_and_grad(tiled_loss, has_aux=True))
+        (_, dropped), g_tiled = tiled_value_and_grad(params)
+        assert int(dropped) == 0  # the tiled renders are exact
         g_dense = jax.jit(jax.grad(lambda p: loss(render_dense, p)))(params)
         for name in params:
             np.testing.assert_allclose(g_tiled[name], g_dense[name], rtol=1e-7, atol=1e-9, err_msg=name)
             assert float(jnp.abs(g_tiled[name]).max()) > 0, name
-        _directional_check(jax.jit(lambda p: loss(tiled, p)), params, grad=g_tiled)
+
+        def value_and_grad(p):
+            (value, _), grad = tiled_value_and_grad(p)
+            return value, grad
+
+        _directional_check(value_and_grad, params)
 
 
 def test_texture_finite_differences():
@@ -359,7 +387,7 @@ def test_texture_finite_differences():
         def loss(p):
             return jnp.sum(weights * render(cam, p[0], f, Texture(p[1], p[2]), settings=settings))
 
-        _directional_check(jax.jit(loss), (v, texture, uv))
+        _directional_check(jax.jit(jax.value_and_grad(loss)), (v, texture, uv))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
@@ -427,7 +455,7 @@ def test_video_gradient_and_no_recompilation_for_new_vertices():
     v, f = cloth()
     cam = front_camera(16)
     frames = jnp.stack([jnp.asarray(v) * (1.0 + 0.05 * t) for t in range(3)])
-    target = render_video(cam, frames * 1.02, f)
+    target = jax.jit(lambda fr: render_video(cam, fr, f))(frames * 1.02)
     traces = []
 
     @jax.jit

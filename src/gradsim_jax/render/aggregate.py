@@ -1,9 +1,10 @@
 """Per-pixel soft rasterization over candidate faces (SoftRas, Liu et al. 2019), with a hand-written VJP.
 
-Shapes: pixels `px, py: [..., P, 1]` (screen coordinates); the candidate faces of each pixel as a table
-`[..., P, K, D]` of screen-space columns (`FACE_COLUMNS`), their colors `[..., P, K, C]` and a selection
-mask `[..., P, K]`; a size-1 pixel axis ([..., 1, K, D]) shares one face list among all pixels (the dense
-reference). Output: RGBA `[..., P, 4]` or alpha `[..., P]`.
+Shapes: pixels `px, py: [..., P, 1]` (screen coordinates); a per-face table `[F, D]` of screen-space
+columns (`FACE_COLUMNS`) and colors `[F, C]`; the candidate faces of each pixel as indices `[..., P, K]`
+into them with a selection mask `[..., P, K]` (a size-1 pixel axis, [..., 1, K], shares one face list
+among all pixels: the dense reference). The kernel gathers the rows itself, so that its VJP can
+scatter the gradient straight back into the faces. Output: RGBA `[..., P, 4]` or alpha `[..., P]`.
 
 Face columns: screen vertices v_k, edges e_k = v_{k+1} - v_k, il_k = 1 / |e_k|^2 (0 for a zero-length
 edge); the screen barycentrics as planes u_i(p) = a_i p_x + b_i p_y + c_i (all 0 for a zero-area face);
@@ -20,10 +21,14 @@ Per pixel p and face j (names as in the code):
 
 Why a hand-written VJP: reverse-mode autodiff of this elementwise math makes XLA on CPU materialize
 dozens of [..., P, K] residuals and reductions; the gradient took ~10x the forward (3x with this rule).
-The rule keeps only per-pixel results (alpha, rgb, the softmax maximum and normalizer) and recomputes the
-per-pair terms. Two facts keep it short: the point-to-segment distance is stationary in the clamp
-parameter t where t is not clamped (so t is held constant), and the barycentric planes are linear in p
-(so their gradient is g * (p_x, p_y, 1)). Texture colors are differentiated by autodiff
+The rule keeps only per-pixel results (alpha, rgb, the softmax maximum and normalizer) and the selection
+indices, and recomputes the per-pair terms. It returns per pair only the cotangents of the 9 vertex
+columns (v, iz) and the colors, and scatters them into the faces once: XLA on CPU recomputes the shared
+per-pair arithmetic for every output, so few outputs matter more than few flops. The derived columns
+(e, il, planes) get a zero cotangent because the rule differentiates through them: the point-to-segment
+distance is stationary in the clamp parameter t where t is not clamped (so t is held constant, and
+d2 = |p - v_k - t e_k|^2 moves with v_k by -2 (1 - t) r and with v_{k+1} by -2 t r), and a barycentric
+coordinate moves with the vertices as d u_i / d v_j = -u_j (a_i, b_i). Texture colors are differentiated by autodiff
 (`aggregate_autodiff`, the same forward); tests compare the two rules.
 """
 
@@ -58,13 +63,6 @@ class KernelConfig(NamedTuple):
 def _columns(table):
     """Face columns: name -> [..., P or 1, K]."""
     return {name: table[..., i] for i, name in enumerate(FACE_COLUMNS)}
-
-
-def _sum_to_shape(x, shape):
-    """Sum the broadcast axes of a per-pair array [..., P, K] back to `shape` (e.g. [..., 1, K])."""
-    x = jnp.broadcast_to(x, jnp.broadcast_shapes(x.shape, shape))
-    axes = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape)) if b == 1 and a != 1)
-    return jnp.sum(x, axis=axes, keepdims=True) if axes else x
 
 
 def _very_negative(dtype):
@@ -149,8 +147,10 @@ def _pair_colors(config: KernelConfig, color_table, texture_image, depth: _Depth
     return sample_bilinear(texture_image, uv) * corner[..., 6:9]
 
 
-def _forward(config: KernelConfig, px, py, table, color_table, texture_image, mask, background, near, far):
+def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
+             near, far):
     """Outputs and the per-pixel values the backward pass needs."""
+    table, color_table = face_table[pair_index], face_colors[pair_index]
     cols = _columns(table)
     pairs = _pairs(px, py, cols, mask, config)
     # 1 - D = sigmoid(-s), so prod_j (1 - D_j) = exp(-sum_j softplus(s_j)).
@@ -172,24 +172,33 @@ def _forward(config: KernelConfig, px, py, table, color_table, texture_image, ma
     return out, (alpha, rgb, top, normalizer)
 
 
-def aggregate_autodiff(config: KernelConfig, px, py, table, color_table, texture_image, mask, background, near, far):
+def aggregate_autodiff(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask,
+                       background, near, far):
     """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures)."""
-    return _forward(config, px, py, table, color_table, texture_image, mask, background, near, far)[0]
+    args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
+    return _forward(config, *args)[0]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def aggregate(config: KernelConfig, px, py, table, color_table, texture_image, mask, background, near, far):
-    """The per-pixel soft rasterizer with the hand-written VJP (same values; face or vertex colors)."""
-    return _forward(config, px, py, table, color_table, texture_image, mask, background, near, far)[0]
+def aggregate(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
+              near, far):
+    """The per-pixel soft rasterizer with the hand-written VJP (same values; face or vertex colors).
+
+    The rule returns the whole derivative through the vertex columns (v, iz): the derived columns
+    (e, il, planes) get a zero cotangent, so `face_table` must hold them as computed from its vertices.
+    """
+    args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
+    return _forward(config, *args)[0]
 
 
-def _aggregate_fwd(config, px, py, table, color_table, texture_image, mask, background, near, far):
-    out, pixel_values = _forward(config, px, py, table, color_table, texture_image, mask, background, near, far)
-    return out, (px, py, table, color_table, texture_image, mask, background, near, far, pixel_values)
+def _aggregate_fwd(config, *args):
+    out, pixel_values = _forward(config, *args)
+    return out, (*args, pixel_values)
 
 
 def _aggregate_bwd(config: KernelConfig, residuals, g_out):
-    px, py, table, color_table, texture_image, mask, background, near, far, pixel_values = residuals
+    px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far, pixel_values = residuals
+    table, color_table = face_table[pair_index], face_colors[pair_index]
     cols = _columns(table)
     pairs = _pairs(px, py, cols, mask, config)
     dtype = pairs.s.dtype
@@ -200,11 +209,11 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     g_alpha = g_out[..., 3] if config.with_color else g_out
     # d alpha / d s_j = prod_i (1 - D_i) D_j.
     g_s = jnp.where(pairs.contributes, ((1.0 - alpha) * g_alpha)[..., None] * coverage, zero)
-    g_color_table = jnp.zeros_like(color_table)
+    g_color_table = None
     g_background = jnp.zeros_like(background)
     g_near = jnp.zeros_like(near)
     g_far = jnp.zeros_like(far)
-    plane_leaves, depth_leaves = [], []
+    plane_leaves, depth_leaves = [zero] * 3, [zero] * 3
     if config.with_color:
         _, rgb, top, normalizer = pixel_values
         g_rgb = g_out[..., :3]
@@ -226,16 +235,15 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
         # bary_i = w_i z with w_i = b_i iz_i and z = 1 / sum w; g_z = -g_z_hat / (far - near).
         g_w_common = g_z_hat * z * z * (1.0 / depth_range)
         if config.color_kind == "face":
-            g_color_table = _sum_to_shape(share[..., None] * g_rgb[..., None, :], color_table.shape)
+            g_color_table = share[..., None] * g_rgb[..., None, :]
             g_w = [g_w_common] * 3
         else:
             corner = color_table
             g_bary = [share * sum(g_rgb[..., None, c] * corner[..., 3 * i + c] for c in range(3)) for i in range(3)]
             g_bary_mean = sum(g_bary[i] * depth.bary[i] for i in range(3))
             g_w = [(g_bary[i] - g_bary_mean) * z + g_w_common for i in range(3)]
-            g_color_table = _sum_to_shape(
-                jnp.concatenate([(share * depth.bary[i])[..., None] * g_rgb[..., None, :] for i in range(3)], axis=-1),
-                color_table.shape,
+            g_color_table = jnp.concatenate(
+                [(share * depth.bary[i])[..., None] * g_rgb[..., None, :] for i in range(3)], axis=-1
             )
         depth_leaves = [g_w[i] * depth.b[i] for i in range(3)]  # gradients of iz_i
         g_b = [g_w[i] * cols[f"iz{i}"] for i in range(3)]
@@ -248,32 +256,38 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
             for i in range(3)
         ]
 
-    # d2 = |r|^2 on the nearest edge k, r = p - v_k - t e_k with t held fixed (see module docstring).
+    # d2 = |r|^2 on the nearest edge k, r = p - v_k - t e_k with t held fixed (see module docstring):
+    # d d2 / d v_k = -2 (1 - t) r, d d2 / d v_{k+1} = -2 t r. The barycentric planes u_i follow the
+    # vertices as d u_i / d v_j = -u_j (a_i, b_i) (p fixed; zero-area faces have zero planes).
     g_d2 = g_s * jnp.where(pairs.inside, 2.0, -2.0) * (1.0 / config.sigma)
     t, nearest = pairs.t, pairs.nearest
     g_rx, g_ry = g_d2 * pairs.rx, g_d2 * pairs.ry
-    grads = {}  # column name -> per-pair gradient, reduced over pixels below
-    for k in range(3):
-        gx = jnp.where(nearest[k], g_rx, zero)
-        gy = jnp.where(nearest[k], g_ry, zero)
-        grads[f"v{k}x"], grads[f"v{k}y"] = -gx, -gy
-        grads[f"e{k}x"], grads[f"e{k}y"] = -t * gx, -t * gy
-    for i, g_u in enumerate(plane_leaves):
-        grads[f"a{i}"], grads[f"b{i}"], grads[f"c{i}"] = g_u * px, g_u * py, g_u
-    for i, g_iz in enumerate(depth_leaves):
-        grads[f"iz{i}"] = g_iz
-    g_table = jnp.stack(
-        [
-            _sum_to_shape(grads[name], table.shape[:-1]) if name in grads else jnp.zeros(table.shape[:-1], dtype)
-            for name in FACE_COLUMNS
-        ],
-        axis=-1,
+    plane_x = sum(plane_leaves[i] * cols[f"a{i}"] for i in range(3))
+    plane_y = sum(plane_leaves[i] * cols[f"b{i}"] for i in range(3))
+    per_pair = []  # [..., P, K] cotangents of v0x v0y v1x v1y v2x v2y iz0 iz1 iz2, then the colors
+    for j in range(3):
+        edge = jnp.where(nearest[j], t - 1.0, jnp.where(nearest[j - 1], -t, zero))
+        per_pair += [edge * g_rx - pairs.u[j] * plane_x, edge * g_ry - pairs.u[j] * plane_y]
+    per_pair = [jnp.broadcast_to(g, t.shape) for g in per_pair + depth_leaves]
+    per_pair = jnp.stack(per_pair, axis=-1)
+    if g_color_table is not None:
+        per_pair = jnp.concatenate([per_pair, jnp.broadcast_to(g_color_table, (*t.shape, color_table.shape[-1]))], -1)
+    # One scatter-add of the per-pair rows into the faces.
+    index = jnp.broadcast_to(pair_index, t.shape)
+    per_face = jnp.zeros((face_table.shape[0], per_pair.shape[-1]), dtype).at[index].add(per_pair)
+    num_faces = face_table.shape[0]
+    g_face_table = jnp.concatenate(
+        [per_face[:, :6], jnp.zeros((num_faces, FACE_COLUMNS.index("iz0") - 6), dtype), per_face[:, 6:9],
+         jnp.zeros((num_faces, len(FACE_COLUMNS) - FACE_COLUMNS.index("iz2") - 1), dtype)],
+        axis=1,
     )
+    g_face_colors = per_face[:, 9:] if g_color_table is not None else jnp.zeros_like(face_colors)
     return (
         jnp.zeros_like(px),
         jnp.zeros_like(py),
-        g_table,
-        g_color_table,
+        g_face_table,
+        g_face_colors,
+        None,
         None,
         None,
         g_background,

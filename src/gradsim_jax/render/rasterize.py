@@ -25,13 +25,15 @@ Culling scheme (cost and memory not dense pixels x faces), in two levels on grad
    test: bounding box and the three edge lines pushed out by r). Each tile keeps its `tile_capacity`
    nearest overlapping faces (`lax.top_k` on minus the face's nearest depth), so a full tile drops its
    farthest faces.
-2. Pixels. Each pixel tests its tile's list with the same test at its own center and keeps its
+2. Pixels. Each pixel tests its tile's list with the aggregation's own test at its center (inside the
+   face, or within the cutoff of its nearest edge, with the same 1% margin) and keeps its
    `pixel_capacity` nearest candidates (skipped when pixel_capacity >= tile_capacity: then every pixel
    of a tile takes the tile's whole list).
 The soft-rasterization math (`aggregate.py`, with a hand-written VJP) then runs on [pixels, capacity]
-pairs only, tiles a few at a time under `lax.map` so that memory stays bounded; the selection indices
-are integers and carry no gradient, the gradient of the selected faces' columns is scattered back to
-the faces. `render_with_stats` reports the faces dropped by full tiles and pixels (`overflow`; 0 means
+pairs only, tiles a few at a time under `lax.map` so that memory stays bounded. Tiles with candidates
+are sorted first and chunks of empty tiles skip the math (`lax.cond`), so the cost follows the covered
+area. The selection indices are integers and carry no gradient; the kernel scatters the per-pair
+gradient of the faces' vertex columns back to the faces. `render_with_stats` reports the faces dropped by full tiles and pixels (`overflow`; 0 means
 exact) and the fullest tile and pixel; `suggest_capacities` measures what example frames need. Without
 overflow the result equals `render_dense`, the all-pixels-times-all-faces reference, up to the order of
 floating-point sums.
@@ -69,6 +71,8 @@ class RenderSettings:
     tile_size: tile edge in pixels. tile_capacity: faces kept per tile. pixel_capacity: faces kept per
     pixel (out of its tile's); `suggest_capacities` measures what a scene needs.
     pairs_per_chunk: pixel-face pairs evaluated at once (a cache-size knob; it does not change results).
+    checkpoint_frames: `render_video` recomputes each frame in the backward pass (slower; the memory of
+    a gradient is then that of one frame instead of T frames' residuals, ~3 MB each at 128 px).
     """
 
     sigma: float | None = None
@@ -81,6 +85,7 @@ class RenderSettings:
     tile_capacity: int = 64
     pixel_capacity: int = 16
     pairs_per_chunk: int = 16384
+    checkpoint_frames: bool = False
 
     def __post_init__(self):
         if self.supersample not in (1, 2):
@@ -246,41 +251,46 @@ def _tile_overlap(table, valid, rect, radius):
 
 
 def _bin_faces(screen: _ScreenFaces, rect, radius: float, capacity: int):
-    """Candidate faces per tile, nearest first: indices [tiles, capacity], mask, overflow, fullest tile."""
+    """Candidate faces per tile, nearest first: indices [tiles, capacity], mask, and each tile's count of
+    overlapping faces [tiles] (more than `capacity` means the tile dropped its farthest ones)."""
     overlap = _tile_overlap(screen.table, screen.valid, rect, radius)
     score = jnp.where(overlap, -screen.nearest_z[None, :], -jnp.inf)
     top_score, index = jax.lax.top_k(score, capacity)
-    counts = jnp.sum(overlap, axis=1, dtype=jnp.int32)
-    return index, top_score > -jnp.inf, jnp.sum(jnp.maximum(counts - capacity, 0)), jnp.max(counts)
+    return index, top_score > -jnp.inf, jnp.sum(overlap, axis=1, dtype=jnp.int32)
 
 
-def _pixel_candidates(table, nearest_z, tile_mask, pixel_xy, radius: float, capacity: int):
+def _pixel_candidates(table, tile_mask, pixel_xy, cutoff_sq: float, capacity: int):
     """Per-pixel choice among a tile's candidate faces.
 
-    table [..., Kt, D] and nearest_z [..., Kt] of the tile's candidates, tile_mask [..., Kt], pixel centers
-    [..., P, 2]. A face stays a candidate of a pixel when the pixel lies in the face's bounding box and
-    in the face's triangle with every edge pushed out by `radius` (a superset of the pixels it covers).
-    Returns local indices [..., P, capacity] into the tile's list (nearest first), their mask,
-    the number of pixel-face candidates dropped and the fullest pixel's count.
+    table [..., Kt, D] of the tile's candidates (nearest first), tile_mask [..., Kt], pixel centers
+    [..., P, 2]. A face is a candidate of a pixel when the pixel is inside it or within `cutoff_sq` of
+    its nearest edge (the aggregation's own test, on gradient-free coordinates). Each pixel keeps its
+    first `capacity` candidates in the tile's order (nearest first). Returns local indices
+    [..., P, capacity] into the tile's list, their mask, the number of pixel-face candidates dropped
+    and the fullest pixel's count.
     """
     c = {name: jax.lax.stop_gradient(table[..., None, :, i]) for i, name in enumerate(FACE_COLUMNS)}
     px, py = pixel_xy[..., 0:1], pixel_xy[..., 1:2]
-    vx = (c["v0x"], c["v1x"], c["v2x"])
-    vy = (c["v0y"], c["v1y"], c["v2y"])
-    ok = (
-        tile_mask[..., None, :]
-        & (px >= jnp.minimum(jnp.minimum(vx[0], vx[1]), vx[2]) - radius)
-        & (px <= jnp.maximum(jnp.maximum(vx[0], vx[1]), vx[2]) + radius)
-        & (py >= jnp.minimum(jnp.minimum(vy[0], vy[1]), vy[2]) - radius)
-        & (py <= jnp.maximum(jnp.maximum(vy[0], vy[1]), vy[2]) + radius)
-    )
+    d2 = None
+    for k in range(3):
+        ex, ey = c[f"e{k}x"], c[f"e{k}y"]
+        qx, qy = px - c[f"v{k}x"], py - c[f"v{k}y"]
+        t = jnp.clip((qx * ex + qy * ey) * c[f"il{k}"], 0.0, 1.0)
+        rx, ry = qx - t * ex, qy - t * ey
+        d2k = rx * rx + ry * ry
+        d2 = d2k if d2 is None else jnp.minimum(d2, d2k)
+    ok = d2 < cutoff_sq
+    inside = None
     for i in range(3):
-        a, b = c[f"a{i}"], c[f"b{i}"]
-        ok = ok & (a * px + b * py + c[f"c{i}"] >= -radius * jnp.sqrt(a * a + b * b))
-    score = jnp.where(ok, -nearest_z[..., None, :], -jnp.inf)
-    top_score, local = jax.lax.top_k(score, capacity)
+        u = c[f"a{i}"] * px + c[f"b{i}"] * py + c[f"c{i}"] > 0
+        inside = u if inside is None else inside & u
+    ok = tile_mask[..., None, :] & (ok | inside)  # [..., P, Kt]
+    # The tile's list is nearest first, so the first candidates are the nearest.
+    order = -jnp.arange(ok.shape[-1], dtype=table.dtype)
+    top_score, local = jax.lax.top_k(jnp.where(ok, order, -jnp.inf), capacity)
     counts = jnp.sum(ok, axis=-1, dtype=jnp.int32)
-    return local, top_score > -jnp.inf, jnp.sum(jnp.maximum(counts - capacity, 0)), jnp.max(counts)
+    overflow = jnp.sum(jnp.maximum(counts - capacity, 0), dtype=jnp.int32)
+    return local, top_score > -jnp.inf, overflow, jnp.max(counts)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -364,11 +374,11 @@ def _finish(image, settings):
     return image
 
 
-def _empty_image(camera, background, dtype, with_color):
+def _empty_image(height, width, background, dtype, with_color):
     if not with_color:
-        return jnp.zeros((camera.height, camera.width), dtype)
-    rgb = jnp.broadcast_to(background, (camera.height, camera.width, 3))
-    return jnp.concatenate([rgb, jnp.zeros((camera.height, camera.width, 1), dtype)], axis=-1)
+        return jnp.zeros((height, width), dtype)
+    rgb = jnp.broadcast_to(background, (height, width, 3))
+    return jnp.concatenate([rgb, jnp.zeros((height, width, 1), dtype)], axis=-1)
 
 
 def render_with_stats(
@@ -390,7 +400,7 @@ def render_with_stats(
     if num_faces == 0:
         zero = jnp.zeros((), jnp.int32)
         stats = RenderStats(zero, zero, zero, zero)
-        return _finish(_empty_image(camera, background, dtype, with_color), settings), stats
+        return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings), stats
     tile = settings.tile_size
     tiles_y, tiles_x, tile_xy, tile_rect = _tile_layout(camera.width, camera.height, tile)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
@@ -401,7 +411,8 @@ def render_with_stats(
     # A 1% wider cutoff keeps float rounding in the culling tests from dropping a contributing face.
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
     tile_capacity = min(settings.tile_capacity, num_faces)
-    index, mask, tile_overflow, max_per_tile = _bin_faces(screen, tile_rect, radius, tile_capacity)
+    index, mask, tile_counts = _bin_faces(screen, tile_rect, radius, tile_capacity)
+    tile_overflow = jnp.sum(jnp.maximum(tile_counts - tile_capacity, 0))
     tile_xy = jnp.asarray(tile_xy, dtype)
     texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
     kernel = aggregate_autodiff if kind == "texture" else aggregate
@@ -409,21 +420,13 @@ def render_with_stats(
     per_pixel = settings.pixel_capacity < tile_capacity
     pair_capacity = settings.pixel_capacity if per_pixel else tile_capacity
     num_tiles, pixels_per_tile = tile_xy.shape[0], tile_xy.shape[1]
-    # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
-    # in cache; XLA on CPU materializes most of them.
-    chunk = max(1, min(num_tiles, settings.pairs_per_chunk // (pixels_per_tile * pair_capacity)))
-    num_chunks = -(-num_tiles // chunk)
-    pad = num_chunks * chunk - num_tiles
-    index = jnp.pad(index, ((0, pad), (0, 0)))
-    mask = jnp.pad(mask, ((0, pad), (0, 0)))
-    tile_xy = jnp.pad(tile_xy, ((0, pad), (0, 0), (0, 0)))
+    cutoff_sq = radius * radius
 
     def shade_chunk(chunk_inputs):
         chunk_xy, chunk_index, chunk_mask = chunk_inputs
         if per_pixel:
             local, pair_mask, overflow, fullest = _pixel_candidates(
-                screen.table[chunk_index], screen.nearest_z[chunk_index], chunk_mask, chunk_xy, radius,
-                pair_capacity,
+                screen.table[chunk_index], chunk_mask, chunk_xy, cutoff_sq, pair_capacity
             )
             pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
         else:  # every pixel of a tile takes the tile's whole list
@@ -433,9 +436,10 @@ def render_with_stats(
             config,
             chunk_xy[..., 0:1],
             chunk_xy[..., 1:2],
-            screen.table[pair_index],
-            color_table[pair_index],
+            screen.table,
+            color_table,
             texture_image,
+            pair_index,
             pair_mask,
             background,
             camera.near,
@@ -443,15 +447,41 @@ def render_with_stats(
         )
         return image, (overflow, fullest)
 
-    def split(x):
-        return x.reshape(num_chunks, chunk, *x.shape[1:])
+    # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
+    # in cache; XLA on CPU materializes most of them. Tiles with faces come first (a stable sort), and
+    # chunks of empty tiles skip the kernel, so the work follows the covered area, not the image's.
+    chunk = max(1, min(num_tiles, settings.pairs_per_chunk // (pixels_per_tile * pair_capacity)))
+    if chunk == num_tiles:  # one chunk (small images): no loop and no sort, much quicker to compile
+        out, (pixel_overflow, max_per_pixel) = shade_chunk((tile_xy, index, mask))
+    else:
+        num_chunks = -(-num_tiles // chunk)
+        pad = num_chunks * chunk - num_tiles
+        order = jnp.argsort(jnp.where(tile_counts > 0, 0, 1), stable=True)
+        active = jnp.pad(tile_counts[order] > 0, (0, pad))
+        index = jnp.pad(index[order], ((0, pad), (0, 0)))
+        mask = jnp.pad(mask[order], ((0, pad), (0, 0)))
+        tile_xy = jnp.pad(tile_xy[order], ((0, pad), (0, 0), (0, 0)))
+        empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
 
-    out, (pixel_overflow, max_per_pixel) = jax.lax.map(shade_chunk, (split(tile_xy), split(index), split(mask)))
-    out = out.reshape(num_chunks * chunk, *out.shape[2:])[:num_tiles]
+        def skip_chunk(chunk_inputs):
+            zero = jnp.zeros((), jnp.int32)
+            # The kernel's dtype (a float64 camera promotes a float32 mesh).
+            return empty.astype(jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype), (zero, zero)
+
+        def chunk_or_skip(chunk_inputs):
+            return jax.lax.cond(chunk_inputs[0][0], shade_chunk, skip_chunk, chunk_inputs[1:])
+
+        def split(x):
+            return x.reshape(num_chunks, chunk, *x.shape[1:])
+
+        out, (pixel_overflow, max_per_pixel) = jax.lax.map(
+            chunk_or_skip, (split(active), split(tile_xy), split(index), split(mask))
+        )
+        out = out.reshape(num_chunks * chunk, *out.shape[2:])[jnp.argsort(order)]
     channels = out.shape[2:]
     out = out.reshape(tiles_y, tiles_x, tile, tile, *channels).swapaxes(1, 2)
     out = out.reshape(tiles_y * tile, tiles_x * tile, *channels)[: camera.height, : camera.width]
-    stats = RenderStats(tile_overflow, jnp.sum(pixel_overflow), max_per_tile, jnp.max(max_per_pixel))
+    stats = RenderStats(tile_overflow, jnp.sum(pixel_overflow), jnp.max(tile_counts), jnp.max(max_per_pixel))
     return _finish(out, settings), stats
 
 
@@ -497,16 +527,19 @@ def render_video(
 ):
     """RGBA video [T, H, W, 4] of vertex positions `frames [T, N, 3]` (same faces, colors, camera).
 
-    Frames are rendered one after another (`lax.map`) and each frame is recomputed in the backward pass
-    (`jax.checkpoint`), so the memory of a gradient is that of one frame plus the video itself.
+    Frames are rendered one after another (`lax.map`). A gradient keeps each frame's residuals (the
+    per-pixel face lists and results, a few MB per frame); with `settings.checkpoint_frames` each frame
+    is recomputed in the backward pass instead (`jax.checkpoint`), so that memory is one frame's.
     """
     frames = jnp.asarray(frames)
     if frames.ndim != 3 or frames.shape[-1] != 3:
         raise ValueError(f"frames must be [T, N, 3], got shape {frames.shape}")
 
-    @jax.checkpoint
     def one_frame(vertices):
         return render(camera, vertices, faces, colors, lights=lights, background=background, settings=settings)
+
+    if settings.checkpoint_frames:
+        one_frame = jax.checkpoint(one_frame)
 
     return jax.lax.map(one_frame, frames)
 
@@ -530,7 +563,7 @@ def render_dense(
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
     dtype = vertices.dtype
     if faces.shape[0] == 0:
-        return _finish(_empty_image(camera, background, dtype, with_color), settings)
+        return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings)
     xy = jnp.asarray(pixel_centers(camera.width, camera.height, np.float64), dtype).reshape(-1, 2)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
     if with_color:
@@ -542,9 +575,10 @@ def render_dense(
         _kernel_config(settings, kind, with_color, height),
         xy[:, 0:1],
         xy[:, 1:2],
-        screen.table[None],
-        color_table[None],
+        screen.table,
+        color_table,
         texture_image,
+        jnp.arange(faces.shape[0])[None],
         jnp.ones((1, faces.shape[0]), bool),
         background,
         camera.near,
