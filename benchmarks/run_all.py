@@ -38,15 +38,23 @@ def physics_table(data: dict) -> str:
 
 
 def render_table(data: dict) -> str:
-    rows = data.get("rows", [])
-    if not rows:
-        return ""
-    keys = [k for k in rows[0] if k not in ("machine",)]
-    lines = [f"Soft rasterizer (`benchmarks/bench_render.py`; {data.get('machine', '')}, {data.get('date', '')}).", "",
-             "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    for r in rows:
-        cells = [f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k]) for k in keys]
-        lines.append("| " + " | ".join(cells) + " |")
+    meta = data["meta"]
+    load = ", ".join(f"{x:.1f}" for x in meta.get("load_average", []))
+    lines = [
+        f"Soft rasterizer (`benchmarks/bench_render.py`; {meta['machine']}, {meta['cpus']} cores, jax {meta['jax']},",
+        f"load average {load} at the start). Gradient of an RGBA image MSE w.r.t. the vertex positions; capacities",
+        "from `suggest_capacities`; overflow 0 means the tiled result is exact. First call = trace + compile + run.",
+        "",
+        "| case | triangles | px | frames | tile / pixel capacity | overflow | forward (ms) | forward + grad (ms) "
+        "| first call, grad (s) | peak RSS (MB) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in data["cases"]:
+        lines.append(
+            f"| {r['name']} | {r['triangles']} | {r['size']} | {r['frames']} | {r['tile_capacity']} / "
+            f"{r['pixel_capacity']} | {r['overflow']} | {r['forward_ms']:.1f} | {r['grad_ms']:.1f} | "
+            f"{r['grad_first_call_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+        )
     return "\n".join(lines)
 
 
