@@ -11,6 +11,7 @@ The loss is mean(x_final^2); the gradient is taken w.r.t. the initial velocities
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -75,7 +76,7 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
     frame_dt = 1.0 / 60.0 if kind == "demo" else substeps / (60.0 * 32)
 
     def loss(v0, tri_ke):
-        p = par.__class__(**{**par.__dict__, "tri_ke": tri_ke})
+        p = dataclasses.replace(par, tri_ke=tri_ke)
         traj = gs.simulate(top, p, gs.State(st.x, v0), frames=frames, substeps=substeps, frame_dt=frame_dt,
                            checkpoint=checkpoint)
         return jnp.mean(traj.x[-1] ** 2)

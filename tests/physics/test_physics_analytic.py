@@ -1,5 +1,7 @@
 """Physics against analytic solutions and conservation laws."""
 
+import dataclasses
+
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -51,7 +53,7 @@ def test_momentum_conserved_without_gravity_or_contact(x64):
     scene = scene.add_springs([[0, 19], [4, 15]], 50.0, 0.5)
     top, par, st = scene.build(gravity=(0, 0, 0))
     st = gs.State(x=st.x + 0.02 * rng.standard_normal(st.x.shape), v=rng.standard_normal(st.v.shape))
-    par = gs.Params(**{**par.__dict__, "tri_kd": par.tri_kd + 1.0, "bend_kd": par.bend_kd + 0.01})
+    par = dataclasses.replace(par, tri_kd=par.tri_kd + 1.0, bend_kd=par.bend_kd + 0.01)
     traj = gs.simulate(top, par, st, frames=100, substeps=8, frame_dt=1e-3)
     p = jnp.sum(par.mass[:, None] * traj.v, axis=1)
     np.testing.assert_allclose(p, np.broadcast_to(p[0], p.shape), atol=1e-9)

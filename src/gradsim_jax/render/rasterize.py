@@ -374,6 +374,15 @@ def _finish(image, settings):
     return image
 
 
+def _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color):
+    """Per-face color table, its kind ("face", "vertex" or "texture") and the texture image (or None)."""
+    if not with_color:
+        return jnp.zeros((faces.shape[0], 3), dtype), "face", None
+    color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
+    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
+    return color_table, kind, texture_image
+
+
 def _empty_image(height, width, background, dtype, with_color):
     if not with_color:
         return jnp.zeros((height, width), dtype)
@@ -404,17 +413,13 @@ def render_with_stats(
     tile = settings.tile_size
     tiles_y, tiles_x, tile_xy, tile_rect = _tile_layout(camera.width, camera.height, tile)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
-    if with_color:
-        color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
-    else:
-        color_table, kind = jnp.zeros((num_faces, 3), dtype), "face"
+    color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
     # A 1% wider cutoff keeps float rounding in the culling tests from dropping a contributing face.
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
     tile_capacity = min(settings.tile_capacity, num_faces)
     index, mask, tile_counts = _bin_faces(screen, tile_rect, radius, tile_capacity)
     tile_overflow = jnp.sum(jnp.maximum(tile_counts - tile_capacity, 0))
     tile_xy = jnp.asarray(tile_xy, dtype)
-    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
     kernel = aggregate_autodiff if kind == "texture" else aggregate
     config = _kernel_config(settings, kind, with_color, height)
     per_pixel = settings.pixel_capacity < tile_capacity
@@ -566,11 +571,7 @@ def render_dense(
         return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings)
     xy = jnp.asarray(pixel_centers(camera.width, camera.height, np.float64), dtype).reshape(-1, 2)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
-    if with_color:
-        color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
-    else:
-        color_table, kind = jnp.zeros((faces.shape[0], 3), dtype), "face"
-    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
+    color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
     out = aggregate_autodiff(
         _kernel_config(settings, kind, with_color, height),
         xy[:, 0:1],
