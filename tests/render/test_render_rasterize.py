@@ -22,6 +22,7 @@ from gradsim_jax.render import (
     silhouette,
     suggest_capacities,
 )
+from gradsim_jax.render.camera import with_image_size
 
 SIZE = 24
 
@@ -80,7 +81,7 @@ def test_centered_square_covers_expected_pixels():
     assert covered.sum() == 16 * 16
     assert covered[8:24, 8:24].all()
     # Away from the diagonal shared by the two triangles (where SoftRas's product gives alpha < 1).
-    np.testing.assert_allclose(image[9, 9], [1, 1, 1, 1], atol=1e-4)
+    np.testing.assert_allclose(image[9, 22], [1, 1, 1, 1], atol=1e-4)
     np.testing.assert_allclose(image[0, 0], [0, 0, 0, 0], atol=1e-6)
 
 
@@ -130,9 +131,9 @@ def test_background_color_and_transparent_alpha():
 
 def _np_project(eye, at, up, angle, v):
     z = (at - eye) / np.linalg.norm(at - eye)
-    x = np.cross(up, z)
+    x = np.cross(z, up)  # a real camera's right: forward x up (not mirrored)
     x /= np.linalg.norm(x)
-    y = np.cross(z, x)
+    y = np.cross(x, z)  # image up
     cam = (v - eye) @ np.stack([x, y, z]).T
     return cam[:, :2] / (cam[:, 2:3] * np.tan(np.deg2rad(angle))), cam[:, 2]
 
@@ -207,14 +208,15 @@ def test_vertex_colors_interpolate():
     image = np.asarray(jit_render(front_camera(), v, f, VertexColors(colors)))
     row = image[SIZE // 2, :, 0][image[SIZE // 2, :, 3] > 0.5]
     assert len(row) > 10
-    assert np.all(np.diff(row) > 0)
-    assert row[0] < 0.1 and row[-1] > 0.9
+    # The camera is on -z looking along +z: world +x is on the image's left.
+    assert np.all(np.diff(row) < 0)
+    assert row[0] > 0.9 and row[-1] < 0.1
 
 
 def test_supersampling_averages_a_double_size_render():
     v, f = cloth()
     cam = front_camera(16)
-    fine = jit_render(dataclasses.replace(cam, width=32, height=32), v, f, settings=RenderSettings(sigma=RenderSettings().sigma_for(16)))
+    fine = jit_render(with_image_size(cam, 32, 32), v, f, settings=RenderSettings(sigma=RenderSettings().sigma_for(16)))
     image = jit_render(cam, v, f, settings=RenderSettings(supersample=2))
     assert image.shape == (16, 16, 4)
     np.testing.assert_allclose(image, fine.reshape(16, 2, 16, 2, 4).mean((1, 3)), atol=1e-5)

@@ -11,6 +11,7 @@ from gradsim_jax.render.camera import (
 from gradsim_jax.render.rasterize import (
     RenderSettings,
     RenderStats,
+    composite,
     render,
     render_dense,
     render_video,
@@ -20,11 +21,14 @@ from gradsim_jax.render.rasterize import (
 )
 from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, default_lights
 from gradsim_jax.render.video import (
+    TargetVideo,
+    load_target,
     load_video,
     side_by_side,
     write_comparison,
     write_gif,
     write_mp4,
+    write_png_folder,
     write_video,
 )
 
@@ -34,11 +38,14 @@ __all__ = [
     "Lights",
     "RenderSettings",
     "RenderStats",
+    "TargetVideo",
     "Texture",
     "VertexColors",
     "camera_from_eye",
+    "composite",
     "default_lights",
     "look_at_camera",
+    "load_target",
     "load_video",
     "pixel_centers",
     "project",
@@ -53,5 +60,6 @@ __all__ = [
     "write_comparison",
     "write_gif",
     "write_mp4",
+    "write_png_folder",
     "write_video",
 ]

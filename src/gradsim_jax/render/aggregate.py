@@ -4,7 +4,10 @@ Shapes: pixels `px, py: [..., P, 1]` (screen coordinates); a per-face table `[F,
 columns (`FACE_COLUMNS`) and colors `[F, C]`; the candidate faces of each pixel as indices `[..., P, K]`
 into them with a selection mask `[..., P, K]` (a size-1 pixel axis, [..., 1, K], shares one face list
 among all pixels: the dense reference). The kernel gathers the rows itself, so that its VJP can
-scatter the gradient straight back into the faces. Output: RGBA `[..., P, 4]` or alpha `[..., P]`.
+scatter the gradient straight back into the faces. The background is one RGB `[3]` for all pixels or
+one per pixel, `[..., P, 3]` (anything that broadcasts against the output's RGB); its cotangent has
+the background's own shape (summed over the pixels that share a value). Output: RGBA `[..., P, 4]` or
+alpha `[..., P]`.
 
 Face columns: screen vertices v_k, edges e_k = v_{k+1} - v_k, il_k = 1 / |e_k|^2 (0 for a zero-length
 edge); the screen barycentrics as planes u_i(p) = a_i p_x + b_i p_y + c_i (all 0 for a zero-area face);
@@ -17,7 +20,8 @@ Per pixel p and face j (names as in the code):
   b = clip(u, 0, 1) / sum (the centroid if all are 0), z = 1 / sum_i b_i iz_i, bp_i = b_i iz_i z
   (perspective-correct barycentrics), z_hat = (far - z) / (far - near),
   logit_j = log D_j + z_hat_j / gamma = s_j - softplus(s_j) + z_hat_j / gamma, background eps / gamma,
-  rgb = softmax-weighted colors: face color C_j, sum_i bp_i C_ji (vertex colors) or a texture lookup.
+  rgb = softmax-weighted colors: face color C_j, sum_i bp_i C_ji (vertex colors) or a texture lookup,
+  and the background color of pixel p (the constant one, or p's entry of a per-pixel background).
 
 Why a hand-written VJP: reverse-mode autodiff of this elementwise math makes XLA on CPU materialize
 dozens of [..., P, K] residuals and reductions; the gradient took ~10x the forward (3x with this rule).
@@ -196,6 +200,20 @@ def _aggregate_fwd(config, *args):
     return out, (*args, pixel_values)
 
 
+def _sum_to_shape(x, shape):
+    """Sum `x` over the axes along which an array of `shape` was broadcast to x's shape (the reverse
+    of broadcasting): [..., P, 3] -> [3] sums over all pixels, -> [..., P, 3] keeps every pixel."""
+    lead = x.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot reduce shape {x.shape} to {shape}")
+    if lead:
+        x = jnp.sum(x, axis=tuple(range(lead)))
+    ones = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    if ones:
+        x = jnp.sum(x, axis=ones, keepdims=True)
+    return x
+
+
 def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far, pixel_values = residuals
     table, color_table = face_table[pair_index], face_colors[pair_index]
@@ -221,7 +239,7 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
         logits = _logits(pairs, depth, near, far, config)
         share = jnp.exp(logits - top) * (1.0 / normalizer)  # softmax weight of each pair, [..., P, K]
         bg_share = jnp.exp(config.background_eps / config.gamma - top) / normalizer  # [..., P, 1]
-        g_background = jnp.sum(bg_share * g_rgb, axis=tuple(range(g_rgb.ndim - 1)))
+        g_background = _sum_to_shape(bg_share * g_rgb, background.shape).astype(background.dtype)
         pair_rgb = _pair_colors(config, color_table, texture_image, depth)  # [..., P or 1, K, 3]
         g_rgb_dot_rgb = jnp.sum(g_rgb * rgb, axis=-1, keepdims=True)
         g_rgb_dot_pair = sum(g_rgb[..., None, c] * pair_rgb[..., c] for c in range(3))

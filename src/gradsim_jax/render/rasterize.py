@@ -10,7 +10,10 @@ Model (per pixel p and face j; screen coordinates as in `camera.py`):
 - Color: softmax over faces and the background with logits log D_j + z_hat_j / gamma and
   background_eps / gamma, z_hat_j = (far - z_j) / (far - near), z_j from perspective-correct barycentrics
   (screen barycentrics clamped to the face and renormalized, so pixels just outside use the nearest point).
-  Subtracting the running maximum of the logits keeps it finite for small gamma.
+  Subtracting the running maximum of the logits keeps it finite for small gamma. The background color
+  is one RGB [3] for every pixel, or an image [H, W, 3] (e.g. a video's static, cluttered background):
+  then each pixel's softmax uses its own background pixel (with supersampling, each output pixel's
+  color covers its 2 x 2 block), and the gradient reaches every background pixel.
 - Both sides of a face are visible by default (`fill_back=True`); with `fill_back=False` a face whose
   vertex order is counter-clockwise seen from the camera (right-hand normal pointing away from it) is
   culled, so meshes with outward normals show their near side.
@@ -172,8 +175,9 @@ def _screen_faces(camera: Camera, vertices, faces, fill_back: bool) -> _ScreenFa
     inv_area2 = jnp.where(degenerate, 0.0, 1.0 / jnp.where(degenerate, 1.0, area2))
     orient = jax.lax.stop_gradient(jnp.where(degenerate, 0.0, jnp.sign(area2)))
     if not fill_back:
-        # In this left-handed camera frame a face whose normal points at the camera is clockwise on screen.
-        valid = valid & (orient < 0)
+        # Screen y is up and the camera is not mirrored: a face whose right-hand normal points at the
+        # camera is counter-clockwise on screen (positive signed area).
+        valid = valid & (orient > 0)
     inv_z = 1.0 / jnp.where(valid[:, None], fz, 1.0)
     # Screen barycentric of vertex i as a plane in p: the edge function of the opposite edge
     # e_{i+1} (from v_{i+1}), cross(e, p - v) = -e_y p_x + e_x p_y + (e_y v_x - e_x v_y), over area2.
@@ -350,7 +354,23 @@ def _prepare(camera, vertices, faces, colors, background, settings):
     dtype = vertices.dtype
     if background is None:
         background = jnp.zeros(3, dtype)
-    background = jnp.broadcast_to(jnp.asarray(background, dtype), (3,))
+    background = jnp.asarray(background, dtype)
+    image_shape = (camera.height, camera.width, 3)
+    if background.ndim == 3:  # a per-pixel background image
+        if background.shape != image_shape:
+            raise ValueError(
+                f"background must be RGB [3] or an image [H, W, 3] = {list(image_shape)} matching the camera's "
+                f"image size, got shape {background.shape}"
+            )
+        if settings.supersample == 2:  # each output pixel's 2 x 2 block shares its background pixel
+            background = jnp.repeat(jnp.repeat(background, 2, axis=0), 2, axis=1)
+    elif background.ndim <= 1 and background.size in (1, 3):
+        background = jnp.broadcast_to(background, (3,))
+    else:
+        raise ValueError(
+            f"background must be RGB [3] or an image [H, W, 3] = {list(image_shape)} matching the camera's "
+            f"image size, got shape {background.shape}"
+        )
     if settings.supersample == 2:
         camera = with_image_size(camera, 2 * camera.width, 2 * camera.height)
     return camera, vertices, faces.astype(jnp.int32), colors, background
@@ -384,10 +404,21 @@ def _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color):
 
 
 def _empty_image(height, width, background, dtype, with_color):
+    """The image of no faces: the background ([3], or [height, width, 3] per pixel) with alpha 0."""
     if not with_color:
         return jnp.zeros((height, width), dtype)
-    rgb = jnp.broadcast_to(background, (height, width, 3))
+    rgb = jnp.broadcast_to(background, (height, width, 3)).astype(dtype)
     return jnp.concatenate([rgb, jnp.zeros((height, width, 1), dtype)], axis=-1)
+
+
+def _tile_pixels(image, tiles_y: int, tiles_x: int, tile: int):
+    """A per-pixel array [H, W, C] in the tile layout of `_tile_layout` ([tiles, tile^2, C], tiles in
+    row-major order, pixels row-major within a tile), padded beyond the image (the padded pixels are
+    cropped after rendering). The inverse of the un-tiling in `render_with_stats`."""
+    height, width, channels = image.shape
+    image = jnp.pad(image, ((0, tiles_y * tile - height), (0, tiles_x * tile - width), (0, 0)))
+    image = image.reshape(tiles_y, tile, tiles_x, tile, channels).swapaxes(1, 2)
+    return image.reshape(tiles_y * tiles_x, tile * tile, channels)
 
 
 def render_with_stats(
@@ -401,7 +432,10 @@ def render_with_stats(
     settings: RenderSettings = RenderSettings(),
     with_color: bool = True,
 ):
-    """`render` (or, with `with_color=False`, `silhouette`), also returning the tiling's RenderStats."""
+    """`render` (or, with `with_color=False`, `silhouette`), also returning the tiling's RenderStats.
+
+    background: RGB [3] or an image [H, W, 3] behind the mesh (ignored without color).
+    """
     height = camera.height  # sigma follows the output size, also when supersampling
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
     dtype = vertices.dtype
@@ -426,9 +460,14 @@ def render_with_stats(
     pair_capacity = settings.pixel_capacity if per_pixel else tile_capacity
     num_tiles, pixels_per_tile = tile_xy.shape[0], tile_xy.shape[1]
     cutoff_sq = radius * radius
+    # A per-pixel background travels with its pixels, in the tile layout (and order) of tile_xy; a
+    # constant one is shared by all pixels and stays [3].
+    pixel_background = background.ndim == 3
+    tile_background = _tile_pixels(background, tiles_y, tiles_x, tile) if pixel_background else None
 
     def shade_chunk(chunk_inputs):
-        chunk_xy, chunk_index, chunk_mask = chunk_inputs
+        chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
+        chunk_background = chunk_inputs[3] if pixel_background else background
         if per_pixel:
             local, pair_mask, overflow, fullest = _pixel_candidates(
                 screen.table[chunk_index], chunk_mask, chunk_xy, cutoff_sq, pair_capacity
@@ -446,7 +485,7 @@ def render_with_stats(
             texture_image,
             pair_index,
             pair_mask,
-            background,
+            chunk_background,
             camera.near,
             camera.far,
         )
@@ -456,8 +495,9 @@ def render_with_stats(
     # in cache; XLA on CPU materializes most of them. Tiles with faces come first (a stable sort), and
     # chunks of empty tiles skip the kernel, so the work follows the covered area, not the image's.
     chunk = max(1, min(num_tiles, settings.pairs_per_chunk // (pixels_per_tile * pair_capacity)))
+    inputs = (tile_xy, index, mask) + ((tile_background,) if pixel_background else ())
     if chunk == num_tiles:  # one chunk (small images): no loop and no sort, much quicker to compile
-        out, (pixel_overflow, max_per_pixel) = shade_chunk((tile_xy, index, mask))
+        out, (pixel_overflow, max_per_pixel) = shade_chunk(inputs)
     else:
         num_chunks = -(-num_tiles // chunk)
         pad = num_chunks * chunk - num_tiles
@@ -465,13 +505,17 @@ def render_with_stats(
         active = jnp.pad(tile_counts[order] > 0, (0, pad))
         index = jnp.pad(index[order], ((0, pad), (0, 0)))
         mask = jnp.pad(mask[order], ((0, pad), (0, 0)))
-        tile_xy = jnp.pad(tile_xy[order], ((0, pad), (0, 0), (0, 0)))
-        empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
+        inputs = tuple(jnp.pad(x[order], ((0, pad),) + ((0, 0),) * (x.ndim - 1)) for x in inputs)
+        if not pixel_background:
+            empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
 
         def skip_chunk(chunk_inputs):
             zero = jnp.zeros((), jnp.int32)
             # The kernel's dtype (a float64 camera promotes a float32 mesh).
-            return empty.astype(jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype), (zero, zero)
+            out_dtype = jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype
+            if pixel_background:  # the chunk's own background pixels
+                return _empty_image(chunk, pixels_per_tile, chunk_inputs[3], out_dtype, with_color), (zero, zero)
+            return empty.astype(out_dtype), (zero, zero)
 
         def chunk_or_skip(chunk_inputs):
             return jax.lax.cond(chunk_inputs[0][0], shade_chunk, skip_chunk, chunk_inputs[1:])
@@ -480,7 +524,7 @@ def render_with_stats(
             return x.reshape(num_chunks, chunk, *x.shape[1:])
 
         out, (pixel_overflow, max_per_pixel) = jax.lax.map(
-            chunk_or_skip, (split(active), split(tile_xy), split(index), split(mask))
+            chunk_or_skip, (split(active), *(split(x) for x in inputs))
         )
         out = out.reshape(num_chunks * chunk, *out.shape[2:])[jnp.argsort(order)]
     channels = out.shape[2:]
@@ -504,7 +548,8 @@ def render(
 
     camera: `Camera` (H, W from it). vertices: [N, 3] world positions. faces: [F, 3] int vertex indices.
     colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
-    lights: `Lights` or None (unlit). background: RGB [3] behind the mesh (default black; alpha 0 there).
+    lights: `Lights` or None (unlit). background: RGB [3] or an image [H, W, 3] behind the mesh (default
+    black; alpha 0 there); an image blends each pixel with its own background pixel.
     A plain function: jit it at the call site (settings and the camera's image size are static).
     Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`.
     """
@@ -512,6 +557,26 @@ def render(
         camera, vertices, faces, colors, lights=lights, background=background, settings=settings
     )
     return image
+
+
+def composite(image, background):
+    """Re-blend a rendered image [..., H, W, 4] over `background` (RGB [3] or [H, W, 3]) by its coverage:
+    rgb = c C + (1 - c) B with c = min(A + max(A - 1/2, 0), 1); alpha A unchanged.
+
+    SoftRas's colour softmax lets a face's colour reach as far as its coverage's cutoff (about a pixel), so
+    its RGB outline is wider than its alpha outline and its colour is a near-step function of the vertices
+    (no gradient); a camera's pixel instead mixes object and background by the covered fraction. Where any
+    face contributes, the softmax colour is the faces' colour C (the background's weight is about
+    exp(-1 / gamma) smaller), so blending it by a coverage gives edges centred on the true outline, with
+    gradients. SoftRas's alpha is 1/2 on an outline but dips to 3/4 along an edge two faces share; the
+    coverage c equals A outside an outline (A <= 1/2) and closes those seams (c = 1 for A >= 3/4).
+    Differentiable.
+    """
+    alpha = image[..., 3:4]
+    coverage = jnp.minimum(alpha + jnp.maximum(alpha - 0.5, 0.0), 1.0)
+    bg = jnp.asarray(background, image.dtype)
+    rgb = coverage * image[..., :3] + (1.0 - coverage) * bg
+    return jnp.concatenate([rgb, alpha], axis=-1)
 
 
 def silhouette(camera: Camera, vertices, faces, *, settings: RenderSettings = RenderSettings()):
@@ -535,6 +600,7 @@ def render_video(
     Frames are rendered one after another (`lax.map`). A gradient keeps each frame's residuals (the
     per-pixel face lists and results, a few MB per frame); with `settings.checkpoint_frames` each frame
     is recomputed in the backward pass instead (`jax.checkpoint`), so that memory is one frame's.
+    background: RGB [3] or an image [H, W, 3] behind the mesh, the same for every frame (a static scene).
     """
     frames = jnp.asarray(frames)
     if frames.ndim != 3 or frames.shape[-1] != 3:
@@ -563,6 +629,7 @@ def render_dense(
     """Reference renderer: every pixel against every face, differentiated by plain autodiff.
 
     Same model and cutoff as `render`; tiling settings are ignored. Memory is H x W x F: small tests only.
+    background: RGB [3] or an image [H, W, 3] behind the mesh.
     """
     height = camera.height
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
@@ -570,6 +637,8 @@ def render_dense(
     if faces.shape[0] == 0:
         return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings)
     xy = jnp.asarray(pixel_centers(camera.width, camera.height, np.float64), dtype).reshape(-1, 2)
+    if background.ndim == 3:  # per pixel, in the order of xy
+        background = background.reshape(-1, 3)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
     color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
     out = aggregate_autodiff(

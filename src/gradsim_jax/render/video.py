@@ -1,26 +1,49 @@
-"""Video in and out: write rendered [T, H, W, 4] videos as GIF/MP4, read target videos for fitting.
+"""Video in and out: write rendered [T, H, W, 4] videos as GIF/MP4/PNG folders, read target videos.
 
-Conventions: videos are float arrays [T, H, W, C] with values in [0, 1], C = 4 (RGB + alpha) or 3.
-Writers take the RGB channels (the renderer already blends the background into RGB) and quantize to
-8 bits. `load_video` returns float32 [T, H, W, 4] resized to the render size, with alpha from a mask,
-from the file's own alpha channel, or from the distance to a known background color.
+Conventions: videos are float arrays [T, H, W, C] with values in [0, 1], C = 4 (RGB + alpha), 3 or 1.
+GIF and MP4 writers take the RGB channels (the renderer already blends the background into RGB) and
+quantize to 8 bits; the PNG folder writer keeps alpha. Every frame written reads back: no writer merges
+identical consecutive frames (a cloth at rest is still one frame per time step). Writers are atomic:
+they write a hidden temporary sibling and rename it into place, so an interrupted write never leaves a
+partial file or folder under the final name.
+
+`load_target` returns a `TargetVideo`: float32 [T, H, W, 4] resized to the render size, with alpha
+from a mask, from the file's own alpha channel, or from the distance to a known background color, and
+a record of where that alpha came from, the file's native size and its frame rate.
 
 Host-side code (numpy, imageio, Pillow, matplotlib); nothing here is traced.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
+import math
 import os
+import re
+import secrets
+import shutil
+import struct
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+_PNG_FRAME = re.compile(r"frame_\d{4,}\.png")
+# What imageio, Pillow and ffmpeg raise on unreadable or corrupt files. Pillow reports some malformed
+# headers as SyntaxError or struct.error, and truncated data as EOFError, so those are included.
+_READ_ERRORS = (OSError, ValueError, RuntimeError, SyntaxError, EOFError, struct.error)
 
 
-def to_uint8(frames) -> np.ndarray:
-    """[T, H, W, C] floats in [0, 1] -> uint8 RGB [T, H, W, 3] (alpha dropped, gray expanded)."""
+# ----------------------------------------------------------------------------------------------------
+# Quantization
+
+
+def _as_video(frames) -> np.ndarray:
+    """float32 [T, H, W, 3 or 4] from [T, H, W, C] or one frame [H, W, C] (C in 1, 3, 4; gray expanded)."""
     frames = np.asarray(frames, dtype=np.float32)
     if frames.ndim == 3:
         frames = frames[None]
@@ -30,71 +53,311 @@ def to_uint8(frames) -> np.ndarray:
         frames = np.repeat(frames, 3, axis=-1)
     if frames.shape[-1] not in (3, 4):
         raise ValueError(f"frames must have 1, 3 or 4 channels, got {frames.shape[-1]}")
-    rgb = np.nan_to_num(frames[..., :3], nan=0.0)
-    return np.round(np.clip(rgb, 0.0, 1.0) * 255.0).astype(np.uint8)
+    return frames
+
+
+def _quantize(values: np.ndarray) -> np.ndarray:
+    """Floats in [0, 1] -> uint8 (NaN -> 0, out-of-range clipped, rounded to nearest)."""
+    return np.round(np.clip(np.nan_to_num(values, nan=0.0), 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def to_uint8(frames) -> np.ndarray:
+    """[T, H, W, C] floats in [0, 1] -> uint8 RGB [T, H, W, 3] (alpha dropped, gray expanded)."""
+    return _quantize(_as_video(frames)[..., :3])
+
+
+def to_uint8_rgba(frames) -> np.ndarray:
+    """[T, H, W, C] floats in [0, 1] -> uint8 RGBA [T, H, W, 4] (gray expanded; missing alpha = 255)."""
+    video = _quantize(_as_video(frames))
+    if video.shape[-1] == 3:
+        video = np.concatenate([video, np.full_like(video[..., :1], 255)], axis=-1)
+    return video
+
+
+def _nonempty(video: np.ndarray) -> np.ndarray:
+    if video.shape[0] == 0:
+        raise ValueError("no frames to write")
+    return video
+
+
+def _check_fps(fps: float) -> float:
+    fps = float(fps)
+    if not (math.isfinite(fps) and fps > 0):
+        raise ValueError(f"fps must be a positive number, got {fps}")
+    return fps
+
+
+# ----------------------------------------------------------------------------------------------------
+# Atomic writes
+
+
+def _temporary_sibling(path: Path, tag: str = "tmp") -> Path:
+    """A fresh hidden name in `path`'s folder that keeps its suffix (ffmpeg picks the container by it)."""
+    return path.with_name(f".{path.stem}.{secrets.token_hex(4)}.{tag}{path.suffix}")
+
+
+@contextlib.contextmanager
+def _atomic_file(path) -> Iterator[Path]:
+    """Yield a temporary path to write; on success rename it to `path`, on any failure delete it.
+
+    The temporary file lives in the same folder, so `os.replace` is a same-filesystem atomic rename:
+    readers see either the old file or the complete new one, never a partial write.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = _temporary_sibling(path)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _check_replaceable_folder(path: Path) -> None:
+    """Refuse to replace anything but a folder of our own frames, so a typo never deletes user data."""
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a folder; not replacing it with PNG frames")
+    foreign = sorted(p.name for p in path.iterdir() if not _PNG_FRAME.fullmatch(p.name))
+    if foreign:
+        raise FileExistsError(
+            f"{path} holds files other than frame_NNNN.png ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); not replacing it"
+        )
+
+
+@contextlib.contextmanager
+def _atomic_folder(path) -> Iterator[Path]:
+    """Like `_atomic_file` for a folder: fill a temporary sibling folder, then swap it in by renames.
+
+    An existing folder at `path` (only one holding nothing but frame_NNNN.png files) is moved aside,
+    replaced, then deleted; if the swap fails the old folder is put back.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_replaceable_folder(path)
+    temporary = _temporary_sibling(path)
+    temporary.mkdir()
+    try:
+        yield temporary
+        _check_replaceable_folder(path)  # again: it may have changed while we wrote
+        if path.exists():
+            old = _temporary_sibling(path, "old")
+            os.rename(path, old)
+            try:
+                os.rename(temporary, path)
+            except BaseException:
+                os.rename(old, path)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(temporary, path)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+
+# ----------------------------------------------------------------------------------------------------
+# Writers
+
+
+def gif_frame_duration_ms(fps: float) -> int:
+    """The per-frame GIF delay in milliseconds for `fps`.
+
+    GIF stores delays in centiseconds, so this is 1000 / fps rounded to the nearest 10 ms (at least
+    10 ms): 20 fps -> 50 ms exactly, 30 fps -> 30 ms (the nearest representable delay).
+    """
+    return 10 * max(1, round(100.0 / _check_fps(fps)))
+
+
+def _encode_gif(video: np.ndarray, duration_ms: int) -> bytes:
+    """A looping GIF holding every frame of uint8 RGB `video` [T, H, W, 3], each shown `duration_ms`.
+
+    Pillow's `save(..., save_all=True)` drops a frame identical to the previous one and adds its delay
+    to the previous frame (GifImagePlugin._write_multiple_frames); no per-frame option prevents that
+    without changing pixels. So the file is assembled from Pillow's public per-frame GIF encoder
+    (`getheader` for the header and loop extension, `getdata` for one full-size frame with its delay),
+    which does no frame comparison. Each frame is quantized to its own adaptive palette, exactly as
+    Pillow's high-level writer does, and carries it as a local color table.
+    """
+    from PIL import GifImagePlugin, Image
+
+    frames = [Image.fromarray(frame).convert("P", palette=Image.Palette.ADAPTIVE) for frame in video]
+    header, _ = GifImagePlugin.getheader(frames[0], info={"loop": 0, "duration": duration_ms})
+    chunks = list(header)
+    for index, frame in enumerate(frames):
+        # The first frame uses the global color table written by getheader; later ones bring their own.
+        chunks += GifImagePlugin.getdata(frame, duration=duration_ms, include_color_table=index > 0)
+    chunks.append(b";")  # GIF trailer
+    return b"".join(chunks)
 
 
 def write_gif(path, frames, fps: float = 20.0) -> Path:
-    """Write frames [T, H, W, C] (floats in [0, 1]) as a looping GIF; returns the path."""
-    import imageio.v2 as imageio
+    """Write frames [T, H, W, C] (floats in [0, 1]) as a looping GIF, one GIF frame per input frame.
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimsave(path, list(to_uint8(frames)), format="GIF", duration=1.0 / fps, loop=0)
-    return path
+    Alpha is dropped (RGB is expected to hold the blended background). Each frame is shown for
+    `gif_frame_duration_ms(fps)` ms. Written atomically; returns the path.
+    """
+    duration_ms = gif_frame_duration_ms(fps)
+    data = _encode_gif(_nonempty(to_uint8(frames)), duration_ms)
+    with _atomic_file(path) as temporary, open(temporary, "xb") as f:
+        f.write(data)
+    return Path(path)
 
 
 def write_mp4(path, frames, fps: float = 20.0) -> Path:
-    """Write frames [T, H, W, C] (floats in [0, 1]) as an H.264 MP4 (odd sizes padded by one pixel)."""
+    """Write frames [T, H, W, C] (floats in [0, 1]) as an H.264 MP4 (odd sizes padded by one pixel).
+
+    Constant frame rate `fps`, one video frame per input frame. Written atomically; returns the path.
+    """
     import imageio.v2 as imageio
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    video = to_uint8(frames)
+    fps = _check_fps(fps)
+    video = _nonempty(to_uint8(frames))
     # yuv420p needs even sizes; repeat the last row/column rather than let ffmpeg rescale.
     pad_h, pad_w = video.shape[1] % 2, video.shape[2] % 2
     if pad_h or pad_w:
         video = np.pad(video, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-    with imageio.get_writer(
-        path, format="FFMPEG", mode="I", fps=fps, codec="libx264", pixelformat="yuv420p", macro_block_size=1
-    ) as writer:
-        for frame in video:
-            writer.append_data(frame)
-    return path
+    with _atomic_file(path) as temporary:
+        with imageio.get_writer(
+            temporary, format="FFMPEG", mode="I", fps=fps, codec="libx264", pixelformat="yuv420p",
+            macro_block_size=1,
+        ) as writer:
+            for frame in video:
+                writer.append_data(frame)
+    return Path(path)
+
+
+def _png_frame_name(index: int, count: int) -> str:
+    """File name of frame `index` of `count`: frame_0000.png, ... (wider when needed, so names sort)."""
+    return f"frame_{index:0{max(4, len(str(count - 1)))}d}.png"
+
+
+def write_png_folder(path, frames) -> Path:
+    """Write frames [T, H, W, C] (floats in [0, 1]) as a folder of RGBA PNGs frame_0000.png, ....
+
+    Alpha is kept (255 where the frames have none); values are quantized to 8 bits, nothing else.
+    The folder is filled under a temporary name and renamed into place; an existing folder at `path`
+    is replaced only if it holds nothing but frame_NNNN.png files. Returns the path.
+    """
+    from PIL import Image
+
+    video = _nonempty(to_uint8_rgba(frames))
+    with _atomic_folder(path) as temporary:
+        for index, frame in enumerate(video):
+            Image.fromarray(frame).save(temporary / _png_frame_name(index, len(video)))
+    return Path(path)
 
 
 def write_video(path, frames, fps: float = 20.0) -> Path:
-    """Write a GIF or MP4, chosen by the file suffix."""
+    """Write a video chosen by the path: `.gif`, `.mp4`, or no suffix for a folder of RGBA PNGs.
+
+    `fps` is recorded in GIF and MP4 files; a PNG folder has no frame rate. Returns the path.
+    """
     suffix = Path(path).suffix.lower()
     if suffix == ".gif":
         return write_gif(path, frames, fps)
     if suffix == ".mp4":
         return write_mp4(path, frames, fps)
-    raise ValueError(f"unsupported video suffix {suffix!r}: use .gif or .mp4")
+    if suffix == "":
+        _check_fps(fps)  # same contract for every format, even where it is not stored
+        return write_png_folder(path, frames)
+    raise ValueError(
+        f"unsupported video path {str(path)!r} (suffix {suffix!r}): use a .gif or .mp4 file, "
+        "or a path without suffix for a folder of PNG frames"
+    )
 
 
-def _read_frames(path) -> list[np.ndarray]:
-    """uint8 frames [H, W, C] from an MP4/GIF file or a folder of images (sorted by name)."""
+# ----------------------------------------------------------------------------------------------------
+# Reading
+
+
+def _read_image(path: Path) -> np.ndarray:
+    """One image file as a uint8/uint16 array; unreadable files are a ValueError naming the file."""
     import imageio.v2 as imageio
 
+    try:
+        return np.asarray(imageio.imread(path))
+    except _READ_ERRORS as err:
+        raise ValueError(f"{path}: cannot read frames: {err}") from err
+
+
+def _fps_from_durations(durations_ms: Sequence) -> float | None:
+    """The frame rate most frames play at: 1000 / the most common positive delay; None if no delay."""
+    positive = [float(d) for d in durations_ms if d and d > 0]
+    if not positive:
+        return None
+    counts = collections.Counter(positive)
+    # Most common delay; ties go to the shortest, the likelier base period of a video.
+    delay = min(counts, key=lambda d: (-counts[d], d))
+    return 1000.0 / delay
+
+
+def _gif_durations(path: Path) -> list:
+    """Per-frame delays in ms of a GIF, as Pillow reports them (None where a frame has none)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        durations = []
+        for index in range(getattr(image, "n_frames", 1)):
+            image.seek(index)
+            durations.append(image.info.get("duration"))
+    return durations
+
+
+def _read_movie(path: Path) -> tuple[list[np.ndarray], float | None]:
+    """Frames and frame rate of a multi-frame file (GIF, MP4, ...); None when the file records none."""
+    import imageio.v2 as imageio
+
+    try:
+        if path.suffix.lower() == ".gif":
+            # Pillow first: it rejects a non-GIF at once, where imageio would try every plugin it has.
+            fps = _fps_from_durations(_gif_durations(path))
+            return [np.asarray(f) for f in imageio.mimread(path, memtest=False)], fps
+        with imageio.get_reader(path) as reader:
+            fps = reader.get_meta_data().get("fps")
+            frames = [np.asarray(f) for f in reader]
+    except _READ_ERRORS as err:
+        raise ValueError(f"{path}: cannot read frames: {err}") from err
+    fps = float(fps) if isinstance(fps, (int, float)) and math.isfinite(fps) and fps > 0 else None
+    return frames, fps
+
+
+def _read_frames_and_fps(path) -> tuple[list[np.ndarray], float | None]:
+    """uint8 frames [H, W, C] and the recorded frame rate (or None) of a video, image or image folder.
+
+    A folder's images are sorted by name; files without an image suffix are ignored.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no video at {path}")
+    fps = None
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
         if not files:
             raise ValueError(f"{path} holds no images ({', '.join(_IMAGE_SUFFIXES)})")
-        frames = [np.asarray(imageio.imread(p)) for p in files]
+        frames = [_read_image(p) for p in files]
     elif path.suffix.lower() in _IMAGE_SUFFIXES:
-        frames = [np.asarray(imageio.imread(path))]
+        frames = [_read_image(path)]
     else:
-        frames = [np.asarray(f) for f in imageio.mimread(path, memtest=False)]
+        frames, fps = _read_movie(path)
     if not frames:
         raise ValueError(f"{path} holds no frames")
     shapes = {f.shape[:2] for f in frames}
     if len(shapes) != 1:
         raise ValueError(f"frames of {path} differ in size: {sorted(shapes)}")
-    return frames
+    return frames, fps
+
+
+def _read_frames(path) -> list[np.ndarray]:
+    """uint8 frames [H, W, C] from an MP4/GIF file or a folder of images (sorted by name)."""
+    return _read_frames_and_fps(path)[0]
+
+
+def _has_alpha(frame: np.ndarray) -> bool:
+    return frame.ndim == 3 and frame.shape[-1] in (2, 4)
 
 
 def _as_float(frame: np.ndarray) -> np.ndarray:
@@ -136,6 +399,150 @@ def _size_hw(size) -> tuple[int, int]:
     return int(height), int(width)
 
 
+def _apply_undistort(undistort: Callable | None, image: np.ndarray, what: str) -> np.ndarray:
+    """`undistort(image)` checked to return an image [H', W', C] with the same channel count C."""
+    if undistort is None:
+        return image
+    result = np.asarray(undistort(image), dtype=np.float32)
+    if result.ndim != 3 or result.shape[-1] != image.shape[-1]:
+        raise ValueError(
+            f"undistort must return an image [H, W, {image.shape[-1]}] for a {what} "
+            f"{tuple(image.shape)}, got shape {tuple(result.shape)}"
+        )
+    return result
+
+
+def _limit_frames(raw: list, path, max_frames: int | None, expected_frames: int | None) -> list:
+    """Apply `max_frames`, then check the count against `expected_frames` (too few: error; too many:
+    keep the first `expected_frames`, with a warning)."""
+    found = len(raw)
+    if max_frames is not None:
+        raw = raw[:max_frames]
+    if expected_frames is None:
+        return raw
+    expected_frames = int(expected_frames)
+    if len(raw) < expected_frames:
+        kept = f" (max_frames={max_frames} keeps {len(raw)})" if len(raw) < found else ""
+        raise ValueError(
+            f"{path} holds {found} frames{kept}; expected {expected_frames} "
+            "(one per rendered frame, the initial state included)"
+        )
+    if len(raw) > expected_frames:
+        warnings.warn(
+            f"{path} holds {len(raw)} frames; using the first {expected_frames} and dropping the last "
+            f"{len(raw) - expected_frames}",
+            stacklevel=3,
+        )
+    return raw[:expected_frames]
+
+
+def _load_masks(mask, size, count: int, undistort: Callable | None) -> np.ndarray:
+    """Mask frames [count, H, W] in [0, 1] at `size` from a path or an array [T, H, W] / [H, W].
+
+    A path's first channel is used. Each mask frame goes through `undistort` as [H, W, 1] at its own
+    resolution, then is resized. One mask frame applies to every video frame; more than `count` are
+    cut; fewer (but more than one) is an error.
+    """
+    if isinstance(mask, (str, os.PathLike)):
+        raw = [_as_float(m)[..., :1] for m in _read_frames(mask)]
+        source = str(mask)
+    else:
+        masks = np.asarray(mask, np.float32)
+        if masks.ndim == 2:
+            masks = masks[None]
+        if masks.ndim != 3:
+            raise ValueError(f"mask must be [T, H, W] or [H, W], got shape {masks.shape}")
+        raw = [m[..., None] for m in masks]
+        source = "mask array"
+    if len(raw) != 1 and len(raw) < count:
+        raise ValueError(f"{source} has {len(raw)} mask frames, the video has {count}")
+    raw = raw[:count]
+    masks = np.stack([resize(_apply_undistort(undistort, m, "mask frame"), size)[..., 0] for m in raw])
+    if masks.shape[0] == 1:
+        masks = np.repeat(masks, count, axis=0)
+    return np.clip(masks, 0.0, 1.0)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # eq=False: comparing frame arrays with == is ambiguous
+class TargetVideo:
+    """A target video prepared for fitting, and what the file actually observed.
+
+    frames: float32 [T, H, W, 4], RGB + alpha in [0, 1], resized to the render size.
+    alpha_source: where alpha came from: "mask", "alpha channel" (the file's own), "key color"
+        (distance to a background color), or None: alpha was not observed and is 1 everywhere.
+    native_size: (height, width) of the file's frames before undistortion and resizing.
+    fps: frame rate recorded in the file (GIF delays, MP4 metadata), or None (image folders, or files
+        recording none).
+    """
+
+    frames: np.ndarray
+    alpha_source: str | None
+    native_size: tuple[int, int]
+    fps: float | None
+
+    @property
+    def alpha_observed(self) -> bool:
+        """Whether alpha carries information (from a mask, the file, or a key color)."""
+        return self.alpha_source is not None
+
+
+def load_target(
+    path,
+    size,
+    *,
+    background=None,
+    mask=None,
+    tolerance: float = 0.1,
+    max_frames: int | None = None,
+    undistort: Callable[[np.ndarray], np.ndarray] | None = None,
+    expected_frames: int | None = None,
+) -> TargetVideo:
+    """Read a target video for fitting; see `TargetVideo` for what is returned.
+
+    path: an .mp4 or .gif file, a single image, or a folder of images (frames sorted by file name;
+        files without an image suffix ignored).
+    size: render size, an int (square) or (height, width).
+    Alpha, in order of precedence:
+      - `mask`: a path like `path` (first channel used) or an array [T, H, W] / [H, W] in [0, 1]; one
+        mask frame applies to all video frames, fewer mask frames than video frames is an error;
+      - the file's own alpha channel (RGBA PNGs);
+      - `background` RGB in [0, 1]: alpha = clip(max_channel |rgb - background| / tolerance, 0, 1), so
+        pixels within `tolerance` of the background color are transparent;
+      - otherwise alpha is 1 (`alpha_source` None).
+    max_frames: keep at most this many leading frames.
+    undistort: optional callable applied to each frame before resizing, at the file's native
+        resolution: video frames as float32 [H, W, 4] (RGB + alpha, alpha 1 if the file has none),
+        mask frames as float32 [H, W, 1], values in [0, 1]. It must return [H', W', same C]. Masks
+        are assumed to be in the same (distorted) camera geometry as the video.
+    expected_frames: the number of frames the caller needs. Fewer (after `max_frames`) is a
+        ValueError stating both counts; more keeps the first `expected_frames` with a warning.
+    Unreadable or corrupt files raise ValueError("<file>: cannot read frames: ...").
+    """
+    height, width = _size_hw(size)
+    raw, fps = _read_frames_and_fps(path)
+    native_size = tuple(int(n) for n in raw[0].shape[:2])
+    raw = _limit_frames(raw, path, max_frames, expected_frames)
+    if not raw:
+        raise ValueError(f"{path}: no frames left (max_frames={max_frames})")
+    has_alpha = any(_has_alpha(f) for f in raw)
+    frames = np.stack(
+        [resize(_apply_undistort(undistort, _as_float(f), "video frame"), (height, width)) for f in raw]
+    )
+    if mask is not None:
+        frames[..., 3] = _load_masks(mask, (height, width), frames.shape[0], undistort)
+        alpha_source = "mask"
+    elif has_alpha:
+        alpha_source = "alpha channel"
+    elif background is not None:
+        bg = np.broadcast_to(np.asarray(background, np.float32), (3,))
+        distance = np.max(np.abs(frames[..., :3] - bg), axis=-1)
+        frames[..., 3] = np.clip(distance / tolerance, 0.0, 1.0)
+        alpha_source = "key color"
+    else:
+        alpha_source = None
+    return TargetVideo(frames.astype(np.float32), alpha_source, native_size, fps)
+
+
 def load_video(
     path,
     size,
@@ -147,40 +554,11 @@ def load_video(
 ) -> np.ndarray:
     """Read a target video as float32 [T, H, W, 4] (RGB + alpha in [0, 1]) resized to the render size.
 
-    path: an .mp4 or .gif file, a single image, or a folder of images (frames sorted by file name).
-    size: render size, an int (square) or (height, width).
-    Alpha, in order of precedence:
-      - `mask`: a path like `path` (first channel used) or an array [T, H, W] / [H, W] in [0, 1];
-      - the file's own alpha channel (RGBA PNGs);
-      - `background` RGB in [0, 1]: alpha = clip(max_channel |rgb - background| / tolerance, 0, 1), so
-        pixels within `tolerance` of the background color are transparent;
-      - otherwise alpha is 1.
-    max_frames: keep at most this many leading frames.
+    Same as `load_target(...).frames`; see `load_target` for the arguments and the alpha rules.
     """
-    height, width = _size_hw(size)
-    raw = _read_frames(path)
-    if max_frames is not None:
-        raw = raw[:max_frames]
-    has_alpha = raw[0].ndim == 3 and raw[0].shape[-1] in (2, 4)
-    frames = np.stack([resize(_as_float(f), (height, width)) for f in raw])
-    if mask is not None:
-        if isinstance(mask, (str, os.PathLike)):
-            masks = np.stack([resize(_as_float(m), (height, width))[..., 0] for m in _read_frames(mask)])
-        else:
-            masks = np.asarray(mask, np.float32)
-            if masks.ndim == 2:
-                masks = masks[None]
-            masks = np.stack([resize(m[..., None], (height, width))[..., 0] for m in masks])
-        if masks.shape[0] == 1:
-            masks = np.repeat(masks, frames.shape[0], axis=0)
-        if masks.shape[0] < frames.shape[0]:
-            raise ValueError(f"mask has {masks.shape[0]} frames, video has {frames.shape[0]}")
-        frames[..., 3] = np.clip(masks[: frames.shape[0]], 0.0, 1.0)
-    elif not has_alpha and background is not None:
-        bg = np.broadcast_to(np.asarray(background, np.float32), (3,))
-        distance = np.max(np.abs(frames[..., :3] - bg), axis=-1)
-        frames[..., 3] = np.clip(distance / tolerance, 0.0, 1.0)
-    return frames.astype(np.float32)
+    return load_target(
+        path, size, background=background, mask=mask, tolerance=tolerance, max_frames=max_frames
+    ).frames
 
 
 def _label_bitmap(text: str, width: int, height: int) -> np.ndarray:
@@ -234,5 +612,5 @@ def side_by_side(videos: Sequence, labels: Sequence[str] | None = None, *, min_h
 
 def write_comparison(path, videos: Sequence, labels: Sequence[str] | None = None, *, fps: float = 20.0,
                      min_height: int = 128) -> Path:
-    """Write a labelled side-by-side comparison (e.g. target, initial guess, fit) as GIF or MP4."""
+    """Write a labelled side-by-side comparison (e.g. target, initial guess, fit); see `write_video`."""
     return write_video(path, side_by_side(videos, labels, min_height=min_height), fps)
