@@ -32,7 +32,8 @@ def _fit_flags(p, *, iterations=None, polish=None):
     p.add_argument("--polish", type=int, default=polish, metavar="N",
                    help="Levenberg-Marquardt steps on the pixel residuals after Adam (few free scalars)")
     p.add_argument("--loss", choices=("rgba", "rgb", "silhouette"), default=None,
-                   help="image loss (default rgba; rgb when the target's alpha is only approximate)")
+                   help="image loss (default: rgba when the target's alpha is observed: an alpha channel, a "
+                        "mask or a key colour; else rgb against the render over the known background)")
     p.add_argument("--frame-stride", type=int, default=None, metavar="K", help="use every K-th frame in the loss")
     p.add_argument("--horizon", type=int, default=None, metavar="T",
                    help="fit the first T frames first, growing to all over half the Adam iterations")
@@ -124,7 +125,7 @@ def _config(args, free, *, iterations, learning_rate, polish):
         free=tuple(free),
         iterations=args.iterations if args.iterations is not None else iterations,
         learning_rate=args.learning_rate if args.learning_rate is not None else learning_rate,
-        loss=args.loss or "rgba",
+        loss=args.loss or "rgba",  # the demos render their own targets, alpha included
         frame_stride=args.frame_stride or 1,
         polish=args.polish if args.polish is not None else polish,
         horizon=args.horizon,
@@ -247,16 +248,55 @@ def cmd_demo_control(args) -> int:
     return 0
 
 
-def _load_target(spec, args, exp_size):
-    from gradsim_jax.render.video import load_video
+def _load_target(spec, args):
+    """The target video (a TargetVideo at the render size, undistorted when [camera] has distortion) and
+    the words saying what was done to it."""
+    from gradsim_jax.render.calibration import undistorter
+    from gradsim_jax.render.video import load_target
 
-    tv = spec.values["target"]
+    tv, ren = spec.values["target"], spec.values["render"]
     video = args.target or (str(spec.resolve(tv["video"])) if tv["video"] else None)
     if video is None:
         raise ValueError(f"{spec.path}: no target video: pass --target or set [target] video")
     mask = args.mask or (str(spec.resolve(tv["mask"])) if tv["mask"] else None)
     key = args.key_color if args.key_color is not None else tv["key_color"]
-    return load_video(video, exp_size, background=key, mask=mask, tolerance=tv["tolerance"])
+    cal = spec.calibration()
+    undistort = undistorter(cal) if cal is not None else None
+    frames = spec.values["simulation"]["frames"]
+    target = load_target(video, (ren["height"], ren["width"]), background=key, mask=mask,
+                         tolerance=tv["tolerance"], undistort=undistort,
+                         expected_frames=None if frames is None else frames + 1)
+    return target, undistort
+
+
+def _resolve_loss(requested, target, spec) -> str:
+    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise."""
+    if requested in (None, "auto"):
+        return "rgba" if target.alpha_observed else "rgb"
+    if requested in ("rgba", "silhouette") and not target.alpha_observed:
+        raise ValueError(
+            f"the {requested} loss compares alpha, but the target has none (an RGB video: no alpha channel). "
+            "Supply it in one of three ways: --mask VIDEO (or [target] mask), a target with an alpha channel "
+            "(RGBA PNGs), or --key-color R G B (or [target] key_color) for a plain background; or use "
+            "--loss rgb")
+    return requested
+
+
+def _background_warning(spec, target, exp) -> str | None:
+    """A warning when the target's border does not look like the background the render composites over."""
+    import numpy as np
+
+    if target.alpha_observed or spec.values["render"]["background_image"] is not None:
+        return None
+    frames = target.frames[..., :3]
+    border = np.concatenate([frames[:, 0], frames[:, -1], frames[:, :, 0], frames[:, :, -1]], axis=1)
+    seen = np.median(border.reshape(-1, 3), axis=0)
+    assumed = np.asarray(exp.background, np.float32).reshape(-1, 3).mean(axis=0)
+    if np.max(np.abs(seen - assumed)) <= 0.1:
+        return None
+    return (f"the target's border is about RGB {np.round(seen, 2).tolist()} but the render's background is "
+            f"{np.round(assumed, 2).tolist()}: set [render] background to the colour behind the scene, or "
+            "background_image to a picture of it (or \"median\")")
 
 
 def cmd_fit(args) -> int:
@@ -267,30 +307,45 @@ def cmd_fit(args) -> int:
 
     try:
         spec = load_scene(args.scene)
-        ren = spec.values["render"]
-        target = _load_target(spec, args, (ren["height"], ren["width"]))
-        exp = spec.experiment(frames=target.shape[0] - 1)
+        target, undistort = _load_target(spec, args)
+        background = spec.background_image(target.frames, undistort)
+        exp = spec.experiment(frames=target.frames.shape[0] - 1, native_size=target.native_size,
+                              background_image=background)
+        base = spec.fit_config
+        loss = _resolve_loss(args.loss or base.loss, target, spec)
     except (SceneFileError, ValueError, FileNotFoundError) as e:
         return _fail(str(e))
-    if target.shape[0] < exp.frames + 1:
-        return _fail(f"the target has {target.shape[0]} frames; the scene simulates {exp.frames} (+1 initial)")
-    target = target[: exp.frames + 1]
-    base = spec.fit_config
+    frames = target.frames
+    if frames.shape[0] < exp.frames + 1:
+        return _fail(f"the target has {frames.shape[0]} frames; the scene simulates {exp.frames} (+1 initial)")
+    frames = frames[: exp.frames + 1]
     config = _config(args, base.free, iterations=base.iterations, learning_rate=base.learning_rate,
                      polish=base.polish)
-    if args.loss is None:
-        config.loss = base.loss
+    config.loss = loss
     if args.frame_stride is None:
         config.frame_stride = base.frame_stride
     if args.horizon is None:
         config.horizon = base.horizon
     initial = spec.initial_theta(exp)
-    truth = dict(exp.theta) if args.true else None
-    print(f"fit {spec.path}: estimating {', '.join(config.free)} from {target.shape[0]} frames "
-          f"at {target.shape[2]} x {target.shape[1]} px")
+    truth = dict(sysid.with_camera_pose(exp, exp.theta)) if args.true else None
+    observed = target.alpha_source or "not observed"
+    notes = [f"alpha: {observed}", f"loss: {loss}"]
+    if undistort is not None:
+        notes.append("frames undistorted with the [camera] distortion coefficients")
+    if background is not None:
+        notes.append(f"background image: {spec.values['render']['background_image']}")
+    print(f"fit {spec.path}: estimating {', '.join(config.free)} from {frames.shape[0]} frames "
+          f"at {frames.shape[2]} x {frames.shape[1]} px ({'; '.join(notes)})")
+    warning = _background_warning(spec, target, exp)
+    if warning:
+        print(f"WARNING: {warning}")
     started = time.perf_counter()
-    report = sysid.run(exp, np.asarray(target), initial, config, args.out, truth=truth,
-                       extra={"command": "fit", "scene": str(spec.path)})
+    report = sysid.run(exp, np.asarray(frames), initial, config, args.out, truth=truth,
+                       extra={"command": "fit", "scene": str(spec.path),
+                              "target": {"path": str(args.target or spec.values["target"]["video"]),
+                                         "alpha": target.alpha_source, "native_size": list(target.native_size),
+                                         "undistorted": undistort is not None,
+                                         "background_image": spec.values["render"]["background_image"]}})
     report["total_wall_time_s"] = time.perf_counter() - started
     _rewrite(report)
     return 0
@@ -303,21 +358,17 @@ def cmd_render(args) -> int:
 
     try:
         spec = load_scene(args.scene)
-        exp = spec.experiment()
+        cal = spec.calibration()
+        exp = spec.experiment(background_image=spec.background_image())
+        out = Path(args.out)
+        if out.suffix.lower() not in ("", ".gif", ".mp4"):
+            raise ValueError(f"--out {out}: write .gif, .mp4, or a folder (no suffix) of RGBA PNGs")
     except (SceneFileError, ValueError) as e:
         return _fail(str(e))
+    if cal is not None and cal.distorted:
+        print("note: the frames are those of an ideal pinhole camera: [camera] distortion is not applied")
     _, frames = sysid.simulate_video(exp, {})
-    out = Path(args.out)
-    if out.suffix.lower() in (".gif", ".mp4"):
-        write_video(out, frames, fps=1.0 / exp.frame_dt)
-    else:
-        import imageio.v2 as imageio
-        import numpy as np
-
-        out.mkdir(parents=True, exist_ok=True)
-        rgba = np.round(np.clip(frames, 0.0, 1.0) * 255.0).astype(np.uint8)
-        for k, frame in enumerate(rgba):
-            imageio.imwrite(out / f"frame_{k:04d}.png", frame)
+    write_video(out, frames, fps=1.0 / exp.frame_dt)
     print(f"rendered {frames.shape[0]} frames of {spec.path} to {out}")
     return 0
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from gradsim_jax.geometry import cloth_grid, cloth_mesh
 from gradsim_jax.geometry.scene import quat_rotate
-from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta
+from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta, with_camera_pose
 
 
 class SceneFileError(ValueError):
@@ -31,7 +31,7 @@ class SceneFileError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    type: str  # "int", "float", "bool", "str", "float[3]", "int[2]", "int[]", "str[]", "float|float[3]"
+    type: str  # "int", "float", "bool", "str", "float[3]", "int[2]", "int[]", "float[]", "str[]", "float[4x4]"
     default: Any
     doc: str
     required: bool = False
@@ -75,16 +75,35 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "frames": Field("int", 0, "number of leading frames the push lasts"),
     },
     "camera": {
-        "distance": Field("float", 2.0, "distance from the look-at point, m"),
-        "elevation": Field("float", 20.0, "elevation, degrees"),
-        "azimuth": Field("float", 0.0, "azimuth, degrees (0 looks along +z)"),
+        "distance": Field("float", None, "look-at camera: distance from the look-at point, m (default 2)"),
+        "elevation": Field("float", None, "look-at camera: elevation, degrees (default 20)"),
+        "azimuth": Field("float", None, "look-at camera: azimuth, degrees (default 0: eye on -z looking along +z)"),
         "at": Field("float[3]", [0.0, 0.0, 0.0], "look-at point, m"),
-        "view_angle": Field("float", 30.0, "half vertical field of view, degrees"),
+        "up": Field("float[3]", [0.0, 1.0, 0.0], "look-at camera: world direction shown upwards"),
+        "eye": Field("float[3]", None, "camera centre, m (a look-at pose towards 'at' instead of the angles)"),
+        "view_angle": Field("float", None, "half vertical field of view, degrees (default 30; not with fx/fy)"),
+        "fx": Field("float", None, "focal length in pixels (a calibrated camera; with fy, cx, cy)"),
+        "fy": Field("float", None, "focal length in pixels, vertical"),
+        "cx": Field("float", None, "principal point column in pixels, top-left pixel centre = 0 (default: centre)"),
+        "cy": Field("float", None, "principal point row in pixels (default: centre)"),
+        "image_size": Field("int[2]", None, "[width, height] the intrinsics refer to (default: the target's "
+                                             "frames, else the render size); scaled to the render size"),
+        "distortion": Field("float[]", None, "OpenCV distortion k1, k2, p1, p2[, k3...]: target frames are "
+                                              "undistorted before the fit"),
+        "calibration": Field("str", None, "OpenCV calibration file (.yml/.yaml/.xml/.json): intrinsics, "
+                                          "distortion, size, optional pose"),
+        "pose": Field("float[4x4]", None, "world-to-camera matrix [R | t] (OpenCV axes: x right, y down, z forward)"),
+        "rvec": Field("float[3]", None, "OpenCV Rodrigues rotation vector of the pose (with tvec)"),
+        "tvec": Field("float[3]", None, "OpenCV translation of the pose, m (with rvec)"),
+        "near": Field("float", None, "nearest depth rendered, m (default: 0.1 x distance, at most 1; else 0.05)"),
+        "far": Field("float", None, "farthest depth rendered, m (default 100 x distance, else 100)"),
     },
     "render": {
         "width": Field("int", 64, "render width in pixels (the target is resized to it)"),
         "height": Field("int", 64, "render height in pixels"),
         "background": Field("float[3]", [0.0, 0.0, 0.0], "background RGB in [0, 1]"),
+        "background_image": Field("str", None, "picture of the static background behind the scene, or "
+                                               "\"median\": the per-pixel median of the target's frames"),
         "color": Field("float[3]", None, "uniform cloth RGB (default: a colourful checkerboard)"),
         "ambient": Field("float", 0.45, "ambient light"),
         "directional": Field("float", 0.6, "directional light"),
@@ -107,7 +126,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "free": Field("str[]", None, f"quantities to estimate: {_QUANTITY_NAMES}", required=True),
         "iterations": Field("int", 100, "Adam iterations"),
         "learning_rate": Field("float", 0.05, "Adam learning rate (cosine-decayed; log space for positive values)"),
-        "loss": Field("str", "rgba", f"image loss: {', '.join(LOSSES)}"),
+        "loss": Field("str", None, f"image loss: {', '.join(LOSSES)} (default: rgba when the target's alpha "
+                                   "is observed, else rgb against the render over the known background)"),
         "frame_stride": Field("int", 1, "use every k-th frame in the loss"),
         "horizon": Field("int", None, "fit the first frames first, growing to all over half the iterations"),
         "polish": Field("int", 10, "Levenberg-Marquardt steps after Adam (few free scalars only)"),
@@ -153,10 +173,15 @@ def _check_type(path, section, key, value, ftype):
     elif ftype == "str":
         if not isinstance(value, str):
             fail("a string")
+    elif ftype == "float[4x4]":
+        if not (isinstance(value, list) and len(value) == 4
+                and all(isinstance(r, list) and len(r) == 4 and all(is_num(v) for v in r) for r in value)):
+            fail("a 4 x 4 matrix (a list of 4 rows of 4 numbers)")
     elif ftype.endswith("[]"):
         elem = ftype[:-2]
-        if not isinstance(value, list) or not all(is_int(v) if elem == "int" else isinstance(v, str) for v in value):
-            fail(f"a list of {'integers' if elem == 'int' else 'strings'}")
+        check = {"int": is_int, "float": is_num, "str": lambda v: isinstance(v, str)}[elem]
+        if not isinstance(value, list) or not all(check(v) for v in value):
+            fail(f"a list of {dict(int='integers', float='numbers', str='strings')[elem]}")
     else:
         elem, count = ftype[:-1].split("[")
         count = int(count)
@@ -240,9 +265,9 @@ class SceneSpec:
             raise SceneFileError(f"{self.path}: [fit] free: {e}") from None
         if not free:
             raise SceneFileError(f"{self.path}: [fit] free must name at least one quantity")
-        if f["loss"] not in LOSSES:
+        if f["loss"] is not None and f["loss"] not in LOSSES:
             raise SceneFileError(f"{self.path}: [fit] loss must be one of {LOSSES}, got {f['loss']!r}")
-        return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"],
+        return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"] or "auto",
                          frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"])
 
     def initial_theta(self, exp: Experiment) -> dict:
@@ -255,11 +280,162 @@ class SceneSpec:
             if name == "velocity":
                 value = np.broadcast_to(np.asarray(value, np.float32), np.shape(exp.state0.x))
             theta[name] = jnp.asarray(value, jnp.asarray(exp.theta[name]).dtype)
+        if "camera_pose" in self.fit_config.free:
+            theta = with_camera_pose(exp, theta)
         return theta
 
-    def experiment(self, frames: Optional[int] = None) -> Experiment:
-        """Build the Experiment; `frames` (from the target) is used unless [simulation] frames is set."""
-        from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera
+    def calibration(self):
+        """The intrinsics of [camera] (fx, fy, cx, cy, distortion, image_size, or a calibration file) as a
+        `Calibration`, or None for a look-at camera described by its field of view."""
+        from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
+
+        cam, path = self.values["camera"], self.path
+        numbers = {k: cam[k] for k in ("fx", "fy", "cx", "cy") if cam[k] is not None}
+        try:
+            if cam["calibration"] is not None:
+                if numbers:
+                    raise SceneFileError(f"{path}: [camera] give the intrinsics once: calibration or "
+                                         f"{', '.join(numbers)}")
+                cal = read_calibration(self.resolve(cam["calibration"]))
+                if cam["distortion"] is not None:
+                    cal = dataclasses.replace(cal, distortion=make_calibration(
+                        cal.fx, cal.fy, cal.cx, cal.cy, cam["distortion"], source=f"{path}: [camera]").distortion)
+            elif numbers:
+                if "fx" not in numbers or "fy" not in numbers:
+                    raise SceneFileError(f"{path}: [camera] a calibrated camera needs both fx and fy (pixels)")
+                width, height = cam["image_size"] or (None, None)
+                cx = numbers.get("cx", None if width is None else (width - 1) / 2.0)
+                cy = numbers.get("cy", None if height is None else (height - 1) / 2.0)
+                if cx is None or cy is None:
+                    raise SceneFileError(f"{path}: [camera] give cx and cy, or image_size for a centred "
+                                         "principal point")
+                cal = make_calibration(numbers["fx"], numbers["fy"], cx, cy, cam["distortion"] or (), None,
+                                       source=f"{path}: [camera]")
+            elif cam["distortion"] is not None or cam["image_size"] is not None:
+                raise SceneFileError(f"{path}: [camera] distortion and image_size need intrinsics "
+                                     "(fx, fy, cx, cy or a calibration file)")
+            else:
+                return None
+        except CalibrationError as e:
+            raise SceneFileError(str(e)) from None
+        if cam["image_size"] is not None:
+            cal = dataclasses.replace(cal, image_size=tuple(cam["image_size"]))
+        if cam["view_angle"] is not None:
+            raise SceneFileError(f"{path}: [camera] view_angle describes a look-at camera; a calibrated camera "
+                                 "has fx and fy instead")
+        return cal
+
+    def camera(self, native_size=None):
+        """The render camera of [camera] at the [render] size. native_size: (height, width) of the target's
+        frames, which the intrinsics refer to unless image_size (or the calibration file) says otherwise."""
+        from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
+        from gradsim_jax.render.calibration import CalibrationError, check_rotation
+
+        cam, ren, path = self.values["camera"], self.values["render"], self.path
+        width, height = ren["width"], ren["height"]
+        if not (width > 0 and height > 0):
+            raise SceneFileError(f"{path}: [render] width and height must be positive")
+        cal = self.calibration()
+        spherical = any(cam[k] is not None for k in ("distance", "elevation", "azimuth"))
+        forms = {"distance/elevation/azimuth": spherical, "eye": cam["eye"] is not None,
+                 "pose": cam["pose"] is not None, "rvec/tvec": cam["rvec"] is not None or cam["tvec"] is not None}
+        if cal is not None and (cal.rvec is not None or cal.world_to_camera is not None):
+            forms["the calibration file's pose"] = True
+        given = [k for k, on in forms.items() if on]
+        if len(given) > 1:
+            raise SceneFileError(f"{path}: [camera] give one pose, not {' and '.join(given)}")
+        if forms["rvec/tvec"] and (cam["rvec"] is None or cam["tvec"] is None):
+            raise SceneFileError(f"{path}: [camera] give both rvec and tvec")
+        distance = cam["distance"] if cam["distance"] is not None else 2.0
+        if not distance > 0:
+            raise SceneFileError(f"{path}: [camera] distance must be positive, got {distance}")
+        look_at = not given or spherical
+        near = cam["near"] if cam["near"] is not None else (min(1.0, 0.1 * distance) if look_at else 0.05)
+        far = cam["far"] if cam["far"] is not None else (100.0 * distance if look_at else 100.0)
+        if not 0 < near < far:
+            raise SceneFileError(f"{path}: [camera] needs 0 < near < far, got near={near}, far={far}")
+        elevation = cam["elevation"] if cam["elevation"] is not None else 20.0
+        azimuth = cam["azimuth"] if cam["azimuth"] is not None else 0.0
+        at, up = tuple(cam["at"]), tuple(cam["up"])
+        pose = {}
+        try:
+            if cam["pose"] is not None:
+                m = np.asarray(cam["pose"], np.float64)
+                check_rotation(m[:3, :3], f"{path}: [camera] pose")
+                pose = {"world_to_camera": m}
+            elif cam["rvec"] is not None:
+                pose = {"rvec": cam["rvec"], "tvec": cam["tvec"]}
+            elif cal is not None and cal.world_to_camera is not None:
+                pose = {"world_to_camera": cal.world_to_camera}
+            elif cal is not None and cal.rvec is not None:
+                pose = {"rvec": cal.rvec, "tvec": cal.tvec}
+        except CalibrationError as e:
+            raise SceneFileError(str(e)) from None
+        eye = cam["eye"]
+        if look_at:
+            from gradsim_jax.render.camera import eye_from_spherical
+
+            eye = tuple(np.asarray(at) + np.asarray(eye_from_spherical(distance, elevation, azimuth)))
+        if eye is not None and np.linalg.norm(np.subtract(eye, at)) == 0:
+            raise SceneFileError(f"{path}: [camera] eye and at coincide")
+        if cal is None:
+            view_angle = cam["view_angle"] if cam["view_angle"] is not None else 30.0
+            if not 0.0 < view_angle < 90.0:
+                raise SceneFileError(f"{path}: [camera] view_angle must be in (0, 90) degrees, got {view_angle}")
+            if look_at and not cam["eye"]:
+                return look_at_camera(distance, elevation, azimuth, at=at, up=up, view_angle=view_angle, near=near,
+                                      far=far, width=width, height=height)
+            if eye is not None:
+                return camera_from_eye(eye, at, up, view_angle=view_angle, near=near, far=far, width=width,
+                                       height=height)
+            f = height / (2.0 * np.tan(np.deg2rad(view_angle)))
+            return Camera.from_intrinsics(f, f, (width - 1) / 2.0, (height - 1) / 2.0, width, height, near=near,
+                                          far=far, **pose)
+        size = cal.image_size
+        if size is None:
+            size = (native_size[1], native_size[0]) if native_size is not None else (width, height)
+        elif native_size is not None and tuple(size) != (native_size[1], native_size[0]):
+            sx, sy = native_size[1] / size[0], native_size[0] / size[1]
+            if abs(sx / sy - 1.0) > 0.01:
+                raise SceneFileError(
+                    f"{path}: [camera] the intrinsics are for {size[0]} x {size[1]} px but the target's frames "
+                    f"are {native_size[1]} x {native_size[0]} px, another aspect ratio: set image_size to the "
+                    "size the camera was calibrated at, for this video")
+        scaled = dataclasses.replace(cal, image_size=tuple(size)).scaled(width, height)
+        if eye is not None:
+            pose = {"eye": eye, "at": at, "up": up}
+        return Camera.from_intrinsics(scaled.fx, scaled.fy, scaled.cx, scaled.cy, width, height, near=near,
+                                      far=far, **pose)
+
+    def background_image(self, target_frames=None, undistort=None):
+        """[H, W, 3] float32 picture behind the scene at the render size, from [render] background_image
+        (a picture file, undistorted like the target; or "median" of `target_frames` [T, H, W, >=3]), or
+        None when it is not set."""
+        from gradsim_jax.render.video import load_target
+
+        name, ren = self.values["render"]["background_image"], self.values["render"]
+        if name is None:
+            return None
+        if name == "median":
+            if target_frames is None:
+                raise SceneFileError(f"{self.path}: [render] background_image = \"median\" needs a target video")
+            return np.median(np.asarray(target_frames)[..., :3], axis=0).astype(np.float32)
+        picture = self.resolve(name)
+        if not picture.is_file():
+            raise SceneFileError(f"{self.path}: [render] background_image not found: {picture}")
+        try:
+            frames = load_target(picture, (ren["height"], ren["width"]), undistort=undistort).frames
+        except ValueError as e:
+            raise SceneFileError(f"{self.path}: [render] background_image: {e}") from None
+        return frames[0, ..., :3]
+
+    def experiment(self, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
+        """Build the Experiment; `frames` (from the target) is used unless [simulation] frames is set.
+
+        native_size: (height, width) of the target's frames (what the intrinsics refer to by default).
+        background_image: [H, W, 3] picture behind the scene at the render size (`background_image()`).
+        """
+        from gradsim_jax.render import FaceColors, Lights, RenderSettings
         from gradsim_jax.scenes.demos import checker_colors
 
         v, path = self.values, self.path
@@ -320,17 +496,15 @@ class SceneSpec:
             force = np.zeros((n, 3), np.float32)
             force[idx] = push["force"]
             theta["push"] = jnp.asarray(force)
-        sim, cam, ren = v["simulation"], v["camera"], v["render"]
+        sim, ren = v["simulation"], v["render"]
         frames = sim["frames"] if sim["frames"] is not None else frames
         if frames is None or frames < 1:
             raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
         for section, key in (("simulation", "fps"), ("simulation", "substeps"), ("render", "width"),
-                             ("render", "height"), ("camera", "distance")):
+                             ("render", "height")):
             if not v[section][key] > 0:
                 raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
-        camera = look_at_camera(cam["distance"], cam["elevation"], cam["azimuth"], at=tuple(cam["at"]),
-                                view_angle=cam["view_angle"], width=ren["width"], height=ren["height"],
-                                near=min(1.0, 0.1 * cam["distance"]), far=100.0 * cam["distance"])
+        camera = self.camera(native_size)
         faces = topology.triangles
         if ren["color"] is not None:
             colors = FaceColors(jnp.broadcast_to(jnp.asarray(ren["color"], jnp.float32), (faces.shape[0], 3)))
@@ -343,7 +517,9 @@ class SceneSpec:
         tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else num_faces
         pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else num_faces
         return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
-                          colors=colors, lights=lights, background=jnp.asarray(ren["background"], jnp.float32),
+                          colors=colors, lights=lights,
+                          background=jnp.asarray(ren["background"] if background_image is None else background_image,
+                                                 jnp.float32),
                           settings=RenderSettings(tile_capacity=max(1, tile_capacity),
                                                   pixel_capacity=max(1, pixel_capacity)), frames=int(frames),
                           substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,

@@ -41,9 +41,11 @@ import optax
 
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import gauss_newton_report, rgba_mse, silhouette_loss
+from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics import Control, Params, State, Topology, check_finite, simulate
-from gradsim_jax.render import Camera, Lights, RenderSettings, render, render_dense
+from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
+from gradsim_jax.render.camera import pose_vector, rotation_from_rvec, with_pose_vector
 
 Array = Any
 
@@ -74,6 +76,8 @@ QUANTITIES: dict[str, Quantity] = {
         Quantity("lift", "tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift"), "aerodynamic lift coefficient"),
         Quantity("friction", "contact_mu", "1", "log", ("friction", "contact_mu", "mu"),
                  "ground friction coefficient"),
+        Quantity("camera_pose", "camera", "rad, m", "identity", ("camera_pose", "pose"),
+                 "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known"),
     )
 }
 #: Known inputs that live in theta but are never estimated.
@@ -194,22 +198,39 @@ def trajectory(exp: Experiment, theta: dict) -> State:
                     frame_dt=exp.frame_dt, control=control)
 
 
-def render_frames(exp: Experiment, x: Array, dense: bool = False) -> Array:
-    """RGBA video [T, H, W, 4] of particle positions x [T, n, 3]; `dense` uses the autodiff reference
-    renderer (forward-mode differentiable, used for Jacobians)."""
+def camera_for(exp: Experiment, theta: dict) -> Camera:
+    """The experiment's camera, with its pose from theta["camera_pose"] when theta has one; traceable."""
+    if "camera_pose" not in theta:
+        return exp.camera
+    return with_pose_vector(exp.camera, theta["camera_pose"])
+
+
+def with_camera_pose(exp: Experiment, theta: dict) -> dict:
+    """theta with "camera_pose" set to the experiment camera's own pose when it has none."""
+    if "camera_pose" in theta:
+        return theta
+    return dict(theta, camera_pose=jnp.asarray(pose_vector(exp.camera), exp.params.mass.dtype))
+
+
+def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None) -> Array:
+    """RGBA video [T, H, W, 4] of particle positions x [T, n, 3], colours blended over the background by
+    the soft coverage (`composite`); `dense` uses the autodiff reference renderer (forward-mode
+    differentiable, used for Jacobians); `camera` defaults to the experiment's."""
     renderer = render_dense if dense else render
+    camera = exp.camera if camera is None else camera
 
     @jax.checkpoint
     def one(vertices):
-        return renderer(exp.camera, vertices, exp.faces, exp.colors, lights=exp.lights,
-                        background=exp.background, settings=exp.settings)
+        image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
+                         background=exp.background, settings=exp.settings)
+        return composite(image, exp.background)  # edges as a camera sees them (see `composite`)
 
     return jax.lax.map(one, x)
 
 
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
     """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
-    return render_frames(exp, trajectory(exp, theta).x, dense)
+    return render_frames(exp, trajectory(exp, theta).x, dense, camera_for(exp, theta))
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -283,7 +304,8 @@ class FitConfig:
 @dataclasses.dataclass
 class SysIdResult:
     """theta: fitted quantities; history: {"iteration", "loss", "params": {name: [...]}, "stage": [...]}
-    (Adam iterations then LM steps); report: IdentifiabilityReport or None; wall_time (s)."""
+    (Adam iterations then LM steps); report: IdentifiabilityReport or None; wall_time (s); convergence:
+    `gradsim_jax.fit.convergence.Convergence` (did the fit converge, and why not)."""
 
     theta: dict
     history: dict
@@ -292,6 +314,7 @@ class SysIdResult:
     adam_iterations: int
     lm_iterations: int
     loss: float
+    convergence: Any = None
 
 
 def _frames_of(exp: Experiment, stride: int) -> np.ndarray:
@@ -310,7 +333,7 @@ def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: 
 
     def frame_losses(theta):
         x = trajectory(exp, theta).x[idx]
-        pred = render_frames(exp, x)
+        pred = render_frames(exp, x, camera=camera_for(exp, theta))
         return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
 
     if horizon is None:
@@ -333,7 +356,8 @@ def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int 
     def residual(theta, target, weights=None):
         tgt = _residual_channels(kind, target[idx])
         x = trajectory(exp, theta).x[idx]
-        r = (_residual_channels(kind, render_frames(exp, x, dense=dense)) - tgt) / math.sqrt(tgt.size)
+        pred = render_frames(exp, x, dense=dense, camera=camera_for(exp, theta))
+        r = (_residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
         if weights is not None:
             r = r * jnp.sqrt(weights)[:, None, None, None]
         return jnp.ravel(r)
@@ -357,7 +381,7 @@ def make_residual(exp: Experiment, target: Array, kind: str = "rgba", frame_stri
 
 def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, steps: int = 10,
                         kind: str = "rgba", frame_stride: int = 1, jac_fields=None, progress: bool = False,
-                        tol: float = 1e-6, horizons=None):
+                        tol: float = 1e-6, horizons=None, info: Optional[dict] = None):
     """Levenberg-Marquardt on the pixel residuals over the free quantities (log space for positive ones).
 
     The Jacobian comes from forward-mode differentiation through the dense renderer, one column per free
@@ -366,7 +390,8 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     `horizons`: growing numbers of leading frames to fit in turn (each stage up to `steps` steps; the
     last is always the whole video): a start far off in a ratio such as stiffness / mass puts the
     oscillations out of phase late in the video, but the first frames still point the right way.
-    Returns (theta, [(loss on the stage's horizon, {name: value}) after each accepted step]).
+    Returns (theta, [(loss on the stage's horizon, {name: value}) after each accepted step]); `info`, when
+    given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta.
     """
     free = tuple(free)
     jac_fields = tuple(jac_fields) if jac_fields is not None else free
@@ -450,6 +475,8 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
                 print(f"  LM step {len(records)} (first {horizon} frames): loss {cost:.4e}")
             if improvement < tol or np.max(np.abs(dz)) < 1e-7:
                 break
+    if info is not None:
+        info["grad_norm"] = float(np.linalg.norm(2.0 * (J.T @ r)))
     return unpack(zf), records
 
 
@@ -457,12 +484,15 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`."""
     started = time.perf_counter()
     free = tuple(canonical(n) for n in config.free)
-    theta0 = _as_theta(exp, initial)
+    if config.loss not in LOSSES:
+        raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
+    theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     target = jnp.asarray(target, theta0["push"].dtype)
     tf = transforms_for(free)
     history = {"iteration": [], "loss": [], "params": {n: [] for n in free}, "stage": []}
     theta = theta0
     adam_iterations = 0
+    grad_norm = float("nan")
     if config.iterations > 0:
         ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
         loss_fn = make_loss(exp, target, config.loss, config.frame_stride, ramp)
@@ -474,6 +504,8 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         )
         theta = dict(result.params)
         adam_iterations = result.iterations
+        grad_norm = result.grad_norm
+        history["grad_norm"] = list(result.history.get("grad_norm", []))
         history["iteration"] = list(result.history["iteration"])
         history["loss"] = list(result.history["loss"])
         for n in free:
@@ -490,8 +522,10 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
         print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
     if config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
+        info: dict = {}
         theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
-                                             frame_stride=config.frame_stride, progress=config.progress)
+                                             frame_stride=config.frame_stride, progress=config.progress, info=info)
+        grad_norm = info.get("grad_norm", grad_norm)
         if config.iterations == 0 and not records:
             history["loss"].append(float(jnp.sum(jnp.square(make_residual(exp, target, config.loss,
                                                                           config.frame_stride)(theta)))))
@@ -509,9 +543,18 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     if config.report and n_scalars <= REPORT_MAX_SCALARS:
         residual = make_residual(exp, target, config.loss, config.frame_stride, dense=True)
         report = gauss_newton_report(residual, theta, free=free, transforms=tf)
+    if history["loss"]:
+        initial_loss = history["loss"][0]
+    else:
+        initial_loss = final_loss
+    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
+    convergence = assess(initial_loss=initial_loss, final_loss=final_loss,
+                         floor=noise_floor(np.asarray(target)[_frames_of(exp, config.frame_stride)], channels),
+                         grad_norm=grad_norm, last_step=relative_last_step(history["params"]),
+                         loss_kind=config.loss)
     return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
                        wall_time=time.perf_counter() - started, adam_iterations=adam_iterations,
-                       lm_iterations=lm_steps, loss=final_loss)
+                       lm_iterations=lm_steps, loss=final_loss, convergence=convergence)
 
 
 def _record(x):
@@ -528,12 +571,24 @@ def relative_error(name: str, estimate, truth, free_particles=None) -> float:
     """|est - true| / |true| for scalars; for "velocity" the mean over free particles of
     |v_est - v_true| / |v_true| (gradSim's Table 3 metric)."""
     est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
+    if name == "camera_pose":  # |pose_est - pose_true| / |pose_true| over the six numbers; see pose_error
+        return float(np.linalg.norm(est - tru) / max(np.linalg.norm(tru), 1e-300))
     if name == "velocity":
         sel = slice(None) if free_particles is None else np.asarray(free_particles)
         num = np.linalg.norm(est[sel] - tru[sel], axis=-1)
         den = np.maximum(np.linalg.norm(tru[sel], axis=-1), 1e-12)
         return float(np.mean(num / den))
     return float(abs(est - tru) / max(abs(tru), 1e-300))
+
+
+def pose_error(estimate, truth) -> dict:
+    """Angle (degrees) between two camera poses (rvec, tvec) and the distance (m) between their centres."""
+    est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
+    r_est = np.asarray(rotation_from_rvec(jnp.asarray(est[:3])), np.float64)
+    r_tru = np.asarray(rotation_from_rvec(jnp.asarray(tru[:3])), np.float64)
+    cos = np.clip((np.trace(r_est @ r_tru.T) - 1.0) / 2.0, -1.0, 1.0)
+    centre = np.linalg.norm(r_est.T @ est[3:] - r_tru.T @ tru[3:])
+    return {"rotation_deg": float(np.degrees(np.arccos(cos))), "centre_m": float(centre)}
 
 
 def _summary(value):
@@ -578,9 +633,15 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
         report["initial_relative_error"] = {
             n: relative_error(n, initial[n], truth[n], exp.free_particles) for n in free
         }
+    conv = result.convergence
+    report["convergence"] = conv.as_dict() if conv is not None else None
+    if "camera_pose" in free and truth is not None:
+        report["camera_pose_error"] = pose_error(result.theta["camera_pose"], truth["camera_pose"])
     rep = result.report
     if rep is not None:
         report["identifiability"] = {
+            # Curvature at a point that is not the solution says nothing about the solution.
+            "valid": bool(conv is None or conv.converged),
             "condition_number": rep.condition_number if np.isfinite(rep.condition_number) else None,
             "identifiable": rep.identifiable,
             "unidentifiable_combinations": list(rep.unidentifiable),
@@ -696,8 +757,19 @@ def summary_lines(report: dict) -> list[str]:
         if "relative_error" in report:
             line += f"  relative error {report['relative_error'][n]:.2e}"
         lines.append(line)
+    conv = report.get("convergence")
+    if conv:
+        ratio = conv.get("floor_ratio")
+        lines.append(f"  converged: {'yes' if conv['converged'] else 'NO'} (final loss {conv['final_loss']:.3g}, "
+                     f"initial {conv['initial_loss']:.3g}, noise floor {conv['noise_floor']:.3g}"
+                     + (f", {ratio:.3g} x floor" if ratio is not None else "") + ")")
+    if "camera_pose_error" in report:
+        err = report["camera_pose_error"]
+        lines.append(f"  camera pose off by {err['rotation_deg']:.3g} deg and {err['centre_m'] * 100:.3g} cm")
     ident = report.get("identifiability")
-    if ident:
+    if ident and not ident.get("valid", True):
+        lines.append("  identifiability: not assessed (the fit did not converge)")
+    elif ident:
         cond = ident["condition_number"]
         lines.append(f"  identifiability: cond(J^T J) = {cond:.3g}" if cond else "  identifiability: J^T J singular")
         for combo in ident["unidentifiable_combinations"]:
@@ -737,7 +809,7 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
     """Fit, render initial and fitted videos, write every output file; returns the report dict
     (with "outputs": {kind: path})."""
     free = tuple(canonical(n) for n in config.free)
-    initial = _as_theta(exp, initial)
+    initial = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     _, initial_video = simulate_video(exp, initial)
     result = identify(exp, target, initial, config)
     _, fitted_video = simulate_video(exp, result.theta)
@@ -750,6 +822,11 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
          f"{result.lm_iterations} Levenberg-Marquardt steps), final loss {result.loss:.3e}")
     for line in summary_lines(report):
         echo(line)
+    conv = result.convergence
+    if conv is not None and not conv.converged:
+        echo("WARNING: the fit did not converge: " + "; ".join(conv.reasons) + ".")
+        for tip in conv.advice:
+            echo(f"  try: {tip}")
     names = ", ".join(Path(p).name for p in report["outputs"].values())
     echo(f"outputs written to {Path(out_dir).resolve()}: {names}")
     return report

@@ -81,6 +81,8 @@ def _history_arrays(history: dict) -> tuple[dict, dict]:
         "hist_iteration": np.asarray(history["iteration"], np.int64),
         "hist_loss": np.asarray(history["loss"], np.float64),
     }
+    if "grad_norm" in history:
+        arrays["hist_grad_norm"] = np.asarray(history["grad_norm"], np.float64)
     layout = {}
     for i, (name, values) in enumerate(history["params"].items()):
         is_float = all(isinstance(v, float) for v in values)
@@ -243,6 +245,8 @@ def load_checkpoint(path: str, like: Optional[FitState] = None) -> Checkpoint:
             "loss": [float(v) for v in arrays["hist_loss"]],
             "params": {},
         }
+        if "hist_grad_norm" in arrays:
+            history["grad_norm"] = [float(v) for v in arrays["hist_grad_norm"]]
         for i, (name, kind) in enumerate(meta["history"].items()):
             values = arrays[f"hist_p{i}"]
             history["params"][name] = [float(v) for v in values] if kind == "float" else list(values)

@@ -91,7 +91,7 @@ class FitResult:
 
     params: full physical parameter tree after the last update (fixed fields as given).
     loss: the loss at `params`.
-    history: {"iteration": [int], "loss": [float], "params": {name: [float | np.ndarray]},
+    history: {"iteration": [int], "loss": [float], "grad_norm": [float], "params": {name: [float | np.ndarray]},
       "final": {name: np.ndarray}}: per iteration the loss and each free field in physical units (0-d
       fields as floats, fields of <= 64 elements as arrays, larger ones as their mean), and every free
       field's full final value. Includes the iterations of runs this one resumed from.
@@ -101,6 +101,8 @@ class FitResult:
     stop_reason: "steps" (ran them all), "converged" (ftol) or "callback" (the callback asked to stop).
     state: the final `FitState` (unconstrained parameters, optimizer state, key), e.g. to continue.
     aux: `loss_fn`'s aux output at `params` (None unless has_aux).
+    grad_norm: global norm of the loss's gradient at `params` w.r.t. the unconstrained free fields (the
+      history's "grad_norm" list holds it for every iteration).
     """
 
     params: Any
@@ -112,10 +114,13 @@ class FitResult:
     stop_reason: str
     state: FitState
     aux: Any = None
+    grad_norm: float = float("nan")
 
 
 def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux):
-    """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux)`."""
+    """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux)`; record
+    holds each free field (physical units) and "grad_norm", the global norm of the loss's gradient with
+    respect to the unconstrained parameters."""
 
     def step(state: FitState, base: Any):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
@@ -138,6 +143,7 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
         for n, t in transforms.items():
             x = t.inverse(state.u[n])
             record[n] = x if x.size <= HISTORY_FULL_SIZE else jnp.mean(x)
+        record["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree_util.tree_leaves(grads)))
         return FitState(u, opt_state, key, state.iteration + 1), loss, finite, record, aux
 
     return step
@@ -266,6 +272,7 @@ def fit(
                 raise diverged(it, loss, finite, prev)
             history["iteration"].append(it)
             history["loss"].append(float(loss))
+            history.setdefault("grad_norm", []).append(float(record.pop("grad_norm")))
             for n, x in record.items():
                 history["params"][n].append(float(x) if np.ndim(x) == 0 else np.array(x))
             bar.set_postfix(loss=f"{float(loss):.4e}", refresh=False)
@@ -285,8 +292,8 @@ def fit(
     if ckpt_file is not None and saved_at != iterations:
         save_checkpoint(ckpt_file, state, history, extra)
     # The loss at the final parameters, by the same compiled step (no recompilation); its update is dropped.
-    _, loss, finite, _, aux = step(state, params)
-    loss, finite = jax.device_get((loss, finite))
+    _, loss, finite, record, aux = step(state, params)
+    loss, finite, grad_norm = jax.device_get((loss, finite, record["grad_norm"]))
     if not finite.all():
         raise diverged(iterations, loss, finite, prev)
     final = to_physical(params, state.u, tf)
@@ -301,4 +308,5 @@ def fit(
         stop_reason=stop_reason,
         state=state,
         aux=aux if has_aux else None,
+        grad_norm=float(grad_norm),
     )

@@ -1,0 +1,113 @@
+"""Did a fit converge? The final image loss against the initial one and against the noise floor of the
+target, the gradient norm, and the size of the last parameter steps, turned into one verdict with reasons.
+
+Noise floor: the loss a perfect model would still have, from the target's own pixel noise. The noise's
+standard deviation per channel comes from the Laplacian difference of Immerkaer ("Fast Noise Variance
+Estimation", CVIU 1996), N = [[1, -2, 1], [-2, 4, -2], [1, -2, 1]], which cancels smooth image content and
+has standard deviation 6 sigma on white noise; its median absolute value (a robust scale, 0.6745 of a
+standard deviation) rather than its mean keeps edges and textures, which cover few pixels, from passing for
+noise. 8-bit quantization adds (1/255)^2 / 12. The floor of a mean squared error is the mean noise variance.
+
+Verdict: a fit has converged when it stopped moving (the free quantities changed by less than
+`STEP_TOL`, relatively, over the last tenth of the iterations, at least two entries; a fit at or below the
+noise floor counts as stopped, its last steps chase noise) and what is left of the loss is explained: at most `FLOOR_FACTOR` times the noise floor (an imperfect renderer, soft edges against
+a hard-edged video, leaves a little more than the noise), or at most `RATIO_TOL` of the initial loss.
+Anything else is reported as not converged with what to try.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+FLOOR_FACTOR = 4.0
+RATIO_TOL = 0.02
+STEP_TOL = 1e-3
+_QUANTIZATION = (1.0 / 255.0) ** 2 / 12.0
+
+
+def noise_sigma(frames) -> np.ndarray:
+    """Robust estimate of the noise standard deviation per channel of frames [T, H, W, C] (in [0, 1])."""
+    v = np.asarray(frames, np.float64)
+    if v.shape[1] < 3 or v.shape[2] < 3:
+        return np.zeros(v.shape[-1])
+    lap = (v[:, :-2, :-2] - 2 * v[:, :-2, 1:-1] + v[:, :-2, 2:]
+           - 2 * v[:, 1:-1, :-2] + 4 * v[:, 1:-1, 1:-1] - 2 * v[:, 1:-1, 2:]
+           + v[:, 2:, :-2] - 2 * v[:, 2:, 1:-1] + v[:, 2:, 2:])
+    return np.median(np.abs(lap).reshape(-1, v.shape[-1]), axis=0) / (0.6745 * 6.0)
+
+
+def noise_floor(frames, channels=slice(None)) -> float:
+    """Mean squared error a perfect model would have against target frames [T, H, W, C] in the loss's
+    `channels` (e.g. slice(0, 3) for rgb, slice(3, 4) for silhouettes), quantization included."""
+    sigma = noise_sigma(np.asarray(frames)[..., channels])
+    return float(np.mean(sigma ** 2) + _QUANTIZATION)
+
+
+@dataclasses.dataclass(frozen=True)
+class Convergence:
+    """The verdict and the numbers behind it (see the module docstring)."""
+
+    converged: bool
+    initial_loss: float
+    final_loss: float
+    noise_floor: float
+    grad_norm: float
+    last_step: float
+    reasons: tuple[str, ...]
+    advice: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["reasons"], out["advice"] = list(self.reasons), list(self.advice)
+        out["loss_ratio"] = self.final_loss / self.initial_loss if self.initial_loss > 0 else None
+        out["floor_ratio"] = self.final_loss / self.noise_floor if self.noise_floor > 0 else None
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in out.items()}
+
+
+def relative_last_step(history_params: dict, fraction: float = 0.1) -> float:
+    """Largest relative change of any free quantity over the last `fraction` of its history (>= 2 entries):
+    |x_end - x_start| / max(|x_end|, tiny) (norms for arrays); inf with fewer than two entries."""
+    worst = 0.0
+    for values in history_params.values():
+        if len(values) < 2:
+            return float("inf")
+        back = max(2, int(np.ceil(fraction * len(values))))
+        a, b = np.asarray(values[-back], np.float64), np.asarray(values[-1], np.float64)
+        worst = max(worst, float(np.linalg.norm(b - a) / max(np.linalg.norm(b), 1e-300)))
+    return worst
+
+
+def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: float, last_step: float,
+           loss_kind: str = "rgba") -> Convergence:
+    """The verdict of a fit from its numbers (see the module docstring)."""
+    reasons, advice = [], []
+    moving = not last_step < STEP_TOL
+    explained = final_loss <= FLOOR_FACTOR * floor or (initial_loss > 0 and final_loss <= RATIO_TOL * initial_loss)
+    if not np.isfinite(final_loss):
+        reasons.append("the final loss is not finite")
+    if moving:
+        reasons.append(f"the estimates were still moving: last relative step {last_step:.2g} >= {STEP_TOL:g}")
+        advice.append("run more iterations (--iterations) or more Levenberg-Marquardt steps (--polish)")
+    if not explained:
+        reasons.append(
+            f"the final loss {final_loss:.3g} is {final_loss / max(floor, 1e-300):.3g} x the target's noise floor "
+            f"{floor:.3g} and {final_loss / max(initial_loss, 1e-300):.3g} x the initial loss: the video is not "
+            "explained")
+        advice.append("check the camera and the scene against the first frame of the target (rendered frame 0 "
+                      "must overlay it)")
+        if loss_kind == "rgba":
+            advice.append("if the target's alpha is not observed (no alpha channel, mask or key colour), use "
+                          "--loss rgb with the scene's background colour or [render] background_image")
+        advice.append("start closer ([initial]) or fit the first frames first (--horizon), since a start far off "
+                      "puts late frames out of phase")
+        advice.append("a shorter horizon (fewer [simulation] frames) if the motion is chaotic")
+    # At the noise floor the remaining steps chase noise: the estimate is as good as the video allows.
+    at_floor = final_loss <= floor
+    if at_floor and moving:
+        reasons.pop(0)
+        advice.pop(0)
+    converged = bool(np.isfinite(final_loss) and (at_floor or not moving) and explained)
+    return Convergence(converged, float(initial_loss), float(final_loss), float(floor), float(grad_norm),
+                       float(last_step), tuple(reasons), tuple(advice))
