@@ -269,7 +269,7 @@ def _load_target(spec, args):
     return target, undistort
 
 
-def _resolve_loss(requested, target, spec) -> str:
+def _resolve_loss(requested, target) -> str:
     """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise."""
     if requested in (None, "auto"):
         return "rgba" if target.alpha_observed else "rgb"
@@ -312,13 +312,10 @@ def cmd_fit(args) -> int:
         exp = spec.experiment(frames=target.frames.shape[0] - 1, native_size=target.native_size,
                               background_image=background)
         base = spec.fit_config
-        loss = _resolve_loss(args.loss or base.loss, target, spec)
+        loss = _resolve_loss(args.loss or base.loss, target)
     except (SceneFileError, ValueError, FileNotFoundError) as e:
         return _fail(str(e))
-    frames = target.frames
-    if frames.shape[0] < exp.frames + 1:
-        return _fail(f"the target has {frames.shape[0]} frames; the scene simulates {exp.frames} (+1 initial)")
-    frames = frames[: exp.frames + 1]
+    frames = target.frames  # load_target checked the count against [simulation] frames and cut extra ones
     config = _config(args, base.free, iterations=base.iterations, learning_rate=base.learning_rate,
                      polish=base.polish)
     config.loss = loss

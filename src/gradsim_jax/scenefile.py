@@ -500,8 +500,7 @@ class SceneSpec:
         frames = sim["frames"] if sim["frames"] is not None else frames
         if frames is None or frames < 1:
             raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
-        for section, key in (("simulation", "fps"), ("simulation", "substeps"), ("render", "width"),
-                             ("render", "height")):
+        for section, key in (("simulation", "fps"), ("simulation", "substeps")):  # render size: in camera()
             if not v[section][key] > 0:
                 raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
         camera = self.camera(native_size)
