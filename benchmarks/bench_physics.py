@@ -114,8 +114,18 @@ def _child(case, mode, checkpoint, repeats):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _backend() -> str:
+    import jax
+
+    return jax.default_backend()
+
+
 def machine() -> str:
     import jax
+
+    if jax.default_backend() != "cpu":
+        device = jax.devices()[0].device_kind
+        return f"{device} ({jax.default_backend()}), {os.cpu_count()} host cores, jax {jax.__version__}"
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -132,6 +142,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 7")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "physics.json",
+                        help="where to write the JSON (default: benchmarks/results/physics.json)")
     args = parser.parse_args()
     if args.child:
         case, mode, ckpt, repeats = args.child
@@ -149,10 +161,10 @@ def main() -> None:
                   f"run {row['run_s_min']:8.4f} s  {row['steps_per_s']:9.0f} steps/s  "
                   f"peak {row['peak_rss_mb']:6.0f} MB (running {row['run_peak_rss_mb'] or 0:6.0f} MB, "
                   f"XLA temp {row['temp_mb']:7.1f} MB)", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    out = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    (RESULTS / "physics.json").write_text(json.dumps(out, indent=1))
-    print(f"machine: {out['machine']}\nwrote {RESULTS / 'physics.json'}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "backend": _backend(), "rows": rows}
+    args.out.write_text(json.dumps(out, indent=1))
+    print(f"machine: {out['machine']}\nwrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -141,6 +141,8 @@ def main():
     parser.add_argument("--case", action="append", help="run only these cases")
     parser.add_argument("--child", nargs=4, metavar=("NAME", "MESH", "SIZE", "FRAMES"), help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="where to write the JSON (default: benchmarks/results/render.json)")
     args = parser.parse_args()
     if args.child:
         name, mesh, size, frames = args.child
@@ -179,17 +181,20 @@ def main():
         print(f"{r['name']:<22}{r['triangles']:>6}{r['size']:>5}{r['frames']:>4}{r['tile_size']:>5}"
               f"{r['tile_capacity']:>5}{r['pixel_capacity']:>6}{r['overflow']:>5}{r['forward_ms']:>9.1f}{r['grad_ms']:>9.1f}"
               f"{r['grad_first_call_s']:>11.1f}{r['peak_rss_mb']:>8.0f}  {target}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "load_average": os.getloadavg()}
     try:
         import jax
 
         meta["jax"] = jax.__version__
+        meta["backend"] = jax.default_backend()
+        if jax.default_backend() != "cpu":
+            meta["machine"] = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
     except ImportError:
         pass
-    RESULTS.write_text(json.dumps({"meta": meta, "cases": rows}, indent=2))
-    print(f"wrote {RESULTS}")
+    args.out.write_text(json.dumps({"meta": meta, "cases": rows}, indent=2))
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

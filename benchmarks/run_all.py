@@ -58,12 +58,48 @@ def render_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def gpu_table(physics: dict | None, render: dict | None) -> str:
+    """GPU figures (results/*_gpu.json, written by `--out` on a GPU machine) in one short table each."""
+    lines = []
+    if physics:
+        lines += [
+            f"The same cloth cases on a GPU ({physics["machine"]}, {physics["date"]}; `--quick`, 3 repeats). Peak",
+            "RSS there is dominated by the CUDA runtime (about 4 GB) and is left out.",
+            "",
+            "| scene | steps | mode | checkpoint | compile (s) | run (s) | steps/s | temp (MB) |",
+            "|---|---:|---|---|---:|---:|---:|---:|",
+        ]
+        for r in physics["rows"]:
+            lines.append(
+                f"| {r['case'].split(',')[0]} | {r['steps']} | {r['mode']} | "
+                f"{'per frame' if r['checkpoint'] else 'off'} | {r['compile_s']:.2f} | {r['run_s_min']:.4f} | "
+                f"{r['steps_per_s']:,.0f} | {r['temp_mb']:.1f} |"
+            )
+    if render:
+        meta = render["meta"]
+        lines += [
+            "",
+            f"The soft rasterizer on the GPU ({meta.get('machine')}, jax {meta.get('jax')}):",
+            "",
+            "| case | triangles | px | frames | forward (ms) | forward + grad (ms) | first call, grad (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in render["cases"]:
+            lines.append(f"| {r['name']} | {r['triangles']} | {r['size']} | {r['frames']} | {r['forward_ms']:.1f} | "
+                         f"{r['grad_ms']:.1f} | {r['grad_first_call_s']:.1f} |")
+    return "\n".join(lines)
+
+
 def write_table() -> None:
     parts = []
     for name, fmt in (("physics", physics_table), ("render", render_table)):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))
+    gpu = {name: json.loads((HERE / "results" / f"{name}_gpu.json").read_text())
+           for name in ("physics", "render") if (HERE / "results" / f"{name}_gpu.json").exists()}
+    if gpu:
+        parts.append(gpu_table(gpu.get("physics"), gpu.get("render")))
     text = README.read_text()
     if START not in text or END not in text:
         raise SystemExit(f"README.md lacks the markers {START} ... {END}")
