@@ -63,7 +63,7 @@ def gpu_table(physics: dict | None, render: dict | None) -> str:
     lines = []
     if physics:
         lines += [
-            f"The same cloth cases on a GPU ({physics["machine"]}, {physics["date"]}; `--quick`, 3 repeats). Peak",
+            f"The same cloth cases on a GPU ({physics['machine']}, {physics['date']}; `--quick`, 3 repeats). Peak",
             "RSS there is dominated by the CUDA runtime (about 4 GB) and is left out.",
             "",
             "| scene | steps | mode | checkpoint | compile (s) | run (s) | steps/s | temp (MB) |",
