@@ -54,6 +54,7 @@ import numpy as np
 
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
+from gradsim_jax.render.coverage import area_coverage
 from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, face_light_factor
 
 Array = Any
@@ -76,6 +77,12 @@ class RenderSettings:
     pairs_per_chunk: pixel-face pairs evaluated at once (a cache-size knob; it does not change results).
     checkpoint_frames: `render_video` recomputes each frame in the backward pass (slower; the memory of
     a gradient is then that of one frame instead of T frames' residuals, ~3 MB each at 128 px).
+    coverage: "softras" (alpha = 1 - prod_j (1 - D_j), SoftRas and PyTorch3D's), or "box": alpha is the
+    exact fraction of each pixel's square that the mesh covers, as a camera's sensor integrates it (see
+    `coverage.py`: no seams where faces meet), and the colour is blended over the background by it.
+    "box" is the one to compare with real footage; its gradient lives on the pixels an outline crosses.
+    pixel_footprint: with "box", the side of the square each pixel integrates, in pixels (1: the
+    sensor's pixel; up to 2 for a blurrier lens).
     """
 
     sigma: float | None = None
@@ -89,6 +96,8 @@ class RenderSettings:
     pixel_capacity: int = 16
     pairs_per_chunk: int = 16384
     checkpoint_frames: bool = False
+    coverage: str = "softras"
+    pixel_footprint: float = 1.0
 
     def __post_init__(self):
         if self.supersample not in (1, 2):
@@ -97,6 +106,10 @@ class RenderSettings:
             raise ValueError("tile_size, tile_capacity, pixel_capacity and pairs_per_chunk must be positive")
         if self.sigma is not None and not self.sigma > 0:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if not 0.5 <= self.pixel_footprint <= 2.0:
+            raise ValueError(f"pixel_footprint must be in [0.5, 2] pixels, got {self.pixel_footprint}")
+        if self.coverage not in ("softras", "box"):
+            raise ValueError(f'coverage must be "softras" or "box", got {self.coverage!r}')
         if not (self.gamma > 0 and 0 < self.dist_eps < 0.5):
             raise ValueError("gamma must be positive and dist_eps in (0, 0.5)")
 
@@ -105,8 +118,11 @@ class RenderSettings:
         return self.sigma if self.sigma is not None else 1e-5 * (256.0 / height) ** 2
 
     def cutoff_sq(self, height: int) -> float:
-        """Squared distance beyond which an outside pixel has coverage below dist_eps."""
-        return self.sigma_for(height) * math.log(1.0 / self.dist_eps - 1.0)
+        """Squared distance beyond which an outside pixel has coverage below dist_eps (with "box"
+        coverage, at least the reach of the pixel's square: 3/4 of its side)."""
+        softras = self.sigma_for(height) * math.log(1.0 / self.dist_eps - 1.0)
+        reach = 0.75 * self.pixel_footprint * 2.0 / height
+        return max(softras, reach * reach) if self.coverage == "box" else softras
 
 
 jax.tree_util.register_dataclass(
@@ -387,7 +403,22 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
     )
 
 
-def _finish(image, settings):
+def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, with_color):
+    """With "box" coverage, the kernel's output with its alpha replaced by the exact area coverage of
+    each pixel (`coverage.area_coverage`; `height` is the sampled grid's, pixels are 2 / height wide)."""
+    if settings.coverage != "box":
+        return image
+    alpha = area_coverage(pixel_xy[..., 0:1], pixel_xy[..., 1:2], table, pair_index, pair_mask, 2.0 / height,
+                          settings.pixel_footprint).astype(image.dtype)
+    return jnp.concatenate([image[..., :3], alpha[..., None]], axis=-1) if with_color else alpha
+
+
+def _finish(image, settings, background, with_color):
+    if settings.coverage == "box" and with_color:
+        # Where any face contributes, the softmax colour is the faces' (the background's weight is about
+        # exp(-1 / gamma) smaller): blend it over the background by the covered fraction, as a sensor does.
+        alpha = image[..., 3:4]
+        image = jnp.concatenate([alpha * image[..., :3] + (1.0 - alpha) * background, alpha], axis=-1)
     if settings.supersample == 2:
         h, w = image.shape[0] // 2, image.shape[1] // 2
         image = image.reshape(h, 2, w, 2, *image.shape[2:]).mean(axis=(1, 3))
@@ -443,7 +474,8 @@ def render_with_stats(
     if num_faces == 0:
         zero = jnp.zeros((), jnp.int32)
         stats = RenderStats(zero, zero, zero, zero)
-        return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings), stats
+        return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings,
+                       background, with_color), stats
     tile = settings.tile_size
     tiles_y, tiles_x, tile_xy, tile_rect = _tile_layout(camera.width, camera.height, tile)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
@@ -489,6 +521,7 @@ def render_with_stats(
             camera.near,
             camera.far,
         )
+        image = _box_alpha(image, settings, camera.height, chunk_xy, screen.table, pair_index, pair_mask, with_color)
         return image, (overflow, fullest)
 
     # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
@@ -531,7 +564,7 @@ def render_with_stats(
     out = out.reshape(tiles_y, tiles_x, tile, tile, *channels).swapaxes(1, 2)
     out = out.reshape(tiles_y * tile, tiles_x * tile, *channels)[: camera.height, : camera.width]
     stats = RenderStats(tile_overflow, jnp.sum(pixel_overflow), jnp.max(tile_counts), jnp.max(max_per_pixel))
-    return _finish(out, settings), stats
+    return _finish(out, settings, background, with_color), stats
 
 
 def render(
@@ -635,7 +668,8 @@ def render_dense(
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
     dtype = vertices.dtype
     if faces.shape[0] == 0:
-        return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings)
+        return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings,
+                       background, with_color)
     xy = jnp.asarray(pixel_centers(camera.width, camera.height, np.float64), dtype).reshape(-1, 2)
     if background.ndim == 3:  # per pixel, in the order of xy
         background = background.reshape(-1, 3)
@@ -654,7 +688,10 @@ def render_dense(
         camera.near,
         camera.far,
     )
-    return _finish(out.reshape(camera.height, camera.width, *out.shape[1:]), settings)
+    out = _box_alpha(out, settings, camera.height, xy, screen.table, jnp.arange(faces.shape[0])[None],
+                     jnp.ones((1, faces.shape[0]), bool), with_color)
+    image_background = background.reshape(camera.height, camera.width, 3) if background.ndim == 2 else background
+    return _finish(out.reshape(camera.height, camera.width, *out.shape[1:]), settings, image_background, with_color)
 
 
 def suggest_capacities(
@@ -678,16 +715,17 @@ def suggest_capacities(
     _, _, _, tile_rect = _tile_layout(binning_camera.width, binning_camera.height, settings.tile_size)
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
 
+    # faces and the camera are arguments, not constants folded into the programs (big meshes).
     @jax.jit
-    def fullest_tile(vertices):
-        screen = _screen_faces(binning_camera, vertices, faces, settings.fill_back)
+    def fullest_tile(cam, vertices, faces):
+        screen = _screen_faces(cam, vertices, faces, settings.fill_back)
         return jnp.max(jnp.sum(_tile_overlap(screen.table, screen.valid, tile_rect, radius), axis=1))
 
-    tile_capacity = rounded(max(int(fullest_tile(jnp.asarray(f))) for f in frames))
+    tile_capacity = rounded(max(int(fullest_tile(binning_camera, jnp.asarray(f), faces)) for f in frames))
     # With no tile overflowing, the per-pixel count is exact.
     probe = dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=1)
     fullest_pixel = jax.jit(
-        lambda v: render_with_stats(camera, v, faces, settings=probe, with_color=False)[1].max_faces_per_pixel
+        lambda cam, v, f: render_with_stats(cam, v, f, settings=probe, with_color=False)[1].max_faces_per_pixel
     )
-    pixel_capacity = rounded(max(int(fullest_pixel(jnp.asarray(f))) for f in frames))
+    pixel_capacity = rounded(max(int(fullest_pixel(camera, jnp.asarray(f), faces)) for f in frames))
     return dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=pixel_capacity)
