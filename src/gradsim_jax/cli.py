@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -17,25 +18,60 @@ from pathlib import Path
 DEMO_ESTIMATES = ("velocity", "mass", "stiffness", "damping", "bending", "drag", "lift", "friction")
 
 
+def _count(least: int):
+    """argparse type: an integer >= `least` (the message says what is allowed)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < least:
+            allowed = "0 or more" if least == 0 else f"at least {least}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive(text):
+    """argparse type: a positive finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
 def _progress_flags(p):
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUT/checkpoint")
-    p.add_argument("--checkpoint-every", type=int, default=25, metavar="N",
+    p.add_argument("--resume-anyway", action="store_true",
+                   help="with --resume: continue even from a checkpoint made for another target, scene or "
+                        "settings (the report records both)")
+    p.add_argument("--checkpoint-every", type=_count(1), default=25, metavar="N",
                    help="write a checkpoint every N Adam iterations (default 25)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _force_flag(p):
+    p.add_argument("--force", action="store_true",
+                   help="run even when the estimated memory exceeds what is available")
+
+
 def _fit_flags(p, *, iterations=None, polish=None):
-    p.add_argument("--iterations", type=int, default=iterations, metavar="N",
+    p.add_argument("--iterations", type=_count(0), default=iterations, metavar="N",
                    help="Adam iterations" + (f" (default {iterations})" if iterations is not None else ""))
-    p.add_argument("--learning-rate", type=float, default=None, metavar="LR",
+    p.add_argument("--learning-rate", type=_positive, default=None, metavar="LR",
                    help="Adam learning rate, cosine-decayed (log space for positive quantities)")
-    p.add_argument("--polish", type=int, default=polish, metavar="N",
+    p.add_argument("--polish", type=_count(0), default=polish, metavar="N",
                    help="Levenberg-Marquardt steps on the pixel residuals after Adam (few free scalars)")
     p.add_argument("--loss", choices=("rgba", "rgb", "silhouette"), default=None,
                    help="image loss (default: rgba when the target's alpha is observed: an alpha channel, a "
                         "mask or a key colour; else rgb against the render over the known background)")
-    p.add_argument("--frame-stride", type=int, default=None, metavar="K", help="use every K-th frame in the loss")
-    p.add_argument("--horizon", type=int, default=None, metavar="T",
+    p.add_argument("--frame-stride", type=_count(1), default=None, metavar="K",
+                   help="use every K-th frame in the loss")
+    p.add_argument("--horizon", type=_count(1), default=None, metavar="T",
                    help="fit the first T frames first, growing to all over half the Adam iterations")
 
 
@@ -64,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     cloth.add_argument("--estimate", default="mass,stiffness,damping",
                        help=f"comma-separated quantities: {', '.join(DEMO_ESTIMATES)} "
                             "(default mass,stiffness,damping)")
-    cloth.add_argument("--size", type=int, default=48, help="image size in pixels (default 48)")
-    cloth.add_argument("--frames", type=int, default=30, help="frames to simulate (default 30)")
-    cloth.add_argument("--cells", type=int, default=None, help="cloth cells per side (default: scene's own)")
+    cloth.add_argument("--size", type=_count(1), default=48, help="image size in pixels (default 48)")
+    cloth.add_argument("--frames", type=_count(1), default=30, help="frames to simulate (default 30)")
+    cloth.add_argument("--cells", type=_count(1), default=None, help="cloth cells per side (default: scene's own)")
     cloth.add_argument("--perturb", type=float, nargs=2, default=(0.3, 0.5), metavar=("LOW", "HIGH"),
                        help="relative offset of the initial guess from the truth (default 0.3 0.5)")
     cloth.add_argument("--no-push", action="store_true",
@@ -75,19 +111,22 @@ def build_parser() -> argparse.ArgumentParser:
     cloth.add_argument("--out", default="runs/cloth", help="output folder (default runs/cloth)")
     _fit_flags(cloth, polish=None)
     _progress_flags(cloth)
+    _force_flag(cloth)
 
     ctrl = demos.add_parser(
         "cloth-control", help="find the initial velocity that makes a cloth land where a target image shows",
         description="gradSim's control_cloth: optimize one initial velocity (a 3-vector) so that the last "
                     "rendered frame matches a target image rendered with a hidden velocity; reports the final "
                     "position error. Writes the same outputs as `demo cloth` to OUT.")
-    ctrl.add_argument("--size", type=int, default=48, help="image size in pixels (default 48)")
-    ctrl.add_argument("--frames", type=int, default=30, help="frames to simulate (default 30)")
-    ctrl.add_argument("--iterations", type=int, default=150, help="Adam iterations (default 150)")
-    ctrl.add_argument("--learning-rate", type=float, default=0.15, help="Adam learning rate, m/s (default 0.15)")
+    ctrl.add_argument("--size", type=_count(1), default=48, help="image size in pixels (default 48)")
+    ctrl.add_argument("--frames", type=_count(1), default=30, help="frames to simulate (default 30)")
+    ctrl.add_argument("--iterations", type=_count(0), default=150, help="Adam iterations (default 150)")
+    ctrl.add_argument("--learning-rate", type=_positive, default=0.15,
+                      help="Adam learning rate, m/s (default 0.15)")
     ctrl.add_argument("--seed", type=int, default=0, help="seed of the hidden target velocity")
     ctrl.add_argument("--out", default="runs/cloth-control", help="output folder (default runs/cloth-control)")
     _progress_flags(ctrl)
+    _force_flag(ctrl)
 
     fit = sub.add_parser("fit", help="fit a scene file to a target video",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -105,17 +144,65 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", default="runs/fit", help="output folder (default runs/fit)")
     _fit_flags(fit)
     _progress_flags(fit)
+    _force_flag(fit)
 
     ren = sub.add_parser("render", help="render a scene file's [material] values to a video (a synthetic target)",
                          epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ren.add_argument("scene", help="scene file (TOML)")
     ren.add_argument("--out", required=True, help="output .gif or .mp4 (or a folder: one RGBA PNG per frame)")
+    _force_flag(ren)
     return parser
 
 
 def _fail(message: str) -> int:
     print(f"gradsim-jax: error: {message}", file=sys.stderr)
     return 2
+
+
+#: Estimates above these are printed before a run starts.
+BIG_RUN_BYTES = 2**30
+BIG_RUN_SECONDS = 120.0
+
+
+def _preflight(exp, args, config=None):
+    """Before anything compiles: warn when the scene starts in deep ground contact (or its contact is too
+    stiff for the step); print the memory and time estimate of a big run, and refuse (exit status 2) one
+    that needs more memory than is available, unless --force. Returns an exit status, or None to go on.
+    `config`: the FitConfig of a fit (None: a forward simulation and render only)."""
+    import numpy as np
+
+    from gradsim_jax.physics import available_memory_bytes, contact_report, estimate_cost
+    from gradsim_jax.physics.cost import human_bytes
+    from gradsim_jax.sysid import LM_MAX_SCALARS, REPORT_MAX_SCALARS
+
+    contact = contact_report(exp.topology, exp.params, exp.state0, dt=exp.frame_dt / exp.substeps)
+    if contact.message:
+        print(f"WARNING: {contact.message}")
+    kw = {}
+    if config is not None:
+        scalars = sum(int(np.size(exp.theta[n])) if n in exp.theta else 6 for n in config.free)
+        loss_frames = len(range(1, exp.frames + 1, config.frame_stride))
+        dense = ((config.polish > 0 and scalars <= LM_MAX_SCALARS)
+                 or (config.report and scalars <= REPORT_MAX_SCALARS))
+        kw = dict(gradient=True, iterations=config.iterations, frames_rendered=loss_frames,
+                  dense_frames=loss_frames if dense else 0, dense_columns=scalars if dense else 0)
+    itemsize = np.dtype(exp.params.mass.dtype).itemsize
+    est = estimate_cost(exp.topology, exp.frames, exp.substeps, render_size=(exp.camera.height, exp.camera.width),
+                        tile_capacity=exp.settings.tile_capacity, pixel_capacity=exp.settings.pixel_capacity,
+                        itemsize=itemsize, **kw)
+    available = available_memory_bytes()
+    if available is not None and est.memory_bytes > available and not args.force:
+        return _fail(f"this run would need about {human_bytes(est.memory_bytes)} of memory, more than the "
+                     f"{human_bytes(available)} available ({est.text}). Use a coarser grid, fewer frames or "
+                     "pixels, or [render] tile_capacity and pixel_capacity; --force runs it anyway")
+    if est.memory_bytes > BIG_RUN_BYTES or est.seconds > BIG_RUN_SECONDS:
+        print(f"estimate: {est.text}")
+    return None
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings as one line for the user, without the source line Python shows by default."""
+    print(f"gradsim-jax: warning: {message}", file=sys.stderr if file is None else file)
 
 
 def _config(args, free, *, iterations, learning_rate, polish):
@@ -126,12 +213,13 @@ def _config(args, free, *, iterations, learning_rate, polish):
         iterations=args.iterations if args.iterations is not None else iterations,
         learning_rate=args.learning_rate if args.learning_rate is not None else learning_rate,
         loss=args.loss or "rgba",  # the demos render their own targets, alpha included
-        frame_stride=args.frame_stride or 1,
+        frame_stride=args.frame_stride if args.frame_stride is not None else 1,
         polish=args.polish if args.polish is not None else polish,
         horizon=args.horizon,
         checkpoint_dir=str(Path(args.out) / "checkpoint"),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
+        resume_anyway=args.resume_anyway,
         progress=not args.no_progress,
     )
 
@@ -167,6 +255,10 @@ def cmd_demo_cloth(args) -> int:
         return _fail(str(e))
     if not free:
         return _fail("--estimate names no quantity")
+    try:
+        sysid.ensure_writable_folder(args.out)
+    except ValueError as e:
+        return _fail(f"--out: {e}")
     started = time.perf_counter()
     print(f"demo cloth: estimating {', '.join(free)} ({args.size} px, {args.frames} frames)")
     try:
@@ -174,12 +266,15 @@ def cmd_demo_cloth(args) -> int:
     except ValueError as e:
         return _fail(str(e))
     truth = dict(exp.theta)
-    _, target = sysid.simulate_video(exp, truth)
-    low, high = args.perturb
-    initial = sysid.perturbed(truth, free, seed=args.seed, low=low, high=high, free_particles=exp.free_particles)
     velocity = "velocity" in free
     config = _config(args, free, iterations=30 if velocity else 60, learning_rate=0.05,
                      polish=10 if velocity else 15)
+    status = _preflight(exp, args, config)
+    if status is not None:
+        return status
+    _, target = sysid.simulate_video(exp, truth)
+    low, high = args.perturb
+    initial = sysid.perturbed(truth, free, seed=args.seed, low=low, high=high, free_particles=exp.free_particles)
     report = sysid.run(exp, target, initial, config, args.out, truth=truth,
                        extra={"command": "demo cloth", "push": not args.no_push, "seed": args.seed})
     total = time.perf_counter() - started
@@ -190,27 +285,30 @@ def cmd_demo_cloth(args) -> int:
 
 
 def _rewrite(report):
-    import json
+    from gradsim_jax.sysid import write_report
 
-    from gradsim_jax.sysid import _json_default
-
-    with open(report["outputs"]["report"], "w") as f:
-        json.dump(report, f, indent=2, default=_json_default)
+    write_report(report["outputs"]["report"], report)
 
 
 def cmd_demo_control(args) -> int:
-    import json
-
     import numpy as np
 
     from gradsim_jax import sysid
     from gradsim_jax.scenes import demos
 
+    try:
+        sysid.ensure_writable_folder(args.out)
+    except ValueError as e:
+        return _fail(f"--out: {e}")
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     v_true = np.asarray([rng.uniform(0.8, 1.6), rng.uniform(1.0, 2.0), rng.uniform(-0.6, 0.6)], np.float32)
     v_guess = np.zeros(3, np.float32)
     exp = demos.control_cloth(v_true, v_guess, size=args.size, frames=args.frames)
+    status = _preflight(exp, args, sysid.FitConfig(free=("velocity",), iterations=args.iterations, polish=0,
+                                                   report=False))
+    if status is not None:
+        return status
     _, target = sysid.simulate_video(exp, {})
     _, initial_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_guess, np.shape(exp.state0.x))})
     print(f"demo cloth-control: find the initial velocity that lands the cloth where the last frame shows "
@@ -219,7 +317,7 @@ def cmd_demo_control(args) -> int:
                                       learning_rate=args.learning_rate,
                                       checkpoint_dir=str(Path(args.out) / "checkpoint"),
                                       checkpoint_every=args.checkpoint_every, resume=args.resume,
-                                      progress=not args.no_progress)
+                                      resume_anyway=args.resume_anyway, progress=not args.no_progress)
     _, fitted_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_est, np.shape(exp.state0.x))})
     errors = sysid.final_position_error(exp, v_est, v_true)
     history = {"iteration": result.history["iteration"], "loss": result.history["loss"],
@@ -238,8 +336,7 @@ def cmd_demo_control(args) -> int:
                                 report=report, result=res, truth=None)
     report["outputs"] = paths
     report["total_wall_time_s"] = time.perf_counter() - started
-    with open(paths["report"], "w") as f:
-        json.dump(report, f, indent=2, default=sysid._json_default)
+    sysid.write_report(paths["report"], report)
     print(f"  true velocity      {np.round(v_true, 4).tolist()} m/s")
     print(f"  estimated velocity {np.round(v_est, 4).tolist()} m/s")
     print(f"  final position error: mean {errors['mean_particle_error_m'] * 1000:.2f} mm per particle, "
@@ -307,6 +404,10 @@ def cmd_fit(args) -> int:
 
     try:
         spec = load_scene(args.scene)
+        try:
+            sysid.ensure_writable_folder(args.out)
+        except ValueError as e:
+            raise ValueError(f"--out: {e}") from None
         target, undistort = _load_target(spec, args)
         background = spec.background_image(target.frames, undistort)
         exp = spec.experiment(frames=target.frames.shape[0] - 1, native_size=target.native_size,
@@ -319,6 +420,7 @@ def cmd_fit(args) -> int:
     config = _config(args, base.free, iterations=base.iterations, learning_rate=base.learning_rate,
                      polish=base.polish)
     config.loss = loss
+    config.scene_file_sha256 = spec.content_sha256()
     if args.frame_stride is None:
         config.frame_stride = base.frame_stride
     if args.horizon is None:
@@ -336,6 +438,9 @@ def cmd_fit(args) -> int:
     warning = _background_warning(spec, target, exp)
     if warning:
         print(f"WARNING: {warning}")
+    status = _preflight(exp, args, config)
+    if status is not None:
+        return status
     started = time.perf_counter()
     report = sysid.run(exp, np.asarray(frames), initial, config, args.out, truth=truth,
                        extra={"command": "fit", "scene": str(spec.path),
@@ -346,6 +451,21 @@ def cmd_fit(args) -> int:
     report["total_wall_time_s"] = time.perf_counter() - started
     _rewrite(report)
     return 0
+
+
+def _check_render_out(out: Path) -> None:
+    """ValueError unless the video `out` (a file, or a PNG folder when it has no suffix) can be written:
+    checked before simulating, so a typo costs nothing."""
+    from gradsim_jax.sysid import ensure_writable_folder
+
+    if out.suffix and out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; a {out.suffix} video is a file")
+    if not out.suffix and out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file; without a suffix --out names a folder of PNG frames")
+    try:
+        ensure_writable_folder(out.parent)
+    except ValueError as e:
+        raise ValueError(f"--out {out}: {e}") from None
 
 
 def cmd_render(args) -> int:
@@ -360,12 +480,19 @@ def cmd_render(args) -> int:
         out = Path(args.out)
         if out.suffix.lower() not in ("", ".gif", ".mp4"):
             raise ValueError(f"--out {out}: write .gif, .mp4, or a folder (no suffix) of RGBA PNGs")
+        _check_render_out(out)
     except (SceneFileError, ValueError) as e:
         return _fail(str(e))
     if cal is not None and cal.distorted:
         print("note: the frames are those of an ideal pinhole camera: [camera] distortion is not applied")
+    status = _preflight(exp, args)
+    if status is not None:
+        return status
     _, frames = sysid.simulate_video(exp, {})
-    write_video(out, frames, fps=1.0 / exp.frame_dt)
+    try:
+        write_video(out, frames, fps=1.0 / exp.frame_dt)
+    except (OSError, ValueError) as e:
+        return _fail(f"--out {out}: {e}")
     print(f"rendered {frames.shape[0]} frames of {spec.path} to {out}")
     return 0
 
@@ -375,22 +502,28 @@ def main(argv=None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    # imageio-ffmpeg starts ffmpeg with a fork while JAX's threads run; ffmpeg does not touch them.
-    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-    from gradsim_jax.fit import CheckpointError, FitDiverged
+    from gradsim_jax.fit import CheckpointError, CheckpointMismatch, FitDiverged
     from gradsim_jax.physics import SimulationDiverged
 
-    try:
-        if args.command == "demo" and args.demo == "cloth":
-            return cmd_demo_cloth(args)
-        if args.command == "demo" and args.demo == "cloth-control":
-            return cmd_demo_control(args)
-        if args.command == "fit":
-            return cmd_fit(args)
-        if args.command == "render":
-            return cmd_render(args)
-    except (CheckpointError, FitDiverged, SimulationDiverged) as e:
-        return _fail(str(e))
+    with warnings.catch_warnings():
+        # imageio-ffmpeg starts ffmpeg with a fork while JAX's threads run; ffmpeg does not touch them.
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        warnings.showwarning = _show_warning
+        try:
+            if args.command == "demo" and args.demo == "cloth":
+                return cmd_demo_cloth(args)
+            if args.command == "demo" and args.demo == "cloth-control":
+                return cmd_demo_control(args)
+            if args.command == "fit":
+                return cmd_fit(args)
+            if args.command == "render":
+                return cmd_render(args)
+        except CheckpointMismatch as e:
+            return _fail(e.describe("--resume-anyway continues it regardless"))
+        except (CheckpointError, FitDiverged, SimulationDiverged) as e:
+            return _fail(str(e))
+        except OSError as e:  # a full disk, a folder removed during the run: no traceback, the reason
+            return _fail(f"{str(e.filename) + ': ' if e.filename else ''}{e.strerror or e}")
     parser.print_help() if args.command is None else parser.parse_args([args.command, "--help"])
     return 2
 

@@ -13,6 +13,9 @@ synthetic target); [initial] overrides them as the starting guess of the quantit
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Any, Optional
@@ -52,6 +55,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
         "ground": Field("bool", False, "collide with the ground plane y = ground_height"),
         "ground_height": Field("float", 0.0, "height of the ground plane, m"),
+        "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
+                                                "at y = ground_height + particle_radius (one placed lower is "
+                                                "pushed out, fast)"),
     },
     "material": {
         "mass": Field("float", 0.01, "mass per particle, kg"),
@@ -110,6 +116,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "light_direction": Field("float[3]", [0.4, 1.0, -0.6], "direction towards the light"),
         "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
         "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
+        "coverage": Field("str", "box", "edge model: \"box\" (the covered fraction of each pixel, as a camera "
+                                        "sees it) or \"softras\" (SoftRas's soft silhouette)"),
     },
     "simulation": {
         "fps": Field("float", 60.0, "frames per second of the video"),
@@ -267,8 +275,33 @@ class SceneSpec:
             raise SceneFileError(f"{self.path}: [fit] free must name at least one quantity")
         if f["loss"] is not None and f["loss"] not in LOSSES:
             raise SceneFileError(f"{self.path}: [fit] loss must be one of {LOSSES}, got {f['loss']!r}")
+        for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1)):
+            if f[key] is not None and f[key] < least:
+                allowed = "0 or more" if least == 0 else f"at least {least}"
+                raise SceneFileError(f"{self.path}: [fit] {key} must be {allowed}, got {f[key]}")
+        if not (math.isfinite(f["learning_rate"]) and f["learning_rate"] > 0):
+            raise SceneFileError(f"{self.path}: [fit] learning_rate must be a positive number (a negative one "
+                                 f"climbs the loss), got {f['learning_rate']}")
         return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"] or "auto",
                          frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"])
+
+    def content_sha256(self) -> str:
+        """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
+        (a fit records those apart: the target's frames, its settings and its initial guess)."""
+        scene = {k: v for k, v in self.values.items() if k not in ("target", "fit", "initial")}
+        return hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
+
+    def check_initial(self) -> None:
+        """[initial] values must be finite, and positive for the quantities fitted in log space."""
+        for key, value in self.values["initial"].items():
+            if value is None:
+                continue
+            q = QUANTITIES[canonical(key)]
+            if q.transform == "log" and not (math.isfinite(value) and value > 0):
+                raise SceneFileError(f"{self.path}: [initial] {key} must be positive and finite ({q.doc}, {q.unit}; "
+                                     f"fitted in log space), got {value}")
+            if not np.all(np.isfinite(value)):
+                raise SceneFileError(f"{self.path}: [initial] {key} must be finite, got {value}")
 
     def initial_theta(self, exp: Experiment) -> dict:
         """The experiment's theta with [initial] values for the free quantities."""
@@ -447,6 +480,9 @@ class SceneSpec:
             raise SceneFileError(f"{path}: [scene] rot must be a nonzero quaternion")
         common = dict(tri_ke=mat["tri_ke"], tri_ka=mat["tri_ka"], tri_kd=mat["tri_kd"], tri_drag=mat["drag"],
                       tri_lift=mat["lift"], edge_ke=mat["edge_ke"], edge_kd=mat["edge_kd"])
+        if not (math.isfinite(mat["mass"]) and mat["mass"] > 0):
+            raise SceneFileError(f"{path}: [material] mass must be positive (kg per particle), got {mat['mass']}; "
+                                 "to hold vertices still, pin them ([scene] fix or pinned)")
         if sc["grid"] is not None:
             bad = [s for s in sc["fix"] if s not in ("left", "right", "top", "bottom")]
             if bad:
@@ -483,6 +519,7 @@ class SceneSpec:
         try:
             topology, params, state0 = scene.build(
                 gravity=tuple(mat["gravity"]), ground=sc["ground"], ground_height=sc["ground_height"],
+                particle_radius=sc["particle_radius"],
                 contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
                 contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None)
         except ValueError as e:
@@ -497,12 +534,33 @@ class SceneSpec:
             force[idx] = push["force"]
             theta["push"] = jnp.asarray(force)
         sim, ren = v["simulation"], v["render"]
-        frames = sim["frames"] if sim["frames"] is not None else frames
-        if frames is None or frames < 1:
+        if sim["frames"] is not None:
+            if sim["frames"] < 1:
+                raise SceneFileError(f"{path}: [simulation] frames must be at least 1 (frames simulated after the "
+                                     f"initial state), got {sim['frames']}")
+            frames = sim["frames"]
+        elif frames is None:
             raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
+        elif frames < 1:
+            raise SceneFileError(f"{path}: the target has {frames + 1} frame(s): a fit needs at least 2 (the initial "
+                                 "state and one simulated frame)")
         for section, key in (("simulation", "fps"), ("simulation", "substeps")):  # render size: in camera()
             if not v[section][key] > 0:
                 raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
+        fps, push_frames = sim["fps"], push["frames"]
+        if push_frames < 0:
+            raise SceneFileError(f"{path}: [push] frames must be 0 or more (leading frames the push lasts), "
+                                 f"got {push_frames}")
+        if push["particles"] and push_frames > frames:
+            raise SceneFileError(
+                f"{path}: [push] frames = {push_frames} ({push_frames / fps:.3g} s) is longer than the simulation: "
+                f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
+        for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
+            if ren[key] is not None and ren[key] < 1:
+                raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {ren[key]}; leave "
+                                     "it out to keep every face")
+        if ren["coverage"] not in ("box", "softras"):
+            raise SceneFileError(f'{path}: [render] coverage must be "box" or "softras", got {ren["coverage"]!r}')
         camera = self.camera(native_size)
         faces = topology.triangles
         if ren["color"] is not None:
@@ -519,8 +577,9 @@ class SceneSpec:
                           colors=colors, lights=lights,
                           background=jnp.asarray(ren["background"] if background_image is None else background_image,
                                                  jnp.float32),
-                          settings=RenderSettings(tile_capacity=max(1, tile_capacity),
-                                                  pixel_capacity=max(1, pixel_capacity)), frames=int(frames),
+                          settings=RenderSettings(tile_capacity=tile_capacity,
+                                                  pixel_capacity=pixel_capacity,
+                                                  coverage=ren["coverage"]), frames=int(frames),
                           substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
                           push_frames=push["frames"] if push["particles"] else 0, name=path.stem)
 
@@ -529,6 +588,7 @@ def load_scene(path) -> SceneSpec:
     """Read and validate a scene file (SceneFileError on any problem)."""
     spec = SceneSpec(path=Path(path), values=read_scene_file(path))
     spec.fit_config  # validates [fit] now rather than after the target is loaded
+    spec.check_initial()
     if spec.values["scene"]["mesh"] is not None and not spec.resolve(spec.values["scene"]["mesh"]).is_file():
         raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(spec.values['scene']['mesh'])}")
     return spec

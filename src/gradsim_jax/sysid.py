@@ -26,10 +26,14 @@ Jacobian comes from forward-mode differentiation through the dense reference ren
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import json
 import math
+import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -39,8 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gradsim_jax.fit import check_resume, checkpoint_path, content_sha256, gauss_newton_report, rgba_mse
 from gradsim_jax.fit import fit as run_fit
-from gradsim_jax.fit import gauss_newton_report, rgba_mse, silhouette_loss
+from gradsim_jax.fit import silhouette_loss
 from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics import Control, Params, State, Topology, check_finite, simulate
@@ -142,6 +147,46 @@ class Experiment:
         return self._cache[key]
 
 
+#: The Experiment attributes that hold arrays. Compiled functions take them as arguments (`compiled`,
+#: `_DATA`), so that index arrays and per-element values are data of the program, never constants captured
+#: by a closure and folded into it (a 2000 x 2000 grid spent minutes and gigabytes in XLA's constant folding).
+ARRAY_FIELDS = ("topology", "params", "state0", "area_ratio", "camera", "faces", "colors", "lights", "background")
+
+
+def experiment_arrays(exp: Experiment) -> dict:
+    """The experiment's arrays: a pytree {attribute: value}."""
+    return {name: getattr(exp, name) for name in ARRAY_FIELDS}
+
+
+def with_arrays(exp: Experiment, arrays: dict) -> Experiment:
+    """A shallow copy of `exp` holding `arrays` instead of its own (inside a compiled function: tracers)."""
+    out = copy.copy(exp)
+    out.__dict__.update(arrays)
+    return out
+
+
+def compiled(exp: Experiment, fn: Callable) -> Callable:
+    """`jax.jit` of `fn(exp, *args)` that takes the experiment's arrays as arguments; call it with `*args`."""
+    jitted = jax.jit(lambda arrays, *args: fn(with_arrays(exp, arrays), *args))
+    return functools.partial(jitted, experiment_arrays(exp))
+
+
+#: theta entry that carries {"experiment": arrays, "target": video} into `fit`'s compiled step as a fixed
+#: parameter (an argument, not a constant); `_with_data` adds it, `_split_data` takes it out again.
+_DATA = "_data"
+
+
+def _with_data(theta: dict, exp: Experiment, target) -> dict:
+    return {**theta, _DATA: {"experiment": experiment_arrays(exp), "target": target}}
+
+
+def _split_data(exp: Experiment, theta: dict):
+    """(theta without the data entry, the experiment holding its arrays, the target)."""
+    theta = dict(theta)
+    data = theta.pop(_DATA)
+    return theta, with_arrays(exp, data["experiment"]), data["target"]
+
+
 def default_theta(topology: Topology, params: Params, state0: State, names=None) -> dict:
     """theta with the scene's own values of the quantities `names` (default: those the scene has), + push."""
     first = lambda a, fallback=1.0: float(np.asarray(a).reshape(-1)[0]) if np.size(a) else fallback  # noqa: E731
@@ -187,7 +232,9 @@ def assemble(exp: Experiment, theta: dict) -> tuple[Params, State]:
 def trajectory(exp: Experiment, theta: dict) -> State:
     """Simulated states [frames + 1, n, 3] for theta (plain function; jit at the call site)."""
     params, state0 = assemble(exp, theta)
-    push = jnp.asarray(theta["push"], params.mass.dtype) if "push" in theta else None
+    # A theta without "push" keeps the scene's own known push (leaving it out must not switch it off).
+    push = theta["push"] if "push" in theta else exp.theta.get("push")
+    push = None if push is None else jnp.asarray(push, params.mass.dtype)
 
     def control(frame, state):
         if push is None or exp.push_frames == 0:
@@ -214,8 +261,9 @@ def with_camera_pose(exp: Experiment, theta: dict) -> dict:
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None) -> Array:
     """RGBA video [T, H, W, 4] of particle positions x [T, n, 3], colours blended over the background by
-    the soft coverage (`composite`); `dense` uses the autodiff reference renderer (forward-mode
-    differentiable, used for Jacobians); `camera` defaults to the experiment's."""
+    the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense` uses the autodiff
+    reference renderer (forward-mode differentiable, used for Jacobians); `camera` defaults to the
+    experiment's."""
     renderer = render_dense if dense else render
     camera = exp.camera if camera is None else camera
 
@@ -223,6 +271,8 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     def one(vertices):
         image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
                          background=exp.background, settings=exp.settings)
+        if exp.settings.coverage == "box":
+            return image
         return composite(image, exp.background)  # edges as a camera sees them (see `composite`)
 
     return jax.lax.map(one, x)
@@ -235,7 +285,7 @@ def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
     """Host-side: (positions [T, n, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
-    fn = exp.cached("video", lambda: jax.jit(lambda th: (trajectory(exp, th).x, video(exp, th))))
+    fn = exp.cached("video", lambda: compiled(exp, lambda e, th: (trajectory(e, th).x, video(e, th))))
     x, frames = fn(_as_theta(exp, theta))
     traj = check_finite(State(x=x, v=x))
     return np.asarray(traj.x), np.asarray(frames)
@@ -284,7 +334,11 @@ class FitConfig:
     a resumed run must ask for the same number), loss, frame stride, `horizon` (fit the first `horizon`
     frames first and grow to all over the first half of the iterations; None: all from the start; for
     dynamics, a start far off puts late frames out of phase), Levenberg-Marquardt polish steps,
-    checkpointing, progress, and `fit`'s callback."""
+    checkpointing, progress, and `fit`'s callback.
+
+    resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
+    scene_file_sha256: content hash of the scene file the experiment was built from, recorded with the
+    fit's inputs (None: no scene file)."""
 
     free: tuple[str, ...]
     iterations: int = 100
@@ -299,13 +353,16 @@ class FitConfig:
     progress: bool = True
     report: bool = True
     callback: Optional[Callable] = None
+    resume_anyway: bool = False
+    scene_file_sha256: Optional[str] = None
 
 
 @dataclasses.dataclass
 class SysIdResult:
     """theta: fitted quantities; history: {"iteration", "loss", "params": {name: [...]}, "stage": [...]}
     (Adam iterations then LM steps); report: IdentifiabilityReport or None; wall_time (s); convergence:
-    `gradsim_jax.fit.convergence.Convergence` (did the fit converge, and why not)."""
+    `gradsim_jax.fit.convergence.Convergence` (did the fit converge, and why not); inputs: `fit_inputs`;
+    resume: `FitResult.resume` (None unless resumed from a checkpoint)."""
 
     theta: dict
     history: dict
@@ -315,6 +372,42 @@ class SysIdResult:
     lm_iterations: int
     loss: float
     convergence: Any = None
+    inputs: Optional[dict] = None
+    resume: Optional[dict] = None
+
+
+def check_config(config: FitConfig) -> None:
+    """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
+    for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
+                       ("checkpoint_every", 1)):
+        value = getattr(config, key)
+        if value is not None and (not isinstance(value, (int, np.integer)) or value < least):
+            raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
+    if not (math.isfinite(config.learning_rate) and config.learning_rate > 0):
+        raise ValueError(f"learning_rate must be a positive number, got {config.learning_rate}")
+    if config.loss not in LOSSES:
+        raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
+
+
+def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> dict:
+    """What a fit is made for, stored in its checkpoints so that a resumed run continues only the same fit:
+    sha256 content hashes of the target video as fitted ("target": its float32 frames), of the experiment
+    ("scene": every array and setting of the scene, camera, render and time grid), of the scene file when
+    there is one ("scene_file"), of the initial guess of the free quantities ("initial"), and the settings
+    that shape the Adam iterations."""
+    free = tuple(canonical(n) for n in config.free)
+    scene = (exp.topology, exp.params, exp.state0, exp.camera, exp.faces, exp.colors, exp.lights, exp.background,
+             exp.settings, exp.frames, exp.substeps, exp.frame_dt, exp.push_frames, exp.theta["push"])
+    inputs = {
+        "target": content_sha256(np.asarray(target, np.float32)),
+        "scene": content_sha256(scene),
+        "initial": content_sha256({n: np.asarray(initial[n]) for n in free}),
+    }
+    if config.scene_file_sha256 is not None:
+        inputs["scene_file"] = config.scene_file_sha256
+    inputs.update(free=list(free), iterations=config.iterations, learning_rate=config.learning_rate,
+                  loss=config.loss, frame_stride=config.frame_stride, horizon=config.horizon)
+    return inputs
 
 
 def _frames_of(exp: Experiment, stride: int) -> np.ndarray:
@@ -391,7 +484,8 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     last is always the whole video): a start far off in a ratio such as stiffness / mass puts the
     oscillations out of phase late in the video, but the first frames still point the right way.
     Returns (theta, [(loss on the stage's horizon, {name: value}) after each accepted step]); `info`, when
-    given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta.
+    given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta, and
+    "gn_step": the largest relative change of a quantity that one more Gauss-Newton step would make.
     """
     free = tuple(free)
     jac_fields = tuple(jac_fields) if jac_fields is not None else free
@@ -405,21 +499,19 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     key = ("lm", kind, frame_stride, jac_fields)
 
     def build():
-        residual = residual_with_target(exp, kind, frame_stride, dense=True)
-
-        def r_of_z(z, base, tgt, w):
+        def r_of_z(e, z, base, tgt, w):
             th, off = dict(base), 0
             for n in jac_fields:
                 th[n] = tf[n].inverse(z[off:off + sizes[n]].reshape(shapes[n]))
                 off += sizes[n]
-            return residual(th, tgt, w)
+            return residual_with_target(e, kind, frame_stride, dense=True)(th, tgt, w)
 
-        def jac(z, base, tgt, w):
-            r, lin = jax.linearize(lambda zz: r_of_z(zz, base, tgt, w), z)
+        def jac(e, z, base, tgt, w):
+            r, lin = jax.linearize(lambda zz: r_of_z(e, zz, base, tgt, w), z)
             cols = jax.lax.map(lin, jnp.eye(z.size, dtype=z.dtype))
             return r, cols
 
-        return jax.jit(r_of_z), jax.jit(jac)
+        return compiled(exp, r_of_z), compiled(exp, jac)
 
     r_fn0, jac_fn0 = exp.cached(key, build)
     num = len(_frames_of(exp, frame_stride))
@@ -477,6 +569,15 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
                 break
     if info is not None:
         info["grad_norm"] = float(np.linalg.norm(2.0 * (J.T @ r)))
+        # How far the (undamped) Gauss-Newton step would still move each quantity, relative to its
+        # value: near 0 at a minimum, whatever size the last accepted step had.
+        gn = np.linalg.lstsq(J, -r, rcond=None)[0]
+        trial = zf.copy()
+        trial[mask] += gn
+        here, there = unpack(zf), unpack(trial)
+        info["gn_step"] = max((float(np.linalg.norm(np.asarray(there[n], np.float64) - np.asarray(here[n], np.float64))
+                                     / max(float(np.linalg.norm(np.asarray(here[n], np.float64))), 1e-300))
+                               for n in free), default=0.0)
     return unpack(zf), records
 
 
@@ -484,25 +585,36 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`."""
     started = time.perf_counter()
     free = tuple(canonical(n) for n in config.free)
-    if config.loss not in LOSSES:
-        raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
+    check_config(config)
     theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    inputs = fit_inputs(exp, target, theta0, config)
     target = jnp.asarray(target, theta0["push"].dtype)
     tf = transforms_for(free)
     history = {"iteration": [], "loss": [], "params": {n: [] for n in free}, "stage": []}
     theta = theta0
     adam_iterations = 0
     grad_norm = float("nan")
+    resumed = None
     if config.iterations > 0:
         ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
-        loss_fn = make_loss(exp, target, config.loss, config.frame_stride, ramp)
+
+        def loss_fn(theta, *iteration):
+            theta, e, tgt = _split_data(exp, theta)
+            return make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
+
+        callback = None
+        if config.callback is not None:
+            def callback(it, params, loss, aux):
+                return config.callback(it, _split_data(exp, params)[0], loss, aux)
         schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
         result = run_fit(
-            loss_fn, theta0, free=free, transforms=tf, optimizer=optax.adam(schedule), steps=config.iterations,
-            checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every, resume=config.resume,
-            progress=config.progress, callback=config.callback, uses_iteration=ramp is not None,
+            loss_fn, _with_data(theta0, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
+            steps=config.iterations, checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every,
+            resume=config.resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
+            metadata=inputs, resume_anyway=config.resume_anyway,
         )
-        theta = dict(result.params)
+        resumed = result.resume
+        theta = _split_data(exp, result.params)[0]
         adam_iterations = result.iterations
         grad_norm = result.grad_norm
         history["grad_norm"] = list(result.history.get("grad_norm", []))
@@ -519,6 +631,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         history["stage"].append("adam")
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     lm_steps = 0
+    last_step = None
     if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
         print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
     if config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
@@ -526,6 +639,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
                                              frame_stride=config.frame_stride, progress=config.progress, info=info)
         grad_norm = info.get("grad_norm", grad_norm)
+        last_step = info.get("gn_step")
         if config.iterations == 0 and not records:
             history["loss"].append(float(jnp.sum(jnp.square(make_residual(exp, target, config.loss,
                                                                           config.frame_stride)(theta)))))
@@ -541,8 +655,12 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     final_loss = history["loss"][-1] if history["loss"] else float("nan")
     report = None
     if config.report and n_scalars <= REPORT_MAX_SCALARS:
-        residual = make_residual(exp, target, config.loss, config.frame_stride, dense=True)
-        report = gauss_newton_report(residual, theta, free=free, transforms=tf)
+
+        def residual(th):
+            th, e, tgt = _split_data(exp, th)
+            return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
+
+        report = gauss_newton_report(residual, _with_data(theta, exp, target), free=free, transforms=tf)
     if history["loss"]:
         initial_loss = history["loss"][0]
     else:
@@ -550,11 +668,13 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
     convergence = assess(initial_loss=initial_loss, final_loss=final_loss,
                          floor=noise_floor(np.asarray(target)[_frames_of(exp, config.frame_stride)], channels),
-                         grad_norm=grad_norm, last_step=relative_last_step(history["params"]),
+                         grad_norm=grad_norm,
+                         last_step=relative_last_step(history["params"]) if last_step is None else last_step,
                          loss_kind=config.loss)
     return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
                        wall_time=time.perf_counter() - started, adam_iterations=adam_iterations,
-                       lm_iterations=lm_steps, loss=final_loss, convergence=convergence)
+                       lm_iterations=lm_steps, loss=final_loss, convergence=convergence, inputs=inputs,
+                       resume=resumed)
 
 
 def _record(x):
@@ -652,6 +772,8 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
         }
     else:
         report["identifiability"] = None
+    report["inputs"] = result.inputs
+    report["resume"] = result.resume
     if extra:
         report.update(extra)
     return report
@@ -659,11 +781,11 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
 
 def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video: np.ndarray,
                   fitted_video: np.ndarray, report: dict, result: SysIdResult, truth: Optional[dict]) -> dict:
-    """Write target.gif, initial.gif, fitted.gif, comparison.mp4, loss.png, params.png, report.json."""
+    """Write target.gif, initial.gif, fitted.gif, comparison.mp4, loss.png, params.png, report.json, each
+    atomically (a temporary file in `out_dir`, then renamed over the old one)."""
     from gradsim_jax.render.video import write_comparison, write_gif
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_writable_folder(out_dir)
     fps = min(50.0, 1.0 / exp.frame_dt)
     paths = {
         "target": write_gif(out / "target.gif", target, fps),
@@ -674,10 +796,46 @@ def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video
     }
     paths["loss"] = plot_loss(out / "loss.png", result.history)
     paths["params"] = plot_params(out / "params.png", result.history, truth, exp.free_particles)
-    paths["report"] = out / "report.json"
-    with open(paths["report"], "w") as f:
-        json.dump(report, f, indent=2, default=_json_default)
+    paths["report"] = write_report(out / "report.json", report)
     return {k: str(v) for k, v in paths.items()}
+
+
+def ensure_writable_folder(folder) -> Path:
+    """Create `folder` if needed and write and delete a probe file in it, so that a fit learns it cannot
+    save its results before it starts rather than after; ValueError naming the folder otherwise."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"cannot write in {folder}: {existing} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"cannot write in {folder}: {e.strerror or e}") from None
+    return folder
+
+
+def write_report(path, report: dict) -> Path:
+    """Write `report` as JSON to `path` atomically; return the path."""
+    from gradsim_jax.render.video import _atomic_file
+
+    text = json.dumps(report, indent=2, default=_json_default)
+    with _atomic_file(path) as temporary:
+        Path(temporary).write_text(text)
+    return Path(path)
+
+
+def _save_figure(fig, path) -> Path:
+    """fig.savefig to `path` atomically (PNG)."""
+    from gradsim_jax.render.video import _atomic_file
+
+    with _atomic_file(path) as temporary:
+        fig.savefig(temporary, format="png")
+    return Path(path)
 
 
 def _json_default(o):
@@ -703,11 +861,13 @@ def plot_loss(path, history: dict) -> Path:
             ax.semilogy(it[sel], np.maximum(loss[sel], 1e-30), style, label=stage.upper() if stage == "lm" else "Adam")
     ax.set_xlabel("iteration")
     ax.set_ylabel("image loss")
-    ax.legend()
+    if it.size:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no iterations", ha="center", va="center", transform=ax.transAxes)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    return Path(path)
+    return _save_figure(fig, path)
 
 
 def plot_params(path, history: dict, truth: Optional[dict], free_particles=None) -> Path:
@@ -724,7 +884,10 @@ def plot_params(path, history: dict, truth: Optional[dict], free_particles=None)
         ax = fig.add_subplot(1, len(names), k + 1)
         values = history["params"][name]
         q = QUANTITIES.get(name)
-        if name == "velocity" and truth is not None and np.ndim(values[0]) > 0:
+        if not values:
+            ax.text(0.5, 0.5, "no iterations", ha="center", va="center", transform=ax.transAxes)
+            ax.set_ylabel(name)
+        elif name == "velocity" and truth is not None and np.ndim(values[0]) > 0:
             errs = [relative_error(name, v, truth[name], free_particles) for v in values]
             ax.semilogy(it, errs)
             ax.set_ylabel("mean relative error of velocity")
@@ -740,8 +903,7 @@ def plot_params(path, history: dict, truth: Optional[dict], free_particles=None)
         ax.set_xlabel("iteration")
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    return Path(path)
+    return _save_figure(fig, path)
 
 
 def summary_lines(report: dict) -> list[str]:
@@ -807,17 +969,25 @@ def perturbed(theta: dict, free, *, seed: int = 0, low: float = 0.3, high: float
 def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, out_dir, *,
         truth: Optional[dict] = None, extra: Optional[dict] = None, echo: Callable[[str], None] = print) -> dict:
     """Fit, render initial and fitted videos, write every output file; returns the report dict
-    (with "outputs": {kind: path})."""
+    (with "outputs": {kind: path}).
+
+    Before anything compiles: ValueError when `out_dir` cannot be written or `config` is invalid,
+    CheckpointError when resuming from a missing or unreadable checkpoint or (CheckpointMismatch) from
+    one made for other inputs (`fit_inputs`) without `config.resume_anyway`."""
     free = tuple(canonical(n) for n in config.free)
+    ensure_writable_folder(out_dir)
+    check_config(config)
     initial = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    if config.resume and config.iterations > 0 and config.checkpoint_dir is not None:
+        check_resume(checkpoint_path(config.checkpoint_dir), fit_inputs(exp, target, initial, config),
+                     config.resume_anyway)
     _, initial_video = simulate_video(exp, initial)
     result = identify(exp, target, initial, config)
     _, fitted_video = simulate_video(exp, result.theta)
     report = build_report(exp, free, truth, {n: np.asarray(initial[n]) for n in free}, result, extra)
     report["outputs"] = write_outputs(out_dir, exp, target=np.asarray(target), initial_video=initial_video,
                                       fitted_video=fitted_video, report=report, result=result, truth=truth)
-    with open(report["outputs"]["report"], "w") as f:
-        json.dump(report, f, indent=2, default=_json_default)
+    write_report(report["outputs"]["report"], report)
     echo(f"fit finished in {result.wall_time:.1f} s ({result.adam_iterations} Adam iterations, "
          f"{result.lm_iterations} Levenberg-Marquardt steps), final loss {result.loss:.3e}")
     for line in summary_lines(report):
@@ -870,9 +1040,10 @@ def control_loss(pred: Array, target: Array, levels: int = 5) -> Array:
 
 def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iterations: int = 60,
                 learning_rate: float = 0.1, checkpoint_dir=None, checkpoint_every: int = 25, resume: bool = False,
-                progress: bool = True):
+                resume_anyway: bool = False, progress: bool = True):
     """Optimize one initial velocity [3] m/s shared by all particles so that the last rendered frames match
     `target_image` ([k, H, W, 4] for the last k frames, or [H, W, 4]). The loss is `control_loss`.
+    Checkpoints record the target, the scene, the guess and the settings (`resume_anyway` as in `fit`).
     Returns (velocity [3], FitResult)."""
     tgt = jnp.asarray(target_image, exp.params.mass.dtype)
     if tgt.ndim == 3:
@@ -880,14 +1051,18 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
     base = _as_theta(exp, {})
 
     def loss_fn(p):
-        theta = dict(base, velocity=jnp.broadcast_to(p["v"], base["velocity"].shape))
-        x = trajectory(exp, theta).x[-tgt.shape[0]:]
-        return control_loss(render_frames(exp, x), tgt)
+        p, e, (target, theta) = _split_data(exp, p)
+        theta = dict(theta, velocity=jnp.broadcast_to(p["v"], theta["velocity"].shape))
+        x = trajectory(e, theta).x[-target.shape[0]:]
+        return control_loss(render_frames(e, x), target)
 
+    config = FitConfig(free=("velocity",), iterations=iterations, learning_rate=learning_rate, loss="control")
+    inputs = fit_inputs(exp, tgt, {"velocity": jnp.asarray(v_guess, tgt.dtype)}, config)
     schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.05)
-    result = run_fit(loss_fn, {"v": jnp.asarray(v_guess, tgt.dtype)}, free=("v",), optimizer=optax.adam(schedule),
-                     steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                     resume=resume, progress=progress)
+    params = _with_data({"v": jnp.asarray(v_guess, tgt.dtype)}, exp, (tgt, base))
+    result = run_fit(loss_fn, params, free=("v",), optimizer=optax.adam(schedule), steps=iterations,
+                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
+                     progress=progress, metadata=inputs, resume_anyway=resume_anyway)
     return np.asarray(result.params["v"]), result
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from gradsim_jax.fit import (
     CheckpointError,
+    CheckpointMismatch,
     FitState,
     checkpoint_path,
+    content_sha256,
     fit,
     load_checkpoint,
     save_checkpoint,
@@ -146,7 +148,7 @@ def test_checkpoint_of_a_different_problem_is_rejected(tmp_path):
     with pytest.raises(CheckpointError, match="checkpoint has a typed PRNG key, this fit has a raw uint32"):
         fit(loss_fn, PARAMS, steps=4, checkpoint_dir=str(tmp_path), resume=True, **options)
 
-    with pytest.raises(ValueError, match="past steps=1"):
+    with pytest.raises(CheckpointError, match="past steps=1"):
         fit(loss_fn, PARAMS, steps=1, checkpoint_dir=str(tmp_path), resume=True, **OPTIONS)
 
 
@@ -164,3 +166,43 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ["c.npz"]
     assert int(load_checkpoint(path, like=_state()).state.iteration) == 4
+
+
+def test_metadata_mismatch_is_refused_unless_resume_anyway(tmp_path):
+    meta = {"data": content_sha256(np.asarray(TARGET)), "learning_rate": 0.05, "free": ("amp", "decay", "omega")}
+    fit(loss_fn, PARAMS, steps=2, checkpoint_dir=str(tmp_path), metadata=meta, **OPTIONS)
+    path = checkpoint_path(str(tmp_path))
+    assert load_checkpoint(path).extra["metadata"] == {**meta, "free": ["amp", "decay", "omega"]}
+
+    other = {**meta, "data": content_sha256(np.asarray(TARGET) + 1e-7), "learning_rate": 0.1}
+    with pytest.raises(CheckpointMismatch) as e:
+        fit(loss_fn, PARAMS, steps=4, checkpoint_dir=str(tmp_path), resume=True, metadata=other, **OPTIONS)
+    assert list(e.value.differences) == ["data", "learning_rate"]
+    assert e.value.differences["learning_rate"] == [0.05, 0.1]
+    assert path in str(e.value) and "0.05 in the checkpoint, 0.1 now" in str(e.value)
+    assert f"content hash {meta['data'][:12]}" in str(e.value) and "resume_anyway=True" in str(e.value)
+
+    same = fit(loss_fn, PARAMS, steps=3, checkpoint_dir=str(tmp_path), resume=True, metadata=meta, **OPTIONS)
+    assert same.resume == {"checkpoint": path, "from_iteration": 2, "checkpoint_inputs": load_checkpoint(path)
+                           .extra["metadata"], "differences": {}, "resume_anyway": False}
+    forced = fit(loss_fn, PARAMS, steps=4, checkpoint_dir=str(tmp_path), resume=True, metadata=other,
+                 resume_anyway=True, **OPTIONS)
+    assert forced.iterations == 4 and forced.resume["from_iteration"] == 3
+    assert forced.resume["differences"]["learning_rate"] == [0.05, 0.1]
+    assert load_checkpoint(path).extra["metadata"]["learning_rate"] == 0.1  # the new checkpoints: the new inputs
+
+
+def test_checkpoint_without_metadata_resumes_with_a_warning(tmp_path):
+    fit(loss_fn, PARAMS, steps=2, checkpoint_dir=str(tmp_path), **OPTIONS)
+    with pytest.warns(UserWarning, match="records no inputs"):
+        result = fit(loss_fn, PARAMS, steps=3, checkpoint_dir=str(tmp_path), resume=True, metadata={"a": 1},
+                     **OPTIONS)
+    assert result.resume["checkpoint_inputs"] is None and result.iterations == 3
+
+
+def test_content_hash_sees_every_bit_and_the_structure():
+    x = np.arange(6, dtype=np.float32)
+    assert content_sha256(x) == content_sha256(x.copy())
+    assert content_sha256(x) != content_sha256(np.nextafter(x, 10))
+    assert content_sha256(x) != content_sha256(x.reshape(2, 3)) != content_sha256(x.astype(np.float64))
+    assert content_sha256({"a": x}) != content_sha256({"b": x})

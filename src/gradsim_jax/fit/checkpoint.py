@@ -13,10 +13,15 @@ had never stopped. Writes go to a temporary file in the same directory, are fsyn
 the old checkpoint (`os.replace` is atomic on POSIX), so a crash leaves the previous checkpoint or the
 new one, never half a file. Loading checks the file against the current problem and raises
 `CheckpointError` naming the file and the mismatch, rather than failing somewhere inside the optimizer.
+
+The caller's extras may hold `metadata`: what the fit was made for (content hashes of its data from
+`content_sha256`, its settings). `check_resume` compares it with the current problem's and raises
+`CheckpointMismatch` listing each difference, so a run never continues a fit of another target.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -35,6 +40,32 @@ CHECKPOINT_NAME = "checkpoint.npz"
 
 class CheckpointError(Exception):
     """A checkpoint file is missing, unreadable, or does not belong to the problem being resumed."""
+
+
+class CheckpointMismatch(CheckpointError):
+    """The checkpoint's metadata differs from the current problem's.
+
+    Attributes:
+      path: the checkpoint file.
+      differences: {key: [the checkpoint's value, the current value]} for every key that differs.
+    """
+
+    def __init__(self, path: str, differences: dict, hint: str = "resume_anyway=True resumes regardless"):
+        self.path = path
+        self.differences = differences
+        super().__init__(self.describe(hint))
+
+    def describe(self, hint: str) -> str:
+        """The message, ending with `hint` (how to resume regardless, in the caller's words)."""
+
+        def show(value):
+            if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+                return f"content hash {value[:12]}"  # a sha256: its first digits are enough to tell them apart
+            return json.dumps(value)
+
+        changes = "; ".join(f"{key}: {show(old)} in the checkpoint, {show(new)} now"
+                            for key, (old, new) in self.differences.items())
+        return f"{self.path}: the checkpoint was made for other inputs ({changes}); {hint}"
 
 
 class FitState(NamedTuple):
@@ -175,6 +206,44 @@ def _read(path: str) -> tuple[dict, dict]:
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {meta.get('version')} is not supported (want {VERSION})")
     return arrays, meta
+
+
+def content_sha256(tree: Any) -> str:
+    """sha256 (hex) of a pytree's structure and of every leaf's dtype, shape and bytes: equal exactly when
+    the contents are bit for bit equal. Leaves that are not arrays or numbers count by their repr."""
+    digest = hashlib.sha256()
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    digest.update(str(treedef).encode())
+    for leaf in leaves:
+        x = np.asarray(leaf)
+        if x.dtype == object:
+            digest.update(repr(leaf).encode())
+            continue
+        x = np.ascontiguousarray(x)
+        digest.update(f"{x.dtype.str}{x.shape}".encode())
+        digest.update(x.tobytes())
+    return digest.hexdigest()
+
+
+def check_resume(path: str, metadata: dict, resume_anyway: bool = False) -> tuple[Optional[dict], dict]:
+    """Compare the metadata stored in the checkpoint at `path` with `metadata` (JSON-serializable).
+
+    Returns (the checkpoint's metadata, or None when it stores none: written before metadata existed;
+    {key: [checkpoint's value, current value]} for each key that differs).
+    Raises:
+      CheckpointMismatch: some key differs and not `resume_anyway`.
+      CheckpointError: the file is missing or unreadable.
+    """
+    _, meta = _read(path)
+    saved = meta.get("extra", {}).get("metadata")
+    if saved is None:
+        return None, {}
+    current = json.loads(json.dumps(metadata))  # tuples as lists, as the checkpoint stores them
+    keys = list(current) + [k for k in saved if k not in current]
+    differences = {k: [saved.get(k), current.get(k)] for k in keys if saved.get(k) != current.get(k)}
+    if differences and not resume_anyway:
+        raise CheckpointMismatch(path, differences)
+    return saved, differences
 
 
 def _entry(path: str, arrays: dict, name: str, spec: list) -> np.ndarray:

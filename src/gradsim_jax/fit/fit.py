@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Any, Callable, Optional
 
 import jax
@@ -35,6 +36,7 @@ from tqdm.auto import tqdm
 from gradsim_jax.fit.checkpoint import (
     CheckpointError,
     FitState,
+    check_resume,
     checkpoint_path,
     load_checkpoint,
     save_checkpoint,
@@ -103,6 +105,9 @@ class FitResult:
     aux: `loss_fn`'s aux output at `params` (None unless has_aux).
     grad_norm: global norm of the loss's gradient at `params` w.r.t. the unconstrained free fields (the
       history's "grad_norm" list holds it for every iteration).
+    resume: None for a fresh start; on resume {"checkpoint": file, "from_iteration": int,
+      "checkpoint_inputs": the checkpoint's metadata (None if it stores none), "differences": {key: [the
+      checkpoint's, this fit's]}, "resume_anyway": bool}.
     """
 
     params: Any
@@ -115,6 +120,7 @@ class FitResult:
     state: FitState
     aux: Any = None
     grad_norm: float = float("nan")
+    resume: Optional[dict] = None
 
 
 def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux):
@@ -179,6 +185,8 @@ def fit(
     callback: Optional[Callable[[int, Any, float, Any], Optional[bool]]] = None,
     ftol: Optional[float] = None,
     patience: int = 5,
+    metadata: Optional[dict] = None,
+    resume_anyway: bool = False,
 ) -> FitResult:
     """Minimize `loss_fn` over the free fields of `params`.
 
@@ -206,11 +214,17 @@ def fit(
         parameters that loss was evaluated at; returning True stops the fit.
       ftol, patience: stop ("converged") when the loss changed by at most `ftol` relatively in each of
         the last `patience` iterations; None never stops early.
+      metadata: JSON-serializable description of what this fit is made for (content hashes of its data,
+        its settings), stored in every checkpoint. On resume a checkpoint whose metadata differs is refused
+        (CheckpointMismatch naming each difference) unless `resume_anyway`; one storing none (an older
+        checkpoint) resumes with a warning. `FitResult.resume` records both.
+      resume_anyway: resume even from a checkpoint whose metadata differs.
     Returns:
       FitResult.
     Raises:
       FitDiverged: a non-finite loss or gradient (names the fields and the iteration).
-      CheckpointError: resume from a missing, corrupt, or different problem's checkpoint.
+      CheckpointError: resume from a missing, corrupt, or different problem's checkpoint, or from one
+        past `steps`.
       ValueError: bad arguments, detected before compilation.
     """
     if not isinstance(steps, (int, np.integer)) or steps < 0:
@@ -233,8 +247,16 @@ def fit(
     state = FitState(u=u0, opt_state=optimizer.init(u0), key=key, iteration=jnp.int32(0))
     history: dict = {"iteration": [], "loss": [], "params": {n: [] for n in tf}}
     extra = {"transforms": {n: repr(t) for n, t in tf.items()}}
+    if metadata is not None:
+        extra["metadata"] = metadata
     ckpt_file = checkpoint_path(checkpoint_dir) if checkpoint_dir is not None else None
+    resumed = None
     if resume:
+        saved, differences = (None, {}) if metadata is None else check_resume(ckpt_file, metadata, resume_anyway)
+        if saved is None and metadata is not None:
+            warnings.warn(f"{ckpt_file}: the checkpoint records no inputs (written by an older version), so "
+                          "nothing shows it was made for this target and these settings; resuming anyway",
+                          stacklevel=2)
         ckpt = load_checkpoint(ckpt_file, like=state)
         if ckpt.extra.get("transforms") != extra["transforms"]:
             raise CheckpointError(
@@ -242,9 +264,12 @@ def fit(
                 f"this fit uses {extra['transforms']}"
             )
         state, history = ckpt.state, ckpt.history
+        resumed = {"checkpoint": ckpt_file, "from_iteration": int(state.iteration), "checkpoint_inputs": saved,
+                   "differences": differences, "resume_anyway": resume_anyway}
     start = int(state.iteration)
     if start > steps:
-        raise ValueError(f"the checkpoint is at iteration {start}, past steps={steps}")
+        raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
+                              f"at least {start} iterations to resume it")
 
     step = jax.jit(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux))
 
@@ -309,4 +334,5 @@ def fit(
         state=state,
         aux=aux if has_aux else None,
         grad_norm=float(grad_norm),
+        resume=resumed,
     )

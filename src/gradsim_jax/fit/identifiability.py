@@ -129,7 +129,7 @@ def gauss_newton_report(
     z0 = jnp.concatenate([jnp.ravel(u0[n]) for n in tf])
     num_params = z0.size
 
-    def residuals(z):
+    def residuals(z, params):
         u, offset = {}, 0
         for n in tf:
             u[n] = z[offset : offset + sizes[n]].reshape(shapes[n]).astype(u0[n].dtype)
@@ -138,8 +138,9 @@ def gauss_newton_report(
         return r, r
 
     jacobian_fn = jax.jacfwd if num_params <= JACFWD_MAX_PARAMS else jax.jacrev
-    # jit at the boundary: the residual usually wraps a whole rollout and render.
-    jac, r = jax.jit(jacobian_fn(residuals, has_aux=True))(z0)
+    # jit at the boundary: the residual usually wraps a whole rollout and render. params is an argument, so
+    # that its arrays are data of the program rather than constants folded into it.
+    jac, r = jax.jit(jacobian_fn(residuals, has_aux=True))(z0, params)
     jac = np.asarray(jac, np.float64)
     r = np.asarray(r, np.float64)
     jtj = jac.T @ jac

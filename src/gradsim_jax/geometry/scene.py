@@ -106,7 +106,10 @@ class Scene:
 
         `aerodynamics` switches the drag and lift term on (default: on when any tri_drag or tri_lift is
         nonzero; pass True to fit them from zero). `dtype` defaults to JAX's default float (float32, or
-        float64 with x64 enabled).
+        float64 with x64 enabled). Ground contact (`ground=True`): particles rest at ground_height +
+        `particle_radius` (m) along `ground_normal`; one placed lower starts compressed and is thrown out
+        (`gradsim_jax.physics.contact_report` says by how much before a run). The default contact_ke / kd
+        suit particles of 0.1 kg or more at 1 ms steps; lighter ones need smaller values or steps.
         """
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
@@ -303,3 +306,10 @@ def cloth_grid(
     tris = np.stack([t1, t2], 1).reshape(-1, 3).astype(np.int32)
     return _with_cloth(particles(x, vel, mass, pinned), tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift,
                        edge_ke, edge_kd)
+
+
+def cloth_grid_counts(dim_x: int, dim_y: int, *, bending: bool = True) -> dict:
+    """Element counts of `cloth_grid(dim_x, dim_y, ...)` without building it (for `estimate_cost`):
+    {"particles", "triangles", "bend_edges", "springs"}; `bending`: edge_ke or edge_kd nonzero."""
+    return {"particles": (dim_x + 1) * (dim_y + 1), "triangles": 2 * dim_x * dim_y,
+            "bend_edges": 3 * dim_x * dim_y - dim_x - dim_y if bending else 0, "springs": 0}

@@ -6,11 +6,22 @@ velocity vt = v - n vn. Normal force magnitude fn = c ke + min(vn, 0) kd (<= 0 i
 vt: magnitude min(kf |vt|, mu |fn|), opposing vt; written as -vt min(kf, mu |fn| / |vt|) so that the force
 is linear (viscous) at vt = 0 and its gradient is finite there (the dflex/Warp per-axis clamp is replaced
 by this isotropic cone). Force on the particle: -n fn - friction; zero out of contact, continuous at c = 0.
+
+A particle at rest on the plane sits at n . x = h + r (less its sag m g / ke). One placed deeper, e.g. a
+cloth laid at y = ground_height, starts with a compressed penalty spring that releases ke c^2 / 2 with no
+damping (kd acts only while vn < 0): it leaves at c sqrt(ke / m). `contact_report` finds such states on
+the host before a run, and checks the step against the penalty spring's stability limit: semi-implicit
+Euler on m c'' = -ke c - kd c' is stable for dt^2 ke / m + 2 dt kd / m < 4.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from typing import Optional
+
 import jax.numpy as jnp
+import numpy as np
 
 from gradsim_jax.mathutil import safe_div, safe_norm, safe_normalize
 
@@ -30,3 +41,98 @@ def ground_contact(params, x, v):
     coefficient = jnp.where(sticking, params.contact_kf, safe_div(limit, vt_len))
     friction = vt * jnp.where(in_contact, coefficient, 0.0)[:, None]
     return -fn[:, None] * n - friction
+
+
+class ContactWarning(UserWarning):
+    """The initial state starts deep in ground contact, or the contact is too stiff for the time step."""
+
+
+#: Penetration beyond the sag under the particle's own weight, as a fraction of the particle radius, from
+#: which an initial state counts as deep contact (at the defaults, a release speed of about 0.3 m/s).
+DEEP_FRACTION = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class ContactReport:
+    """Ground contact of an initial state, on the host (`contact_report`). Lengths in m along the normal.
+
+    particles_in_contact: free particles closer to the plane than ground_height + particle_radius.
+    depth: the deepest of them (m; 0 when none); particle: its index (None when none).
+    release_speed: the largest c sqrt(ke / m) (m/s): how fast the penalty spring would throw a particle out.
+    deep: some free particle is deeper than its sag m g / ke plus DEEP_FRACTION x particle_radius.
+    max_stable_dt: the largest stable step for the contact spring of the lightest free particle (s).
+    dt: the step checked (None: not checked); stable: dt < max_stable_dt (True when not checked).
+    """
+
+    ground_height: float
+    particle_radius: float
+    particles_in_contact: int = 0
+    depth: float = 0.0
+    particle: Optional[int] = None
+    release_speed: float = 0.0
+    deep: bool = False
+    max_stable_dt: float = math.inf
+    dt: Optional[float] = None
+    contact_ke: float = 0.0
+    contact_kd: float = 0.0
+    lightest_mass: float = math.inf
+
+    @property
+    def stable(self) -> bool:
+        return self.dt is None or self.dt < self.max_stable_dt
+
+    @property
+    def message(self) -> str:
+        """What is wrong and what to do, or "" when nothing is."""
+        parts = []
+        h, r = self.ground_height, self.particle_radius
+        if self.deep:
+            parts.append(
+                f"the initial state starts in deep ground contact: {self.particles_in_contact} free particle(s) "
+                f"lie below ground_height + particle_radius = {h + r:.4g} m (ground_height {h:.4g} m, "
+                f"particle_radius {r:.4g} m), particle {self.particle} by {self.depth:.3g} m; the contact "
+                f"force will throw them out at up to {self.release_speed:.2g} m/s. Place the cloth at "
+                f"ground_height + particle_radius or above, or make particle_radius smaller")
+        if not self.stable:
+            factor = math.ceil(self.dt / (0.8 * self.max_stable_dt))
+            parts.append(
+                f"the ground contact is too stiff for the time step: contact_ke {self.contact_ke:.4g} and "
+                f"contact_kd {self.contact_kd:.4g} on a {self.lightest_mass:.3g} kg particle need a step below "
+                f"{self.max_stable_dt:.3g} s (dt^2 ke / m + 2 dt kd / m < 4), the step is {self.dt:.3g} s: use "
+                f"{factor} times as many substeps, or a smaller contact_ke / contact_kd")
+        return "; ".join(parts)
+
+
+def contact_report(topology, params, state, dt: Optional[float] = None) -> ContactReport:
+    """Host-side check of the initial `state`'s ground contact (and, given `dt` in s, of the step).
+
+    Only free particles count (pinned and massless ones do not move). A scene without ground gives an
+    empty report. Inputs must be concrete (not traced).
+    """
+    h = float(np.asarray(params.ground_height))
+    r = float(np.asarray(params.particle_radius))
+    if not topology.ground:
+        return ContactReport(ground_height=h, particle_radius=r)
+    mass = np.asarray(params.mass, np.float64)
+    free = ~np.asarray(topology.pinned) & (mass > 0.0)
+    if not free.any():
+        return ContactReport(ground_height=h, particle_radius=r)
+    ke = float(np.asarray(params.contact_ke))
+    kd = float(np.asarray(params.contact_kd))
+    normal = np.asarray(params.ground_normal, np.float64)
+    normal = normal / np.linalg.norm(normal)
+    m = mass[free]
+    c = np.maximum(h + r - np.asarray(state.x, np.float64)[free] @ normal, 0.0)  # penetration [free]
+    weight = np.maximum(-float(np.asarray(params.gravity, np.float64) @ normal), 0.0) * m
+    sag = weight / ke if ke > 0 else np.full_like(m, np.inf)
+    deep = c - sag > DEEP_FRACTION * r
+    k = int(np.argmax(c))
+    index = np.flatnonzero(free)
+    gamma, omega_sq = kd / m.min(), ke / m.min()
+    rate = gamma + math.sqrt(gamma * gamma + 4.0 * omega_sq)  # 4 / rate: largest stable step (s)
+    return ContactReport(
+        ground_height=h, particle_radius=r, particles_in_contact=int(np.count_nonzero(c > 0.0)),
+        depth=float(c[k]), particle=int(index[k]) if c[k] > 0 else None,
+        release_speed=float(np.max(c * np.sqrt(ke / m))), deep=bool(deep.any()),
+        max_stable_dt=4.0 / rate if rate > 0 else math.inf, dt=None if dt is None else float(dt),
+        contact_ke=ke, contact_kd=kd, lightest_mass=float(m.min()))

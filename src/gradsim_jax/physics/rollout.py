@@ -7,15 +7,17 @@ number of frames, not with frames x substeps.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.integrators import euler_step
 from gradsim_jax.physics.types import Control, Params, State, Topology
-from gradsim_jax.physics.validate import validate_dt, validate_scene
+from gradsim_jax.physics.validate import is_concrete, validate_dt, validate_scene
 
 ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Control]]]
 
@@ -54,14 +56,22 @@ def simulate(
 
     Returns:
       `State` whose leaves have a leading axis of length frames + 1: x [frames + 1, n, 3], v likewise.
+
+    Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or
+    the contact is too stiff for the step (`contact_report`).
     """
     if not isinstance(frames, (int, np.integer)) or frames < 1:
         raise ValueError(f"frames must be a positive int, got {frames!r}")
     if not isinstance(substeps, (int, np.integer)) or substeps < 1:
         raise ValueError(f"substeps must be a positive int, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
+    state0 = as_float_state(state0, params)
     validate_scene(topology, params, state0)
     dt = frame_dt / substeps
+    if topology.ground and is_concrete(params, state0, frame_dt):
+        message = contact_report(topology, params, state0, dt=float(dt)).message
+        if message:
+            warnings.warn(message, ContactWarning, stacklevel=2)
 
     def one_frame(state, frame_index):
         ctrl = control(frame_index, state) if callable(control) else control
@@ -75,6 +85,29 @@ def simulate(
     body = jax.checkpoint(one_frame) if checkpoint else one_frame
     _, traj = jax.lax.scan(body, state0, jnp.arange(frames))
     return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
+
+
+def as_float_state(state: State, params: Params) -> State:
+    """`state` with x and v in the float dtype a step produces from them and `params`.
+
+    Integer (or bool) positions and velocities take the float dtype of `params` (a scan carry must keep
+    its dtype, and a step turns them into floats); floats are promoted with it (float32 state, float64
+    params: float64). Raises TypeError, naming the field, for complex or non-numeric values. Traceable.
+    """
+    floats = [leaf for leaf in jax.tree.leaves(params) if jnp.issubdtype(jnp.result_type(leaf), jnp.floating)]
+    dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
+    out = {}
+    for name in ("x", "v"):
+        value = getattr(state, name)
+        kind = jnp.result_type(value)
+        if jnp.issubdtype(kind, jnp.integer) or kind == jnp.bool_:
+            target = dtype
+        elif jnp.issubdtype(kind, jnp.floating):
+            target = jnp.promote_types(kind, dtype)
+        else:
+            raise TypeError(f"State.{name} has dtype {kind}: positions and velocities must be real numbers")
+        out[name] = jnp.asarray(value, target)
+    return State(**out)
 
 
 def first_nonfinite(trajectory: State):

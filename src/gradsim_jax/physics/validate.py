@@ -1,7 +1,8 @@
 """Input checks that run on the host before anything is traced or compiled.
 
-Every error is a `ValueError` naming the container field and the offending index. Checks are skipped for
-values that are being traced (inside `jit`, `grad` or `vmap` the caller validated the concrete inputs).
+Every error is a `ValueError` naming the container field and the offending index. Shapes and dtypes are
+static and checked always; values only when concrete (inside `jit`, `grad` or `vmap` they are tracers:
+`gradsim_jax.physics.checks` checks them there, through checkify).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-# Fields that must be >= 0, with the count they are indexed by.
-_NONNEGATIVE = (
+#: Params fields that must be >= 0.
+NONNEGATIVE = (
     "mass", "damping", "spring_ke", "spring_kd", "spring_rest", "tri_ke", "tri_ka", "tri_kd",
     "tri_drag", "tri_lift", "bend_ke", "bend_kd", "contact_ke", "contact_kd", "contact_kf", "contact_mu",
     "particle_radius",
@@ -35,23 +37,52 @@ def _expect_shape(name, value, shape):
         raise ValueError(f"{name} has shape {actual}, expected {shape}")
 
 
+#: Index arrays of a Topology, their widths, and the letter their count goes by in PARAM_SHAPES.
+INDEX_WIDTHS = {"springs": 2, "triangles": 3, "bend_edges": 4}
+_COUNT = {"springs": "s", "triangles": "t", "bend_edges": "e"}
+
+#: Shape of every Params field, in the counts n (particles), s (springs), t (triangles), e (bending edges).
+PARAM_SHAPES = {
+    "mass": ("n",), "gravity": (3,), "damping": (), "spring_ke": ("s",), "spring_kd": ("s",),
+    "spring_rest": ("s",), "tri_ke": ("t",), "tri_ka": ("t",), "tri_kd": ("t",), "tri_activation": ("t",),
+    "tri_drag": ("t",), "tri_lift": ("t",), "rest_x": ("n", 3), "bend_ke": ("e",), "bend_kd": ("e",),
+    "bend_rest": ("e",), "contact_ke": (), "contact_kd": (), "contact_kf": (), "contact_mu": (),
+    "ground_height": (), "ground_normal": (3,), "particle_radius": (),
+}
+
+
+def validate_shapes(topology, params, state=None) -> dict:
+    """Raise ValueError for mismatched shapes or non-integer indices; works on traced values too (shapes
+    and dtypes are static). Returns the counts {"n", "s", "t", "e"}."""
+    n = np.shape(topology.pinned)[0]
+    per = {"n": n}
+    for name, width in INDEX_WIDTHS.items():
+        idx = getattr(topology, name)
+        shape, dtype = np.shape(idx), jnp.result_type(idx)
+        if len(shape) != 2 or shape[1] != width:
+            raise ValueError(f"Topology.{name} has shape {shape}, expected [count, {width}]")
+        if shape[0] and not np.issubdtype(dtype, np.integer):
+            raise ValueError(f"Topology.{name} must hold integer indices, got dtype {dtype}")
+        per[_COUNT[name]] = shape[0]
+    for f in dataclasses.fields(params):
+        shape = tuple(per.get(d, d) for d in PARAM_SHAPES[f.name])
+        _expect_shape(f"Params.{f.name}", getattr(params, f.name), shape)
+    if state is not None:
+        for name in ("x", "v"):
+            _expect_shape(f"State.{name}", getattr(state, name), (n, 3))
+    return per
+
+
 def validate_scene(topology, params, state=None) -> None:
-    """Raise ValueError for malformed or unphysical scenes; a no-op on traced inputs."""
+    """Raise ValueError for malformed or unphysical scenes. On traced inputs only shapes and dtypes are
+    checked (see `gradsim_jax.physics.checks` for checks of traced values)."""
+    validate_shapes(topology, params, state)
     if not is_concrete(topology, params, state):
         return
     n = np.shape(topology.pinned)[0]
-    counts = {
-        "springs": (topology.springs, 2),
-        "triangles": (topology.triangles, 3),
-        "bend_edges": (topology.bend_edges, 4),
-    }
     sizes = {}
-    for name, (idx, width) in counts.items():
-        idx = np.asarray(idx)
-        if idx.ndim != 2 or idx.shape[1] != width:
-            raise ValueError(f"Topology.{name} has shape {idx.shape}, expected [count, {width}]")
-        if idx.size and not np.issubdtype(idx.dtype, np.integer):
-            raise ValueError(f"Topology.{name} must hold integer indices, got dtype {idx.dtype}")
+    for name, width in INDEX_WIDTHS.items():
+        idx = np.asarray(getattr(topology, name))
         bad = (idx < 0) | (idx >= n)
         if bad.any():
             at = np.argwhere(bad)[0]
@@ -66,21 +97,12 @@ def validate_scene(topology, params, state=None) -> None:
                     raise ValueError(f"Topology.{name}[{k}] = {idx[k].tolist()} repeats a particle (degenerate)")
         sizes[name] = idx.shape[0]
 
-    per = {"n": n, "s": sizes["springs"], "t": sizes["triangles"], "e": sizes["bend_edges"]}
-    shapes = {
-        "mass": ("n",), "gravity": (3,), "damping": (), "spring_ke": ("s",), "spring_kd": ("s",),
-        "spring_rest": ("s",), "tri_ke": ("t",), "tri_ka": ("t",), "tri_kd": ("t",), "tri_activation": ("t",),
-        "tri_drag": ("t",), "tri_lift": ("t",), "rest_x": ("n", 3), "bend_ke": ("e",), "bend_kd": ("e",),
-        "bend_rest": ("e",), "contact_ke": (), "contact_kd": (), "contact_kf": (), "contact_mu": (),
-        "ground_height": (), "ground_normal": (3,), "particle_radius": (),
-    }
     for f in dataclasses.fields(params):
         value = np.asarray(getattr(params, f.name))
-        _expect_shape(f"Params.{f.name}", value, tuple(per.get(d, d) for d in shapes[f.name]))
         finite = np.isfinite(value)
         if not finite.all():
             raise ValueError(f"Params.{f.name}{_first_index(~finite)} is not finite")
-        if f.name in _NONNEGATIVE and (value < 0).any():
+        if f.name in NONNEGATIVE and (value < 0).any():
             at = _first_index(value < 0)
             raise ValueError(f"Params.{f.name}{at} is negative ({value[tuple(np.argwhere(value < 0)[0])]})")
     if np.linalg.norm(np.asarray(params.ground_normal)) == 0.0:
@@ -101,7 +123,6 @@ def validate_scene(topology, params, state=None) -> None:
     if state is not None:
         for name in ("x", "v"):
             value = np.asarray(getattr(state, name))
-            _expect_shape(f"State.{name}", value, (n, 3))
             finite = np.isfinite(value)
             if not finite.all():
                 raise ValueError(f"State.{name}{_first_index(~finite)} is not finite")

@@ -138,7 +138,7 @@ def _read_json(path: Path) -> dict:
     try:
         with open(path) as f:
             raw = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, and UnicodeDecodeError for binary files
         raise CalibrationError(f"{path}: cannot read JSON: {e}") from e
     if not isinstance(raw, dict):
         raise CalibrationError(f"{path}: expected a JSON object with a camera matrix")
@@ -156,8 +156,8 @@ def _read_opencv(path: Path) -> dict:
 
     try:
         fs = cv2.FileStorage(str(path), cv2.FILE_STORAGE_READ)
-    except cv2.error as e:
-        raise CalibrationError(f"{path}: OpenCV cannot read it: {e}") from e
+    except (cv2.error, SystemError) as e:  # SystemError: cv2's binding on a file that is not YAML/XML/JSON
+        raise CalibrationError(f"{path}: OpenCV cannot read it as a YAML/XML/JSON calibration file") from e
     if not fs.isOpened():
         raise CalibrationError(f"{path}: OpenCV cannot read it as YAML/XML/JSON calibration")
     out = {}

@@ -158,8 +158,11 @@ def _check_image_size(width: int, height: int) -> None:
 def _make(rotation, translation, focal, principal, near, far, width, height, dtype) -> Camera:
     _check_image_size(width, height)
     if not isinstance(near, jax.core.Tracer) and not isinstance(far, jax.core.Tracer):
-        if not 0.0 < float(near) < float(far):
-            raise ValueError(f"the depth range needs 0 < near < far, got near={near}, far={far}")
+        # In the camera's own dtype (1e-300 is 0 in float32, 1e300 is inf): depth is (far - z) / (far - near).
+        stored_near, stored_far = (float(np.asarray(v, np.dtype(dtype))) for v in (near, far))
+        if not 0.0 < stored_near < stored_far < np.inf:
+            raise ValueError(f"the depth range needs 0 < near < far < inf (in {jnp.dtype(dtype).name}), got "
+                             f"near={near}, far={far}")
     return Camera(
         rotation=jnp.asarray(rotation, dtype),
         translation=jnp.asarray(translation, dtype),
@@ -226,6 +229,25 @@ def look_at_pose(eye, at, up):
     return rotation, -(rotation @ eye)
 
 
+def _check_look_at(eye, at, up) -> None:
+    """ValueError (concrete values only) when eye, at or up is not finite, eye is at `at`, or up is zero or
+    parallel to the view direction: the look-at pose would be NaN or have zero rows (no image orientation)."""
+    if any(isinstance(v, jax.core.Tracer) for v in (eye, at, up)):
+        return
+    values = {name: np.asarray(v, np.float64) for name, v in (("eye", eye), ("at", at), ("up", up))}
+    for name, v in values.items():
+        if v.shape != (3,) or not np.all(np.isfinite(v)):
+            raise ValueError(f"camera {name} must be 3 finite numbers, got {np.asarray(v).tolist()}")
+    forward = values["at"] - values["eye"]
+    if not np.linalg.norm(forward) > 0:
+        raise ValueError(f"camera eye and at coincide ({values['eye'].tolist()}): no view direction")
+    up = values["up"]
+    if not np.linalg.norm(np.cross(forward, up)) > 1e-6 * np.linalg.norm(forward) * np.linalg.norm(up):
+        raise ValueError(f"camera up {up.tolist()} is zero or parallel to the view direction "
+                         f"{forward.tolist()} (eye to at): the image's orientation is undefined; choose "
+                         "another up or move the eye")
+
+
 def camera_from_eye(
     eye,
     at=(0.0, 0.0, 0.0),
@@ -244,6 +266,7 @@ def camera_from_eye(
     _check_image_size(width, height)
     if dtype is None:
         dtype = _float_dtype(eye)
+    _check_look_at(eye, at, up)
     rotation, translation = look_at_pose(jnp.asarray(eye, dtype), jnp.asarray(at, dtype), jnp.asarray(up, dtype))
     f = height / (2.0 * jnp.tan(jnp.deg2rad(jnp.asarray(view_angle, dtype))))
     principal = jnp.asarray([(width - 1) / 2.0, (height - 1) / 2.0], dtype)

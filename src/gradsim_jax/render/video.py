@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import struct
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -33,9 +32,10 @@ import numpy as np
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 _PNG_FRAME = re.compile(r"frame_\d{4,}\.png")
-# What imageio, Pillow and ffmpeg raise on unreadable or corrupt files. Pillow reports some malformed
-# headers as SyntaxError or struct.error, and truncated data as EOFError, so those are included.
-_READ_ERRORS = (OSError, ValueError, RuntimeError, SyntaxError, EOFError, struct.error)
+# What imageio, Pillow and ffmpeg raise on unreadable or corrupt files: any exception at all. Pillow alone
+# answers corrupt data with OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error or
+# DecompressionBombError (a header claiming a huge size), so no shorter list is safe.
+_READ_ERRORS = (Exception,)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -274,6 +274,25 @@ def write_video(path, frames, fps: float = 20.0) -> Path:
 # Reading
 
 
+def _cannot_read(path: Path, err: BaseException) -> ValueError:
+    """ValueError "<file>: cannot read frames: <reason>" in our words.
+
+    imageio answers a corrupt file with advice to install plugins (the file is the problem, not the
+    plugins), and ffmpeg's answer starts with its build banner; neither helps, so those become a plain
+    reason with the last line ffmpeg printed.
+    """
+    text = str(err).strip()
+    kind = "video" if path.suffix.lower() in (".mp4", ".gif", ".mov", ".avi", ".mkv", ".webm") else "image"
+    reason = f"not a readable {path.suffix.lstrip('.').upper() or kind} {kind} (empty, truncated or corrupt?)"
+    if "=== stderr ===" in text:
+        head, _, stderr = text.partition("=== stderr ===")
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        reason += f": {head.strip()}" + (f"; ffmpeg says: {lines[-1]}" if lines else "")
+    elif text and "backend" not in text:
+        reason += f": {text.splitlines()[0]}"
+    return ValueError(f"{path}: cannot read frames: {reason}")
+
+
 def _read_image(path: Path) -> np.ndarray:
     """One image file as a uint8/uint16 array; unreadable files are a ValueError naming the file."""
     import imageio.v2 as imageio
@@ -281,7 +300,7 @@ def _read_image(path: Path) -> np.ndarray:
     try:
         return np.asarray(imageio.imread(path))
     except _READ_ERRORS as err:
-        raise ValueError(f"{path}: cannot read frames: {err}") from err
+        raise _cannot_read(path, err) from err
 
 
 def _fps_from_durations(durations_ms: Sequence) -> float | None:
@@ -320,7 +339,7 @@ def _read_movie(path: Path) -> tuple[list[np.ndarray], float | None]:
             fps = reader.get_meta_data().get("fps")
             frames = [np.asarray(f) for f in reader]
     except _READ_ERRORS as err:
-        raise ValueError(f"{path}: cannot read frames: {err}") from err
+        raise _cannot_read(path, err) from err
     fps = float(fps) if isinstance(fps, (int, float)) and math.isfinite(fps) and fps > 0 else None
     return frames, fps
 

@@ -1,0 +1,146 @@
+"""Checks of traced values (inside `jit`, `grad`, `vmap`) through `jax.experimental.checkify`.
+
+`validate_scene` inspects concrete inputs on the host; inside a compiled function the values are tracers,
+and a bad one passes silently (a NaN or negative mass makes its particle kinematic, a NaN stiffness turns
+the gradient into NaN). The checks here report the first bad value with its field, index and value, in
+the words `validate_scene` uses, e.g. "Params.mass[17] = nan is not finite".
+
+- `scene_checks(topology, params, state)`: adds the checks to the enclosing `checkify.checkify`d function.
+- `validate_traced(topology, params, state) -> checkify.Error`: the same checks as a value, callable in
+  any traced function (no checkify around it): return it from the jitted function (as `has_aux` output
+  under `grad`) and call `raise_if_error` on the host.
+- `trajectory_checks(trajectory)`: the first non-finite frame of a rollout (`first_nonfinite`, traced).
+- `checked_simulate(...) -> (Error, State)`: `simulate` with both; jit it like `simulate`.
+
+Only the first failing check is reported (checkify keeps the first error). Checks cost a few reductions
+over the inputs, nothing per time step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+from jax.experimental import checkify
+
+from gradsim_jax.physics.rollout import simulate
+from gradsim_jax.physics.types import State
+from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, validate_shapes
+
+
+class TracedCheckError(ValueError):
+    """A check of traced values failed; the message names the field, the index and the value."""
+
+
+def _first(bad):
+    """Index tuple of the first True entry of `bad` (all zeros when none) and the flat index."""
+    flat = jnp.argmax(bad.reshape(-1)) if bad.ndim else jnp.zeros((), jnp.int32)
+    return (tuple(jnp.unravel_index(flat, bad.shape)) if bad.ndim else ()), flat
+
+
+def _index_format(ndim: int) -> str:
+    return "[" + ", ".join(["{}"] * ndim) + "]" if ndim else ""
+
+
+def check_values(name: str, value, nonnegative: bool = False) -> None:
+    """A checkify check that `value` is finite (and >= 0): "NAME[i, j] = nan is not finite" (or, with
+    `nonnegative`, "NAME[i] = -0.1 is not a finite value >= 0"). One check per array: each adds a
+    handful of operations to the compiled program."""
+    value = jnp.asarray(value)
+    if value.size == 0:
+        return
+    bad = ~jnp.isfinite(value)
+    if nonnegative:
+        bad = bad | (value < 0)
+    at, flat = _first(bad)
+    shown = value.reshape(-1)[flat] if value.ndim else value
+    what = "is not a finite value >= 0" if nonnegative else "is not finite"
+    checkify.check(~jnp.any(bad), f"{name}{_index_format(value.ndim)} = {{:.6g}} {what}", *at, shown)
+
+
+def check_indices(name: str, idx, count, distinct: bool = True) -> None:
+    """checkify checks that every row of `idx` [k, w] lies in [0, count) (and repeats no entry):
+    "NAME[k] = [a, b, c] has an index out of range [0, count)"."""
+    idx = jnp.asarray(idx)
+    if idx.shape[0] == 0:
+        return
+    width = idx.shape[1]
+    row_fmt = "[" + ", ".join(["{}"] * width) + "]"
+    bad = jnp.any((idx < 0) | (idx >= count), axis=1)
+    k = jnp.argmax(bad)
+    checkify.check(~jnp.any(bad), f"{name}[{{}}] = {row_fmt} has an index out of range [0, {count})",
+                   k, *(idx[k, j] for j in range(width)))
+    if distinct:
+        same = jnp.zeros(idx.shape[0], bool)
+        for a in range(width):
+            for b in range(a + 1, width):
+                same = same | (idx[:, a] == idx[:, b])
+        k = jnp.argmax(same)
+        checkify.check(~jnp.any(same), f"{name}[{{}}] = {row_fmt} repeats a particle (degenerate)",
+                       k, *(idx[k, j] for j in range(width)))
+
+
+def scene_checks(topology, params, state=None) -> None:
+    """Add checkify checks of the scene's values: indices in range and distinct, every Params field finite
+    (and >= 0 where `validate_scene` asks it), ground normal nonzero, state finite. Shapes are static and
+    are checked at once (ValueError). Call inside a `checkify.checkify`d function."""
+    per = validate_shapes(topology, params, state)
+    for name in INDEX_WIDTHS:
+        check_indices(f"Topology.{name}", getattr(topology, name), per["n"])
+    for f in dataclasses.fields(params):
+        check_values(f"Params.{f.name}", getattr(params, f.name), f.name in NONNEGATIVE)
+    checkify.check(jnp.any(jnp.asarray(params.ground_normal) != 0), "Params.ground_normal is the zero vector")
+    if state is not None:
+        for name in ("x", "v"):
+            check_values(f"State.{name}", getattr(state, name))
+
+
+def validate_traced(topology, params, state=None) -> checkify.Error:
+    """`scene_checks` as a value: a `checkify.Error` (`.get()` is None when all is well). Traceable; use it
+    in any jitted or differentiated function and check it on the host with `raise_if_error`."""
+    err, _ = checkify.checkify(scene_checks, errors=checkify.user_checks)(topology, params, state)
+    return err
+
+
+def trajectory_checks(trajectory: State) -> None:
+    """Add a checkify check that every state of `trajectory` (leading axis = frames) is finite, naming the
+    first non-finite frame, quantity and particle like `SimulationDiverged`."""
+    bad = {q: ~jnp.all(jnp.isfinite(getattr(trajectory, q)), axis=-1) for q in ("x", "v")}  # [T, n]
+    bad_frame = jnp.any(bad["x"], axis=-1) | jnp.any(bad["v"], axis=-1)
+    frame = jnp.argmax(bad_frame)
+    x_bad = jnp.any(bad["x"][frame])
+    quantity_x = "simulation diverged: State.x of particle {} is not finite at frame {}"
+    quantity_v = "simulation diverged: State.v of particle {} is not finite at frame {}"
+    checkify.check(~(jnp.any(bad_frame) & x_bad), quantity_x, jnp.argmax(bad["x"][frame]), frame)
+    checkify.check(~jnp.any(bad_frame), quantity_v, jnp.argmax(bad["v"][frame]), frame)
+
+
+def _scene_and_trajectory_checks(topology, params, state0, trajectory):
+    scene_checks(topology, params, state0)
+    trajectory_checks(trajectory)
+
+
+def checked_simulate(topology, params, state0, **kwargs) -> tuple[checkify.Error, State]:
+    """`simulate(topology, params, state0, **kwargs)` with `scene_checks` on its inputs and
+    `trajectory_checks` on its output: returns (checkify.Error, trajectory). Traceable (jit, grad with
+    `has_aux`, vmap); the static arguments are those of `simulate`. The rollout itself runs outside the
+    checkify transformation, so it compiles as `simulate` does."""
+    trajectory = simulate(topology, params, state0, **kwargs)
+    err, _ = checkify.checkify(_scene_and_trajectory_checks, errors=checkify.user_checks)(
+        topology, params, state0, trajectory)
+    return err, trajectory
+
+
+def error_message(err: checkify.Error) -> str | None:
+    """The first failed check's message without checkify's suffix, or None when every check passed."""
+    message = err.get()
+    if message is None:
+        return None
+    return message.replace(" (`check` failed)", "")
+
+
+def raise_if_error(err: checkify.Error, context: str = "") -> None:
+    """Host side: raise `TracedCheckError` ("CONTEXT: message") if a check failed; else do nothing."""
+    message = error_message(err)
+    if message is not None:
+        raise TracedCheckError(f"{context}: {message}" if context else message)
