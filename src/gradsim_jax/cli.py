@@ -504,6 +504,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from gradsim_jax.fit import CheckpointError, CheckpointMismatch, FitDiverged
     from gradsim_jax.physics import SimulationDiverged
+    from gradsim_jax.physics.checks import TracedCheckError
 
     with warnings.catch_warnings():
         # imageio-ffmpeg starts ffmpeg with a fork while JAX's threads run; ffmpeg does not touch them.
@@ -520,7 +521,7 @@ def main(argv=None) -> int:
                 return cmd_render(args)
         except CheckpointMismatch as e:
             return _fail(e.describe("--resume-anyway continues it regardless"))
-        except (CheckpointError, FitDiverged, SimulationDiverged) as e:
+        except (CheckpointError, FitDiverged, SimulationDiverged, TracedCheckError) as e:
             return _fail(str(e))
         except OSError as e:  # a full disk, a folder removed during the run: no traceback, the reason
             return _fail(f"{str(e.filename) + ': ' if e.filename else ''}{e.strerror or e}")

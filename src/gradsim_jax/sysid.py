@@ -49,6 +49,7 @@ from gradsim_jax.fit import silhouette_loss
 from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics import Control, Params, State, Topology, check_finite, simulate
+from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
 from gradsim_jax.render.camera import pose_vector, rotation_from_rvec, with_pose_vector
 
@@ -203,6 +204,19 @@ def default_theta(topology: Topology, params: Params, state0: State, names=None)
     theta = {n: jnp.asarray(values[n], dtype) for n in names}
     theta["push"] = jnp.zeros_like(jnp.asarray(state0.x))
     return theta
+
+
+def _traced_checks(exp: Experiment):
+    """`checks` for `fit`: the scene assembled from a (data-carrying) theta, checked inside the compiled
+    step, so that a value that turns bad while fitting (a NaN stiffness, a negative mass) stops the fit
+    with its field and index."""
+
+    def checks(theta):
+        theta, e, _ = _split_data(exp, theta)
+        params, state0 = assemble(e, theta)
+        return validate_traced(e.topology, params, state0)
+
+    return checks
 
 
 def assemble(exp: Experiment, theta: dict) -> tuple[Params, State]:
@@ -611,7 +625,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
             loss_fn, _with_data(theta0, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
             steps=config.iterations, checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every,
             resume=config.resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
-            metadata=inputs, resume_anyway=config.resume_anyway,
+            metadata=inputs, resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
         )
         resumed = result.resume
         theta = _split_data(exp, result.params)[0]

@@ -222,3 +222,20 @@ def test_bad_arguments_fail_before_compiling(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fit(loss, {"a": jnp.float32(-1.0)}, progress=False, **kwargs)
     assert traces == []
+
+
+def test_traced_checks_stop_a_fit_when_a_value_turns_bad():
+    """A free mass driven negative inside the compiled step is reported by field and index."""
+    import gradsim_jax as gs
+    from gradsim_jax.physics import TracedCheckError, validate_traced
+
+    top, par, st = gs.cloth_grid(1, 1, 0.1, 0.1, mass=0.05).build()
+
+    def loss(p):
+        return jnp.sum(p.mass)  # gradient descent lowers every mass, through zero (identity transform)
+
+    with pytest.raises(TracedCheckError, match=r"fit iteration 1: Params\.mass\[0\] = -0\.0[0-9]* is not"):
+        gs.fit(loss, par, free=("mass",), learning_rate=0.1, steps=5, progress=False,
+               checks=lambda p: validate_traced(top, p, st))
+    # Without checks the fit runs to the end with negative masses.
+    assert float(gs.fit(loss, par, free=("mass",), learning_rate=0.1, steps=5, progress=False).params.mass[0]) < 0

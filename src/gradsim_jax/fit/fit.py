@@ -123,10 +123,11 @@ class FitResult:
     resume: Optional[dict] = None
 
 
-def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux):
-    """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux)`; record
-    holds each free field (physical units) and "grad_norm", the global norm of the loss's gradient with
-    respect to the unconstrained parameters."""
+def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
+               checks=None):
+    """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux, error)`;
+    record holds each free field (physical units) and "grad_norm", the global norm of the loss's gradient
+    with respect to the unconstrained parameters; error is `checks(params)` (a checkify Error) or None."""
 
     def step(state: FitState, base: Any):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
@@ -150,7 +151,8 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
             x = t.inverse(state.u[n])
             record[n] = x if x.size <= HISTORY_FULL_SIZE else jnp.mean(x)
         record["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree_util.tree_leaves(grads)))
-        return FitState(u, opt_state, key, state.iteration + 1), loss, finite, record, aux
+        error = None if checks is None else checks(to_physical(base, state.u, transforms))
+        return FitState(u, opt_state, key, state.iteration + 1), loss, finite, record, aux, error
 
     return step
 
@@ -187,6 +189,7 @@ def fit(
     patience: int = 5,
     metadata: Optional[dict] = None,
     resume_anyway: bool = False,
+    checks: Optional[Callable[[Any], Any]] = None,
 ) -> FitResult:
     """Minimize `loss_fn` over the free fields of `params`.
 
@@ -219,10 +222,14 @@ def fit(
         (CheckpointMismatch naming each difference) unless `resume_anyway`; one storing none (an older
         checkpoint) resumes with a warning. `FitResult.resume` records both.
       resume_anyway: resume even from a checkpoint whose metadata differs.
+      checks: `checks(params) -> jax.experimental.checkify.Error` of the traced parameters (e.g.
+        `gradsim_jax.physics.validate_traced`), evaluated in every iteration's compiled step; a failed
+        check stops the fit with TracedCheckError naming the field, the index and the value.
     Returns:
       FitResult.
     Raises:
       FitDiverged: a non-finite loss or gradient (names the fields and the iteration).
+      TracedCheckError: a `checks` check failed (a ValueError).
       CheckpointError: resume from a missing, corrupt, or different problem's checkpoint, or from one
         past `steps`.
       ValueError: bad arguments, detected before compilation.
@@ -271,7 +278,13 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jax.jit(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux))
+    step = jax.jit(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks))
+
+    def check(it, error):
+        if error is not None:  # checks of the parameters this iteration's loss was evaluated at
+            from gradsim_jax.physics.checks import raise_if_error
+
+            raise_if_error(error, f"fit iteration {it}")
 
     def diverged(it, loss, finite, prev):
         bad = [n for n, ok in zip(tf, finite[1:]) if not ok]
@@ -290,9 +303,10 @@ def fit(
     saved_at = start if resume else None
     with tqdm(total=steps, initial=start, disable=not progress, desc="fit", unit="it", dynamic_ncols=True) as bar:
         for it in range(start, steps):
-            new_state, loss, finite, record, aux = step(state, params)
-            # The only host sync of the iteration: loss, flags and the recorded values in one transfer.
-            loss, finite, record = jax.device_get((loss, finite, record))
+            new_state, loss, finite, record, aux, error = step(state, params)
+            # The only host sync of the iteration: loss, flags, checks and the recorded values in one transfer.
+            loss, finite, record, error = jax.device_get((loss, finite, record, error))
+            check(it, error)
             if not finite.all():
                 raise diverged(it, loss, finite, prev)
             history["iteration"].append(it)
@@ -317,8 +331,9 @@ def fit(
     if ckpt_file is not None and saved_at != iterations:
         save_checkpoint(ckpt_file, state, history, extra)
     # The loss at the final parameters, by the same compiled step (no recompilation); its update is dropped.
-    _, loss, finite, record, aux = step(state, params)
-    loss, finite, grad_norm = jax.device_get((loss, finite, record["grad_norm"]))
+    _, loss, finite, record, aux, error = step(state, params)
+    loss, finite, grad_norm, error = jax.device_get((loss, finite, record["grad_norm"], error))
+    check(iterations, error)
     if not finite.all():
         raise diverged(iterations, loss, finite, prev)
     final = to_physical(params, state.u, tf)
