@@ -16,14 +16,9 @@ from gradsim_jax.fit import checkpoint_path, load_checkpoint
 from gradsim_jax.render.video import load_target, write_gif
 from gradsim_jax.scenefile import SceneFileError, load_scene
 
-SCENE = """
-[scene]
-grid = [2, 2]
-cell = [0.2, 0.2]
-pos = [-0.2, 0.0, -0.2]
-rot = [0.7071068, 0.7071068, 0.0, 0.0]
-fix = ["left"]
+from cli_scenes import SMALL_CLOTH, write_scene
 
+SCENE = SMALL_CLOTH + """
 [simulation]
 frames = 3
 substeps = 8
@@ -41,9 +36,7 @@ QUIET = ["--no-progress"]
 
 
 def write(folder, text=SCENE, name="scene.toml"):
-    path = folder / name
-    path.write_text(text)
-    return path
+    return write_scene(folder, text, name)
 
 
 def noise_gif(path, frames=4, seed=0):

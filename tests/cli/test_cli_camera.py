@@ -12,14 +12,9 @@ from gradsim_jax.render.calibration import Calibration, read_calibration, undist
 from gradsim_jax.render.camera import Camera, pose_vector, project_pixels, rotation_from_rvec
 from gradsim_jax.scenefile import SceneFileError, load_scene
 
-BASE = """
-[scene]
-grid = [2, 2]
-cell = [0.2, 0.2]
-pos = [-0.2, 0.0, -0.2]
-rot = [0.7071068, 0.7071068, 0.0, 0.0]
-fix = ["left"]
+from cli_scenes import SMALL_CLOTH
 
+BASE = SMALL_CLOTH + """
 [render]
 width = 40
 height = 30

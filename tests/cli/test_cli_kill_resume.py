@@ -19,16 +19,11 @@ import numpy as np
 
 from gradsim_jax.cli import main
 
+from cli_scenes import SMALL_CLOTH
+
 ITERATIONS = 20
 KILLS = 20
-SCENE = f"""
-[scene]
-grid = [2, 2]
-cell = [0.2, 0.2]
-pos = [-0.2, 0.0, -0.2]
-rot = [0.7071068, 0.7071068, 0.0, 0.0]
-fix = ["left"]
-
+SCENE = SMALL_CLOTH + f"""
 [material]
 mass = {{mass}}
 

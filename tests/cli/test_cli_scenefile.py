@@ -8,6 +8,8 @@ import pytest
 from gradsim_jax.cli import main
 from gradsim_jax.scenefile import SCHEMA, SceneFileError, help_text, load_scene, read_obj
 
+from cli_scenes import write_scene
+
 GOOD = """
 [scene]
 grid = [2, 2]
@@ -28,9 +30,7 @@ free = ["mass"]
 
 
 def write(tmp_path, text, name="scene.toml"):
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+    return write_scene(tmp_path, text, name)
 
 
 def test_good_scene_builds(tmp_path):

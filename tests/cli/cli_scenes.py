@@ -1,0 +1,18 @@
+"""Small scene files shared by the command-line tests."""
+
+# A 2 x 2 cloth pinned along its left edge, lying flat in the x-z plane (rotated 90 degrees about x).
+SMALL_CLOTH = """
+[scene]
+grid = [2, 2]
+cell = [0.2, 0.2]
+pos = [-0.2, 0.0, -0.2]
+rot = [0.7071068, 0.7071068, 0.0, 0.0]
+fix = ["left"]
+"""
+
+
+def write_scene(folder, text, name="scene.toml"):
+    """Write `text` to folder/name and return the path."""
+    path = folder / name
+    path.write_text(text)
+    return path
