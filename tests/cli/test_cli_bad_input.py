@@ -59,8 +59,11 @@ def no_simulation(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("simulated before the bad input was reported")
 
-    monkeypatch.setattr(sysid, "simulate_video", refuse)
-    monkeypatch.setattr(sysid, "identify", refuse)
+    from gradsim_jax.sysid import runner
+
+    for module in (sysid, runner):  # the package's names and the ones `sysid.run` calls
+        monkeypatch.setattr(module, "simulate_video", refuse)
+        monkeypatch.setattr(module, "identify", refuse)
 
 
 # ---------------------------------------------------------------------------------------------------

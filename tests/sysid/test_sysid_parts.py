@@ -70,3 +70,25 @@ def test_control_finds_the_landing_velocity():
     errors = sysid.final_position_error(exp, v_est, v_true)
     assert result.history["loss"][-1] < 1e-2 * result.history["loss"][0]
     assert errors["center_error_m"] < 0.02 * errors["travel_m"], (v_est, errors)
+
+
+def test_experiment_is_frozen_and_a_second_call_does_not_trace_again():
+    """Compiled functions live outside the Experiment (a frozen value), shared by equal structures."""
+    import dataclasses
+
+    from gradsim_jax.sysid import experiment
+
+    exp = hanging_cloth(size=16, frames=3, cells=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        exp.frames = 4
+    truth = dict(exp.theta)
+    _, target = sysid.simulate_video(exp, truth)
+    guess = dict(truth, mass=truth["mass"] * 1.2)
+    sysid.levenberg_marquardt(exp, target, guess, ("mass",), steps=1)
+    sizes = {key: fn._cache_size() for key, fn in experiment._COMPILED.items()}
+    assert any(key[0] == "video" for key in sizes) and sum(sizes.values()) >= 3
+    # The same experiment again, and a copy with the same structure: nothing new is traced.
+    for again in (exp, dataclasses.replace(exp, name="copy")):
+        sysid.simulate_video(again, guess)
+        sysid.levenberg_marquardt(again, target, guess, ("mass",), steps=1)
+    assert {key: fn._cache_size() for key, fn in experiment._COMPILED.items()} == sizes

@@ -99,17 +99,16 @@ def finish_experiment(name, topology, params, state0, theta, *, size, frames, su
     x = np.asarray(trajectory(exp, theta).x)
     if not np.all(np.isfinite(x)):
         raise FloatingPointError(f"the {name} scene is unstable with these parameters (more substeps?)")
-    exp.elevation, exp.azimuth = elevation, azimuth
-    return reframe(exp, x)
+    return reframe(exp, x, elevation=elevation, azimuth=azimuth)
 
 
-def reframe(exp: Experiment, x) -> Experiment:
-    """Point the experiment's camera at all positions `x [T, n, 3]` and size its render settings for them.
-    Call before anything was rendered (compiled functions are cached on the experiment)."""
+def reframe(exp: Experiment, x, *, elevation: float, azimuth: float) -> Experiment:
+    """The experiment with its camera pointed at all positions `x [T, n, 3]` from `elevation` and
+    `azimuth` (degrees) and its render settings sized for them."""
     x = np.asarray(x)
-    exp.camera = framed_camera(x, exp.camera.height, elevation=exp.elevation, azimuth=exp.azimuth)
-    exp.settings = fitted_settings(exp.camera, x[:: max(1, len(x) // 12)], exp.faces)
-    return exp
+    camera = framed_camera(x, exp.camera.height, elevation=elevation, azimuth=azimuth)
+    return dataclasses.replace(exp, camera=camera, settings=fitted_settings(camera, x[:: max(1, len(x) // 12)],
+                                                                            exp.faces))
 
 
 def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps: int = 32,
@@ -160,6 +159,10 @@ def tossed_velocity(x, *, base=(0.8, 1.6, 0.4), spin: float = 2.0) -> np.ndarray
     return v.astype(np.float32)
 
 
+#: Where the tossed cloth's camera looks from (degrees); `control_cloth` reframes it from there too.
+_TOSSED_VIEW = {"elevation": 10.0, "azimuth": 20.0}
+
+
 def tossed_cloth(*, size: int = 64, frames: int = 20, cells: int = 3, substeps: int = 16,
                  frame_dt: float = 1.0 / 60.0, side: float = 0.5, mass: float = 0.01, tri_ke: float = 5.0,
                  tri_ka: float = 5.0, tri_kd: float = 0.02, velocity=None) -> Experiment:
@@ -178,7 +181,7 @@ def tossed_cloth(*, size: int = 64, frames: int = 20, cells: int = 3, substeps: 
     theta = default_theta(topology, params, state0, ["velocity", "mass", "stiffness", "damping"])
     theta["velocity"] = jnp.asarray(v)
     return finish_experiment("tossed_cloth", topology, params, state0, theta, size=size, frames=frames,
-                             substeps=substeps, frame_dt=frame_dt, elevation=10.0, azimuth=20.0)
+                             substeps=substeps, frame_dt=frame_dt, **_TOSSED_VIEW)
 
 
 def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) -> Experiment:
@@ -188,4 +191,4 @@ def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) ->
     shape = np.shape(exp.state0.x)
     runs = [trajectory(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape))).x
             for v in (v_true, v_guess)]
-    return reframe(exp, np.concatenate([np.asarray(r) for r in runs]))
+    return reframe(exp, np.concatenate([np.asarray(r) for r in runs]), **_TOSSED_VIEW)

@@ -1,0 +1,83 @@
+"""System identification from video: recover physical quantities of a cloth by gradient descent through
+simulation and rendering (gradSim, Jatavallabhula et al., ICLR 2021, section 4).
+
+One module per job:
+  quantities  the registry of estimable quantities (name, Params field, unit, transform, how a value
+              expands to per-element arrays) and `assemble`, theta -> (Params, State0)
+  experiment  the frozen `Experiment` (what a recording is), its motion and video, compiled functions
+  identify    image losses and pixel residuals, the Adam + Levenberg-Marquardt fit (`identify`)
+  control     gradSim's control_cloth: an initial velocity fitted to a target image
+  report      the one report writer: report.json, videos, plots, console summary
+  runner      one complete run: fit, videos, report (`run`), and initial guesses (`perturbed`)
+"""
+
+from gradsim_jax.fit import gauss_newton_report
+from gradsim_jax.sysid.control import control_loss, final_position_error, fit_control, silhouette_moments
+from gradsim_jax.sysid.experiment import (
+    ARRAY_FIELDS,
+    STATIC_FIELDS,
+    Experiment,
+    _as_theta,  # noqa: F401  (tests and examples use these private helpers)
+    _split_data,
+    _with_data,
+    compiled,
+    experiment_arrays,
+    render_frames,
+    simulate_video,
+    static_structure,
+    trajectory,
+    video,
+    with_arrays,
+)
+from gradsim_jax.sysid.identify import (
+    LM_MAX_SCALARS,
+    LOSSES,
+    REPORT_MAX_SCALARS,
+    FitConfig,
+    SysIdResult,
+    check_config,
+    fit_inputs,
+    horizon_weights,
+    identify,
+    image_loss,
+    levenberg_marquardt,
+    make_loss,
+    make_residual,
+    residual_with_target,
+)
+from gradsim_jax.sysid.quantities import (
+    KNOWN_INPUTS,
+    QUANTITIES,
+    Quantity,
+    assemble,
+    camera_for,
+    canonical,
+    default_theta,
+    register,
+    transforms_for,
+    with_camera_pose,
+)
+from gradsim_jax.sysid.report import (
+    _versions,  # noqa: F401
+    build_report,
+    ensure_writable_folder,
+    plot_loss,
+    plot_params,
+    pose_error,
+    relative_error,
+    summary_lines,
+    write_outputs,
+    write_report,
+)
+from gradsim_jax.sysid.runner import perturbed, run
+
+__all__ = [
+    "ARRAY_FIELDS", "KNOWN_INPUTS", "LM_MAX_SCALARS", "LOSSES", "QUANTITIES", "REPORT_MAX_SCALARS", "STATIC_FIELDS",
+    "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
+    "check_config", "compiled", "control_loss", "default_theta", "ensure_writable_folder", "experiment_arrays",
+    "final_position_error", "fit_control", "fit_inputs", "gauss_newton_report", "horizon_weights", "identify",
+    "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",
+    "pose_error", "register", "relative_error", "render_frames", "residual_with_target", "run",
+    "silhouette_moments", "simulate_video", "static_structure", "summary_lines", "trajectory", "transforms_for",
+    "video", "with_arrays", "with_camera_pose", "write_outputs", "write_report",
+]

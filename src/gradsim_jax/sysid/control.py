@@ -1,0 +1,89 @@
+"""Control (gradSim's control_cloth): choose the initial velocity so that the cloth lands where an image
+shows, with an image loss of long reach (`control_loss`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from gradsim_jax.fit import fit as run_fit
+from gradsim_jax.fit import rgba_mse
+from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, render_frames,
+                                          simulate_video, trajectory)
+from gradsim_jax.sysid.identify import FitConfig, fit_inputs
+
+Array = Any
+
+
+def silhouette_moments(video: Array) -> Array:
+    """Per frame: alpha-weighted centroid (x, y in [0, 1]) and sqrt of the covered fraction: [T, 3]."""
+    alpha = video[..., 3]
+    h, w = alpha.shape[-2], alpha.shape[-1]
+    mass = jnp.sum(alpha, axis=(-2, -1))
+    safe = jnp.maximum(mass, 1e-6)
+    ys = (jnp.arange(h, dtype=alpha.dtype) + 0.5) / h
+    xs = (jnp.arange(w, dtype=alpha.dtype) + 0.5) / w
+    cx = jnp.sum(alpha * xs, axis=(-2, -1)) / safe
+    cy = jnp.sum(alpha * ys[:, None], axis=(-2, -1)) / safe
+    return jnp.stack([cx, cy, jnp.sqrt(mass / (h * w) + 1e-12)], axis=-1)
+
+
+def control_loss(pred: Array, target: Array, levels: int = 5) -> Array:
+    """Image loss with a long reach: RGBA MSE of 2^k x 2^k block averages (k < levels, where the size
+    divides) plus the squared difference of the silhouettes' centroids and sizes, which still has a useful
+    gradient when rendered and target shapes do not overlap at all."""
+    loss = rgba_mse(pred, target)
+    h, w = pred.shape[-3], pred.shape[-2]
+    for k in range(1, levels):
+        f = 2 ** k
+        if h % f or w % f:
+            break
+
+        def pool(v, f=f):
+            return v.reshape(*v.shape[:-3], h // f, f, w // f, f, v.shape[-1]).mean(axis=(-4, -2))
+
+        loss = loss + rgba_mse(pool(pred), pool(target))
+    return loss + jnp.mean(jnp.sum(jnp.square(silhouette_moments(pred) - silhouette_moments(target)), axis=-1))
+
+
+def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iterations: int = 60,
+                learning_rate: float = 0.1, checkpoint_dir=None, checkpoint_every: int = 25, resume: bool = False,
+                resume_anyway: bool = False, progress: bool = True):
+    """Optimize one initial velocity [3] m/s shared by all particles so that the last rendered frames match
+    `target_image` ([k, H, W, 4] for the last k frames, or [H, W, 4]). The loss is `control_loss`.
+    Checkpoints record the target, the scene, the guess and the settings (`resume_anyway` as in `fit`).
+    Returns (velocity [3], FitResult)."""
+    tgt = jnp.asarray(target_image, exp.params.mass.dtype)
+    if tgt.ndim == 3:
+        tgt = tgt[None]
+    base = _as_theta(exp, {})
+
+    def loss_fn(p):
+        p, e, (target, theta) = _split_data(exp, p)
+        theta = dict(theta, velocity=jnp.broadcast_to(p["v"], theta["velocity"].shape))
+        x = trajectory(e, theta).x[-target.shape[0]:]
+        return control_loss(render_frames(e, x), target)
+
+    config = FitConfig(free=("velocity",), iterations=iterations, learning_rate=learning_rate, loss="control")
+    inputs = fit_inputs(exp, tgt, {"velocity": jnp.asarray(v_guess, tgt.dtype)}, config)
+    schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.05)
+    params = _with_data({"v": jnp.asarray(v_guess, tgt.dtype)}, exp, (tgt, base))
+    result = run_fit(loss_fn, params, free=("v",), optimizer=optax.adam(schedule), steps=iterations,
+                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
+                     progress=progress, metadata=inputs, resume_anyway=resume_anyway)
+    return np.asarray(result.params["v"]), result
+
+
+def final_position_error(exp: Experiment, v_est, v_true) -> dict:
+    """Distances between the final positions reached with v_est and with v_true (uniform velocities [3])."""
+    shape = np.shape(exp.state0.x)
+    x_est, _ = simulate_video(exp, {"velocity": np.broadcast_to(v_est, shape)})
+    x_true, _ = simulate_video(exp, {"velocity": np.broadcast_to(v_true, shape)})
+    d = np.linalg.norm(x_est[-1] - x_true[-1], axis=-1)
+    com = np.linalg.norm(x_est[-1].mean(0) - x_true[-1].mean(0))
+    return {"mean_particle_error_m": float(d.mean()), "max_particle_error_m": float(d.max()),
+            "center_error_m": float(com),
+            "travel_m": float(np.linalg.norm(x_true[-1].mean(0) - x_true[0].mean(0)))}

@@ -1,0 +1,206 @@
+"""What a recording is: the `Experiment` (scene, camera, render settings, time grid, known inputs), the
+motion and video it produces for a theta, and how its arrays enter compiled functions.
+
+An `Experiment` is everything about a recording except the unknowns: the scene's structure and its known
+parameters, the camera, colors, lights and render settings, the time grid (frames, substeps, frame_dt),
+and known inputs. It is a frozen value holding no compiled function; change it with
+`dataclasses.replace`. Compiled functions take its arrays as arguments (`compiled`), so that index
+arrays and per-element values are data of the program, never constants folded into it, and are kept in
+one process-wide cache keyed on its static structure, so that a second fit does not trace again.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.physics import Control, Params, State, Topology, check_finite, simulate
+from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
+from gradsim_jax.sysid.quantities import assemble, camera_for
+
+Array = Any
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Experiment:
+    """A recording setup: scene, camera, time grid and known inputs; theta holds the physical quantities.
+
+    topology, params, state0: the built scene (`Scene.build`); params/state0 give every value theta does not.
+    faces: [F, 3] triangles rendered (usually topology.triangles). colors: FaceColors/VertexColors/None.
+    theta: default values of the quantities (the truth for a synthetic demo, the initial guess otherwise);
+      it always holds "push" ([n, 3] N, zeros for none).
+    push_frames: number of leading frames during which theta["push"] acts.
+    Derived on construction: free_particles ([n] bool, host), mass_ref (kg, the mean mass of the free
+    particles: "mass" scales every mass by mass / mass_ref), area_ratio (tri_ka / tri_ke per triangle).
+    """
+
+    topology: Topology
+    params: Params
+    state0: State
+    camera: Camera
+    faces: Array
+    colors: Any
+    lights: Optional[Lights]
+    background: Array
+    settings: RenderSettings
+    frames: int
+    substeps: int
+    frame_dt: float
+    theta: dict
+    push_frames: int = 0
+    name: str = "experiment"
+
+    def __post_init__(self):
+        free = np.asarray(~np.asarray(self.topology.pinned) & (np.asarray(self.params.mass) > 0))
+        if not free.any():
+            raise ValueError("the experiment has no free particle: nothing moves")
+        ke, ka = np.asarray(self.params.tri_ke), np.asarray(self.params.tri_ka)
+        derived = {
+            "free_particles": free,
+            "mass_ref": float(np.mean(np.asarray(self.params.mass)[free])),
+            "area_ratio": jnp.asarray(np.where(ke > 0, ka / np.where(ke > 0, ke, 1.0), 1.0), self.params.mass.dtype),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+
+#: The Experiment attributes that hold arrays. Compiled functions take them as arguments (`compiled`,
+#: `_DATA`), so that index arrays and per-element values are data of the program, never constants captured
+#: by a closure and folded into it (a 2000 x 2000 grid spent minutes and gigabytes in XLA's constant folding).
+ARRAY_FIELDS = ("topology", "params", "state0", "area_ratio", "camera", "faces", "colors", "lights", "background",
+                "theta")
+#: The Experiment attributes a compiled function may read besides its arrays: hashable values, the key of
+#: the compiled-function cache with the arrays' shapes (which `jax.jit` keys on itself).
+STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref")
+
+
+def experiment_arrays(exp: Experiment) -> dict:
+    """The experiment's arrays: a pytree {attribute: value}."""
+    return {name: getattr(exp, name) for name in ARRAY_FIELDS}
+
+
+def static_structure(exp: Experiment) -> tuple:
+    """The experiment's static values ((name, value) for `STATIC_FIELDS`): hashable."""
+    return tuple((name, getattr(exp, name)) for name in STATIC_FIELDS)
+
+
+def with_arrays(exp: Experiment, arrays: dict) -> Experiment:
+    """A shallow copy of `exp` holding `arrays` instead of its own (inside a compiled function: tracers)."""
+    out = copy.copy(exp)
+    out.__dict__.update(arrays)  # bypasses the frozen __setattr__; no __post_init__ on tracers
+    return out
+
+
+def _traced_experiment(static: tuple, arrays: dict) -> Experiment:
+    """An Experiment holding only the static values and the (traced) arrays: anything else a compiled
+    function might read (the name, the host-side masks) is missing, not a stale value of another one."""
+    out = object.__new__(Experiment)
+    out.__dict__.update(dict(static), **arrays)
+    return out
+
+
+#: Compiled functions by (key, static structure), most recently used last; `jax.jit` keeps one executable
+#: per shape of the arguments inside each.
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+_COMPILED_MAX = 64
+
+
+def compiled(exp: Experiment, fn: Callable, key) -> Callable:
+    """`jax.jit` of `fn(exp, *args)` that takes the experiment's arrays as arguments; call it with `*args`.
+
+    key: hashable, naming `fn` and every value its closure holds (a loss kind, a frame stride, shapes);
+    one jitted function per (key, `static_structure(exp)`) is kept for the process, so that calling again,
+    on this experiment or another of the same structure, does not trace again. `fn` must read the
+    experiment only through its argument."""
+    static = static_structure(exp)
+    cache_key = (key, static)
+    jitted = _COMPILED.get(cache_key)
+    if jitted is None:
+        jitted = jax.jit(lambda arrays, *args: fn(_traced_experiment(static, arrays), *args))
+        _COMPILED[cache_key] = jitted
+        while len(_COMPILED) > _COMPILED_MAX:
+            _COMPILED.popitem(last=False)
+    else:
+        _COMPILED.move_to_end(cache_key)
+    return lambda *args: jitted(experiment_arrays(exp), *args)
+
+
+#: theta entry that carries {"experiment": arrays, "target": video} into `fit`'s compiled step as a fixed
+#: parameter (an argument, not a constant); `_with_data` adds it, `_split_data` takes it out again.
+_DATA = "_data"
+
+
+def _with_data(theta: dict, exp: Experiment, target) -> dict:
+    return {**theta, _DATA: {"experiment": experiment_arrays(exp), "target": target}}
+
+
+def _split_data(exp: Experiment, theta: dict):
+    """(theta without the data entry, the experiment holding its arrays, the target)."""
+    theta = dict(theta)
+    data = theta.pop(_DATA)
+    return theta, with_arrays(exp, data["experiment"]), data["target"]
+
+
+def _as_theta(exp: Experiment, theta: dict) -> dict:
+    """Fill missing entries from the experiment's defaults; arrays in the scene's dtype."""
+    dtype = exp.params.mass.dtype
+    out = dict(exp.theta)
+    out.update(theta)
+    return {k: jnp.asarray(v, dtype) for k, v in out.items()}
+
+
+def trajectory(exp: Experiment, theta: dict) -> State:
+    """Simulated states [frames + 1, n, 3] for theta (plain function; jit at the call site)."""
+    params, state0 = assemble(exp, theta)
+    # A theta without "push" keeps the scene's own known push (leaving it out must not switch it off).
+    push = theta["push"] if "push" in theta else exp.theta.get("push")
+    push = None if push is None else jnp.asarray(push, params.mass.dtype)
+
+    def control(frame, state):
+        if push is None or exp.push_frames == 0:
+            return None
+        return Control(force=jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push)))
+
+    return simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
+                    frame_dt=exp.frame_dt, control=control)
+
+
+def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None) -> Array:
+    """RGBA video [T, H, W, 4] of particle positions x [T, n, 3], colours blended over the background by
+    the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense` uses the autodiff
+    reference renderer (forward-mode differentiable, used for Jacobians); `camera` defaults to the
+    experiment's."""
+    renderer = render_dense if dense else render
+    camera = exp.camera if camera is None else camera
+
+    @jax.checkpoint
+    def one(vertices):
+        image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
+                         background=exp.background, settings=exp.settings)
+        if exp.settings.coverage == "box":
+            return image
+        return composite(image, exp.background)  # edges as a camera sees them (see `composite`)
+
+    return jax.lax.map(one, x)
+
+
+def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
+    """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
+    return render_frames(exp, trajectory(exp, theta).x, dense, camera_for(exp, theta))
+
+
+def _positions_and_video(exp: Experiment, theta: dict):
+    return trajectory(exp, theta).x, video(exp, theta)
+
+
+def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Host-side: (positions [T, n, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
+    x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
+    traj = check_finite(State(x=x, v=x))
+    return np.asarray(traj.x), np.asarray(frames)

@@ -1,0 +1,410 @@
+"""Fitting quantities to a video: image losses and pixel residuals, then Adam (through
+`gradsim_jax.fit.fit`, with checkpoints and resume) on the image loss and, for a few free scalars,
+Levenberg-Marquardt steps on the pixel residuals (`gradsim_jax.fit.least_squares`), whose Jacobian comes
+from forward-mode differentiation through the dense reference renderer (gradSim, Jatavallabhula et al.,
+ICLR 2021, section 4).
+
+Identifiability: under gravity and internal forces alone every acceleration is (force / mass), and the
+internal forces are linear in the stiffness and damping coefficients, so scaling mass, stiffness and
+damping together leaves the motion unchanged; only ratios show. A known force that does not scale with
+them breaks the symmetry: a push (its acceleration is push / mass) or air drag with a known
+coefficient. `gauss_newton_report` on the pixel residuals at the solution flags what is left unseparated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from gradsim_jax.fit import content_sha256, gauss_newton_report, rgba_mse
+from gradsim_jax.fit import fit as run_fit
+from gradsim_jax.fit import least_squares, silhouette_loss
+from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
+from gradsim_jax.fit.transforms import resolve_transform
+from gradsim_jax.physics.checks import validate_traced
+from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
+                                          trajectory)
+from gradsim_jax.sysid.quantities import QUANTITIES, assemble, camera_for, canonical, transforms_for, with_camera_pose
+
+Array = Any
+
+#: Levenberg-Marquardt builds one Jacobian column per free scalar (forward mode): up to this many.
+LM_MAX_SCALARS = 200
+#: `gauss_newton_report` differentiates in forward mode up to 64 scalars and in reverse mode (one pass per
+#: pixel residual: far too slow for a video) beyond, so the report is made for at most 64.
+REPORT_MAX_SCALARS = 64
+
+#: rgba: gradSim's loss; rgb: colours only (targets whose alpha is unknown or only approximate, e.g. from a
+#: key color: the renderer's colours reach a little past its alpha); silhouette: alpha only.
+LOSSES = ("rgba", "rgb", "silhouette")
+
+
+def image_loss(kind: str, pred: Array, target: Array) -> Array:
+    if kind == "rgba":
+        return rgba_mse(pred, target)
+    if kind == "rgb":
+        return rgba_mse(pred[..., :3], target[..., :3])
+    if kind == "silhouette":
+        return silhouette_loss(pred, target)
+    raise ValueError(f"unknown loss {kind!r}; choose from {LOSSES}")
+
+
+def _residual_channels(kind: str, video_: Array) -> Array:
+    return {"rgba": video_, "rgb": video_[..., :3], "silhouette": video_[..., 3:]}[kind]
+
+
+@dataclasses.dataclass
+class FitConfig:
+    """How to fit: which quantities, Adam iterations and learning rate (cosine-decayed over `iterations`, so
+    a resumed run must ask for the same number), loss, frame stride, `horizon` (fit the first `horizon`
+    frames first and grow to all over the first half of the iterations; None: all from the start; for
+    dynamics, a start far off puts late frames out of phase), Levenberg-Marquardt polish steps,
+    checkpointing, progress, and `fit`'s callback.
+
+    resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
+    scene_file_sha256: content hash of the scene file the experiment was built from, recorded with the
+    fit's inputs (None: no scene file)."""
+
+    free: tuple[str, ...]
+    iterations: int = 100
+    learning_rate: float = 0.05
+    loss: str = "rgba"
+    frame_stride: int = 1
+    horizon: Optional[int] = None
+    polish: int = 10
+    checkpoint_dir: Optional[str] = None
+    checkpoint_every: int = 25
+    resume: bool = False
+    progress: bool = True
+    report: bool = True
+    callback: Optional[Callable] = None
+    resume_anyway: bool = False
+    scene_file_sha256: Optional[str] = None
+
+
+@dataclasses.dataclass
+class SysIdResult:
+    """theta: fitted quantities; history: {"iteration", "loss", "params": {name: [...]}, "stage": [...]}
+    (Adam iterations then LM steps); report: IdentifiabilityReport or None; wall_time (s); convergence:
+    `gradsim_jax.fit.convergence.Convergence` (did the fit converge, and why not); inputs: `fit_inputs`;
+    resume: `FitResult.resume` (None unless resumed from a checkpoint)."""
+
+    theta: dict
+    history: dict
+    report: Any
+    wall_time: float
+    adam_iterations: int
+    lm_iterations: int
+    loss: float
+    convergence: Any = None
+    inputs: Optional[dict] = None
+    resume: Optional[dict] = None
+
+
+def check_config(config: FitConfig) -> None:
+    """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
+    for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
+                       ("checkpoint_every", 1)):
+        value = getattr(config, key)
+        if value is not None and (not isinstance(value, (int, np.integer)) or value < least):
+            raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
+    if not (math.isfinite(config.learning_rate) and config.learning_rate > 0):
+        raise ValueError(f"learning_rate must be a positive number, got {config.learning_rate}")
+    if config.loss not in LOSSES:
+        raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
+
+
+def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> dict:
+    """What a fit is made for, stored in its checkpoints so that a resumed run continues only the same fit:
+    sha256 content hashes of the target video as fitted ("target": its float32 frames), of the experiment
+    ("scene": every array and setting of the scene, camera, render and time grid), of the scene file when
+    there is one ("scene_file"), of the initial guess of the free quantities ("initial"), and the settings
+    that shape the Adam iterations."""
+    free = tuple(canonical(n) for n in config.free)
+    scene = (exp.topology, exp.params, exp.state0, exp.camera, exp.faces, exp.colors, exp.lights, exp.background,
+             exp.settings, exp.frames, exp.substeps, exp.frame_dt, exp.push_frames, exp.theta["push"])
+    inputs = {
+        "target": content_sha256(np.asarray(target, np.float32)),
+        "scene": content_sha256(scene),
+        "initial": content_sha256({n: np.asarray(initial[n]) for n in free}),
+    }
+    if config.scene_file_sha256 is not None:
+        inputs["scene_file"] = config.scene_file_sha256
+    inputs.update(free=list(free), iterations=config.iterations, learning_rate=config.learning_rate,
+                  loss=config.loss, frame_stride=config.frame_stride, horizon=config.horizon)
+    return inputs
+
+
+def _frames_of(exp: Experiment, stride: int) -> np.ndarray:
+    # Frame 0 is the given initial state and carries no information: leave it out.
+    return np.arange(1, exp.frames + 1, stride)
+
+
+def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: int = 1,
+              horizon: Optional[tuple[int, int]] = None):
+    """Image loss of theta against the target video [frames + 1, H, W, 4]: `loss_fn(theta)`, or with
+    `horizon = (start, ramp)` `loss_fn(theta, iteration)` weighting only the first
+    start + (all - start) * iteration / ramp frames (a growing horizon, see `levenberg_marquardt`)."""
+    target = jnp.asarray(target)
+    idx = _frames_of(exp, frame_stride)
+    tgt = target[idx]
+
+    def frame_losses(theta):
+        x = trajectory(exp, theta).x[idx]
+        pred = render_frames(exp, x, camera=camera_for(exp, theta))
+        return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
+
+    if horizon is None:
+        return lambda theta: jnp.mean(frame_losses(theta))
+    start, ramp = horizon
+    num = len(idx)
+
+    def loss_fn(theta, iteration):
+        h = start + (num - start) * jnp.minimum(iteration.astype(jnp.float32) / max(ramp, 1), 1.0)
+        return jnp.mean(horizon_weights(num, h) * frame_losses(theta))
+
+    return loss_fn
+
+
+def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int = 1, dense: bool = True):
+    """`residual(theta, target, weights=None)`: pixel residuals (pred - target) * sqrt(w_t / N), flattened,
+    so that |r|^2 is the mean squared error (the rgba loss) with per-frame weights w (mean 1 for all ones)."""
+    idx = _frames_of(exp, frame_stride)
+
+    def residual(theta, target, weights=None):
+        tgt = _residual_channels(kind, target[idx])
+        x = trajectory(exp, theta).x[idx]
+        pred = render_frames(exp, x, dense=dense, camera=camera_for(exp, theta))
+        r = (_residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
+        if weights is not None:
+            r = r * jnp.sqrt(weights)[:, None, None, None]
+        return jnp.ravel(r)
+
+    return residual
+
+
+def horizon_weights(num: int, horizon) -> Array:
+    """Frame weights [num]: 1 for the first `horizon` loss frames, 0 after, normalized to mean 1 over the
+    frames used (so losses of different horizons are comparable)."""
+    w = (jnp.arange(num) < horizon).astype(jnp.float32)
+    return w * (num / jnp.maximum(jnp.sum(w), 1.0))
+
+
+def make_residual(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: int = 1, dense: bool = True):
+    """Pixel residuals of theta against a fixed target video (see `residual_with_target`)."""
+    target = jnp.asarray(target)
+    residual = residual_with_target(exp, kind, frame_stride, dense)
+    return lambda theta: residual(theta, target)
+
+
+def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, steps: int = 10,
+                        kind: str = "rgba", frame_stride: int = 1, jac_fields=None, progress: bool = False,
+                        tol: float = 1e-6, horizons=None, info: Optional[dict] = None):
+    """Levenberg-Marquardt on the pixel residuals over the free quantities (log space for positive ones).
+
+    The Jacobian comes from forward-mode differentiation through the dense renderer, one column per free
+    scalar, so this is for a few scalars (a handful of quantities, or a small cloth's velocities).
+    `jac_fields` (a superset of `free`) lets different free sets share one compiled Jacobian.
+    `horizons`: growing numbers of leading frames to fit in turn (each stage up to `steps` steps; the
+    last is always the whole video): a start far off in a ratio such as stiffness / mass puts the
+    oscillations out of phase late in the video, but the first frames still point the right way.
+    Returns (theta, [(loss on the stage's horizon, {name: value}) after each accepted step]); `info`, when
+    given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta, and
+    "gn_step": the largest relative change of a quantity that one more Gauss-Newton step would make.
+    """
+    free = tuple(free)
+    jac_fields = tuple(jac_fields) if jac_fields is not None else free
+    if not set(free) <= set(jac_fields):
+        raise ValueError(f"jac_fields {jac_fields} must include every free quantity {free}")
+    tf = {n: resolve_transform(QUANTITIES[n].transform) for n in jac_fields}
+    theta = _as_theta(exp, theta)
+    shapes = {n: jnp.shape(theta[n]) for n in jac_fields}
+    sizes = {n: int(np.prod(shapes[n])) for n in jac_fields}
+    target = jnp.asarray(target, theta["push"].dtype)
+    # Everything the closures below hold: the compiled pair is shared by every call with these.
+    key = ("lm", kind, frame_stride, jac_fields, tuple(shapes.items()),
+           tuple(QUANTITIES[n].transform for n in jac_fields))
+
+    def r_of_z(e, z, base, tgt, w):
+        th, off = dict(base), 0
+        for n in jac_fields:
+            th[n] = tf[n].inverse(z[off:off + sizes[n]].reshape(shapes[n]))
+            off += sizes[n]
+        return residual_with_target(e, kind, frame_stride, dense=True)(th, tgt, w)
+
+    def jac(e, z, base, tgt, w):
+        r, lin = jax.linearize(lambda zz: r_of_z(e, zz, base, tgt, w), z)
+        cols = jax.lax.map(lin, jnp.eye(z.size, dtype=z.dtype))
+        return r, cols
+
+    r_fn0, jac_fn0 = compiled(exp, r_of_z, key + ("residual",)), compiled(exp, jac, key + ("jacobian",))
+    num = len(_frames_of(exp, frame_stride))
+    z = jnp.concatenate([jnp.ravel(tf[n].forward(theta[n])) for n in jac_fields])
+    mask = np.concatenate([np.full(sizes[n], n in free) for n in jac_fields])
+
+    def unpack(zz):
+        th, off = dict(theta), 0
+        for n in jac_fields:
+            if n in free:  # the others keep their exact values (no log/exp round trip)
+                th[n] = tf[n].inverse(jnp.asarray(zz[off:off + sizes[n]], z.dtype).reshape(shapes[n]))
+            off += sizes[n]
+        return th
+
+    zf = np.asarray(z, np.float64)
+    records = []
+    stages = sorted({min(int(h), num) for h in (horizons or ())} | {num})
+    for horizon in stages:
+        w = horizon_weights(num, horizon)
+        done = len(records)
+
+        def residual(zz):
+            return r_fn0(jnp.asarray(zz, z.dtype), theta, target, w)  # noqa: B023
+
+        def linearize(zz):
+            r, cols = jac_fn0(jnp.asarray(zz, z.dtype), theta, target, w)  # noqa: B023
+            return r, np.asarray(cols).T
+
+        def on_step(k, cost):
+            if progress:
+                print(f"  LM step {done + k} (first {horizon} frames): loss {cost:.4e}")  # noqa: B023
+
+        solution = least_squares.levenberg_marquardt(residual, linearize, zf, mask=mask, steps=steps, tol=tol,
+                                                     on_step=on_step)
+        zf = solution.z
+        for cost, zk in solution.steps:
+            th = unpack(zk)
+            records.append((cost, {n: np.asarray(th[n]) for n in free}))
+    if info is not None:
+        info["grad_norm"] = solution.grad_norm
+        # How far the (undamped) Gauss-Newton step would still move each quantity, relative to its
+        # value: near 0 at a minimum, whatever size the last accepted step had.
+        trial = zf.copy()
+        trial[mask] += solution.gauss_newton_step
+        here, there = unpack(zf), unpack(trial)
+        info["gn_step"] = max((float(np.linalg.norm(np.asarray(there[n], np.float64) - np.asarray(here[n], np.float64))
+                                     / max(float(np.linalg.norm(np.asarray(here[n], np.float64))), 1e-300))
+                               for n in free), default=0.0)
+    return unpack(zf), records
+
+
+def _traced_checks(exp: Experiment):
+    """`checks` for `fit`: the scene assembled from a (data-carrying) theta, checked inside the compiled
+    step, so that a value that turns bad while fitting (a NaN stiffness, a negative mass) stops the fit
+    with its field and index."""
+
+    def checks(theta):
+        theta, e, _ = _split_data(exp, theta)
+        params, state0 = assemble(e, theta)
+        return validate_traced(e.topology, params, state0)
+
+    return checks
+
+
+
+def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> SysIdResult:
+    """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`."""
+    started = time.perf_counter()
+    free = tuple(canonical(n) for n in config.free)
+    check_config(config)
+    theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    inputs = fit_inputs(exp, target, theta0, config)
+    target = jnp.asarray(target, theta0["push"].dtype)
+    tf = transforms_for(free)
+    history = {"iteration": [], "loss": [], "params": {n: [] for n in free}, "stage": []}
+    theta = theta0
+    adam_iterations = 0
+    grad_norm = float("nan")
+    resumed = None
+    if config.iterations > 0:
+        ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
+
+        def loss_fn(theta, *iteration):
+            theta, e, tgt = _split_data(exp, theta)
+            return make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
+
+        callback = None
+        if config.callback is not None:
+            def callback(it, params, loss, aux):
+                return config.callback(it, _split_data(exp, params)[0], loss, aux)
+        schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
+        result = run_fit(
+            loss_fn, _with_data(theta0, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
+            steps=config.iterations, checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every,
+            resume=config.resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
+            metadata=inputs, resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
+        )
+        resumed = result.resume
+        theta = _split_data(exp, result.params)[0]
+        adam_iterations = result.iterations
+        grad_norm = result.grad_norm
+        history["grad_norm"] = list(result.history.get("grad_norm", []))
+        history["iteration"] = list(result.history["iteration"])
+        history["loss"] = list(result.history["loss"])
+        for n in free:
+            history["params"][n] = list(result.history["params"][n])
+        history["stage"] = ["adam"] * len(history["iteration"])
+        # The state after the last update, as the next entry.
+        history["iteration"].append(adam_iterations)
+        history["loss"].append(result.loss)
+        for n in free:
+            history["params"][n].append(_record(theta[n]))
+        history["stage"].append("adam")
+    n_scalars = sum(int(np.size(theta[n])) for n in free)
+    lm_steps = 0
+    last_step = None
+    if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
+        print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
+    if config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
+        info: dict = {}
+        theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
+                                             frame_stride=config.frame_stride, progress=config.progress, info=info)
+        grad_norm = info.get("grad_norm", grad_norm)
+        last_step = info.get("gn_step")
+        if config.iterations == 0 and not records:
+            history["loss"].append(float(jnp.sum(jnp.square(make_residual(exp, target, config.loss,
+                                                                          config.frame_stride)(theta)))))
+        start = history["iteration"][-1] + 1 if history["iteration"] else 0
+        for k, (cost, values) in enumerate(records):
+            history["iteration"].append(start + k)
+            history["loss"].append(cost)  # |r|^2 = the image loss (on the LM stage's horizon)
+            for n in free:
+                history["params"][n].append(_record(values[n]))
+            history["stage"].append("lm")
+        lm_steps = len(records)
+    # |r|^2 of the last LM step (over all frames) is the image loss; else the fit's own final loss.
+    final_loss = history["loss"][-1] if history["loss"] else float("nan")
+    report = None
+    if config.report and n_scalars <= REPORT_MAX_SCALARS:
+
+        def residual(th):
+            th, e, tgt = _split_data(exp, th)
+            return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
+
+        report = gauss_newton_report(residual, _with_data(theta, exp, target), free=free, transforms=tf)
+    if history["loss"]:
+        initial_loss = history["loss"][0]
+    else:
+        initial_loss = final_loss
+    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
+    convergence = assess(initial_loss=initial_loss, final_loss=final_loss,
+                         floor=noise_floor(np.asarray(target)[_frames_of(exp, config.frame_stride)], channels),
+                         grad_norm=grad_norm,
+                         last_step=relative_last_step(history["params"]) if last_step is None else last_step,
+                         loss_kind=config.loss)
+    return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
+                       wall_time=time.perf_counter() - started, adam_iterations=adam_iterations,
+                       lm_iterations=lm_steps, loss=final_loss, convergence=convergence, inputs=inputs,
+                       resume=resumed)
+
+
+def _record(x):
+    x = np.asarray(x)
+    return float(x) if x.ndim == 0 else (x.copy() if x.size <= 64 else float(np.mean(x)))
+

@@ -1,0 +1,273 @@
+"""The one report writer of a fit: report.json (values, errors, convergence, identifiability, inputs,
+versions), the videos and plots beside it, and the console summary; every file written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.render.camera import rotation_from_rvec
+from gradsim_jax.sysid.experiment import Experiment
+from gradsim_jax.sysid.identify import SysIdResult
+from gradsim_jax.sysid.quantities import QUANTITIES, canonical
+
+
+def relative_error(name: str, estimate, truth, free_particles=None) -> float:
+    """|est - true| / |true| for scalars; for "velocity" the mean over free particles of
+    |v_est - v_true| / |v_true| (gradSim's Table 3 metric)."""
+    est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
+    if name == "camera_pose":  # |pose_est - pose_true| / |pose_true| over the six numbers; see pose_error
+        return float(np.linalg.norm(est - tru) / max(np.linalg.norm(tru), 1e-300))
+    if name == "velocity":
+        sel = slice(None) if free_particles is None else np.asarray(free_particles)
+        num = np.linalg.norm(est[sel] - tru[sel], axis=-1)
+        den = np.maximum(np.linalg.norm(tru[sel], axis=-1), 1e-12)
+        return float(np.mean(num / den))
+    return float(abs(est - tru) / max(abs(tru), 1e-300))
+
+
+def pose_error(estimate, truth) -> dict:
+    """Angle (degrees) between two camera poses (rvec, tvec) and the distance (m) between their centres."""
+    est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
+    r_est = np.asarray(rotation_from_rvec(jnp.asarray(est[:3])), np.float64)
+    r_tru = np.asarray(rotation_from_rvec(jnp.asarray(tru[:3])), np.float64)
+    cos = np.clip((np.trace(r_est @ r_tru.T) - 1.0) / 2.0, -1.0, 1.0)
+    centre = np.linalg.norm(r_est.T @ est[3:] - r_tru.T @ tru[3:])
+    return {"rotation_deg": float(np.degrees(np.arccos(cos))), "centre_m": float(centre)}
+
+
+def _summary(value):
+    value = np.asarray(value)
+    return float(value) if value.ndim == 0 else value.tolist()
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("gradsim-jax", "jax", "jaxlib", "optax", "numpy"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, result: SysIdResult,
+                 extra: Optional[dict] = None) -> dict:
+    """The report.json dictionary: values, relative errors, iterations, wall time, identifiability, versions."""
+    free = tuple(canonical(n) for n in free)
+    report = {
+        "experiment": exp.name,
+        "free": list(free),
+        "frames": exp.frames, "substeps": exp.substeps, "frame_dt": exp.frame_dt,
+        "image_size": [exp.camera.height, exp.camera.width],
+        "estimated": {n: _summary(result.theta[n]) for n in free},
+        "initial": {n: _summary(initial[n]) for n in free},
+        "units": {n: QUANTITIES[n].unit for n in free},
+        "iterations": {"adam": result.adam_iterations, "levenberg_marquardt": result.lm_iterations},
+        "final_loss": result.loss,
+        "wall_time_s": result.wall_time,
+        "versions": _versions(),
+    }
+    if truth is not None:
+        report["true"] = {n: _summary(truth[n]) for n in free}
+        report["relative_error"] = {
+            n: relative_error(n, result.theta[n], truth[n], exp.free_particles) for n in free
+        }
+        report["initial_relative_error"] = {
+            n: relative_error(n, initial[n], truth[n], exp.free_particles) for n in free
+        }
+    conv = result.convergence
+    report["convergence"] = conv.as_dict() if conv is not None else None
+    if "camera_pose" in free and truth is not None:
+        report["camera_pose_error"] = pose_error(result.theta["camera_pose"], truth["camera_pose"])
+    rep = result.report
+    if rep is not None:
+        report["identifiability"] = {
+            # Curvature at a point that is not the solution says nothing about the solution.
+            "valid": bool(conv is None or conv.converged),
+            "condition_number": rep.condition_number if np.isfinite(rep.condition_number) else None,
+            "identifiable": rep.identifiable,
+            "unidentifiable_combinations": list(rep.unidentifiable),
+            "labels": list(rep.labels),
+            "stderr_scaled": [float(s) if np.isfinite(s) else None for s in rep.stderr],
+            "stderr_physical": [float(s) if np.isfinite(s) else None for s in rep.stderr_physical],
+            "eigenvalues": [float(e) for e in rep.eigenvalues],
+        }
+    else:
+        report["identifiability"] = None
+    report["inputs"] = result.inputs
+    report["resume"] = result.resume
+    if extra:
+        report.update(extra)
+    return report
+
+
+def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video: np.ndarray,
+                  fitted_video: np.ndarray, report: dict, result: SysIdResult, truth: Optional[dict]) -> dict:
+    """Write target.gif, initial.gif, fitted.gif, comparison.mp4, loss.png, params.png, report.json, each
+    atomically (a temporary file in `out_dir`, then renamed over the old one)."""
+    from gradsim_jax.render.video import write_comparison, write_gif
+
+    out = ensure_writable_folder(out_dir)
+    fps = min(50.0, 1.0 / exp.frame_dt)
+    paths = {
+        "target": write_gif(out / "target.gif", target, fps),
+        "initial": write_gif(out / "initial.gif", initial_video, fps),
+        "fitted": write_gif(out / "fitted.gif", fitted_video, fps),
+        "comparison": write_comparison(out / "comparison.mp4", [target, initial_video, fitted_video],
+                                       ["target", "initial", "fitted"], fps=fps),
+    }
+    paths["loss"] = plot_loss(out / "loss.png", result.history)
+    paths["params"] = plot_params(out / "params.png", result.history, truth, exp.free_particles)
+    paths["report"] = write_report(out / "report.json", report)
+    return {k: str(v) for k, v in paths.items()}
+
+
+def ensure_writable_folder(folder) -> Path:
+    """Create `folder` if needed and write and delete a probe file in it, so that a fit learns it cannot
+    save its results before it starts rather than after; ValueError naming the folder otherwise."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"cannot write in {folder}: {existing} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"cannot write in {folder}: {e.strerror or e}") from None
+    return folder
+
+
+def write_report(path, report: dict) -> Path:
+    """Write `report` as JSON to `path` atomically; return the path."""
+    from gradsim_jax.render.video import _atomic_file
+
+    text = json.dumps(report, indent=2, default=_json_default)
+    with _atomic_file(path) as temporary:
+        Path(temporary).write_text(text)
+    return Path(path)
+
+
+def _save_figure(fig, path) -> Path:
+    """fig.savefig to `path` atomically (PNG)."""
+    from gradsim_jax.render.video import _atomic_file
+
+    with _atomic_file(path) as temporary:
+        fig.savefig(temporary, format="png")
+    return Path(path)
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def plot_loss(path, history: dict) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    it, loss = np.asarray(history["iteration"]), np.asarray(history["loss"])
+    stages = np.asarray(history.get("stage", ["adam"] * len(it)))
+    for stage, style in (("adam", "-"), ("lm", "o-")):
+        sel = stages == stage
+        if sel.any():
+            ax.semilogy(it[sel], np.maximum(loss[sel], 1e-30), style, label=stage.upper() if stage == "lm" else "Adam")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("image loss")
+    if it.size:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no iterations", ha="center", va="center", transform=ax.transAxes)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return _save_figure(fig, path)
+
+
+def plot_params(path, history: dict, truth: Optional[dict], free_particles=None) -> Path:
+    """Each estimated quantity vs iteration, with the true value as a dashed line (velocity: its mean
+    relative error instead)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    names = list(history["params"])
+    fig = Figure(figsize=(5 * max(1, len(names)), 3.6), dpi=100)
+    FigureCanvasAgg(fig)
+    it = np.asarray(history["iteration"])
+    for k, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), k + 1)
+        values = history["params"][name]
+        q = QUANTITIES.get(name)
+        if not values:
+            ax.text(0.5, 0.5, "no iterations", ha="center", va="center", transform=ax.transAxes)
+            ax.set_ylabel(name)
+        elif name == "velocity" and truth is not None and np.ndim(values[0]) > 0:
+            errs = [relative_error(name, v, truth[name], free_particles) for v in values]
+            ax.semilogy(it, errs)
+            ax.set_ylabel("mean relative error of velocity")
+        elif np.ndim(values[0]) == 0:
+            ax.plot(it, values, label="estimate")
+            if truth is not None and name in truth:
+                ax.axhline(float(np.asarray(truth[name])), color="k", ls="--", label="true")
+            ax.set_ylabel(f"{name} [{q.unit if q else ''}]")
+            ax.legend()
+        else:
+            ax.plot(it, [float(np.mean(v)) for v in values])
+            ax.set_ylabel(f"mean {name}")
+        ax.set_xlabel("iteration")
+        ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return _save_figure(fig, path)
+
+
+def summary_lines(report: dict) -> list[str]:
+    """Readable lines: each estimated quantity with truth and relative error, identifiability flags."""
+    lines = []
+    for n in report["free"]:
+        est, ini = report["estimated"][n], report["initial"][n]
+        if isinstance(est, list):
+            line = f"  {n:<10} ({np.size(est)} values)"
+        else:
+            line = f"  {n:<10} estimated {est:.6g}  (initial {ini:.6g}"
+            line += f", true {report['true'][n]:.6g})" if "true" in report else ")"
+        if "relative_error" in report:
+            line += f"  relative error {report['relative_error'][n]:.2e}"
+        lines.append(line)
+    conv = report.get("convergence")
+    if conv:
+        ratio = conv.get("floor_ratio")
+        lines.append(f"  converged: {'yes' if conv['converged'] else 'NO'} (final loss {conv['final_loss']:.3g}, "
+                     f"initial {conv['initial_loss']:.3g}, noise floor {conv['noise_floor']:.3g}"
+                     + (f", {ratio:.3g} x floor" if ratio is not None else "") + ")")
+    if "camera_pose_error" in report:
+        err = report["camera_pose_error"]
+        lines.append(f"  camera pose off by {err['rotation_deg']:.3g} deg and {err['centre_m'] * 100:.3g} cm")
+    ident = report.get("identifiability")
+    if ident and not ident.get("valid", True):
+        lines.append("  identifiability: not assessed (the fit did not converge)")
+    elif ident:
+        cond = ident["condition_number"]
+        lines.append(f"  identifiability: cond(J^T J) = {cond:.3g}" if cond else "  identifiability: J^T J singular")
+        for combo in ident["unidentifiable_combinations"]:
+            lines.append(f"    NOT separable by the video: {combo}")
+    return lines
+
+
