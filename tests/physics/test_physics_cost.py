@@ -1,6 +1,7 @@
 """Big scenes: index arrays are arguments of the compiled programs (never constants folded into them),
 and the memory and time a run will take are estimated, and checked, before anything compiles."""
 
+import collections
 import warnings
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import gradsim_jax as gs
 from gradsim_jax import cli, sysid
 from gradsim_jax.physics import estimate_cost
 from gradsim_jax.scenefile import load_scene
+from gradsim_jax.sysid import experiment as sysid_experiment
 
 
 def _scene_file(tmp_path, grid, *, extra="", frames=2):
@@ -58,6 +60,8 @@ def lower_only(monkeypatch):
         return call
 
     monkeypatch.setattr(jax, "jit", jit)
+    # sysid keeps its jitted functions for the process: these lower-only ones must not outlive the test.
+    monkeypatch.setattr(sysid_experiment, "_COMPILED", collections.OrderedDict())
 
 
 def test_cli_programs_capture_no_scene_arrays_as_constants(tmp_path, lower_only):
