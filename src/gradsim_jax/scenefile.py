@@ -206,7 +206,7 @@ def read_scene_file(path) -> dict:
     try:
         with open(path, "rb") as f:
             raw = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # TOML is UTF-8 text
         raise SceneFileError(f"{path}: not valid TOML: {e}") from e
     for section, value in raw.items():
         if section not in SCHEMA:
@@ -233,23 +233,40 @@ def read_scene_file(path) -> dict:
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
     """Vertices [n, 3] and triangles [t, 3] (0-based) of an OBJ file; polygons are fanned into triangles."""
-    vertices, faces = [], []
-    with open(path) as f:
+    vertices, faces, face_lines = [], [], []
+    # Bytes that are not UTF-8 become U+FFFD: harmless in a comment, a line error in a number.
+    with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             parts = line.split()
             if not parts:
                 continue
             try:
                 if parts[0] == "v":
-                    vertices.append([float(v) for v in parts[1:4]])
+                    if len(parts) < 4:
+                        raise ValueError("a vertex needs 3 coordinates")
+                    xyz = [float(v) for v in parts[1:4]]
+                    if not all(math.isfinite(c) for c in xyz):
+                        raise ValueError("coordinates must be finite")
+                    vertices.append(xyz)
                 elif parts[0] == "f":
+                    if len(parts) < 4:
+                        raise ValueError("a face needs at least 3 vertices")
                     idx = [int(p.split("/")[0]) for p in parts[1:]]
+                    if 0 in idx:
+                        raise ValueError("vertex indices start at 1 (negative ones count back from the last vertex)")
                     idx = [i - 1 if i > 0 else len(vertices) + i for i in idx]
+                    if min(idx) < 0:
+                        raise ValueError(f"a negative index reaches before the first vertex ({len(vertices)} so far)")
                     faces.extend([idx[0], idx[k], idx[k + 1]] for k in range(1, len(idx) - 1))
+                    face_lines.extend([(number, line)] * (len(idx) - 2))
             except ValueError as e:
                 raise SceneFileError(f"{path}:{number}: cannot read OBJ line {line.strip()!r}: {e}") from e
     if not vertices or not faces:
         raise SceneFileError(f"{path}: the OBJ file has no vertices or no faces")
+    for face, (number, line) in zip(faces, face_lines):
+        if max(face) >= len(vertices):
+            raise SceneFileError(f"{path}:{number}: OBJ face {line.strip()!r} names vertex {max(face) + 1}, but the "
+                                 f"file has {len(vertices)} vertices")
     return np.asarray(vertices, np.float64), np.asarray(faces, np.int32)
 
 
@@ -350,7 +367,8 @@ class SceneSpec:
             else:
                 return None
         except CalibrationError as e:
-            raise SceneFileError(str(e)) from None
+            reason = str(e) if str(e).startswith(str(path)) else f"{path}: [camera] calibration: {e}"
+            raise SceneFileError(reason) from None
         if cam["image_size"] is not None:
             cal = dataclasses.replace(cal, image_size=tuple(cam["image_size"]))
         if cam["view_angle"] is not None:
@@ -361,6 +379,14 @@ class SceneSpec:
     def camera(self, native_size=None):
         """The render camera of [camera] at the [render] size. native_size: (height, width) of the target's
         frames, which the intrinsics refer to unless image_size (or the calibration file) says otherwise."""
+        try:
+            return self._camera(native_size)
+        except SceneFileError:
+            raise
+        except ValueError as e:  # the camera code's own checks (up parallel to the view, depth range)
+            raise SceneFileError(f"{self.path}: [camera] {str(e).removeprefix('camera ')}") from None
+
+    def _camera(self, native_size=None):
         from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
         from gradsim_jax.render.calibration import CalibrationError, check_rotation
 
@@ -440,6 +466,39 @@ class SceneSpec:
         return Camera.from_intrinsics(scaled.fx, scaled.fy, scaled.cx, scaled.cy, width, height, near=near,
                                       far=far, **pose)
 
+    def _check_grid_fits(self, dx: int, dy: int, bending: bool) -> None:
+        """SceneFileError when the grid cannot even be built: more particles than int32 indices address, or
+        more memory for one simulated step than the machine has (numpy would fail or the OS kill us)."""
+        from gradsim_jax.geometry import cloth_grid_counts
+        from gradsim_jax.physics.cost import available_memory_bytes, estimate_cost, human_bytes
+
+        counts = cloth_grid_counts(dx, dy, bending=bending)
+        what = f"{self.path}: [scene] grid = [{dx}, {dy}] has {counts['particles']} particles"
+        if counts["particles"] > np.iinfo(np.int32).max:
+            raise SceneFileError(f"{what}, more than int32 indices address (2**31 - 1); use a coarser grid")
+        need, available = estimate_cost(counts, 1, 1).memory_bytes, available_memory_bytes()
+        if available is not None and need > available:
+            raise SceneFileError(f"{what}: building it needs about {human_bytes(need)} of memory, more than the "
+                                 f"{human_bytes(available)} available; use a coarser grid")
+
+    def check_numbers(self) -> None:
+        """Every number of a float key finite and within float32's range (simulations run in float32);
+        [target] tolerance positive."""
+        limit = float(np.finfo(np.float32).max)
+        for section, fields in SCHEMA.items():
+            for key, f in fields.items():
+                value = self.values[section][key]
+                if value is None or not f.type.startswith("float"):
+                    continue
+                flat = np.asarray(value, np.float64).reshape(-1)
+                if not np.all(np.abs(flat) <= limit):  # NaN fails too
+                    raise SceneFileError(f"{self.path}: [{section}] {key} must be finite (at most {limit:.3g} in "
+                                         f"magnitude), got {value!r}")
+        tolerance = self.values["target"]["tolerance"]
+        if not tolerance > 0:
+            raise SceneFileError(f"{self.path}: [target] tolerance must be positive (a distance in RGB), got "
+                                 f"{tolerance}")
+
     def background_image(self, target_frames=None, undistort=None):
         """[H, W, 3] float32 picture behind the scene at the render size, from [render] background_image
         (a picture file, undistorted like the target; or "median" of `target_frames` [T, H, W, >=3]), or
@@ -488,11 +547,15 @@ class SceneSpec:
             if bad:
                 raise SceneFileError(f"{path}: [scene] fix has unknown side(s) {bad}; use left, right, top, bottom")
             (dx, dy), (cx, cy) = sc["grid"], sc["cell"]
-            if dx < 1 or dy < 1 or cx <= 0 or cy <= 0:
+            if dx < 1 or dy < 1 or not (cx > 0 and cy > 0):
                 raise SceneFileError(f"{path}: [scene] grid needs >= 1 cells and cell > 0")
+            self._check_grid_fits(dx, dy, mat["edge_ke"] != 0 or mat["edge_kd"] != 0)
             fix = {f"fix_{s}": True for s in sc["fix"]}
-            scene = cloth_grid(dx, dy, cx, cy, pos=sc["pos"], rot=rot, vel=sc["velocity"], mass=mat["mass"],
-                               **fix, **common)
+            try:
+                scene = cloth_grid(dx, dy, cx, cy, pos=sc["pos"], rot=rot, vel=sc["velocity"], mass=mat["mass"],
+                                   **fix, **common)
+            except ValueError as e:
+                raise SceneFileError(f"{path}: [scene]/[material]: {e}") from None
         else:
             if sc["fix"]:
                 raise SceneFileError(f"{path}: [scene] fix applies to grids only; list mesh vertices in 'pinned'")
@@ -589,6 +652,7 @@ def load_scene(path) -> SceneSpec:
     spec = SceneSpec(path=Path(path), values=read_scene_file(path))
     spec.fit_config  # validates [fit] now rather than after the target is loaded
     spec.check_initial()
+    spec.check_numbers()  # after the checks above, whose messages say more about their keys
     if spec.values["scene"]["mesh"] is not None and not spec.resolve(spec.values["scene"]["mesh"]).is_file():
         raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(spec.values['scene']['mesh'])}")
     return spec

@@ -9,6 +9,7 @@ pieces in order: a piece's particle k is `offset + k` where `offset` counts the 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Sequence
 
 import jax
@@ -26,13 +27,57 @@ DEFAULT_EDGE_KE = 100.0
 DEFAULT_EDGE_KD = 0.0
 
 
-def _f(a, shape=None):
-    a = np.asarray(a, dtype=np.float64)
-    return a if shape is None else np.broadcast_to(a, shape).copy()
+def _f(a, shape=None, name="value"):
+    """float64 array of `a` (broadcast to `shape`); ValueError naming `name` when it is not real numbers or
+    does not broadcast."""
+    try:
+        a = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be real numbers, got {_short(a)}") from None
+    if shape is None:
+        return a
+    try:
+        return np.broadcast_to(a, shape).copy()
+    except ValueError:
+        raise ValueError(f"{name} has shape {a.shape}, expected {shape} (or one that broadcasts to it)") from None
 
 
-def _i(a, width):
-    return np.asarray(a, dtype=np.int32).reshape(-1, width)
+def _i(a, width, name="indices"):
+    """int64 index rows [count, width] of `a` ([count, width], or flat with `width` per row); ValueError
+    naming `name` for anything else (fractions, NaN, other row widths). Range checks are the caller's."""
+    arr = np.asarray(a)
+    if arr.size == 0:
+        return np.zeros((0, width), np.int64)
+    if np.issubdtype(arr.dtype, np.integer):
+        arr = arr.astype(np.int64)
+    elif np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        arr = arr.astype(np.int64)  # whole numbers written as floats
+    else:
+        raise ValueError(f"{name} must be integer indices, got {_short(a)}")
+    if not (arr.ndim == 2 and arr.shape[1] == width) and not (arr.ndim == 1 and arr.size % width == 0):
+        raise ValueError(f"{name} must be [count, {width}] (or flat, {width} per row), got shape {arr.shape}")
+    return arr.reshape(-1, width)
+
+
+def _check_index_rows(name, rows, n):
+    """ValueError naming the first row of `rows` [k, w] with an index outside [0, n)."""
+    bad = np.any((rows < 0) | (rows >= n), axis=1)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ValueError(f"{name}[{k}] = {rows[k].tolist()} has an index out of range [0, {n})")
+
+
+def _check_finite(name, a):
+    """ValueError naming the first non-finite entry of `a`: "vertices[3, 1] = nan is not finite"."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name}{list(at)} = {a[at]} is not finite")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,18 +117,18 @@ class Scene:
 
     def add_springs(self, pairs, ke, kd=0.0, rest=None) -> "Scene":
         """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length."""
-        pairs = _i(pairs, 2)
+        pairs = _i(pairs, 2, "springs")
         s = pairs.shape[0]
-        if s and (pairs.min() < 0 or pairs.max() >= self.num_particles):
-            raise ValueError(f"springs index out of range [0, {self.num_particles}): {pairs.tolist()}")
+        _check_index_rows("springs", pairs, self.num_particles)
+        pairs = pairs.astype(np.int32)
         if rest is None:
             rest = np.linalg.norm(self.x[pairs[:, 0]] - self.x[pairs[:, 1]], axis=1)
         return dataclasses.replace(
             self,
             springs=np.concatenate([self.springs, pairs]),
-            spring_ke=np.concatenate([self.spring_ke, _f(ke, (s,))]),
-            spring_kd=np.concatenate([self.spring_kd, _f(kd, (s,))]),
-            spring_rest=np.concatenate([self.spring_rest, _f(rest, (s,))]),
+            spring_ke=np.concatenate([self.spring_ke, _f(ke, (s,), "ke")]),
+            spring_kd=np.concatenate([self.spring_kd, _f(kd, (s,), "kd")]),
+            spring_rest=np.concatenate([self.spring_rest, _f(rest, (s,), "rest")]),
         )
 
     def build(
@@ -141,12 +186,22 @@ class Scene:
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
     """Loose particles: positions x [n, 3] m, velocities, masses (kg; 0 = fixed), pinned flags."""
-    x = _f(x).reshape(-1, 3)
+    x = _points(x, "x")
     n = x.shape[0]
-    mass = _f(mass, (n,))
-    return Scene(
-        x=x, v=_f(v, (n, 3)), mass=mass, pinned=np.broadcast_to(np.asarray(pinned, bool), (n,)) | (mass == 0.0)
-    )
+    mass = _f(mass, (n,), "mass")
+    try:
+        pinned = np.broadcast_to(np.asarray(pinned, bool), (n,))
+    except (TypeError, ValueError):
+        raise ValueError(f"pinned must be one flag or [{n}] flags, got {_short(pinned)}") from None
+    return Scene(x=x, v=_f(v, (n, 3), "v"), mass=mass, pinned=pinned | (mass == 0.0))
+
+
+def _points(a, name) -> np.ndarray:
+    """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise."""
+    a = _f(a, name=name)
+    if not (a.ndim == 2 and a.shape[1] == 3) and not (a.ndim == 1 and a.size % 3 == 0):
+        raise ValueError(f"{name} must be [n, 3] (or flat, 3 per point), got shape {a.shape}")
+    return a.reshape(-1, 3)
 
 
 def combine(*pieces: Scene) -> Scene:
@@ -218,11 +273,12 @@ def cloth_mesh(
 ) -> Scene:
     """A cloth from a triangle mesh with lumped mass: each triangle gives density * area / 3 (kg) to each
     of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list."""
-    x = _f(vertices).reshape(-1, 3)
-    tris = _i(faces, 3)
+    x = _points(vertices, "vertices")
+    _check_finite("vertices", x)
+    tris = _i(faces, 3, "faces")
     n = x.shape[0]
-    if tris.size and (tris.min() < 0 or tris.max() >= n):
-        raise ValueError(f"faces index out of range [0, {n})")
+    _check_index_rows("faces", tris, n)
+    tris = tris.astype(np.int32)
     area = 0.5 * np.linalg.norm(np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]]), axis=1)
     mass = np.zeros(n)
     np.add.at(mass, tris.reshape(-1), np.repeat(density * area / 3.0, 3))
@@ -230,11 +286,15 @@ def cloth_mesh(
     if pinned is not None:
         pinned = np.asarray(pinned)
         if pinned.dtype == bool:
+            if pinned.size != n:
+                raise ValueError(f"pinned as a mask must have one flag per vertex ({n}), got shape {pinned.shape}")
             mask = pinned.reshape(n).copy()
         else:
-            mask[pinned.astype(int)] = True
-    return _with_cloth(particles(x, vel, mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift,
-                       edge_ke, edge_kd)
+            rows = _i(pinned, 1, "pinned")
+            _check_index_rows("pinned", rows, n)
+            mask[rows[:, 0]] = True
+    return _with_cloth(particles(x, _f(vel, (n, 3), "vel"), mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag,
+                       tri_lift, edge_ke, edge_kd)
 
 
 def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, edge_ke, edge_kd) -> Scene:
@@ -245,9 +305,10 @@ def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, edge_ke
     e = edges.shape[0]
     return dataclasses.replace(
         piece,
-        triangles=tris, tri_ke=_f(tri_ke, (t,)), tri_ka=_f(tri_ka, (t,)), tri_kd=_f(tri_kd, (t,)),
-        tri_drag=_f(tri_drag, (t,)), tri_lift=_f(tri_lift, (t,)),
-        bend_edges=edges, bend_ke=_f(edge_ke, (e,)), bend_kd=_f(edge_kd, (e,)),
+        triangles=tris, tri_ke=_f(tri_ke, (t,), "tri_ke"), tri_ka=_f(tri_ka, (t,), "tri_ka"),
+        tri_kd=_f(tri_kd, (t,), "tri_kd"), tri_drag=_f(tri_drag, (t,), "tri_drag"),
+        tri_lift=_f(tri_lift, (t,), "tri_lift"),
+        bend_edges=edges, bend_ke=_f(edge_ke, (e,), "edge_ke"), bend_kd=_f(edge_kd, (e,), "edge_kd"),
         bend_rest=_rest_angles(piece.x, edges),
     )
 
@@ -283,13 +344,31 @@ def cloth_grid(
     edge_ke = edge_kd = 0). The fix_* flags
     pin the particles of the column i = 0 (left), i = dim_x (right), row j = dim_y (top), j = 0 (bottom).
     """
+    dims = []
+    for name, dim in (("dim_x", dim_x), ("dim_y", dim_y)):
+        try:
+            if isinstance(dim, (bool, np.bool_)):
+                raise TypeError
+            dims.append(operator.index(dim))
+        except TypeError:
+            raise TypeError(f"cloth_grid needs an integer {name} (cells), got {dim!r}") from None
+    dim_x, dim_y = dims
     if dim_x < 1 or dim_y < 1:
         raise ValueError(f"cloth_grid needs dim_x, dim_y >= 1, got {dim_x}, {dim_y}")
-    if not (cell_x > 0 and cell_y > 0):
-        raise ValueError(f"cloth_grid needs cell_x, cell_y > 0, got {cell_x}, {cell_y}")
+    count = (dim_x + 1) * (dim_y + 1)
+    if count > np.iinfo(np.int32).max:
+        raise ValueError(f"cloth_grid dim_x x dim_y = {dim_x} x {dim_y} has {count} particles, more than int32 "
+                         "indices can address (2**31 - 1)")
+    for name, size in (("cell_x", cell_x), ("cell_y", cell_y)):
+        if not 0 < float(_f(size, (), name)) < np.inf:
+            raise ValueError(f"cloth_grid needs a finite {name} > 0 (m), got {size!r}")
+    rot = _f(rot, name="rot")
+    if rot.shape != (4,) or not (np.all(np.isfinite(rot)) and 0 < np.linalg.norm(rot) < np.inf):
+        raise ValueError(f"cloth_grid needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
+    pos = _f(pos, (3,), "pos")
     jj, ii = np.meshgrid(np.arange(dim_y + 1), np.arange(dim_x + 1), indexing="ij")
     local = np.stack([ii * cell_x, jj * cell_y, np.zeros_like(ii, dtype=float)], -1).reshape(-1, 3)
-    x = quat_rotate(np.asarray(rot, np.float64) / np.linalg.norm(rot), local) + _f(pos)
+    x = quat_rotate(rot / np.linalg.norm(rot), local) + pos
     ii, jj = ii.reshape(-1), jj.reshape(-1)
     pinned = (fix_left & (ii == 0)) | (fix_right & (ii == dim_x)) | (fix_top & (jj == dim_y)) | (
         fix_bottom & (jj == 0)
@@ -304,8 +383,8 @@ def cloth_grid(
     else:
         t1, t2 = np.stack([v00, v10, v01], 1), np.stack([v10, v11, v01], 1)
     tris = np.stack([t1, t2], 1).reshape(-1, 3).astype(np.int32)
-    return _with_cloth(particles(x, vel, mass, pinned), tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift,
-                       edge_ke, edge_kd)
+    return _with_cloth(particles(x, _f(vel, (x.shape[0], 3), "vel"), mass, pinned), tris, tri_ke, tri_ka, tri_kd,
+                       tri_drag, tri_lift, edge_ke, edge_kd)
 
 
 def cloth_grid_counts(dim_x: int, dim_y: int, *, bending: bool = True) -> dict:

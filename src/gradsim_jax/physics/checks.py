@@ -42,10 +42,10 @@ def _index_format(ndim: int) -> str:
     return "[" + ", ".join(["{}"] * ndim) + "]" if ndim else ""
 
 
-def check_values(name: str, value, nonnegative: bool = False) -> None:
+def check_values(name: str, value, nonnegative: bool = False, unit: bool = False) -> None:
     """A checkify check that `value` is finite (and >= 0): "NAME[i, j] = nan is not finite" (or, with
-    `nonnegative`, "NAME[i] = -0.1 is not a finite value >= 0"). One check per array: each adds a
-    handful of operations to the compiled program."""
+    `nonnegative`, "NAME[i] = -0.1 is not a finite value >= 0"; with `unit`, "... is not in [0, 1]", for
+    colours). One check per array: each adds a handful of operations to the compiled program."""
     value = jnp.asarray(value)
     if value.size == 0:
         return
@@ -56,6 +56,12 @@ def check_values(name: str, value, nonnegative: bool = False) -> None:
     shown = value.reshape(-1)[flat] if value.ndim else value
     what = "is not a finite value >= 0" if nonnegative else "is not finite"
     checkify.check(~jnp.any(bad), f"{name}{_index_format(value.ndim)} = {{:.6g}} {what}", *at, shown)
+    if unit:  # a second check, so that a NaN is still reported as not finite
+        outside = (value < 0) | (value > 1)
+        at, flat = _first(outside)
+        shown = value.reshape(-1)[flat] if value.ndim else value
+        checkify.check(~jnp.any(outside), f"{name}{_index_format(value.ndim)} = {{:.6g}} is not in [0, 1]", *at,
+                       shown)
 
 
 def check_indices(name: str, idx, count, distinct: bool = True) -> None:

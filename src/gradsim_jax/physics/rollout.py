@@ -7,6 +7,7 @@ number of frames, not with frames x substeps.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Callable, Optional, Union
 
@@ -59,12 +60,17 @@ def simulate(
 
     Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or
     the contact is too stiff for the step (`contact_report`).
+
+    Raises ValueError or TypeError naming the field (and, for a concrete bad value, its index) for leaves of
+    the wrong shape or dtype, out-of-range indices, and non-finite or negative values (`validate_scene`);
+    lists and integer leaves are converted first (`as_arrays`).
     """
     if not isinstance(frames, (int, np.integer)) or frames < 1:
         raise ValueError(f"frames must be a positive int, got {frames!r}")
     if not isinstance(substeps, (int, np.integer)) or substeps < 1:
         raise ValueError(f"substeps must be a positive int, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
+    topology, params = as_arrays(topology, params)
     state0 = as_float_state(state0, params)
     validate_scene(topology, params, state0)
     dt = frame_dt / substeps
@@ -87,6 +93,32 @@ def simulate(
     return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
 
 
+def _real(name: str, value):
+    """`value` as an array of real numbers (bool, int or float); TypeError naming `name` otherwise."""
+    try:
+        value = jnp.asarray(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}") from None
+    if jnp.issubdtype(value.dtype, jnp.complexfloating) or not (
+            jnp.issubdtype(value.dtype, jnp.number) or value.dtype == jnp.bool_):
+        raise TypeError(f"{name} has dtype {value.dtype}: it must hold real numbers")
+    return value
+
+
+def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
+    """`topology` and `params` with every leaf an array (lists and Python scalars converted, not flattened
+    into pytrees) and integer or boolean Params in their float dtype; TypeError naming the field for complex
+    or non-numeric values. Traceable (dtypes and shapes are static)."""
+    leaves = {f.name: _real(f"Params.{f.name}", getattr(params, f.name)) for f in dataclasses.fields(params)}
+    index = {name: _real(f"Topology.{name}", getattr(topology, name))
+             for name in ("springs", "triangles", "bend_edges", "pinned")}
+    floats = [v.dtype for v in leaves.values() if jnp.issubdtype(v.dtype, jnp.floating)]
+    dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
+    leaves = {k: v if jnp.issubdtype(v.dtype, jnp.floating) else v.astype(dtype) for k, v in leaves.items()}
+    index["pinned"] = index["pinned"].astype(bool)
+    return dataclasses.replace(topology, **index), dataclasses.replace(params, **leaves)
+
+
 def as_float_state(state: State, params: Params) -> State:
     """`state` with x and v in the float dtype a step produces from them and `params`.
 
@@ -98,8 +130,8 @@ def as_float_state(state: State, params: Params) -> State:
     dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
     out = {}
     for name in ("x", "v"):
-        value = getattr(state, name)
-        kind = jnp.result_type(value)
+        value = _real(f"State.{name}", getattr(state, name))
+        kind = value.dtype
         if jnp.issubdtype(kind, jnp.integer) or kind == jnp.bool_:
             target = dtype
         elif jnp.issubdtype(kind, jnp.floating):

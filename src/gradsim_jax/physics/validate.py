@@ -54,6 +54,8 @@ PARAM_SHAPES = {
 def validate_shapes(topology, params, state=None) -> dict:
     """Raise ValueError for mismatched shapes or non-integer indices; works on traced values too (shapes
     and dtypes are static). Returns the counts {"n", "s", "t", "e"}."""
+    if len(np.shape(topology.pinned)) != 1:
+        raise ValueError(f"Topology.pinned has shape {np.shape(topology.pinned)}, expected [n] (one flag per particle)")
     n = np.shape(topology.pinned)[0]
     per = {"n": n}
     for name, width in INDEX_WIDTHS.items():

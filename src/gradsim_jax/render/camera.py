@@ -163,6 +163,11 @@ def _make(rotation, translation, focal, principal, near, far, width, height, dty
         if not 0.0 < stored_near < stored_far < np.inf:
             raise ValueError(f"the depth range needs 0 < near < far < inf (in {jnp.dtype(dtype).name}), got "
                              f"near={near}, far={far}")
+    values = {"rotation": rotation, "translation": translation, "focal lengths": focal, "principal point": principal}
+    for name, value in values.items():
+        if not isinstance(value, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(value, np.dtype(dtype)))):
+            raise ValueError(f"the camera's {name} {np.asarray(value).tolist()} is not finite in "
+                             f"{jnp.dtype(dtype).name} (a field of view too small, or a pose too far away?)")
     return Camera(
         rotation=jnp.asarray(rotation, dtype),
         translation=jnp.asarray(translation, dtype),

@@ -23,20 +23,20 @@ from gradsim_jax.render.shading import FaceColors, Texture, VertexColors
 
 
 def render_checks(vertices, faces, colors=None, background=None, *, vertices_name: str = "vertices") -> None:
-    """Add checkify checks: faces in [0, N) and vertices, colours and background finite. Call inside a
+    """Add checkify checks: faces in [0, N), vertices finite, colours and background in [0, 1]. Call inside a
     `checkify.checkify`d function. vertices: [..., N, 3] (the last two axes index vertex and coordinate)."""
     vertices = jnp.asarray(vertices)
     check_indices("faces", faces, vertices.shape[-2], distinct=False)
     check_values(vertices_name, vertices)
     if isinstance(colors, (FaceColors, VertexColors)):
-        check_values("colors.rgb", colors.rgb)
+        check_values("colors.rgb", colors.rgb, unit=True)
     elif isinstance(colors, Texture):
-        check_values("colors.image", colors.image)
+        check_values("colors.image", colors.image, unit=True)
         check_values("colors.uv", colors.uv)
     elif colors is not None:
-        check_values("colors", colors)
+        check_values("colors", colors, unit=True)
     if background is not None:
-        check_values("background", background)
+        check_values("background", background, unit=True)
 
 
 def validate_render_inputs(vertices, faces, colors=None, background=None) -> checkify.Error:

@@ -337,13 +337,36 @@ def _check_inputs(vertices, faces, colors):
             raise ValueError(f"Texture.image must be [Ht, Wt, 3], got {colors.image.shape}")
         if colors.uv.shape not in ((num_vertices, 2), (num_faces, 3, 2)):
             raise ValueError(f"Texture.uv must be [{num_vertices}, 2] or [{num_faces}, 3, 2], got {colors.uv.shape}")
-    # Values can only be checked when they are concrete (not inside jit).
+    # Values can only be checked when they are concrete (not inside jit: see `gradsim_jax.render.checks`,
+    # whose messages these match).
     if not isinstance(faces, jax.core.Tracer) and num_faces:
         f = np.asarray(faces)
-        if f.min() < 0 or f.max() >= num_vertices:
-            raise ValueError(f"face indices must be in [0, {num_vertices}), got [{f.min()}, {f.max()}]")
-    if not isinstance(vertices, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(vertices))):
-        raise ValueError("vertices contain NaN or inf")
+        bad = np.any((f < 0) | (f >= num_vertices), axis=1)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise ValueError(f"faces[{k}] = {f[k].tolist()} has an index out of range [0, {num_vertices})")
+    _check_values("vertices", vertices)
+    if isinstance(colors, (FaceColors, VertexColors)):
+        _check_values(f"{type(colors).__name__}.rgb", colors.rgb, unit=True)
+    elif isinstance(colors, Texture):
+        _check_values("Texture.image", colors.image, unit=True)
+        _check_values("Texture.uv", colors.uv)
+
+
+def _check_values(name, value, unit=False):
+    """ValueError naming the first entry of a concrete `value` that is not finite (or, with `unit`, not in
+    [0, 1]: colours and backgrounds are RGB in [0, 1], so that images are too)."""
+    if isinstance(value, jax.core.Tracer):
+        return
+    value = np.asarray(value)
+    bad = ~np.isfinite(value)
+    if unit:
+        bad |= (value < 0) | (value > 1)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0]) if value.ndim else ()
+        index = "[" + ", ".join(map(str, at)) + "]" if at else ""
+        what = "is not in [0, 1]" if unit and np.isfinite(value[at]) else "is not finite"
+        raise ValueError(f"{name}{index} = {value[at]:.6g} {what}")
 
 
 def as_colors(colors, num_vertices: int, num_faces: int):
@@ -387,6 +410,7 @@ def _prepare(camera, vertices, faces, colors, background, settings):
             f"background must be RGB [3] or an image [H, W, 3] = {list(image_shape)} matching the camera's "
             f"image size, got shape {background.shape}"
         )
+    _check_values("background", background, unit=True)
     if settings.supersample == 2:
         camera = with_image_size(camera, 2 * camera.width, 2 * camera.height)
     return camera, vertices, faces.astype(jnp.int32), colors, background

@@ -357,17 +357,30 @@ def _read_frames_and_fps(path) -> tuple[list[np.ndarray], float | None]:
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
         if not files:
             raise ValueError(f"{path} holds no images ({', '.join(_IMAGE_SUFFIXES)})")
-        frames = [_read_image(p) for p in files]
+        frames = [_checked_pixels(p, _read_image(p)) for p in files]
     elif path.suffix.lower() in _IMAGE_SUFFIXES:
-        frames = [_read_image(path)]
+        frames = [_checked_pixels(path, _read_image(path))]
     else:
         frames, fps = _read_movie(path)
+        frames = [_checked_pixels(path, f) for f in frames]
     if not frames:
         raise ValueError(f"{path} holds no frames")
     shapes = {f.shape[:2] for f in frames}
     if len(shapes) != 1:
         raise ValueError(f"frames of {path} differ in size: {sorted(shapes)}")
     return frames, fps
+
+
+def _checked_pixels(path: Path, frame: np.ndarray) -> np.ndarray:
+    """`frame` if `_as_float` can map it to [0, 1]: 8- or 16-bit unsigned, boolean, or finite floats (taken
+    as [0, 1], clipped); a ValueError naming the file otherwise (32-bit integers have no agreed white)."""
+    if frame.dtype in (np.uint8, np.uint16, np.bool_):
+        return frame
+    if np.issubdtype(frame.dtype, np.floating):
+        if not np.all(np.isfinite(frame)):
+            raise ValueError(f"{path}: pixel values are not finite (NaN or inf in a floating-point image)")
+        return frame
+    raise ValueError(f"{path}: {frame.dtype} pixels are not supported: save the frames as 8- or 16-bit images")
 
 
 def _read_frames(path) -> list[np.ndarray]:
@@ -383,7 +396,7 @@ def _as_float(frame: np.ndarray) -> np.ndarray:
     """[H, W, 4] float32 in [0, 1] (gray expanded; missing alpha set to 1)."""
     frame = np.asarray(frame)
     scale = 65535.0 if frame.dtype == np.uint16 else 255.0 if frame.dtype == np.uint8 else 1.0
-    frame = frame.astype(np.float32) / scale
+    frame = np.clip(frame.astype(np.float32) / scale, 0.0, 1.0)  # float images: [0, 1] by convention
     if frame.ndim == 2:
         frame = frame[..., None]
     if frame.shape[-1] in (1, 2):  # gray, gray + alpha
@@ -412,10 +425,32 @@ def resize(image: np.ndarray, size) -> np.ndarray:
 
 
 def _size_hw(size) -> tuple[int, int]:
-    if isinstance(size, (int, np.integer)):
-        return int(size), int(size)
-    height, width = size
+    """(height, width) from an int or a pair of ints, each at least 1; ValueError naming `size` otherwise."""
+    pair = (size, size) if isinstance(size, (int, np.integer)) else size
+    try:
+        height, width = pair
+    except (TypeError, ValueError):
+        raise ValueError(f"size must be an int or (height, width), got {size!r}") from None
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in (height, width)):
+        raise ValueError(f"size must be positive integers (render height and width in pixels), got {size!r}")
     return int(height), int(width)
+
+
+def _check_target_options(background, tolerance, max_frames, expected_frames) -> None:
+    """ValueError naming the argument: background 3 finite numbers, tolerance finite and positive, frame
+    counts None or at least 1."""
+    if background is not None:
+        try:
+            bg = np.asarray(background, np.float64)
+        except (TypeError, ValueError):
+            bg = np.full(0, np.nan)
+        if bg.size not in (1, 3) or not np.all(np.isfinite(bg)):
+            raise ValueError(f"background (key color) must be RGB, 3 finite numbers, got {background!r}")
+        if not 0.0 < tolerance < math.inf:
+            raise ValueError(f"tolerance (of the key color) must be a positive number, got {tolerance!r}")
+    for name, count in (("max_frames", max_frames), ("expected_frames", expected_frames)):
+        if count is not None and not (isinstance(count, (int, np.integer)) and count >= 1):
+            raise ValueError(f"{name} must be None or at least 1, got {count!r}")
 
 
 def _apply_undistort(undistort: Callable | None, image: np.ndarray, what: str) -> np.ndarray:
@@ -538,6 +573,7 @@ def load_target(
     Unreadable or corrupt files raise ValueError("<file>: cannot read frames: ...").
     """
     height, width = _size_hw(size)
+    _check_target_options(background, tolerance, max_frames, expected_frames)
     raw, fps = _read_frames_and_fps(path)
     native_size = tuple(int(n) for n in raw[0].shape[:2])
     raw = _limit_frames(raw, path, max_frames, expected_frames)

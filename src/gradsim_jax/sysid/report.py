@@ -254,8 +254,10 @@ def summary_lines(report: dict) -> list[str]:
     conv = report.get("convergence")
     if conv:
         ratio = conv.get("floor_ratio")
-        lines.append(f"  converged: {'yes' if conv['converged'] else 'NO'} (final loss {conv['final_loss']:.3g}, "
-                     f"initial {conv['initial_loss']:.3g}, noise floor {conv['noise_floor']:.3g}"
+        # as_dict writes non-finite numbers as None (JSON): a fit of 0 iterations has no final loss.
+        g = lambda v: "n/a" if v is None else f"{v:.3g}"  # noqa: E731
+        lines.append(f"  converged: {'yes' if conv['converged'] else 'NO'} (final loss {g(conv['final_loss'])}, "
+                     f"initial {g(conv['initial_loss'])}, noise floor {g(conv['noise_floor'])}"
                      + (f", {ratio:.3g} x floor" if ratio is not None else "") + ")")
     if "camera_pose_error" in report:
         err = report["camera_pose_error"]
