@@ -52,3 +52,9 @@ def test_bending_rest_angle_of_a_folded_mesh():
     s = gs.cloth_mesh(x, [[0, 1, 2], [0, 3, 1]])
     assert s.bend_edges.shape == (1, 4)
     np.testing.assert_allclose(abs(s.bend_rest[0]), np.pi / 2, rtol=1e-12)
+
+
+def test_builders_refuse_complex_values():
+    """A complex array cast to float64 would silently lose its imaginary part."""
+    with pytest.raises(ValueError, match="mass must be real numbers, got complex"):
+        gs.particles(np.zeros((2, 3)), mass=np.array([1.0 + 2.0j, 1.0]))

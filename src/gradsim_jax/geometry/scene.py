@@ -30,6 +30,8 @@ DEFAULT_EDGE_KD = 0.0
 def _f(a, shape=None, name="value"):
     """float64 array of `a` (broadcast to `shape`); ValueError naming `name` when it is not real numbers or
     does not broadcast."""
+    if np.iscomplexobj(a):  # a cast would drop the imaginary part with only a warning
+        raise ValueError(f"{name} must be real numbers, got complex values {_short(a)}")
     try:
         a = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError):
