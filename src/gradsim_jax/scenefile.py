@@ -23,7 +23,7 @@ from typing import Any, Optional
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.geometry import cloth_grid, cloth_mesh
+from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
 from gradsim_jax.geometry.scene import quat_rotate
 from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta, with_camera_pose
 
@@ -232,42 +232,11 @@ def read_scene_file(path) -> dict:
 
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
-    """Vertices [n, 3] and triangles [t, 3] (0-based) of an OBJ file; polygons are fanned into triangles."""
-    vertices, faces, face_lines = [], [], []
-    # Bytes that are not UTF-8 become U+FFFD: harmless in a comment, a line error in a number.
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            try:
-                if parts[0] == "v":
-                    if len(parts) < 4:
-                        raise ValueError("a vertex needs 3 coordinates")
-                    xyz = [float(v) for v in parts[1:4]]
-                    if not all(math.isfinite(c) for c in xyz):
-                        raise ValueError("coordinates must be finite")
-                    vertices.append(xyz)
-                elif parts[0] == "f":
-                    if len(parts) < 4:
-                        raise ValueError("a face needs at least 3 vertices")
-                    idx = [int(p.split("/")[0]) for p in parts[1:]]
-                    if 0 in idx:
-                        raise ValueError("vertex indices start at 1 (negative ones count back from the last vertex)")
-                    idx = [i - 1 if i > 0 else len(vertices) + i for i in idx]
-                    if min(idx) < 0:
-                        raise ValueError(f"a negative index reaches before the first vertex ({len(vertices)} so far)")
-                    faces.extend([idx[0], idx[k], idx[k + 1]] for k in range(1, len(idx) - 1))
-                    face_lines.extend([(number, line)] * (len(idx) - 2))
-            except ValueError as e:
-                raise SceneFileError(f"{path}:{number}: cannot read OBJ line {line.strip()!r}: {e}") from e
-    if not vertices or not faces:
-        raise SceneFileError(f"{path}: the OBJ file has no vertices or no faces")
-    for face, (number, line) in zip(faces, face_lines):
-        if max(face) >= len(vertices):
-            raise SceneFileError(f"{path}:{number}: OBJ face {line.strip()!r} names vertex {max(face) + 1}, but the "
-                                 f"file has {len(vertices)} vertices")
-    return np.asarray(vertices, np.float64), np.asarray(faces, np.int32)
+    """`geometry.obj.read_obj` for a scene file: its refusals are `SceneFileError`s, with the same message."""
+    try:
+        return obj.read_obj(path)
+    except obj.MeshFileError as e:
+        raise SceneFileError(str(e)) from e
 
 
 @dataclasses.dataclass
@@ -528,7 +497,7 @@ class SceneSpec:
         background_image: [H, W, 3] picture behind the scene at the render size (`background_image()`).
         """
         from gradsim_jax.render import FaceColors, Lights, RenderSettings
-        from gradsim_jax.scenes.demos import checker_colors
+        from gradsim_jax.render.colors import checker_colors
 
         v, path = self.values, self.path
         sc, mat = v["scene"], v["material"]

@@ -16,7 +16,6 @@ the shading), a camera framed on the true motion.
 
 from __future__ import annotations
 
-import colorsys
 import dataclasses
 
 import jax.numpy as jnp
@@ -24,25 +23,10 @@ import numpy as np
 
 from gradsim_jax.geometry import cloth_grid, quat_from_axis_angle
 from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, project, suggest_capacities
+from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.sysid import Experiment, default_theta, trajectory
 
 DEFAULT_LIGHT_DIRECTION = (0.4, 1.0, -0.6)
-
-
-def checker_colors(triangles, x) -> np.ndarray:
-    """Per-face RGB [F, 3]: hue from the face centroid's position along the cloth, checkerboard brightness."""
-    tris = np.asarray(triangles)
-    x = np.asarray(x, np.float64)
-    centroid = x[tris].mean(axis=1)
-    lo, hi = centroid.min(0), centroid.max(0)
-    t = (centroid - lo) / np.maximum(hi - lo, 1e-9)
-    ext = np.argsort(-(hi - lo))[:2]
-    u = np.floor(t[:, ext[0]] * 7.999).astype(int)
-    v = np.floor(t[:, ext[1]] * 7.999).astype(int)
-    parity = ((u + v) % 2).astype(float)
-    hue = 0.85 * (0.6 * t[:, ext[0]] + 0.4 * t[:, ext[1]])
-    rgb = [colorsys.hsv_to_rgb(h, 0.75, 1.0 - 0.45 * p) for h, p in zip(hue, parity)]
-    return np.asarray(rgb, np.float32)
 
 
 def default_lights() -> Lights:
