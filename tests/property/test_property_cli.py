@@ -12,26 +12,17 @@ import functools
 import io
 import json
 import math
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from gradsim_jax.cli import main
 from gradsim_jax.render.video import write_gif
 
-#: GRADSIM_PROPERTY_SCALE=20 runs twenty times the examples (a deeper search than CI's).
-SCALE = float(os.environ.get("GRADSIM_PROPERTY_SCALE", "1"))
-
-
-def bounded(examples: int):
-    """Reproducible (derandomized) settings with a bounded number of examples, so CI stays fast."""
-    return settings(max_examples=max(1, round(examples * SCALE)), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
+from bounded import bounded
 
 SCENE = """
 [scene]

@@ -9,13 +9,12 @@ simulated for 1 frame of 2 substeps; images are 8 x 8.
 
 import dataclasses
 import math
-import os
 import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import gradsim_jax as gs
@@ -24,15 +23,7 @@ from gradsim_jax.physics.validate import NONNEGATIVE
 from gradsim_jax.render import FaceColors, VertexColors
 from gradsim_jax.render.checks import checked_render
 
-#: GRADSIM_PROPERTY_SCALE=20 runs twenty times the examples (a deeper search than CI's).
-SCALE = float(os.environ.get("GRADSIM_PROPERTY_SCALE", "1"))
-
-
-def bounded(examples: int):
-    """Reproducible (derandomized) settings with a bounded number of examples, so CI stays fast."""
-    return settings(max_examples=max(1, round(examples * SCALE)), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
+from bounded import bounded
 
 SCENE = gs.cloth_grid(1, 1, 0.2, 0.2, pos=(0.0, 0.5, 0.0), fix_left=True, mass=0.01, edge_ke=1.0,
                       edge_kd=0.1).add_springs([[1, 2]], ke=10.0, kd=0.1)

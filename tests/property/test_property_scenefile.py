@@ -11,25 +11,17 @@ stay tiny (a 1 x 1 grid) and nothing is simulated: building the experiment is th
 import copy
 import datetime
 import math
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from gradsim_jax.scenefile import SCHEMA, SceneFileError, load_scene
 from gradsim_jax.sysid import QUANTITIES
 
-#: GRADSIM_PROPERTY_SCALE=20 runs twenty times the examples (a deeper search than CI's).
-SCALE = float(os.environ.get("GRADSIM_PROPERTY_SCALE", "1"))
-
-
-def bounded(examples: int):
-    """Reproducible (derandomized) settings with a bounded number of examples, so CI stays fast."""
-    return settings(max_examples=max(1, round(examples * SCALE)), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+from bounded import bounded
 
 BASE = {
     "scene": {"grid": [1, 1], "cell": [0.2, 0.2], "pos": [-0.1, 0.0, -0.1],

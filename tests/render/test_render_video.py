@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gradsim_jax.render import video as video_module
+from gradsim_jax.files import atomic_file
 from gradsim_jax.render.video import (
     gif_frame_duration_ms,
     load_target,
@@ -165,7 +165,7 @@ def test_writes_are_atomic_and_leave_no_temporary_files(tmp_path):
     assert len(list((tmp_path / "v").iterdir())) == 6
     # A write that fails midway leaves the previous file untouched and no temporary behind.
     before = (tmp_path / "v.gif").read_bytes()
-    with pytest.raises(RuntimeError), video_module._atomic_file(tmp_path / "v.gif") as temporary:
+    with pytest.raises(RuntimeError), atomic_file(tmp_path / "v.gif") as temporary:
         temporary.write_bytes(b"GIF89a partial")
         raise RuntimeError("killed")
     assert (tmp_path / "v.gif").read_bytes() == before

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.types import Params, State, Topology
-from gradsim_jax.physics.validate import validate_scene
+from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
 # dflex/Warp's defaults for cloth materials.
 DEFAULT_TRI_KE = 100.0
@@ -59,14 +59,6 @@ def _i(a, width, name="indices"):
     if not (arr.ndim == 2 and arr.shape[1] == width) and not (arr.ndim == 1 and arr.size % width == 0):
         raise ValueError(f"{name} must be [count, {width}] (or flat, {width} per row), got shape {arr.shape}")
     return arr.reshape(-1, width)
-
-
-def _check_index_rows(name, rows, n):
-    """ValueError naming the first row of `rows` [k, w] with an index outside [0, n)."""
-    bad = np.any((rows < 0) | (rows >= n), axis=1)
-    if bad.any():
-        k = int(np.argmax(bad))
-        raise ValueError(f"{name}[{k}] = {rows[k].tolist()} has an index out of range [0, {n})")
 
 
 def _check_finite(name, a):
@@ -121,7 +113,7 @@ class Scene:
         """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length."""
         pairs = _i(pairs, 2, "springs")
         s = pairs.shape[0]
-        _check_index_rows("springs", pairs, self.num_particles)
+        check_index_rows("springs", pairs, self.num_particles)
         pairs = pairs.astype(np.int32)
         if rest is None:
             rest = np.linalg.norm(self.x[pairs[:, 0]] - self.x[pairs[:, 1]], axis=1)
@@ -279,7 +271,7 @@ def cloth_mesh(
     _check_finite("vertices", x)
     tris = _i(faces, 3, "faces")
     n = x.shape[0]
-    _check_index_rows("faces", tris, n)
+    check_index_rows("faces", tris, n)
     tris = tris.astype(np.int32)
     area = 0.5 * np.linalg.norm(np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]]), axis=1)
     mass = np.zeros(n)
@@ -293,7 +285,7 @@ def cloth_mesh(
             mask = pinned.reshape(n).copy()
         else:
             rows = _i(pinned, 1, "pinned")
-            _check_index_rows("pinned", rows, n)
+            check_index_rows("pinned", rows, n)
             mask[rows[:, 0]] = True
     return _with_cloth(particles(x, _f(vel, (n, 3), "vel"), mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag,
                        tri_lift, edge_ke, edge_kd)

@@ -75,6 +75,17 @@ def validate_shapes(topology, params, state=None) -> dict:
     return per
 
 
+def check_index_rows(name: str, rows, count: int) -> None:
+    """Host side: ValueError naming the first row of `rows` [k, w] with an index outside [0, count),
+    as "NAME[k] = [a, b, c] has an index out of range [0, count)" (`checks.check_indices` is the traced
+    twin, with the same words)."""
+    rows = np.asarray(rows)
+    bad = np.any((rows < 0) | (rows >= count), axis=-1) if rows.size else np.zeros(0, bool)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ValueError(f"{name}[{k}] = {rows[k].tolist()} has an index out of range [0, {count})")
+
+
 def validate_scene(topology, params, state=None) -> None:
     """Raise ValueError for malformed or unphysical scenes. On traced inputs only shapes and dtypes are
     checked (see `gradsim_jax.physics.checks` for checks of traced values)."""
@@ -85,12 +96,7 @@ def validate_scene(topology, params, state=None) -> None:
     sizes = {}
     for name, width in INDEX_WIDTHS.items():
         idx = np.asarray(getattr(topology, name))
-        bad = (idx < 0) | (idx >= n)
-        if bad.any():
-            at = np.argwhere(bad)[0]
-            raise ValueError(
-                f"Topology.{name}[{at[0]}] = {idx[at[0]].tolist()} has an index out of range [0, {n})"
-            )
+        check_index_rows(f"Topology.{name}", idx, n)
         for a in range(width):
             for b in range(a + 1, width):
                 same = idx[:, a] == idx[:, b]

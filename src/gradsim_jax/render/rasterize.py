@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.physics.validate import check_index_rows
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
 from gradsim_jax.render.coverage import area_coverage
@@ -339,12 +340,8 @@ def _check_inputs(vertices, faces, colors):
             raise ValueError(f"Texture.uv must be [{num_vertices}, 2] or [{num_faces}, 3, 2], got {colors.uv.shape}")
     # Values can only be checked when they are concrete (not inside jit: see `gradsim_jax.render.checks`,
     # whose messages these match).
-    if not isinstance(faces, jax.core.Tracer) and num_faces:
-        f = np.asarray(faces)
-        bad = np.any((f < 0) | (f >= num_vertices), axis=1)
-        if bad.any():
-            k = int(np.argmax(bad))
-            raise ValueError(f"faces[{k}] = {f[k].tolist()} has an index out of range [0, {num_vertices})")
+    if not isinstance(faces, jax.core.Tracer):
+        check_index_rows("faces", faces, num_vertices)
     _check_values("vertices", vertices)
     if isinstance(colors, (FaceColors, VertexColors)):
         _check_values(f"{type(colors).__name__}.rgb", colors.rgb, unit=True)

@@ -22,13 +22,14 @@ import dataclasses
 import math
 import os
 import re
-import secrets
 import shutil
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
+
+from gradsim_jax.files import atomic_file, temporary_sibling
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 _PNG_FRAME = re.compile(r"frame_\d{4,}\.png")
@@ -91,29 +92,6 @@ def _check_fps(fps: float) -> float:
 # Atomic writes
 
 
-def _temporary_sibling(path: Path, tag: str = "tmp") -> Path:
-    """A fresh hidden name in `path`'s folder that keeps its suffix (ffmpeg picks the container by it)."""
-    return path.with_name(f".{path.stem}.{secrets.token_hex(4)}.{tag}{path.suffix}")
-
-
-@contextlib.contextmanager
-def _atomic_file(path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success rename it to `path`, on any failure delete it.
-
-    The temporary file lives in the same folder, so `os.replace` is a same-filesystem atomic rename:
-    readers see either the old file or the complete new one, never a partial write.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary_sibling(path)
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def _check_replaceable_folder(path: Path) -> None:
     """Refuse to replace anything but a folder of our own frames, so a typo never deletes user data."""
     if not path.exists():
@@ -130,7 +108,7 @@ def _check_replaceable_folder(path: Path) -> None:
 
 @contextlib.contextmanager
 def _atomic_folder(path) -> Iterator[Path]:
-    """Like `_atomic_file` for a folder: fill a temporary sibling folder, then swap it in by renames.
+    """Like `atomic_file` for a folder: fill a temporary sibling folder, then swap it in by renames.
 
     An existing folder at `path` (only one holding nothing but frame_NNNN.png files) is moved aside,
     replaced, then deleted; if the swap fails the old folder is put back.
@@ -138,13 +116,13 @@ def _atomic_folder(path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_replaceable_folder(path)
-    temporary = _temporary_sibling(path)
+    temporary = temporary_sibling(path)
     temporary.mkdir()
     try:
         yield temporary
         _check_replaceable_folder(path)  # again: it may have changed while we wrote
         if path.exists():
-            old = _temporary_sibling(path, "old")
+            old = temporary_sibling(path, "old")
             os.rename(path, old)
             try:
                 os.rename(temporary, path)
@@ -202,7 +180,7 @@ def write_gif(path, frames, fps: float = 20.0) -> Path:
     """
     duration_ms = gif_frame_duration_ms(fps)
     data = _encode_gif(_nonempty(to_uint8(frames)), duration_ms)
-    with _atomic_file(path) as temporary, open(temporary, "xb") as f:
+    with atomic_file(path) as temporary, open(temporary, "xb") as f:
         f.write(data)
     return Path(path)
 
@@ -220,7 +198,7 @@ def write_mp4(path, frames, fps: float = 20.0) -> Path:
     pad_h, pad_w = video.shape[1] % 2, video.shape[2] % 2
     if pad_h or pad_w:
         video = np.pad(video, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-    with _atomic_file(path) as temporary:
+    with atomic_file(path) as temporary:
         with imageio.get_writer(
             temporary, format="FFMPEG", mode="I", fps=fps, codec="libx264", pixelformat="yuv420p",
             macro_block_size=1,

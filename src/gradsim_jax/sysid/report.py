@@ -13,6 +13,7 @@ from typing import Optional
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.files import atomic_file
 from gradsim_jax.render.camera import rotation_from_rvec
 from gradsim_jax.sysid.experiment import Experiment
 from gradsim_jax.sysid.identify import SysIdResult
@@ -153,19 +154,15 @@ def ensure_writable_folder(folder) -> Path:
 
 def write_report(path, report: dict) -> Path:
     """Write `report` as JSON to `path` atomically; return the path."""
-    from gradsim_jax.render.video import _atomic_file
-
     text = json.dumps(report, indent=2, default=_json_default)
-    with _atomic_file(path) as temporary:
+    with atomic_file(path) as temporary:
         Path(temporary).write_text(text)
     return Path(path)
 
 
 def _save_figure(fig, path) -> Path:
     """fig.savefig to `path` atomically (PNG)."""
-    from gradsim_jax.render.video import _atomic_file
-
-    with _atomic_file(path) as temporary:
+    with atomic_file(path) as temporary:
         fig.savefig(temporary, format="png")
     return Path(path)
 

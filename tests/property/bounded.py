@@ -1,0 +1,14 @@
+"""Hypothesis settings shared by the property tests: reproducible and bounded, so CI stays fast."""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+#: GRADSIM_PROPERTY_SCALE=20 runs twenty times the examples (a deeper search than CI's).
+SCALE = float(os.environ.get("GRADSIM_PROPERTY_SCALE", "1"))
+
+
+def bounded(examples: int):
+    """Derandomized settings with `examples` x SCALE examples, no deadline and no example database."""
+    return settings(max_examples=max(1, round(examples * SCALE)), deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
