@@ -6,7 +6,7 @@ The handful of names most users need:
     topology, params, state0 = gs.cloth_grid(20, 10, 0.1, 0.1, fix_left=True).build()
     trajectory = gs.simulate(topology, params, state0, frames=60, substeps=32)
     camera = gs.look_at_camera(3.0, 20.0, 0.0, width=128, height=128)
-    video = gs.render_video(camera, trajectory.x, topology.triangles)   # [61, 128, 128, 4]
+    video = gs.render_video(camera, trajectory.particles.x, topology.cloth.triangles)   # [61, 128, 128, 4]
 
 Conventions: SI units, y up, gravity (0, -9.81, 0) m/s^2; positions [n, 3]; quaternions (w, x, y, z);
 images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
@@ -14,7 +14,7 @@ images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
 
 from gradsim_jax.geometry import Scene, cloth_grid, cloth_mesh, combine, particles, quat_from_axis_angle
 from gradsim_jax.physics import (
-    Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, simulate,
+    Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, particle_state, simulate,
 )
 from gradsim_jax.physics import euler_step as step
 from gradsim_jax.render import Camera, RenderSettings, look_at_camera, render, render_video
@@ -25,5 +25,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Camera", "Control", "FitResult", "Params", "RenderSettings", "Scene", "SimulationDiverged", "State",
     "Topology", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
-    "look_at_camera", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
+    "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
 ]

@@ -186,7 +186,7 @@ def _preflight(exp, args, config=None):
                  or (config.report and scalars <= REPORT_MAX_SCALARS))
         kw = dict(gradient=True, iterations=config.iterations, frames_rendered=loss_frames,
                   dense_frames=loss_frames if dense else 0, dense_columns=scalars if dense else 0)
-    itemsize = np.dtype(exp.params.mass.dtype).itemsize
+    itemsize = np.dtype(exp.dtype).itemsize
     est = estimate_cost(exp.topology, exp.frames, exp.substeps, render_size=(exp.camera.height, exp.camera.width),
                         tile_capacity=exp.settings.tile_capacity, pixel_capacity=exp.settings.pixel_capacity,
                         itemsize=itemsize, **kw)
@@ -240,7 +240,7 @@ def demo_experiment(free, *, size, frames, cells=None, push=True):
     if "drag" in free or "lift" in free:
         kw.update(drag=0.5, lift=0.5)
     if "bending" in free:
-        kw["edge_ke"] = 0.05
+        kw["bend_ke"] = 0.05
     if not push:
         kw["push"] = 0.0
     return demos.hanging_cloth(**kw)
@@ -310,7 +310,7 @@ def cmd_demo_control(args) -> int:
     if status is not None:
         return status
     _, target = sysid.simulate_video(exp, {})
-    _, initial_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_guess, np.shape(exp.state0.x))})
+    _, initial_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_guess, np.shape(exp.state0.particles.x))})
     print(f"demo cloth-control: find the initial velocity that lands the cloth where the last frame shows "
           f"({args.size} px, {args.frames} frames)")
     v_est, result = sysid.fit_control(exp, target[-1], v_guess, iterations=args.iterations,
@@ -318,7 +318,7 @@ def cmd_demo_control(args) -> int:
                                       checkpoint_dir=str(Path(args.out) / "checkpoint"),
                                       checkpoint_every=args.checkpoint_every, resume=args.resume,
                                       resume_anyway=args.resume_anyway, progress=not args.no_progress)
-    _, fitted_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_est, np.shape(exp.state0.x))})
+    _, fitted_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_est, np.shape(exp.state0.particles.x))})
     errors = sysid.final_position_error(exp, v_est, v_true)
     history = {"iteration": result.history["iteration"], "loss": result.history["loss"],
                "params": {"velocity": [np.asarray(v) for v in result.history["params"]["v"]]}}

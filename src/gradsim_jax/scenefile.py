@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import warnings
 import tomllib
 from pathlib import Path
 from typing import Any, Optional
@@ -61,13 +62,14 @@ SCHEMA: dict[str, dict[str, Field]] = {
     },
     "material": {
         "mass": Field("float", 0.01, "mass per particle, kg"),
-        "tri_ke": Field("float", 100.0, "membrane stretch stiffness k_mu (the quantity 'stiffness')"),
+        "tri_ke": Field("float", 100.0, "membrane stretch stiffness k_mu (quantity cloth.tri_ke, 'stiffness')"),
         "tri_ka": Field("float", 100.0, "membrane area stiffness k_lambda (keeps its ratio to tri_ke in fits)"),
-        "tri_kd": Field("float", 1.0, "membrane damping (the quantity 'damping')"),
-        "edge_ke": Field("float", 0.0, "bending stiffness, the quantity 'bending' (0: no bending elements)"),
-        "edge_kd": Field("float", 0.0, "bending damping"),
-        "drag": Field("float", 0.0, "aerodynamic drag coefficient (nonzero switches aerodynamics on)"),
-        "lift": Field("float", 0.0, "aerodynamic lift coefficient"),
+        "tri_kd": Field("float", 1.0, "membrane damping (quantity cloth.tri_kd, 'damping')"),
+        "bend_ke": Field("float", 0.0, "bending stiffness (quantity cloth.bend_ke, 'bending'; 0: no bending "
+                                       "elements)"),
+        "bend_kd": Field("float", 0.0, "bending damping"),
+        "tri_drag": Field("float", 0.0, "aerodynamic drag coefficient (nonzero switches aerodynamics on)"),
+        "tri_lift": Field("float", 0.0, "aerodynamic lift coefficient"),
         "aerodynamics": Field("bool", False, "force the drag/lift term on (to fit drag or lift from a guess)"),
         "contact_mu": Field("float", 0.5, "ground friction coefficient"),
         "contact_ke": Field("float", 1.0e3, "ground contact stiffness"),
@@ -142,13 +144,19 @@ SCHEMA: dict[str, dict[str, Field]] = {
     },
     "initial": {
         "mass": Field("float", None, "initial guess of the mass per particle, kg"),
-        **{name: Field("float", None, f"initial guess of {name}")
-           for name in ("stiffness", "damping", "bending", "drag", "lift", "friction")},
+        **{name: Field("float", None, f"initial guess of {name} (as in [material])")
+           for name in ("tri_ke", "tri_kd", "bend_ke", "tri_drag", "tri_lift", "contact_mu")},
         "velocity": Field("float[3]", None, "initial guess of the initial velocity (all particles), m/s"),
     },
 }
 
 REQUIRED_SECTIONS = ("scene", "fit")
+
+#: Keys renamed so that builders, scene files, Params and quantities say the same: {section: {old: new}}.
+#: The old key still reads, with a DeprecationWarning.
+RENAMED = {"material": {"edge_ke": "bend_ke", "edge_kd": "bend_kd", "drag": "tri_drag", "lift": "tri_lift"},
+           "initial": {"stiffness": "tri_ke", "damping": "tri_kd", "bending": "bend_ke", "edge_ke": "bend_ke",
+                       "drag": "tri_drag", "lift": "tri_lift", "friction": "contact_mu"}}
 
 
 def help_text() -> str:
@@ -218,7 +226,15 @@ def read_scene_file(path) -> dict:
             raise SceneFileError(f"{path}: missing section [{section}]")
     out = {}
     for section, fields in SCHEMA.items():
-        given = raw.get(section, {})
+        given = dict(raw.get(section, {}))
+        for old, new in RENAMED.get(section, {}).items():
+            if old in given:
+                if new in given:
+                    raise SceneFileError(f"{path}: [{section}] gives both {old!r} and {new!r} (the new name of "
+                                         f"{old!r}): keep {new!r}")
+                warnings.warn(f"{path}: [{section}] {old!r} is now called {new!r}", DeprecationWarning,
+                              stacklevel=2)
+                given[new] = given.pop(old)
         for key, value in given.items():
             if key not in fields:
                 raise SceneFileError(
@@ -297,7 +313,7 @@ class SceneSpec:
                 continue
             name = canonical(key)
             if name == "velocity":
-                value = np.broadcast_to(np.asarray(value, np.float32), np.shape(exp.state0.x))
+                value = np.broadcast_to(np.asarray(value, np.float32), np.shape(exp.state0.particles.x))
             theta[name] = jnp.asarray(value, jnp.asarray(exp.theta[name]).dtype)
         if "camera_pose" in self.fit_config.free:
             theta = with_camera_pose(exp, theta)
@@ -506,8 +522,8 @@ class SceneSpec:
         rot = np.asarray(sc["rot"], np.float64)
         if not np.linalg.norm(rot) > 0:
             raise SceneFileError(f"{path}: [scene] rot must be a nonzero quaternion")
-        common = dict(tri_ke=mat["tri_ke"], tri_ka=mat["tri_ka"], tri_kd=mat["tri_kd"], tri_drag=mat["drag"],
-                      tri_lift=mat["lift"], edge_ke=mat["edge_ke"], edge_kd=mat["edge_kd"])
+        common = dict(tri_ke=mat["tri_ke"], tri_ka=mat["tri_ka"], tri_kd=mat["tri_kd"], tri_drag=mat["tri_drag"],
+                      tri_lift=mat["tri_lift"], bend_ke=mat["bend_ke"], bend_kd=mat["bend_kd"])
         if not (math.isfinite(mat["mass"]) and mat["mass"] > 0):
             raise SceneFileError(f"{path}: [material] mass must be positive (kg per particle), got {mat['mass']}; "
                                  "to hold vertices still, pin them ([scene] fix or pinned)")
@@ -518,7 +534,7 @@ class SceneSpec:
             (dx, dy), (cx, cy) = sc["grid"], sc["cell"]
             if dx < 1 or dy < 1 or not (cx > 0 and cy > 0):
                 raise SceneFileError(f"{path}: [scene] grid needs >= 1 cells and cell > 0")
-            self._check_grid_fits(dx, dy, mat["edge_ke"] != 0 or mat["edge_kd"] != 0)
+            self._check_grid_fits(dx, dy, mat["bend_ke"] != 0 or mat["bend_kd"] != 0)
             fix = {f"fix_{s}": True for s in sc["fix"]}
             try:
                 scene = cloth_grid(dx, dy, cx, cy, pos=sc["pos"], rot=rot, vel=sc["velocity"], mass=mat["mass"],
@@ -594,11 +610,11 @@ class SceneSpec:
         if ren["coverage"] not in ("box", "softras"):
             raise SceneFileError(f'{path}: [render] coverage must be "box" or "softras", got {ren["coverage"]!r}')
         camera = self.camera(native_size)
-        faces = topology.triangles
+        faces = topology.cloth.triangles
         if ren["color"] is not None:
             colors = FaceColors(jnp.broadcast_to(jnp.asarray(ren["color"], jnp.float32), (faces.shape[0], 3)))
         else:
-            colors = FaceColors(jnp.asarray(checker_colors(faces, state0.x)))
+            colors = FaceColors(jnp.asarray(checker_colors(faces, state0.particles.x)))
         lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
                         directional=jnp.asarray(ren["directional"], jnp.float32),
                         direction=jnp.asarray(ren["light_direction"], jnp.float32))

@@ -9,7 +9,7 @@ part of the compiled program's identity).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 
@@ -27,3 +27,37 @@ def pytree_dataclass(cls=None, *, meta=()):
         )
 
     return wrap if cls is None else wrap(cls)
+
+
+# Dotted paths name the leaves of a tree of dataclasses: "cloth.tri_ke" is `params.cloth.tri_ke`.
+
+
+def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
+    """(dotted name, value) of every data field of a dataclass tree, depth first, each name starting with
+    `prefix` ("Params.cloth.tri_ke"); None branches and static (bool or str) fields are skipped."""
+    for f in dataclasses.fields(tree):
+        value = getattr(tree, f.name)
+        name = f"{prefix}.{f.name}" if prefix else f.name
+        if value is None or isinstance(value, (bool, str)):
+            continue
+        if dataclasses.is_dataclass(value):
+            yield from named_leaves(value, name)
+        else:
+            yield name, value
+
+
+def get_path(tree, path: str):
+    """The value at dotted `path` ("cloth.tri_ke") of a dataclass tree."""
+    for part in path.split("."):
+        tree = getattr(tree, part)
+    return tree
+
+
+def replace_paths(tree, values: dict):
+    """A copy of a dataclass tree with the leaves at dotted paths replaced: {"cloth.tri_ke": array, ...}."""
+    nested: dict = {}
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        nested.setdefault(head, {})[rest] = value
+    updates = {head: sub[""] if "" in sub else replace_paths(getattr(tree, head), sub) for head, sub in nested.items()}
+    return dataclasses.replace(tree, **updates)

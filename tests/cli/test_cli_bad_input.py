@@ -114,7 +114,7 @@ def test_render_refuses_an_unknown_video_suffix(tmp_path, capsys, no_simulation)
     ("polish = 0", "polish = 0\nlearning_rate = nan", ["[fit] learning_rate", "positive"]),
     ("polish = 0", "polish = 0\n[initial]\nmass = -0.01", ["[initial] mass", "positive", "-0.01"]),
     ("polish = 0", "polish = 0\n[initial]\nmass = 0.0", ["[initial] mass", "positive"]),
-    ("polish = 0", "polish = 0\n[initial]\nstiffness = inf", ["[initial] stiffness", "positive"]),
+    ("polish = 0", "polish = 0\n[initial]\ntri_ke = inf", ["[initial] tri_ke", "positive"]),
 ])
 def test_bad_fit_values_are_refused_when_the_scene_is_read(tmp_path, old, new, words):
     path = write(tmp_path, SCENE.replace(old, new))

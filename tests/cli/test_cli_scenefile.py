@@ -39,7 +39,7 @@ def test_good_scene_builds(tmp_path):
     assert exp.frames == 4 and exp.substeps == 8
     assert exp.camera.width == 16
     assert spec.fit_config.free == ("mass",)
-    assert np.asarray(exp.topology.pinned).sum() == 3
+    assert np.asarray(exp.topology.particles.pinned).sum() == 3
 
 
 @pytest.mark.parametrize("text, key", [
@@ -78,7 +78,7 @@ def test_obj_mesh_scene(tmp_path):
     text = GOOD.replace("grid = [2, 2]", 'mesh = "quad.obj"').replace('fix = ["left"]', "pinned = [0, 3]")
     exp = load_scene(write(tmp_path, text)).experiment()
     assert exp.faces.shape == (2, 3)
-    assert np.asarray(exp.topology.pinned).tolist() == [True, False, False, True]
+    assert np.asarray(exp.topology.particles.pinned).tolist() == [True, False, False, True]
 
 
 def test_not_toml(tmp_path):

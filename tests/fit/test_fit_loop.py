@@ -232,10 +232,10 @@ def test_traced_checks_stop_a_fit_when_a_value_turns_bad():
     top, par, st = gs.cloth_grid(1, 1, 0.1, 0.1, mass=0.05).build()
 
     def loss(p):
-        return jnp.sum(p.mass)  # gradient descent lowers every mass, through zero (identity transform)
+        return jnp.sum(p.particles.mass)  # gradient descent lowers every mass, through zero (identity transform)
 
-    with pytest.raises(TracedCheckError, match=r"fit iteration 1: Params\.mass\[0\] = -0\.0[0-9]* is not"):
-        gs.fit(loss, par, free=("mass",), learning_rate=0.1, steps=5, progress=False,
+    with pytest.raises(TracedCheckError, match=r"fit iteration 1: Params\.particles\.mass\[0\] = -0\.0[0-9]* is not"):
+        gs.fit(loss, par, free=("particles.mass",), learning_rate=0.1, steps=5, progress=False,
                checks=lambda p: validate_traced(top, p, st))
     # Without checks the fit runs to the end with negative masses.
-    assert float(gs.fit(loss, par, free=("mass",), learning_rate=0.1, steps=5, progress=False).params.mass[0]) < 0
+    assert float(gs.fit(loss, par, free=("particles.mass",), learning_rate=0.1, steps=5, progress=False).params.particles.mass[0]) < 0

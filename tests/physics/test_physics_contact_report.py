@@ -25,8 +25,8 @@ def test_cloth_at_ground_height_plus_radius_stays_put():
         warnings.simplefilter("error", ContactWarning)
         traj = gs.simulate(top, par, st, frames=30, substeps=16)
     # It sags by its weight over the contact stiffness (m g / ke = 0.1 mm), and no more.
-    assert np.abs(np.asarray(traj.v)).max() < 0.02
-    assert abs(float(traj.x[-1, :, 1].mean()) - 0.26) < 5e-4
+    assert np.abs(np.asarray(traj.particles.v)).max() < 0.02
+    assert abs(float(traj.particles.x[-1, :, 1].mean()) - 0.26) < 5e-4
 
 
 def test_cloth_at_ground_height_is_reported_and_warned():
@@ -39,7 +39,7 @@ def test_cloth_at_ground_height_is_reported_and_warned():
     assert "particle_radius" in report.message and "3.2 m/s" in report.message
     with pytest.warns(ContactWarning, match=r"deep ground contact.*ground_height \+ particle_radius"):
         traj = gs.simulate(top, par, st, frames=10, substeps=16)
-    assert float(np.asarray(traj.v)[..., 1].max()) > 2.0  # what the warning is about: it is launched
+    assert float(np.asarray(traj.particles.v)[..., 1].max()) > 2.0  # what the warning is about: it is launched
 
 
 def test_particle_radius_sets_the_resting_height():
@@ -47,7 +47,7 @@ def test_particle_radius_sets_the_resting_height():
     top, par, st = _flat_cloth(0.25, radius=0.0)
     assert not contact_report(top, par, st).deep
     traj = gs.simulate(top, par, st, frames=10, substeps=16)
-    assert np.abs(np.asarray(traj.v)).max() < 0.02
+    assert np.abs(np.asarray(traj.particles.v)).max() < 0.02
 
 
 def test_pinned_particles_and_no_ground_are_not_reported():

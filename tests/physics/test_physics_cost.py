@@ -95,7 +95,7 @@ def test_cli_programs_capture_no_scene_arrays_as_constants(tmp_path, lower_only)
 def test_estimate_is_within_a_factor_two_of_xla(x64):
     del x64  # float64: the estimate scales with the item size
     top, par, st = gs.cloth_grid(40, 40, 0.025, 0.025, fix_left=True).build(dtype=jnp.float64)
-    grad = jax.jit(jax.grad(lambda p: jnp.sum(gs.simulate(top, p, st, frames=2, substeps=4).x[-1])))
+    grad = jax.jit(jax.grad(lambda p: jnp.sum(gs.simulate(top, p, st, frames=2, substeps=4).particles.x[-1])))
     m = grad.lower(par).compile().memory_analysis()
     measured = m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes
     est = estimate_cost(top, 2, 4, gradient=True, itemsize=8)
@@ -136,7 +136,7 @@ def test_cli_refuses_a_run_bigger_than_the_memory(tmp_path, monkeypatch, capsys)
 def test_scene_file_particle_radius_sets_the_resting_height(tmp_path, capsys):
     scene = _scene_file(tmp_path, 2, extra="ground = true\nground_height = 0.0\nparticle_radius = 0.0")
     exp = load_scene(scene).experiment()
-    assert float(exp.params.particle_radius) == 0.0
+    assert float(exp.params.particles.radius) == 0.0
     report = gs.physics.contact_report(exp.topology, exp.params, exp.state0)
     assert not report.deep
-    np.testing.assert_allclose(float(load_scene(_scene_file(tmp_path, 2)).experiment().params.particle_radius), 0.01)
+    np.testing.assert_allclose(float(load_scene(_scene_file(tmp_path, 2)).experiment().params.particles.radius), 0.01)

@@ -12,20 +12,21 @@ from gradsim_jax.physics import (
     bending_forces, ground_contact, membrane_energy, membrane_forces, spring_energy, spring_forces,
 )
 from gradsim_jax.physics.cloth import bending_force, dihedral_angle
+from gradsim_jax.physics import replace_paths
 
 
 def _perturbed_cloth(rng, **kw):
     scene = gs.cloth_grid(3, 2, 0.1, 0.1, mass=0.1, tri_ke=300.0, tri_ka=150.0, tri_kd=0.0, **kw)
     scene = scene.add_springs([[0, 11], [3, 8]], [40.0, 70.0], 0.0)
     top, par, st = scene.build()
-    x = st.x + 0.02 * rng.standard_normal(st.x.shape)
+    x = st.particles.x + 0.02 * rng.standard_normal(st.particles.x.shape)
     return top, par, x
 
 
 def test_spring_and_membrane_forces_are_minus_energy_gradients(x64):
     rng = np.random.default_rng(1)
     top, par, x = _perturbed_cloth(rng)
-    par = dataclasses.replace(par, tri_activation=jnp.asarray(rng.uniform(-0.1, 0.1, par.tri_ke.shape)))
+    par = replace_paths(par, {"cloth.tri_activation": jnp.asarray(rng.uniform(-0.1, 0.1, par.cloth.tri_ke.shape))})
     v = jnp.zeros_like(x)
 
     @jax.jit
@@ -53,10 +54,10 @@ def test_bending_directions_are_the_gradient_of_the_dihedral_angle(x64):
 
 def test_bending_forces_vanish_at_rest_and_sum_to_zero(x64):
     rng = np.random.default_rng(3)
-    top, par, st = gs.cloth_grid(3, 3, 0.1, 0.1, edge_ke=10.0, edge_kd=0.1).build()
-    np.testing.assert_allclose(bending_forces(top, par, st.x, st.v), 0.0, atol=1e-12)
-    x = st.x + 0.03 * rng.standard_normal(st.x.shape)
-    v = rng.standard_normal(st.x.shape)
+    top, par, st = gs.cloth_grid(3, 3, 0.1, 0.1, bend_ke=10.0, bend_kd=0.1).build()
+    np.testing.assert_allclose(bending_forces(top, par, st.particles.x, st.particles.v), 0.0, atol=1e-12)
+    x = st.particles.x + 0.03 * rng.standard_normal(st.particles.x.shape)
+    v = rng.standard_normal(st.particles.x.shape)
     f = bending_forces(top, par, x, v)
     assert float(jnp.abs(f).max()) > 1e-3
     np.testing.assert_allclose(f.sum(0), 0.0, atol=1e-10)
@@ -66,9 +67,9 @@ def test_bending_forces_vanish_at_rest_and_sum_to_zero(x64):
 
 def test_aerodynamic_drag_on_a_plate_moving_along_its_normal(x64):
     top, par, st = gs.cloth_mesh([[0, 0, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 2]], tri_ke=0, tri_ka=1, tri_kd=0,
-                                 tri_drag=2.0, tri_lift=3.0, edge_ke=0).build()
+                                 tri_drag=2.0, tri_lift=3.0, bend_ke=0).build()
     v = jnp.tile(jnp.array([0.0, 0.0, 4.0]), (3, 1))
-    f = jax.jit(lambda x, v: membrane_forces(top, par, x, v))(st.x, v)
+    f = jax.jit(lambda x, v: membrane_forces(top, par, x, v))(st.particles.x, v)
     area = 0.5
     # Face-on flow: drag = k_drag area |n.v| v, lift angle pi/2 - acos(1) ~ pi/2 along n, times |v|^2.
     drag = 2.0 * area * 4.0 * 4.0
@@ -81,13 +82,13 @@ def test_contact_force_normal_and_friction_cone(x64):
     top, par, st = gs.particles([[0, -0.01, 0], [0, 0.5, 0], [0, -0.01, 0]], v=[[3, -1, 4], [1, 0, 0], [0, 0, 0]]
                                 ).build(ground=True, contact_ke=1e3, contact_kd=10, contact_kf=1e3, contact_mu=0.5,
                                         particle_radius=0.01)
-    f = jax.jit(ground_contact)(par, st.x, st.v)
+    f = jax.jit(lambda x, v: ground_contact(top, par, x, v))(st.particles.x, st.particles.v)
     fn = -0.02 * 1e3 - 1.0 * 10  # penetration 0.02, approaching at 1 m/s
     np.testing.assert_allclose(f[0, 1], -fn)
     np.testing.assert_allclose(f[0, [0, 2]], -0.5 * abs(fn) * np.array([3, 4]) / 5.0)  # sliding: mu |fn|
     np.testing.assert_allclose(f[1], 0.0)  # out of contact
     np.testing.assert_allclose(f[2], [0.0, 20.0, 0.0])  # at rest: no friction
-    g = jax.jit(jax.jacobian(lambda v: ground_contact(par, st.x, v)))(st.v)
+    g = jax.jit(jax.jacobian(lambda v: ground_contact(top, par, st.particles.x, v)))(st.particles.v)
     assert np.isfinite(np.asarray(g)).all()
 
 
@@ -104,14 +105,14 @@ def test_safe_math_gradients_are_finite_at_zero(x64):
 
 
 def test_degenerate_triangles_and_bends_give_finite_forces_and_gradients(x64):
-    top, par, st = gs.cloth_grid(1, 1, 0.1, 0.1, edge_ke=1.0, tri_drag=0.5, tri_lift=0.5).build()
-    collapsed = jnp.zeros_like(st.x)  # every vertex at one point
+    top, par, st = gs.cloth_grid(1, 1, 0.1, 0.1, bend_ke=1.0, tri_drag=0.5, tri_lift=0.5).build()
+    collapsed = jnp.zeros_like(st.particles.x)  # every vertex at one point
 
     def total(x):
-        return jnp.sum(membrane_forces(top, par, x, st.v) ** 2) + jnp.sum(bending_forces(top, par, x, st.v) ** 2)
+        return jnp.sum(membrane_forces(top, par, x, st.particles.v) ** 2) + jnp.sum(bending_forces(top, par, x, st.particles.v) ** 2)
 
     value_and_grad = jax.jit(jax.value_and_grad(total))
-    for x in (collapsed, st.x):
+    for x in (collapsed, st.particles.x):
         value, grad = value_and_grad(x)
         assert np.isfinite(float(value))
         assert np.isfinite(np.asarray(grad)).all()

@@ -27,17 +27,17 @@ def _golden():
 def _scene(cfg):
     scene = gradsim_demo_cloth(cfg["dim_x"], cfg["dim_y"], cfg["cell"], mass=cfg["mass"], vel=cfg["vel"],
                                tri_ke=cfg["tri_ke"], tri_ka=cfg["tri_ka"], tri_kd=cfg["tri_kd"],
-                               anchor_ke=cfg["anchor_ke"], anchor_kd=cfg["anchor_kd"], edge_ke=cfg["edge_ke"])
+                               anchor_ke=cfg["anchor_ke"], anchor_kd=cfg["anchor_kd"], bend_ke=cfg["edge_ke"])
     return scene.build(gravity=(0.0, cfg["gravity"], 0.0))
 
 
 def test_scene_matches_warp_setup():
     cfg, golden = _golden()
     top, par, st = _scene(cfg)
-    np.testing.assert_array_equal(np.asarray(top.triangles), golden["faces"])
-    np.testing.assert_allclose(np.asarray(st.x), golden["x0"], atol=1e-6)
-    np.testing.assert_allclose(np.asarray(st.v), golden["v0"])
-    np.testing.assert_array_equal(np.asarray(gs.physics.integrators.free_inverse_mass(top, par)), golden["inv_mass"])
+    np.testing.assert_array_equal(np.asarray(top.cloth.triangles), golden["faces"])
+    np.testing.assert_allclose(np.asarray(st.particles.x), golden["x0"], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(st.particles.v), golden["v0"])
+    np.testing.assert_array_equal(np.asarray(gs.physics.free_inverse_mass(top.particles, par.particles)), golden["inv_mass"])
 
 
 def test_positions_match_warp():
@@ -47,7 +47,7 @@ def test_positions_match_warp():
     frames = golden["frames"].shape[0] - 1
     traj = jax.jit(lambda p, s: gs.simulate(top, p, s, frames=frames, substeps=every,
                                             frame_dt=cfg["dt"] * every))(par, st)
-    err = np.abs(np.asarray(traj.x) - golden["frames"]).max()
+    err = np.abs(np.asarray(traj.particles.x) - golden["frames"]).max()
     assert err < 2e-3, err
     assert np.abs(golden["frames"][-1] - golden["frames"][0]).max() > 0.1  # the cloth did move
 
@@ -58,12 +58,12 @@ def test_initial_velocity_gradient_matches_warp():
     steps = int(golden["grad_steps"])
 
     def loss(v0):
-        traj = gs.simulate(top, par, gs.State(st.x, v0), frames=steps // 32, substeps=32, frame_dt=cfg["dt"] * 32)
-        return jnp.mean(traj.x[-1] ** 2)
+        traj = gs.simulate(top, par, gs.particle_state(st.particles.x, v0), frames=steps // 32, substeps=32, frame_dt=cfg["dt"] * 32)
+        return jnp.mean(traj.particles.x[-1] ** 2)
 
-    value, grad = jax.jit(jax.value_and_grad(loss))(st.v)
+    value, grad = jax.jit(jax.value_and_grad(loss))(st.particles.v)
     np.testing.assert_allclose(float(value), float(golden["loss"]), rtol=1e-5)
-    free = ~np.asarray(top.pinned)
+    free = ~np.asarray(top.particles.pinned)
     ref = golden["grad_v0"][free]
     rel = np.linalg.norm(np.asarray(grad)[free] - ref) / np.linalg.norm(ref)
     assert rel < 0.01, rel

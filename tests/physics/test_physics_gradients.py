@@ -8,6 +8,9 @@ import jax.numpy as jnp
 import pytest
 
 import gradsim_jax as gs
+from gradsim_jax.physics import get_path, replace_paths
+from gradsim_jax.fit.transforms import field_names
+from gradsim_jax.physics.validate import PARAM_SHAPES
 
 STEPS = 60  # 6 frames x 10 substeps
 
@@ -15,14 +18,14 @@ STEPS = 60  # 6 frames x 10 substeps
 def _hanging_scene():
     """Cloth hanging from two springs, with bending, aerodynamics, damping and activation (no contact)."""
     cloth = gs.cloth_grid(2, 2, 0.1, 0.1, pos=(0.0, 1.0, 0.0), vel=(0.3, 0.1, -0.4), mass=0.1,
-                          tri_ke=60.0, tri_ka=80.0, tri_kd=0.5, tri_drag=0.3, tri_lift=0.2, edge_ke=2.0, edge_kd=0.01)
+                          tri_ke=60.0, tri_ka=80.0, tri_kd=0.5, tri_drag=0.3, tri_lift=0.2, bend_ke=2.0, bend_kd=0.01)
     anchors = gs.particles([[0.0, 1.3, 0.0], [0.2, 1.3, 0.0]], mass=1.0, pinned=True)
     scene = (cloth + anchors).add_springs([[9, 6], [10, 8]], [30.0, 40.0], [0.5, 0.4])
     top, par, st = scene.build(damping=0.1)
-    par = dataclasses.replace(par, tri_activation=par.tri_activation + 0.05)
+    par = replace_paths(par, {"cloth.tri_activation": par.cloth.tri_activation + 0.05})
     # Out of the rest shape, so that every elastic term is active.
-    x = st.x.at[4].add(jnp.array([0.01, -0.02, 0.03]))
-    return top, par, gs.State(x=x, v=st.v)
+    x = st.particles.x.at[4].add(jnp.array([0.01, -0.02, 0.03]))
+    return top, par, gs.particle_state(x, st.particles.v)
 
 
 def _sliding_scene():
@@ -40,8 +43,8 @@ def _sliding_scene():
 def _loss_fn(top, st, frames):
     def loss(par):
         traj = gs.simulate(top, par, st, frames=frames, substeps=10, frame_dt=1 / 200)
-        w = jnp.linspace(0.5, 1.5, traj.x[-1].size).reshape(traj.x[-1].shape)
-        return jnp.sum(w * traj.x[-1]) + 0.1 * jnp.sum(w * traj.v[-1])
+        w = jnp.linspace(0.5, 1.5, traj.particles.x[-1].size).reshape(traj.particles.x[-1].shape)
+        return jnp.sum(w * traj.particles.x[-1]) + 0.1 * jnp.sum(w * traj.particles.v[-1])
     return loss
 
 
@@ -52,11 +55,11 @@ def _check_fields(top, st, par, fields, seed):
     rng = np.random.default_rng(seed)
     failures = []
     for field in fields:
-        value = getattr(par, field)
+        value = get_path(par, field)
         direction = jnp.asarray(rng.standard_normal(np.shape(value)))
-        analytic = float(jnp.sum(getattr(grad, field) * direction))
+        analytic = float(jnp.sum(get_path(grad, field) * direction))
         scale = 1e-6 * max(1.0, float(jnp.abs(value).max()))
-        shifted = lambda s: loss(dataclasses.replace(par, **{field: value + s * scale * direction}))  # noqa: E731
+        shifted = lambda s: loss(replace_paths(par, {field: value + s * scale * direction}))  # noqa: E731
         numeric = float(shifted(1.0) - shifted(-1.0)) / (2 * scale)
         ok = np.isfinite(analytic) and abs(analytic - numeric) <= 1e-5 * max(abs(numeric), 1e-3)
         if not ok or analytic == 0.0:  # every field influences these scenes
@@ -64,13 +67,13 @@ def _check_fields(top, st, par, fields, seed):
     assert not failures, failures
 
 
-CONTACT_FIELDS = ["contact_ke", "contact_kd", "contact_kf", "contact_mu", "ground_height", "ground_normal",
-                  "particle_radius", "mass", "gravity"]
-HANGING_FIELDS = [f.name for f in dataclasses.fields(gs.Params) if f.name not in CONTACT_FIELDS[:-2]]
+CONTACT_FIELDS = ["contact.ke", "contact.kd", "contact.kf", "contact.mu", "world.ground_height",
+                  "world.ground_normal", "particles.radius", "particles.mass", "world.gravity"]
+HANGING_FIELDS = [name for name in PARAM_SHAPES if name not in CONTACT_FIELDS[:-2]]
 
 
 def test_every_params_field_is_checked():
-    assert set(HANGING_FIELDS) | set(CONTACT_FIELDS) == {f.name for f in dataclasses.fields(gs.Params)}
+    assert set(HANGING_FIELDS) | set(CONTACT_FIELDS) == set(field_names(_hanging_scene()[1]))
 
 
 def test_gradient_matches_finite_differences_hanging_cloth(x64):

@@ -43,8 +43,8 @@ def test_combine_offsets_indices_and_springs_connect_pieces():
     np.testing.assert_array_equal(c.triangles, a.triangles + 2)
     np.testing.assert_allclose(s.spring_rest, [1.0, np.sqrt(0.9**2 + 1.0)])
     top, par, st = s.build(gravity=(0, -1, 0), damping=0.1)
-    assert top.springs.shape == (2, 2) and par.spring_ke.tolist() == [10.0, 10.0]
-    assert float(par.damping) == pytest.approx(0.1) and not top.aerodynamics
+    assert top.springs.pairs.shape == (2, 2) and par.springs.ke.tolist() == [10.0, 10.0]
+    assert float(par.particles.damping) == pytest.approx(0.1) and not top.cloth.aerodynamics
 
 
 def test_bending_rest_angle_of_a_folded_mesh():

@@ -8,11 +8,12 @@ import jax.numpy as jnp
 import pytest
 
 import gradsim_jax as gs
+from gradsim_jax.physics import replace_paths
 
 
 def _scene(dtype=None):
     scene = gs.cloth_grid(3, 2, 0.1, 0.1, pos=(0, 0.5, 0), mass=0.05, tri_ke=100.0, tri_ka=100.0, tri_kd=0.1,
-                          edge_ke=1.0, tri_drag=0.1, fix_top=True)
+                          bend_ke=1.0, tri_drag=0.1, fix_top=True)
     # contact soft enough for these coarse steps (the defaults would warn: ContactWarning)
     return scene.build(ground=True, contact_ke=1e3, contact_kd=10.0, dtype=dtype)
 
@@ -24,14 +25,14 @@ def test_second_jit_call_with_new_params_does_not_recompile():
     @jax.jit
     def final(p, s):
         traces.append(1)
-        return gs.simulate(top, p, s, frames=4, substeps=8).x[-1]
+        return gs.simulate(top, p, s, frames=4, substeps=8).particles.x[-1]
 
     grad = jax.jit(jax.grad(lambda p: jnp.sum(final(p, st))))
     a = final(par, st)
     grad(par)
     compiled = len(traces)
-    b = final(dataclasses.replace(par, tri_ke=par.tri_ke * 2.0, mass=par.mass * 1.5, bend_ke=par.bend_ke * 3), st)
-    grad(dataclasses.replace(par, gravity=par.gravity * 0.5))
+    b = final(replace_paths(par, {"cloth.tri_ke": par.cloth.tri_ke * 2.0, "particles.mass": par.particles.mass * 1.5, "cloth.bend_ke": par.cloth.bend_ke * 3}), st)
+    grad(replace_paths(par, {"world.gravity": par.world.gravity * 0.5}))
     assert len(traces) == compiled  # new values, same shapes: no new trace
     assert not np.allclose(a, b)
 
@@ -39,8 +40,8 @@ def test_second_jit_call_with_new_params_does_not_recompile():
 def test_vmap_over_params_equals_a_loop():
     top, par, st = _scene()
     scales = jnp.array([0.5, 1.0, 2.0])
-    batch = jax.vmap(lambda s: dataclasses.replace(par, tri_ke=par.tri_ke * s, mass=par.mass * s))(scales)
-    run = lambda p: gs.simulate(top, p, st, frames=5, substeps=8).x[-1]  # noqa: E731
+    batch = jax.vmap(lambda s: replace_paths(par, {"cloth.tri_ke": par.cloth.tri_ke * s, "particles.mass": par.particles.mass * s}))(scales)
+    run = lambda p: gs.simulate(top, p, st, frames=5, substeps=8).particles.x[-1]  # noqa: E731
     batched = jax.jit(jax.vmap(run))(batch)
     looped = [jax.jit(run)(jax.tree.map(lambda leaf: leaf[i], batch)) for i in range(3)]
     np.testing.assert_allclose(batched, np.stack(looped), rtol=1e-5, atol=1e-6)
@@ -50,20 +51,20 @@ def test_vmap_over_params_equals_a_loop():
 def test_float32_keeps_dtype():
     top, par, st = gs.cloth_grid(2, 2, 0.1, 0.1, mass=0.05, tri_ke=100.0, tri_ka=100.0, fix_top=True).build()
     traj = gs.simulate(top, par, st, frames=3, substeps=4)
-    assert traj.x.dtype == jnp.float32 and traj.v.dtype == jnp.float32
-    g = jax.jit(jax.grad(lambda p: jnp.sum(gs.simulate(top, p, st, frames=2, substeps=4).x[-1])))(par)
+    assert traj.particles.x.dtype == jnp.float32 and traj.particles.v.dtype == jnp.float32
+    g = jax.jit(jax.grad(lambda p: jnp.sum(gs.simulate(top, p, st, frames=2, substeps=4).particles.x[-1])))(par)
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(g))
 
 
 def test_float64_keeps_dtype_and_agrees_with_float32(x64):
     top, par, st = _scene()
-    assert par.tri_ke.dtype == jnp.float64
+    assert par.cloth.tri_ke.dtype == jnp.float64
     traj64 = gs.simulate(top, par, st, frames=3, substeps=4)
-    assert traj64.x.dtype == jnp.float64
+    assert traj64.particles.x.dtype == jnp.float64
     top32, par32, st32 = _scene(dtype=jnp.float32)
     traj32 = gs.simulate(top32, par32, st32, frames=3, substeps=4)
-    assert traj32.x.dtype == jnp.float32
-    np.testing.assert_allclose(traj32.x, traj64.x, atol=1e-5)
+    assert traj32.particles.x.dtype == jnp.float32
+    np.testing.assert_allclose(traj32.particles.x, traj64.particles.x, atol=1e-5)
 
 
 def test_checkpointing_does_not_change_values_or_gradients():
@@ -71,7 +72,7 @@ def test_checkpointing_does_not_change_values_or_gradients():
 
     @jax.jit
     def grads(p):
-        loss = lambda p, c: jnp.sum(gs.simulate(top, p, st, frames=4, substeps=8, checkpoint=c).x[-1] ** 2)  # noqa
+        loss = lambda p, c: jnp.sum(gs.simulate(top, p, st, frames=4, substeps=8, checkpoint=c).particles.x[-1] ** 2)  # noqa
         return jax.grad(loss)(p, True), jax.grad(loss)(p, False)
 
     with_ckpt, without = grads(par)
@@ -81,11 +82,11 @@ def test_checkpointing_does_not_change_values_or_gradients():
 
 def test_policy_control_is_called_per_frame():
     top, par, st = _scene()
-    push = jnp.zeros_like(st.x).at[:, 0].set(0.02)
+    push = jnp.zeros_like(st.particles.x).at[:, 0].set(0.02)
 
     def policy(frame, state):
-        return gs.Control(force=push * (frame < 2))
+        return gs.Control(particles=gs.physics.ParticleControl(force=push * (frame < 2)))
 
     traj = gs.simulate(top, par, st, frames=4, substeps=8, control=policy)
     still = gs.simulate(top, par, st, frames=4, substeps=8)
-    assert float(jnp.mean(traj.x[-1, :, 0] - still.x[-1, :, 0])) > 0.0
+    assert float(jnp.mean(traj.particles.x[-1, :, 0] - still.particles.x[-1, :, 0])) > 0.0

@@ -6,7 +6,7 @@
   `SceneFileError` naming the OBJ file (and its line, for a line that cannot be read).
 - Arrays into `gs.cloth_mesh`, `gs.cloth_grid`, `gs.particles` and `Scene.build`: any shape, dtype or
   value. They build a valid scene or raise ValueError/TypeError naming the argument or the container
-  field (`faces[3]`, `Params.mass[0]`, ...), never numpy's reshape or broadcast messages.
+  field (`faces[3]`, `Params.particles.mass[0]`, ...), never numpy's reshape or broadcast messages.
 """
 
 import math
@@ -105,7 +105,7 @@ def check_obj(obj):
             event("scene refused")
             assert str(scene) in str(e) and "[scene]" in str(e), str(e)
             return
-        assert np.all(np.isfinite(np.asarray(exp.state0.x)))
+        assert np.all(np.isfinite(np.asarray(exp.state0.particles.x)))
         event("built")
 
 
@@ -126,7 +126,7 @@ def test_obj_bytes_that_are_not_text_are_refused_by_name(obj):
 
 #: Words an error from a builder may name: its arguments, and the containers' fields.
 NAMES = ("vertices", "faces", "pinned", "density", "vel", "tri_ke", "tri_ka", "tri_kd", "tri_drag", "tri_lift",
-         "edge_ke", "edge_kd", "dim_x", "dim_y", "cell_x", "cell_y", "pos", "rot", "mass", "gravity",
+         "bend_ke", "bend_kd", "dim_x", "dim_y", "cell_x", "cell_y", "pos", "rot", "mass", "gravity",
          "Params", "State", "Topology")
 FLOAT_ELEMENTS = st.one_of(st.floats(-1.0, 1.0), st.sampled_from([0.0, math.nan, math.inf, -math.inf, 1e300]))
 DTYPES = st.sampled_from([np.float64, np.float32, np.float16, np.int32, np.int64, np.bool_, np.complex64])
@@ -181,18 +181,18 @@ def build_checked(scene, **kwargs):
         check_builder_error(e)
         return
     event("built")
-    n = topology.pinned.shape[0]
-    assert np.all(np.isfinite(np.asarray(state.x))) and np.all(np.isfinite(np.asarray(params.mass)))
-    tris = np.asarray(topology.triangles)
+    n = topology.particles.pinned.shape[0]
+    assert np.all(np.isfinite(np.asarray(state.particles.x))) and np.all(np.isfinite(np.asarray(params.particles.mass)))
+    tris = np.asarray(topology.cloth.triangles)
     assert tris.size == 0 or (tris.min() >= 0 and tris.max() < n)
 
 
 @bounded(120)
-@given(vertices=VERTICES, faces=FACES, pinned=PINNED, density=SCALARS, tri_ke=SCALARS, edge_ke=SCALARS,
+@given(vertices=VERTICES, faces=FACES, pinned=PINNED, density=SCALARS, tri_ke=SCALARS, bend_ke=SCALARS,
        vel=st.one_of(st.just((0.0, 0.0, 0.0)), arrays(shape_sizes=4)))
-def test_cloth_mesh_builds_or_names_the_argument(vertices, faces, pinned, density, tri_ke, edge_ke, vel):
+def test_cloth_mesh_builds_or_names_the_argument(vertices, faces, pinned, density, tri_ke, bend_ke, vel):
     try:
-        scene = gs.cloth_mesh(vertices, faces, pinned=pinned, density=density, tri_ke=tri_ke, edge_ke=edge_ke,
+        scene = gs.cloth_mesh(vertices, faces, pinned=pinned, density=density, tri_ke=tri_ke, bend_ke=bend_ke,
                               vel=vel)
     except (ValueError, TypeError) as e:
         check_builder_error(e)

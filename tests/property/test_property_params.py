@@ -7,7 +7,6 @@ The scene is a 1 x 1 cloth with one spring and one bending edge (so every Params
 simulated for 1 frame of 2 substeps; images are 8 x 8.
 """
 
-import dataclasses
 import math
 import re
 
@@ -19,27 +18,28 @@ from hypothesis import strategies as st
 
 import gradsim_jax as gs
 from gradsim_jax.physics.checks import TracedCheckError, checked_simulate, raise_if_error
-from gradsim_jax.physics.validate import NONNEGATIVE
+from gradsim_jax.physics import get_path, replace_paths
+from gradsim_jax.physics.validate import NONNEGATIVE, PARAM_SHAPES
 from gradsim_jax.render import FaceColors, VertexColors
 from gradsim_jax.render.checks import checked_render
 
 from bounded import bounded
 
-SCENE = gs.cloth_grid(1, 1, 0.2, 0.2, pos=(0.0, 0.5, 0.0), fix_left=True, mass=0.01, edge_ke=1.0,
-                      edge_kd=0.1).add_springs([[1, 2]], ke=10.0, kd=0.1)
+SCENE = gs.cloth_grid(1, 1, 0.2, 0.2, pos=(0.0, 0.5, 0.0), fix_left=True, mass=0.01, bend_ke=1.0,
+                      bend_kd=0.1).add_springs([[1, 2]], ke=10.0, kd=0.1)
 TOPOLOGY, PARAMS, STATE = SCENE.build(ground=True, ground_height=-1.0)
 CAMERA = gs.look_at_camera(1.0, 20.0, 0.0, at=(0.1, 0.6, 0.0), width=8, height=8)
 RUN = dict(frames=1, substeps=2)
-FIELDS = [("Params", f.name) for f in dataclasses.fields(PARAMS)] + [("State", "x"), ("State", "v")]
+FIELDS = [("Params", name) for name in PARAM_SHAPES] + [("State", "particles.x"), ("State", "particles.v")]
 BAD_VALUES = [math.nan, math.inf, -math.inf, -1.0, -1e-6, 1e30, 0.0, 3.0e38]
 
 
 def containers_with(container: str, field: str, value):
     params, state = PARAMS, STATE
     if container == "Params":
-        params = dataclasses.replace(params, **{field: value})
+        params = replace_paths(params, {field: value})
     else:
-        state = dataclasses.replace(state, **{field: value})
+        state = replace_paths(state, {field: value})
     return params, state
 
 
@@ -57,7 +57,7 @@ def index_text(index) -> str:
 def one_bad_value(draw):
     """(container, field, index, value, params, state): one entry of one field replaced."""
     container, field = draw(st.sampled_from(FIELDS))
-    array = np.array(getattr(PARAMS if container == "Params" else STATE, field))
+    array = np.array(get_path(PARAMS if container == "Params" else STATE, field))
     index = tuple(draw(st.integers(0, n - 1)) for n in array.shape)
     value = draw(st.sampled_from(BAD_VALUES))
     array[index] = value
@@ -114,7 +114,7 @@ def test_checked_simulate_names_a_traced_bad_value(case):
         assert named in message, (named, message)
         return
     assert not is_bad(container, field, value), f"{container}.{field}{list(index)} = {value} was not reported"
-    assert np.all(np.isfinite(np.asarray(trajectory.x))) and np.all(np.isfinite(np.asarray(trajectory.v)))
+    assert np.all(np.isfinite(np.asarray(trajectory.particles.x))) and np.all(np.isfinite(np.asarray(trajectory.particles.v)))
     event("finite")
 
 
@@ -124,10 +124,10 @@ DTYPES = [np.int32, np.bool_, np.complex64, np.float16, np.uint8]
 @st.composite
 def one_odd_leaf(draw):
     """(container, field, params, state): one leaf with another dtype or shape, or a Python scalar/list."""
-    container, field = draw(st.sampled_from(FIELDS + [("Topology", n) for n in ("springs", "triangles",
-                                                                                  "bend_edges", "pinned")]))
+    container, field = draw(st.sampled_from(FIELDS + [("Topology", n) for n in (
+        "springs.pairs", "cloth.triangles", "cloth.bend_edges", "particles.pinned")]))
     source = {"Params": PARAMS, "State": STATE, "Topology": TOPOLOGY}[container]
-    array = np.asarray(getattr(source, field))
+    array = np.asarray(get_path(source, field))
     how = draw(st.sampled_from(["dtype", "dtype", "grow", "shrink", "extra axis", "scalar", "list"]))
     if how == "dtype":
         new = array.astype(draw(st.sampled_from(DTYPES)))
@@ -142,7 +142,7 @@ def one_odd_leaf(draw):
     else:
         new = array.tolist()
     if container == "Topology":
-        return container, field, dataclasses.replace(TOPOLOGY, **{field: new}), PARAMS, STATE
+        return container, field, replace_paths(TOPOLOGY, {field: new}), PARAMS, STATE
     return (container, field, TOPOLOGY, *containers_with(container, field, new))
 
 
@@ -164,8 +164,8 @@ def test_simulate_names_a_leaf_of_the_wrong_dtype_or_shape(case):
 # ---------------------------------------------------------------------------------------------------
 # Rendering
 
-VERTICES = np.asarray(STATE.x)
-FACES = np.asarray(TOPOLOGY.triangles)
+VERTICES = np.asarray(STATE.particles.x)
+FACES = np.asarray(TOPOLOGY.cloth.triangles)
 RENDER_NAMES = ("vertices", "faces", "colors", "FaceColors", "VertexColors", "background")
 
 

@@ -184,7 +184,7 @@ def scene_folder(text: str | bytes):
 def assert_finite_experiment(exp):
     """What a built experiment promises: finite scene, camera and colours, at least one frame."""
     assert exp.frames >= 1 and exp.substeps >= 1 and math.isfinite(exp.frame_dt) and exp.frame_dt > 0
-    for leaf in (exp.state0.x, exp.state0.v, exp.camera.rotation, exp.camera.translation, exp.camera.focal,
+    for leaf in (exp.state0.particles.x, exp.state0.particles.v, exp.camera.rotation, exp.camera.translation, exp.camera.focal,
                  exp.camera.principal, exp.camera.near, exp.camera.far, exp.background):
         assert np.all(np.isfinite(np.asarray(leaf))), exp
     assert float(exp.camera.near) > 0 and float(exp.camera.far) > float(exp.camera.near)

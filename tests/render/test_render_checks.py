@@ -20,7 +20,7 @@ CAMERA = gs.look_at_camera(1.5, 0.0, 0.0, width=16, height=16)
 @pytest.fixture(scope="module")
 def mesh():
     top, _, st = gs.cloth_grid(2, 2, 0.2, 0.2, pos=(-0.2, -0.2, 0.0)).build()
-    return st.x, top.triangles
+    return st.particles.x, top.cloth.triangles
 
 
 _render = jax.jit(lambda v, f: gs.render(CAMERA, v, f))

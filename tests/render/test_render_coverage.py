@@ -47,9 +47,9 @@ def test_faces_sharing_edges_and_vertices_cover_exactly(x64):
 def _scene():
     top, _, st = gs.cloth_grid(3, 3, 0.2, 0.2, pos=(-0.3, -0.3, 0.0), mass=0.05).build()
     rng = np.random.default_rng(0)
-    x = jnp.asarray(st.x, jnp.float64) + 0.01 * jnp.asarray(rng.normal(size=st.x.shape))
-    colors = FaceColors(jnp.asarray(rng.uniform(0.2, 0.9, (top.triangles.shape[0], 3))))
-    return top.triangles, x, colors, rng
+    x = jnp.asarray(st.particles.x, jnp.float64) + 0.01 * jnp.asarray(rng.normal(size=st.particles.x.shape))
+    colors = FaceColors(jnp.asarray(rng.uniform(0.2, 0.9, (top.cloth.triangles.shape[0], 3))))
+    return top.cloth.triangles, x, colors, rng
 
 
 def test_box_render_matches_supersampled_hard_coverage(x64):

@@ -10,9 +10,9 @@ from gradsim_jax.scenes.demos import control_cloth, hanging_cloth
 
 
 def test_canonical_names_and_aliases():
-    assert sysid.canonical("tri_ke") == "stiffness"
+    assert sysid.canonical("tri_ke") == sysid.canonical("cloth.tri_ke") == "stiffness"
     assert sysid.canonical("Friction") == "friction"
-    assert sysid.canonical("edge_ke") == "bending"
+    assert sysid.canonical("edge_ke") == sysid.canonical("bend_ke") == "bending"
     with pytest.raises(ValueError, match="unknown quantity 'colour'"):
         sysid.canonical("colour")
 
@@ -23,24 +23,24 @@ def test_assemble_expands_scalars_inside_jit():
 
     params, state = jax.jit(lambda th: sysid.assemble(exp, th))(theta)
     free = exp.free_particles
-    np.testing.assert_allclose(np.asarray(params.mass)[free], 0.02, rtol=1e-6)
-    np.testing.assert_allclose(params.tri_ke, 300.0)
+    np.testing.assert_allclose(np.asarray(params.particles.mass)[free], 0.02, rtol=1e-6)
+    np.testing.assert_allclose(params.cloth.tri_ke, 300.0)
     # The area stiffness keeps the scene's ratio to the stretch stiffness (1 here).
-    np.testing.assert_allclose(params.tri_ka, 300.0)
-    np.testing.assert_allclose(params.tri_kd, 0.7, rtol=1e-6)
-    np.testing.assert_allclose(params.tri_drag, 0.3, rtol=1e-6)
-    assert state is exp.state0 or np.array_equal(state.x, exp.state0.x)
+    np.testing.assert_allclose(params.cloth.tri_ka, 300.0)
+    np.testing.assert_allclose(params.cloth.tri_kd, 0.7, rtol=1e-6)
+    np.testing.assert_allclose(params.cloth.tri_drag, 0.3, rtol=1e-6)
+    assert state is exp.state0 or np.array_equal(state.particles.x, exp.state0.particles.x)
 
 
 def test_assemble_velocity_and_mesh_mass_scaling():
     topology, params, state0 = cloth_grid(1, 1, 0.1, 0.1).build()
-    exp = sysid.Experiment(topology=topology, params=params, state0=state0, camera=None, faces=topology.triangles,
+    exp = sysid.Experiment(topology=topology, params=params, state0=state0, camera=None, faces=topology.cloth.triangles,
                            colors=None, lights=None, background=jnp.zeros(3), settings=None, frames=1,
                            substeps=1, frame_dt=0.01, theta=sysid.default_theta(topology, params, state0))
     v = jnp.ones((4, 3))
     p, s = sysid.assemble(exp, {"velocity": v, "mass": 0.3})
-    np.testing.assert_allclose(s.v, v)
-    np.testing.assert_allclose(p.mass, 0.3, rtol=1e-6)
+    np.testing.assert_allclose(s.particles.v, v)
+    np.testing.assert_allclose(p.particles.mass, 0.3, rtol=1e-6)
 
 
 def test_perturbed_guess_is_30_to_50_percent_off_and_seeded():

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.typing import get_path, named_leaves, replace_paths
+
 Array = Any
 
 
@@ -153,29 +155,31 @@ def resolve_transform(spec: TransformSpec | None) -> Transform:
 
 
 # --- Free fields of a parameter pytree ----------------------------------------------------------------
-# A parameter tree is a registered dataclass (like `physics.types.Params`) or a dict; its fields are named
-# by strings. The optimizer state holds only the free fields, as a dict {name: unconstrained array}.
+# A parameter tree is a registered dataclass (like `physics.types.Params`, whose branches are dataclasses
+# too) or a dict; its fields are named by strings, nested ones by dotted paths ("cloth.tri_ke"). The
+# optimizer state holds only the free fields, as a dict {name: unconstrained array}.
 
 
 def field_names(params: Any) -> tuple[str, ...]:
-    """Names of the fields of `params`, a dataclass instance or a mapping with string keys."""
+    """Names of the leaves of `params`: a dataclass instance (nested leaves by dotted path) or a mapping with
+    string keys."""
     if dataclasses.is_dataclass(params) and not isinstance(params, type):
-        return tuple(f.name for f in dataclasses.fields(params))
+        return tuple(name for name, _ in named_leaves(params, ""))
     if isinstance(params, dict):
         return tuple(params)
     raise TypeError(f"parameters must be a dataclass instance or a dict of arrays; got {type(params).__name__}")
 
 
 def get_field(params: Any, name: str) -> Array:
-    """The value of field `name` of `params`."""
-    return params[name] if isinstance(params, dict) else getattr(params, name)
+    """The value of field `name` (a dotted path in a dataclass tree) of `params`."""
+    return params[name] if isinstance(params, dict) else get_path(params, name)
 
 
 def replace_fields(params: Any, values: dict[str, Array]) -> Any:
-    """A copy of `params` with the fields in `values` replaced (the original is not modified)."""
+    """A copy of `params` with the fields in `values` (dotted paths in a dataclass tree) replaced."""
     if isinstance(params, dict):
         return {**params, **values}
-    return dataclasses.replace(params, **values)
+    return replace_paths(params, values)
 
 
 def resolve_free(

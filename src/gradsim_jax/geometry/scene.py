@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import warnings
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics.types import Params, State, Topology
+from gradsim_jax.physics import (
+    ClothParams, ClothTopology, ContactParams, Params, ParticleParams, ParticleState, ParticleTopology, SpringParams,
+    SpringTopology, State, Topology, World,
+)
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
 # dflex/Warp's defaults for cloth materials.
 DEFAULT_TRI_KE = 100.0
 DEFAULT_TRI_KA = 100.0
 DEFAULT_TRI_KD = 10.0
-DEFAULT_EDGE_KE = 100.0
-DEFAULT_EDGE_KD = 0.0
+DEFAULT_BEND_KE = 100.0
+DEFAULT_BEND_KD = 0.0
 
 
 def _f(a, shape=None, name="value"):
@@ -155,25 +159,24 @@ class Scene:
         dtype = dtype or jnp.zeros(()).dtype
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
         topology = Topology(
-            springs=jnp.asarray(self.springs, jnp.int32),
-            triangles=jnp.asarray(self.triangles, jnp.int32),
-            bend_edges=jnp.asarray(self.bend_edges, jnp.int32),
-            pinned=jnp.asarray(self.pinned, bool),
+            particles=ParticleTopology(pinned=jnp.asarray(self.pinned, bool)),
+            springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32)),
+            cloth=ClothTopology(triangles=jnp.asarray(self.triangles, jnp.int32),
+                                bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics)),
             ground=bool(ground),
-            aerodynamics=bool(aerodynamics),
         )
         params = Params(
-            mass=arr(self.mass), gravity=arr(gravity), damping=arr(damping),
-            spring_ke=arr(self.spring_ke), spring_kd=arr(self.spring_kd), spring_rest=arr(self.spring_rest),
-            tri_ke=arr(self.tri_ke), tri_ka=arr(self.tri_ka), tri_kd=arr(self.tri_kd),
-            tri_activation=arr(np.zeros(len(self.triangles))), tri_drag=arr(self.tri_drag),
-            tri_lift=arr(self.tri_lift), rest_x=arr(self.x),
-            bend_ke=arr(self.bend_ke), bend_kd=arr(self.bend_kd), bend_rest=arr(self.bend_rest),
-            contact_ke=arr(contact_ke), contact_kd=arr(contact_kd), contact_kf=arr(contact_kf),
-            contact_mu=arr(contact_mu), ground_height=arr(ground_height), ground_normal=arr(ground_normal),
-            particle_radius=arr(particle_radius),
+            world=World(gravity=arr(gravity), ground_height=arr(ground_height), ground_normal=arr(ground_normal)),
+            particles=ParticleParams(mass=arr(self.mass), damping=arr(damping), radius=arr(particle_radius)),
+            springs=SpringParams(ke=arr(self.spring_ke), kd=arr(self.spring_kd), rest=arr(self.spring_rest)),
+            cloth=ClothParams(
+                tri_ke=arr(self.tri_ke), tri_ka=arr(self.tri_ka), tri_kd=arr(self.tri_kd),
+                tri_activation=arr(np.zeros(len(self.triangles))), tri_drag=arr(self.tri_drag),
+                tri_lift=arr(self.tri_lift), rest_x=arr(self.x),
+                bend_ke=arr(self.bend_ke), bend_kd=arr(self.bend_kd), bend_rest=arr(self.bend_rest)),
+            contact=ContactParams(ke=arr(contact_ke), kd=arr(contact_kd), kf=arr(contact_kf), mu=arr(contact_mu)),
         )
-        state = State(x=arr(self.x), v=arr(self.v))
+        state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)))
         validate_scene(topology, params, state)
         return topology, params, state
 
@@ -262,8 +265,9 @@ def cloth_mesh(
     tri_kd: float = DEFAULT_TRI_KD,
     tri_drag: float = 0.0,
     tri_lift: float = 0.0,
-    edge_ke: float = DEFAULT_EDGE_KE,
-    edge_kd: float = DEFAULT_EDGE_KD,
+    bend_ke: float = DEFAULT_BEND_KE,
+    bend_kd: float = DEFAULT_BEND_KD,
+    **renamed,
 ) -> Scene:
     """A cloth from a triangle mesh with lumped mass: each triangle gives density * area / 3 (kg) to each
     of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list."""
@@ -287,14 +291,28 @@ def cloth_mesh(
             rows = _i(pinned, 1, "pinned")
             check_index_rows("pinned", rows, n)
             mask[rows[:, 0]] = True
+    bend_ke, bend_kd = _renamed_bending(renamed, bend_ke, bend_kd, "cloth_mesh")
     return _with_cloth(particles(x, _f(vel, (n, 3), "vel"), mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag,
-                       tri_lift, edge_ke, edge_kd)
+                       tri_lift, bend_ke, bend_kd)
 
 
-def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, edge_ke, edge_kd) -> Scene:
+def _renamed_bending(renamed: dict, bend_ke, bend_kd, where: str):
+    """(bend_ke, bend_kd), taking the old names edge_ke / edge_kd from `renamed` with a DeprecationWarning;
+    TypeError for any other unexpected keyword."""
+    values = {"bend_ke": bend_ke, "bend_kd": bend_kd}
+    for old, value in renamed.items():
+        if old not in ("edge_ke", "edge_kd"):
+            raise TypeError(f"{where}() got an unexpected keyword argument {old!r}")
+        new = "bend_" + old[len("edge_"):]
+        warnings.warn(f"{where}: {old} is now called {new}", DeprecationWarning, stacklevel=3)
+        values[new] = value
+    return values["bend_ke"], values["bend_kd"]
+
+
+def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, bend_ke, bend_kd) -> Scene:
     t = tris.shape[0]
-    # With edge_ke = edge_kd = 0 bending exerts no force: leave its elements out so it costs nothing.
-    bends = np.any(np.asarray(edge_ke) != 0) or np.any(np.asarray(edge_kd) != 0)
+    # With bend_ke = bend_kd = 0 bending exerts no force: leave its elements out so it costs nothing.
+    bends = np.any(np.asarray(bend_ke) != 0) or np.any(np.asarray(bend_kd) != 0)
     edges = interior_edges(tris) if bends else np.zeros((0, 4), np.int32)
     e = edges.shape[0]
     return dataclasses.replace(
@@ -302,7 +320,7 @@ def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, edge_ke
         triangles=tris, tri_ke=_f(tri_ke, (t,), "tri_ke"), tri_ka=_f(tri_ka, (t,), "tri_ka"),
         tri_kd=_f(tri_kd, (t,), "tri_kd"), tri_drag=_f(tri_drag, (t,), "tri_drag"),
         tri_lift=_f(tri_lift, (t,), "tri_lift"),
-        bend_edges=edges, bend_ke=_f(edge_ke, (e,), "edge_ke"), bend_kd=_f(edge_kd, (e,), "edge_kd"),
+        bend_edges=edges, bend_ke=_f(bend_ke, (e,), "bend_ke"), bend_kd=_f(bend_kd, (e,), "bend_kd"),
         bend_rest=_rest_angles(piece.x, edges),
     )
 
@@ -327,15 +345,16 @@ def cloth_grid(
     tri_kd: float = DEFAULT_TRI_KD,
     tri_drag: float = 0.0,
     tri_lift: float = 0.0,
-    edge_ke: float = DEFAULT_EDGE_KE,
-    edge_kd: float = DEFAULT_EDGE_KD,
+    bend_ke: float = DEFAULT_BEND_KE,
+    bend_kd: float = DEFAULT_BEND_KD,
+    **renamed,
 ) -> Scene:
     """A rectangular cloth of dim_x x dim_y cells (gradSim's / dflex's `add_cloth_grid` semantics).
 
     (dim_x + 1)(dim_y + 1) particles, row-major in y: particle (i, j) = j (dim_x + 1) + i sits at
     rot * (i cell_x, j cell_y, 0) + pos; `rot` is a unit quaternion (w, x, y, z); `mass` is per particle.
     2 dim_x dim_y triangles, two per cell, and one bending edge per interior (shared) edge (none when
-    edge_ke = edge_kd = 0). The fix_* flags
+    bend_ke = bend_kd = 0; `edge_ke` / `edge_kd`, dflex's names, still read with a DeprecationWarning). The fix_* flags
     pin the particles of the column i = 0 (left), i = dim_x (right), row j = dim_y (top), j = 0 (bottom).
     """
     dims = []
@@ -377,12 +396,13 @@ def cloth_grid(
     else:
         t1, t2 = np.stack([v00, v10, v01], 1), np.stack([v10, v11, v01], 1)
     tris = np.stack([t1, t2], 1).reshape(-1, 3).astype(np.int32)
+    bend_ke, bend_kd = _renamed_bending(renamed, bend_ke, bend_kd, "cloth_grid")
     return _with_cloth(particles(x, _f(vel, (x.shape[0], 3), "vel"), mass, pinned), tris, tri_ke, tri_ka, tri_kd,
-                       tri_drag, tri_lift, edge_ke, edge_kd)
+                       tri_drag, tri_lift, bend_ke, bend_kd)
 
 
 def cloth_grid_counts(dim_x: int, dim_y: int, *, bending: bool = True) -> dict:
     """Element counts of `cloth_grid(dim_x, dim_y, ...)` without building it (for `estimate_cost`):
-    {"particles", "triangles", "bend_edges", "springs"}; `bending`: edge_ke or edge_kd nonzero."""
+    {"particles", "triangles", "bend_edges", "springs"}; `bending`: bend_ke or bend_kd nonzero."""
     return {"particles": (dim_x + 1) * (dim_y + 1), "triangles": 2 * dim_x * dim_y,
             "bend_edges": 3 * dim_x * dim_y - dim_x - dim_y if bending else 0, "springs": 0}

@@ -1,22 +1,35 @@
-"""Differentiable particle physics: containers, force terms, integrator and rollout."""
+"""Differentiable physics: containers (one branch per component), force terms, integrators and rollout."""
 
 from gradsim_jax.physics.checks import (
     TracedCheckError, checked_simulate, raise_if_error, scene_checks, trajectory_checks, validate_traced,
 )
-from gradsim_jax.physics.cloth import bending_forces, membrane_energy, membrane_forces
-from gradsim_jax.physics.contact import ContactReport, ContactWarning, contact_report, ground_contact
+from gradsim_jax.physics.cloth import (
+    ClothControl, ClothParams, ClothTopology, bending_forces, membrane_energy, membrane_forces,
+)
+from gradsim_jax.physics.contact import (
+    ContactParams, ContactReport, ContactWarning, contact_report, ground_contact, penalty_force,
+)
 from gradsim_jax.physics.cost import CostEstimate, available_memory_bytes, estimate_cost
-from gradsim_jax.physics.integrators import euler_step, particle_forces
+from gradsim_jax.physics.forces import PARTICLE_FORCES, ForceTerm, particle_forces, register_force
+from gradsim_jax.physics.integrators import SemiImplicitEuler, euler_step
+from gradsim_jax.physics.particles import (
+    ParticleControl, ParticleParams, ParticleState, ParticleTopology, free_inverse_mass, kinetic_energy,
+)
 from gradsim_jax.physics.rollout import SimulationDiverged, check_finite, first_nonfinite, simulate
-from gradsim_jax.physics.springs import spring_energy, spring_forces
-from gradsim_jax.physics.types import Control, Params, State, Topology
+from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
+from gradsim_jax.physics.types import (
+    Control, Params, State, Topology, get_path, named_leaves, particle_state, replace_paths,
+)
 from gradsim_jax.physics.validate import validate_scene
+from gradsim_jax.physics.world import World
 
 __all__ = [
-    "ContactReport", "ContactWarning", "Control", "CostEstimate", "Params", "SimulationDiverged", "State",
-    "Topology", "TracedCheckError", "available_memory_bytes", "bending_forces", "check_finite",
-    "checked_simulate", "contact_report", "estimate_cost", "euler_step",
-    "first_nonfinite", "ground_contact", "membrane_energy", "membrane_forces", "particle_forces",
-    "raise_if_error", "scene_checks", "simulate", "spring_energy", "spring_forces", "trajectory_checks",
-    "validate_scene", "validate_traced",
+    "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactReport", "ContactWarning", "Control",
+    "CostEstimate", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
+    "ParticleTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
+    "Topology", "TracedCheckError", "World", "available_memory_bytes", "bending_forces", "check_finite",
+    "checked_simulate", "contact_report", "estimate_cost", "euler_step", "first_nonfinite", "free_inverse_mass",
+    "get_path", "ground_contact", "kinetic_energy", "membrane_energy", "membrane_forces", "named_leaves",
+    "particle_forces", "particle_state", "penalty_force", "raise_if_error", "register_force", "replace_paths", "scene_checks",
+    "simulate", "spring_energy", "spring_forces", "trajectory_checks", "validate_scene", "validate_traced",
 ]

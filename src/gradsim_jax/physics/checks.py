@@ -18,14 +18,13 @@ over the inputs, nothing per time step.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 from jax.experimental import checkify
 
 from gradsim_jax.physics.rollout import simulate
 from gradsim_jax.physics.types import State
-from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, validate_shapes
+from gradsim_jax.physics.types import get_path, named_leaves
+from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, params_leaves, validate_shapes
 
 
 class TracedCheckError(ValueError):
@@ -92,13 +91,14 @@ def scene_checks(topology, params, state=None) -> None:
     are checked at once (ValueError). Call inside a `checkify.checkify`d function."""
     per = validate_shapes(topology, params, state)
     for name in INDEX_WIDTHS:
-        check_indices(f"Topology.{name}", getattr(topology, name), per["n"])
-    for f in dataclasses.fields(params):
-        check_values(f"Params.{f.name}", getattr(params, f.name), f.name in NONNEGATIVE)
-    checkify.check(jnp.any(jnp.asarray(params.ground_normal) != 0), "Params.ground_normal is the zero vector")
+        check_indices(f"Topology.{name}", get_path(topology, name), per["n"])
+    for name, value in params_leaves(params).items():
+        check_values(f"Params.{name}", value, name in NONNEGATIVE)
+    checkify.check(jnp.any(jnp.asarray(params.world.ground_normal) != 0),
+                   "Params.world.ground_normal is the zero vector")
     if state is not None:
-        for name in ("x", "v"):
-            check_values(f"State.{name}", getattr(state, name))
+        for name, value in named_leaves(state, "State"):
+            check_values(name, value)
 
 
 def validate_traced(topology, params, state=None) -> checkify.Error:
@@ -111,7 +111,7 @@ def validate_traced(topology, params, state=None) -> checkify.Error:
 def trajectory_checks(trajectory: State) -> None:
     """Add a checkify check that every state of `trajectory` (leading axis = frames) is finite, naming the
     first non-finite frame, quantity and particle like `SimulationDiverged`."""
-    bad = {q: ~jnp.all(jnp.isfinite(getattr(trajectory, q)), axis=-1) for q in ("x", "v")}  # [T, n]
+    bad = {q: ~jnp.all(jnp.isfinite(getattr(trajectory.particles, q)), axis=-1) for q in ("x", "v")}  # [T, n]
     bad_frame = jnp.any(bad["x"], axis=-1) | jnp.any(bad["v"], axis=-1)
     frame = jnp.argmax(bad_frame)
     x_bad = jnp.any(bad["x"][frame])

@@ -20,11 +20,51 @@ vertices, x3-x4 the edge) the dihedral angle theta; d_k = d theta / d x_k; f_k =
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
+from gradsim_jax.typing import Array, pytree_dataclass
+
+
+@pytree_dataclass(meta=("aerodynamics",))
+class ClothTopology:
+    """triangles: [t, 3] int32 particle indices (p, q, r) of membrane triangles.
+    bend_edges: [e, 4] int32 (x1, x2, x3, x4): x1, x2 the vertices opposite the shared edge (x3, x4).
+    aerodynamics: static flag; when True triangles feel drag and lift (`ClothParams.tri_drag`, `tri_lift`).
+    """
+
+    triangles: Array
+    bend_edges: Array
+    aerodynamics: bool = False
+
+
+@pytree_dataclass
+class ClothParams:
+    """Membrane, per triangle [t]: tri_ke (k_mu, N/m, scaled by rest area), tri_ka (k_lambda), tri_kd
+    (k_damp), tri_activation (target-area shift), tri_drag, tri_lift (aerodynamics); rest_x [n, 3] m, the
+    rest configuration the triangles' rest shapes are taken from. Bending, per interior edge [e]: bend_ke
+    (N m/rad), bend_kd, bend_rest (rest dihedral angle, rad)."""
+
+    tri_ke: Array
+    tri_ka: Array
+    tri_kd: Array
+    tri_activation: Array
+    tri_drag: Array
+    tri_lift: Array
+    rest_x: Array
+    bend_ke: Array
+    bend_kd: Array
+    bend_rest: Array
+
+
+@pytree_dataclass
+class ClothControl:
+    """tri_activation [t]: added to `ClothParams.tri_activation` (muscles); None: nothing."""
+
+    tri_activation: Optional[Array] = None
 
 
 def rest_shapes(rest_x, triangles):
@@ -75,10 +115,11 @@ def triangle_air_force(xs, vs, drag, lift):
 
 
 def membrane_forces(topology, params, x, v, activation=None):
-    """Membrane forces (and aerodynamic ones if `topology.aerodynamics`) per particle: [n, 3] N.
+    """Membrane forces (and aerodynamic ones if `topology.cloth.aerodynamics`) per particle: [n, 3] N.
 
-    `activation` [t] is added to `params.tri_activation`.
+    `activation` [t] is added to `params.cloth.tri_activation`.
     """
+    topology, params = topology.cloth, params.cloth
     tris = topology.triangles
     if tris.shape[0] == 0:
         return jnp.zeros_like(x)
@@ -94,6 +135,7 @@ def membrane_forces(topology, params, x, v, activation=None):
 
 def membrane_energy(topology, params, x):
     """Elastic membrane energy sum A0 (k_mu |F|^2 + k_lambda c^2) / 2 (c includes the activation): J."""
+    topology, params = topology.cloth, params.cloth
     tris = topology.triangles
     if tris.shape[0] == 0:
         return jnp.zeros((), x.dtype)
@@ -149,6 +191,7 @@ def bending_force(xs, vs, ke, kd, rest):
 
 def bending_forces(topology, params, x, v):
     """Dihedral bending forces per particle: [n, 3] N."""
+    topology, params = topology.cloth, params.cloth
     edges = topology.bend_edges
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)

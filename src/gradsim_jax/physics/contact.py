@@ -24,23 +24,43 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_div, safe_norm, safe_normalize
+from gradsim_jax.typing import Array, pytree_dataclass
 
 
-def ground_contact(params, x, v):
-    """Ground contact forces per particle: [n, 3] N."""
-    n = safe_normalize(params.ground_normal)
-    c = jnp.minimum(x @ n - params.ground_height - params.particle_radius, 0.0)  # [n]
-    vn = v @ n
-    vt = v - vn[:, None] * n
+@pytree_dataclass
+class ContactParams:
+    """Penalty ground contact of particles: ke (N/m), kd (N s/m), kf (N s/m, friction's viscous slope),
+    mu (Coulomb coefficient); scalars shared by every particle."""
+
+    ke: Array
+    kd: Array
+    kf: Array
+    mu: Array
+
+
+def penalty_force(normal, c, v, ke, kd, kf, mu):
+    """Penalty contact force [..., 3] on points at signed distance c [...] (m; < 0 inside) from a plane of
+    unit normal `normal` [3], moving at v [..., 3]; zero out of contact (the model in the module docstring).
+    ke, kd, kf, mu broadcast against c."""
+    c = jnp.minimum(c, 0.0)
+    vn = v @ normal
+    vt = v - vn[..., None] * normal
     in_contact = c < 0.0
-    fn = c * params.contact_ke + jnp.minimum(vn, 0.0) * params.contact_kd
-    fn = jnp.where(in_contact, fn, 0.0)
-    limit = params.contact_mu * jnp.abs(fn)
+    fn = jnp.where(in_contact, c * ke + jnp.minimum(vn, 0.0) * kd, 0.0)
+    limit = mu * jnp.abs(fn)
     vt_len = safe_norm(vt)
-    sticking = params.contact_kf * vt_len <= limit
-    coefficient = jnp.where(sticking, params.contact_kf, safe_div(limit, vt_len))
-    friction = vt * jnp.where(in_contact, coefficient, 0.0)[:, None]
-    return -fn[:, None] * n - friction
+    sticking = kf * vt_len <= limit
+    coefficient = jnp.where(sticking, kf, safe_div(limit, vt_len))
+    friction = vt * jnp.where(in_contact, coefficient, 0.0)[..., None]
+    return -fn[..., None] * normal - friction
+
+
+def ground_contact(topology, params, x, v):
+    """Ground contact forces per particle: [n, 3] N."""
+    world, contact = params.world, params.contact
+    n = safe_normalize(world.ground_normal)
+    c = x @ n - world.ground_height - params.particles.radius  # [n]
+    return penalty_force(n, c, v, contact.ke, contact.kd, contact.kf, contact.mu)
 
 
 class ContactWarning(UserWarning):
@@ -109,21 +129,21 @@ def contact_report(topology, params, state, dt: Optional[float] = None) -> Conta
     Only free particles count (pinned and massless ones do not move). A scene without ground gives an
     empty report. Inputs must be concrete (not traced).
     """
-    h = float(np.asarray(params.ground_height))
-    r = float(np.asarray(params.particle_radius))
+    h = float(np.asarray(params.world.ground_height))
+    r = float(np.asarray(params.particles.radius))
     if not topology.ground:
         return ContactReport(ground_height=h, particle_radius=r)
-    mass = np.asarray(params.mass, np.float64)
-    free = ~np.asarray(topology.pinned) & (mass > 0.0)
+    mass = np.asarray(params.particles.mass, np.float64)
+    free = ~np.asarray(topology.particles.pinned) & (mass > 0.0)
     if not free.any():
         return ContactReport(ground_height=h, particle_radius=r)
-    ke = float(np.asarray(params.contact_ke))
-    kd = float(np.asarray(params.contact_kd))
-    normal = np.asarray(params.ground_normal, np.float64)
+    ke = float(np.asarray(params.contact.ke))
+    kd = float(np.asarray(params.contact.kd))
+    normal = np.asarray(params.world.ground_normal, np.float64)
     normal = normal / np.linalg.norm(normal)
     m = mass[free]
-    c = np.maximum(h + r - np.asarray(state.x, np.float64)[free] @ normal, 0.0)  # penetration [free]
-    weight = np.maximum(-float(np.asarray(params.gravity, np.float64) @ normal), 0.0) * m
+    c = np.maximum(h + r - np.asarray(state.particles.x, np.float64)[free] @ normal, 0.0)  # penetration [free]
+    weight = np.maximum(-float(np.asarray(params.world.gravity, np.float64) @ normal), 0.0) * m
     sag = weight / ke if ke > 0 else np.full_like(m, np.inf)
     deep = c - sag > DEEP_FRACTION * r
     k = int(np.argmax(c))

@@ -58,8 +58,8 @@ def element_counts(topology) -> dict:
     (missing ones are 0), e.g. `gradsim_jax.geometry.cloth_grid_counts(2000, 2000)`."""
     if isinstance(topology, Mapping):
         return {k: int(topology.get(k, 0)) for k in _SIM_BYTES}
-    return {"particles": int(topology.pinned.shape[-1]), "triangles": int(topology.triangles.shape[0]),
-            "bend_edges": int(topology.bend_edges.shape[0]), "springs": int(topology.springs.shape[0])}
+    return {"particles": int(topology.num_particles), "triangles": int(topology.cloth.triangles.shape[0]),
+            "bend_edges": int(topology.cloth.bend_edges.shape[0]), "springs": int(topology.springs.pairs.shape[0])}
 
 
 def _per_element(coefficients: dict, counts: dict) -> float:

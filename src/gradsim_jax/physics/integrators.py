@@ -1,47 +1,32 @@
-"""Particle forces and the semi-implicit (symplectic) Euler step.
+"""Time integrators: static strategies passed to `simulate` (`integrator=SemiImplicitEuler()`).
 
-v1 = v0 + dt (f(x0, v0) / m + g - damping v0) for free particles, x1 = x0 + dt v1 (PHYSICS.md). Pinned
-particles (`Topology.pinned` or mass 0) are kinematic: they move only with `Control.pinned_velocity`
-(default 0), which fixes gradSim's drift of fixed particles with their initial velocity.
+An integrator is a frozen, hashable object with `step(topology, params, state, control, t, dt) -> State`
+(t: time at the start of the step, s; dt: its length, s). It advances every component the scene has.
+`SemiImplicitEuler` is the symplectic Euler of PHYSICS.md (velocities first, then positions with the new
+velocities); an implicit integrator would be another class with the same `step`.
 """
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+import dataclasses
 
-from gradsim_jax.physics.cloth import bending_forces, membrane_forces
-from gradsim_jax.physics.contact import ground_contact
-from gradsim_jax.physics.springs import spring_forces
+from gradsim_jax.physics.forces import particle_forces
+from gradsim_jax.physics.particles import particle_euler
 from gradsim_jax.physics.types import Control, State
 
 
-def particle_forces(topology, params, x, v, control=None):
-    """Sum of internal, aerodynamic, contact and external forces on every particle: [n, 3] N."""
-    activation = None if control is None else control.tri_activation
-    f = spring_forces(topology, params, x, v)
-    f = f + membrane_forces(topology, params, x, v, activation)
-    f = f + bending_forces(topology, params, x, v)
-    if topology.ground:
-        f = f + ground_contact(params, x, v)
-    if control is not None and control.force is not None:
-        f = f + control.force
-    return f
+@dataclasses.dataclass(frozen=True)
+class SemiImplicitEuler:
+    """v1 = v0 + dt a(x0, v0); x1 = x0 + dt v1, for every component."""
+
+    def step(self, topology, params, state: State, control: Control | None, t, dt) -> State:
+        particles = state.particles
+        f = particle_forces(topology, params, particles.x, particles.v, control)
+        pc = None if control is None else control.particles
+        particles = particle_euler(topology.particles, params.particles, particles, f, params.world.gravity, pc, dt)
+        return dataclasses.replace(state, particles=particles)
 
 
-def free_inverse_mass(topology, params):
-    """1 / mass for free particles, 0 for pinned or massless ones: [n] 1/kg."""
-    free = jnp.logical_not(topology.pinned) & (params.mass > 0.0)
-    return jnp.where(free, 1.0 / jnp.where(free, params.mass, 1.0), 0.0)
-
-
-def euler_step(topology, params, state: State, control: Control | None, dt) -> State:
-    """One semi-implicit Euler step of length `dt` (s)."""
-    inv_mass = free_inverse_mass(topology, params)
-    free = (inv_mass > 0.0)[:, None]
-    f = particle_forces(topology, params, state.x, state.v, control)
-    accel = f * inv_mass[:, None] + params.gravity - params.damping * state.v
-    kinematic_v = jnp.zeros_like(state.v)
-    if control is not None and control.pinned_velocity is not None:
-        kinematic_v = control.pinned_velocity
-    v1 = jnp.where(free, state.v + dt * accel, kinematic_v)
-    return State(x=state.x + dt * v1, v=v1)
+def euler_step(topology, params, state: State, control: Control | None, dt, t=0.0) -> State:
+    """One semi-implicit Euler step of length `dt` (s) starting at time `t` (s)."""
+    return SemiImplicitEuler().step(topology, params, state, control, t, dt)

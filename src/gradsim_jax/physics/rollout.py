@@ -7,7 +7,6 @@ number of frames, not with frames x substeps.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Callable, Optional, Union
 
@@ -16,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.contact import ContactWarning, contact_report
-from gradsim_jax.physics.integrators import euler_step
-from gradsim_jax.physics.types import Control, Params, State, Topology
+from gradsim_jax.physics.integrators import SemiImplicitEuler
+from gradsim_jax.physics.types import Control, Params, State, Topology, named_leaves, replace_paths
 from gradsim_jax.physics.validate import is_concrete, validate_dt, validate_scene
 
 ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Control]]]
@@ -44,6 +43,7 @@ def simulate(
     frame_dt: float = 1.0 / 60.0,
     control: ControlLike = None,
     checkpoint: bool = True,
+    integrator=SemiImplicitEuler(),
 ) -> State:
     """Roll the scene forward and return the state at every frame, the initial one included.
 
@@ -54,9 +54,10 @@ def simulate(
       control: None, a `Control` applied at every step, or `control(frame_index, state) -> Control`
         called once at the start of each frame (a policy; the control is held over the frame's substeps).
       checkpoint: wrap each frame in `jax.checkpoint` (memory of the gradient independent of substeps).
+      integrator: the time integrator (static; `SemiImplicitEuler()`), see `gradsim_jax.physics.integrators`.
 
     Returns:
-      `State` whose leaves have a leading axis of length frames + 1: x [frames + 1, n, 3], v likewise.
+      `State` whose leaves have a leading axis of length frames + 1: particles.x [frames + 1, n, 3], ...
 
     Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or
     the contact is too stiff for the step (`contact_report`).
@@ -81,11 +82,12 @@ def simulate(
 
     def one_frame(state, frame_index):
         ctrl = control(frame_index, state) if callable(control) else control
+        t0 = frame_index * frame_dt
 
-        def substep(s, _):
-            return euler_step(topology, params, s, ctrl, dt), None
+        def substep(s, k):
+            return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt), None
 
-        state, _ = jax.lax.scan(substep, state, None, length=substeps)
+        state, _ = jax.lax.scan(substep, state, jnp.arange(substeps))
         return state, state
 
     body = jax.checkpoint(one_frame) if checkpoint else one_frame
@@ -105,41 +107,46 @@ def _real(name: str, value):
     return value
 
 
+def _float_dtype(tree):
+    """The promoted float dtype of the float leaves of `tree` (JAX's default float when none)."""
+    floats = [jnp.result_type(leaf) for leaf in jax.tree.leaves(tree)]
+    floats = [d for d in floats if jnp.issubdtype(d, jnp.floating)]
+    return jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
+
+
 def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
     """`topology` and `params` with every leaf an array (lists and Python scalars converted, not flattened
     into pytrees) and integer or boolean Params in their float dtype; TypeError naming the field for complex
     or non-numeric values. Traceable (dtypes and shapes are static)."""
-    leaves = {f.name: _real(f"Params.{f.name}", getattr(params, f.name)) for f in dataclasses.fields(params)}
-    index = {name: _real(f"Topology.{name}", getattr(topology, name))
-             for name in ("springs", "triangles", "bend_edges", "pinned")}
+    leaves = {name: _real(f"Params.{name}", value) for name, value in named_leaves(params, "")}
+    index = {name: _real(f"Topology.{name}", value) for name, value in named_leaves(topology, "")}
     floats = [v.dtype for v in leaves.values() if jnp.issubdtype(v.dtype, jnp.floating)]
     dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
     leaves = {k: v if jnp.issubdtype(v.dtype, jnp.floating) else v.astype(dtype) for k, v in leaves.items()}
-    index["pinned"] = index["pinned"].astype(bool)
-    return dataclasses.replace(topology, **index), dataclasses.replace(params, **leaves)
+    index["particles.pinned"] = index["particles.pinned"].astype(bool)
+    return replace_paths(topology, index), replace_paths(params, leaves)
 
 
 def as_float_state(state: State, params: Params) -> State:
-    """`state` with x and v in the float dtype a step produces from them and `params`.
+    """`state` with every leaf in the float dtype a step produces from it and `params`.
 
     Integer (or bool) positions and velocities take the float dtype of `params` (a scan carry must keep
     its dtype, and a step turns them into floats); floats are promoted with it (float32 state, float64
     params: float64). Raises TypeError, naming the field, for complex or non-numeric values. Traceable.
     """
-    floats = [leaf for leaf in jax.tree.leaves(params) if jnp.issubdtype(jnp.result_type(leaf), jnp.floating)]
-    dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
+    dtype = _float_dtype(params)
     out = {}
-    for name in ("x", "v"):
-        value = _real(f"State.{name}", getattr(state, name))
+    for name, value in named_leaves(state, "State"):
+        value = _real(name, value)
         kind = value.dtype
         if jnp.issubdtype(kind, jnp.integer) or kind == jnp.bool_:
             target = dtype
         elif jnp.issubdtype(kind, jnp.floating):
             target = jnp.promote_types(kind, dtype)
         else:
-            raise TypeError(f"State.{name} has dtype {kind}: positions and velocities must be real numbers")
-        out[name] = jnp.asarray(value, target)
-    return State(**out)
+            raise TypeError(f"{name} has dtype {kind}: positions and velocities must be real numbers")
+        out[name[len("State."):]] = jnp.asarray(value, target)
+    return replace_paths(state, out)
 
 
 def first_nonfinite(trajectory: State):
@@ -147,7 +154,7 @@ def first_nonfinite(trajectory: State):
 
     Returns None if every value is finite, else a dict {frame, quantity, particle}. Runs on the host.
     """
-    bad = {q: ~np.isfinite(np.asarray(getattr(trajectory, q))).all(axis=-1) for q in ("x", "v")}  # [T, n]
+    bad = {q: ~np.isfinite(np.asarray(getattr(trajectory.particles, q))).all(axis=-1) for q in ("x", "v")}  # [T, n]
     bad_frame = bad["x"].any(axis=-1) | bad["v"].any(axis=-1)
     if not bad_frame.any():
         return None

@@ -11,6 +11,23 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_norm, safe_normalize
+from gradsim_jax.typing import Array, pytree_dataclass
+
+
+@pytree_dataclass
+class SpringTopology:
+    """pairs: [s, 2] int32 particle indices (i, j)."""
+
+    pairs: Array
+
+
+@pytree_dataclass
+class SpringParams:
+    """Per spring: ke [s] N/m, kd [s] N s/m, rest [s] m."""
+
+    ke: Array
+    kd: Array
+    rest: Array
 
 
 def spring_force(xs, vs, ke, kd, rest):
@@ -23,17 +40,17 @@ def spring_force(xs, vs, ke, kd, rest):
 
 def spring_forces(topology, params, x, v):
     """Sum of all spring forces per particle: [n, 3] N."""
-    pairs = topology.springs
+    pairs = topology.springs.pairs
     if pairs.shape[0] == 0:
         return jnp.zeros_like(x)
-    f = jax.vmap(spring_force)(x[pairs], v[pairs], params.spring_ke, params.spring_kd, params.spring_rest)
+    f = jax.vmap(spring_force)(x[pairs], v[pairs], params.springs.ke, params.springs.kd, params.springs.rest)
     return jnp.zeros_like(x).at[pairs.reshape(-1)].add(jnp.stack([-f, f], axis=1).reshape(-1, 3))
 
 
 def spring_energy(topology, params, x):
     """Elastic energy sum 0.5 ke (l - rest)^2 over springs: scalar J."""
-    pairs = topology.springs
+    pairs = topology.springs.pairs
     if pairs.shape[0] == 0:
         return jnp.zeros((), x.dtype)
     length = safe_norm(x[pairs[:, 0]] - x[pairs[:, 1]])
-    return 0.5 * jnp.sum(params.spring_ke * (length - params.spring_rest) ** 2)
+    return 0.5 * jnp.sum(params.springs.ke * (length - params.springs.rest) ** 2)

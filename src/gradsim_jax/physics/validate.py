@@ -7,17 +7,17 @@ static and checked always; values only when concrete (inside `jit`, `grad` or `v
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: Params fields that must be >= 0.
+from gradsim_jax.physics.types import get_path, named_leaves
+
+#: Params leaves (dotted paths) that must be >= 0.
 NONNEGATIVE = (
-    "mass", "damping", "spring_ke", "spring_kd", "spring_rest", "tri_ke", "tri_ka", "tri_kd",
-    "tri_drag", "tri_lift", "bend_ke", "bend_kd", "contact_ke", "contact_kd", "contact_kf", "contact_mu",
-    "particle_radius",
+    "particles.mass", "particles.damping", "particles.radius", "springs.ke", "springs.kd", "springs.rest",
+    "cloth.tri_ke", "cloth.tri_ka", "cloth.tri_kd", "cloth.tri_drag", "cloth.tri_lift", "cloth.bend_ke",
+    "cloth.bend_kd", "contact.ke", "contact.kd", "contact.kf", "contact.mu",
 )
 
 
@@ -37,41 +37,50 @@ def _expect_shape(name, value, shape):
         raise ValueError(f"{name} has shape {actual}, expected {shape}")
 
 
-#: Index arrays of a Topology, their widths, and the letter their count goes by in PARAM_SHAPES.
-INDEX_WIDTHS = {"springs": 2, "triangles": 3, "bend_edges": 4}
-_COUNT = {"springs": "s", "triangles": "t", "bend_edges": "e"}
+#: Index arrays of a Topology (dotted paths), their widths, and the letter their count goes by in PARAM_SHAPES.
+INDEX_WIDTHS = {"springs.pairs": 2, "cloth.triangles": 3, "cloth.bend_edges": 4}
+_COUNT = {"springs.pairs": "s", "cloth.triangles": "t", "cloth.bend_edges": "e"}
 
-#: Shape of every Params field, in the counts n (particles), s (springs), t (triangles), e (bending edges).
+#: Shape of every Params leaf, in the counts n (particles), s (springs), t (triangles), e (bending edges).
 PARAM_SHAPES = {
-    "mass": ("n",), "gravity": (3,), "damping": (), "spring_ke": ("s",), "spring_kd": ("s",),
-    "spring_rest": ("s",), "tri_ke": ("t",), "tri_ka": ("t",), "tri_kd": ("t",), "tri_activation": ("t",),
-    "tri_drag": ("t",), "tri_lift": ("t",), "rest_x": ("n", 3), "bend_ke": ("e",), "bend_kd": ("e",),
-    "bend_rest": ("e",), "contact_ke": (), "contact_kd": (), "contact_kf": (), "contact_mu": (),
-    "ground_height": (), "ground_normal": (3,), "particle_radius": (),
+    "world.gravity": (3,), "world.ground_height": (), "world.ground_normal": (3,),
+    "particles.mass": ("n",), "particles.damping": (), "particles.radius": (),
+    "springs.ke": ("s",), "springs.kd": ("s",), "springs.rest": ("s",),
+    "cloth.tri_ke": ("t",), "cloth.tri_ka": ("t",), "cloth.tri_kd": ("t",), "cloth.tri_activation": ("t",),
+    "cloth.tri_drag": ("t",), "cloth.tri_lift": ("t",), "cloth.rest_x": ("n", 3), "cloth.bend_ke": ("e",),
+    "cloth.bend_kd": ("e",), "cloth.bend_rest": ("e",),
+    "contact.ke": (), "contact.kd": (), "contact.kf": (), "contact.mu": (),
 }
+
+
+def params_leaves(params) -> dict:
+    """{dotted path: value} of the Params leaves."""
+    return {name[len("Params."):]: value for name, value in named_leaves(params, "Params")}
 
 
 def validate_shapes(topology, params, state=None) -> dict:
     """Raise ValueError for mismatched shapes or non-integer indices; works on traced values too (shapes
     and dtypes are static). Returns the counts {"n", "s", "t", "e"}."""
-    if len(np.shape(topology.pinned)) != 1:
-        raise ValueError(f"Topology.pinned has shape {np.shape(topology.pinned)}, expected [n] (one flag per particle)")
-    n = np.shape(topology.pinned)[0]
+    pinned = topology.particles.pinned
+    if len(np.shape(pinned)) != 1:
+        raise ValueError(f"Topology.particles.pinned has shape {np.shape(pinned)}, expected [n] (one flag per "
+                         "particle)")
+    n = np.shape(pinned)[0]
     per = {"n": n}
     for name, width in INDEX_WIDTHS.items():
-        idx = getattr(topology, name)
+        idx = get_path(topology, name)
         shape, dtype = np.shape(idx), jnp.result_type(idx)
         if len(shape) != 2 or shape[1] != width:
             raise ValueError(f"Topology.{name} has shape {shape}, expected [count, {width}]")
         if shape[0] and not np.issubdtype(dtype, np.integer):
             raise ValueError(f"Topology.{name} must hold integer indices, got dtype {dtype}")
         per[_COUNT[name]] = shape[0]
-    for f in dataclasses.fields(params):
-        shape = tuple(per.get(d, d) for d in PARAM_SHAPES[f.name])
-        _expect_shape(f"Params.{f.name}", getattr(params, f.name), shape)
+    for name, value in params_leaves(params).items():
+        shape = tuple(per.get(d, d) for d in PARAM_SHAPES[name])
+        _expect_shape(f"Params.{name}", value, shape)
     if state is not None:
         for name in ("x", "v"):
-            _expect_shape(f"State.{name}", getattr(state, name), (n, 3))
+            _expect_shape(f"State.particles.{name}", getattr(state.particles, name), (n, 3))
     return per
 
 
@@ -92,10 +101,10 @@ def validate_scene(topology, params, state=None) -> None:
     validate_shapes(topology, params, state)
     if not is_concrete(topology, params, state):
         return
-    n = np.shape(topology.pinned)[0]
+    n = np.shape(topology.particles.pinned)[0]
     sizes = {}
     for name, width in INDEX_WIDTHS.items():
-        idx = np.asarray(getattr(topology, name))
+        idx = np.asarray(get_path(topology, name))
         check_index_rows(f"Topology.{name}", idx, n)
         for a in range(width):
             for b in range(a + 1, width):
@@ -105,35 +114,35 @@ def validate_scene(topology, params, state=None) -> None:
                     raise ValueError(f"Topology.{name}[{k}] = {idx[k].tolist()} repeats a particle (degenerate)")
         sizes[name] = idx.shape[0]
 
-    for f in dataclasses.fields(params):
-        value = np.asarray(getattr(params, f.name))
+    for name, value in params_leaves(params).items():
+        value = np.asarray(value)
         finite = np.isfinite(value)
         if not finite.all():
-            raise ValueError(f"Params.{f.name}{_first_index(~finite)} is not finite")
-        if f.name in NONNEGATIVE and (value < 0).any():
+            raise ValueError(f"Params.{name}{_first_index(~finite)} is not finite")
+        if name in NONNEGATIVE and (value < 0).any():
             at = _first_index(value < 0)
-            raise ValueError(f"Params.{f.name}{at} is negative ({value[tuple(np.argwhere(value < 0)[0])]})")
-    if np.linalg.norm(np.asarray(params.ground_normal)) == 0.0:
-        raise ValueError("Params.ground_normal is the zero vector")
+            raise ValueError(f"Params.{name}{at} is negative ({value[tuple(np.argwhere(value < 0)[0])]})")
+    if np.linalg.norm(np.asarray(params.world.ground_normal)) == 0.0:
+        raise ValueError("Params.world.ground_normal is the zero vector")
 
-    if sizes["triangles"]:
-        rest = np.asarray(params.rest_x, dtype=np.float64)
-        tri = np.asarray(topology.triangles)
+    if sizes["cloth.triangles"]:
+        rest = np.asarray(params.cloth.rest_x, dtype=np.float64)
+        tri = np.asarray(topology.cloth.triangles)
         e1, e2 = rest[tri[:, 1]] - rest[tri[:, 0]], rest[tri[:, 2]] - rest[tri[:, 0]]
         area = 0.5 * np.linalg.norm(np.cross(e1, e2), axis=1)
         scale = np.maximum(np.sum(e1 * e1, 1), np.sum(e2 * e2, 1))
         bad = area <= 1e-6 * scale
         if bad.any():
             k = int(np.argmax(bad))
-            raise ValueError(f"Topology.triangles[{k}] = {tri[k].tolist()} has a degenerate rest shape "
-                             f"(rest area {area[k]:.3g} m^2 in Params.rest_x)")
+            raise ValueError(f"Topology.cloth.triangles[{k}] = {tri[k].tolist()} has a degenerate rest shape "
+                             f"(rest area {area[k]:.3g} m^2 in Params.cloth.rest_x)")
 
     if state is not None:
-        for name in ("x", "v"):
-            value = np.asarray(getattr(state, name))
+        for name, value in named_leaves(state, "State"):
+            value = np.asarray(value)
             finite = np.isfinite(value)
             if not finite.all():
-                raise ValueError(f"State.{name}{_first_index(~finite)} is not finite")
+                raise ValueError(f"{name}{_first_index(~finite)} is not finite")
 
 
 def validate_dt(dt, name: str = "dt") -> None:

@@ -23,7 +23,7 @@ def gradsim_demo_cloth(
     tri_kd: float = 100.0,
     anchor_ke: float = 1.0e4,
     anchor_kd: float = 1.0e3,
-    edge_ke: float = 0.0,
+    bend_ke: float = 0.0,
     tri_drag: float = 0.0,
 ) -> Scene:
     """The cloth of gradSim's cloth demo (as also simulated by NVIDIA Warp for our golden data).
@@ -35,7 +35,7 @@ def gradsim_demo_cloth(
     """
     cloth = cloth_grid(
         dim_x, dim_y, cell, cell, pos=(-2.0, 1.5, 0.0), rot=quat_from_axis_angle((1.0, 0.0, 0.0), 1.04 * np.pi),
-        vel=vel, mass=mass, tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd, edge_ke=edge_ke, tri_drag=tri_drag,
+        vel=vel, mass=mass, tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd, bend_ke=bend_ke, tri_drag=tri_drag,
     )
     n = cloth.num_particles
     anchors = particles([[-2.0, 2.0, 0.0], [dim_x * cell - 2.0, 2.0, 0.0]], mass=0.0)

@@ -71,16 +71,16 @@ def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple
 def finish_experiment(name, topology, params, state0, theta, *, size, frames, substeps, frame_dt, push_frames=0,
                       elevation=20.0, azimuth=25.0, colors=None, lights=None, background=(0.0, 0.0, 0.0)):
     """Frame a camera on the true motion and fix colors and render settings: the finished Experiment."""
-    faces = topology.triangles
+    faces = topology.cloth.triangles
     if colors is None:
-        colors = FaceColors(jnp.asarray(checker_colors(faces, state0.x)))
+        colors = FaceColors(jnp.asarray(checker_colors(faces, state0.particles.x)))
     lights = default_lights() if lights is None else lights
     probe_camera = look_at_camera(3.0, elevation, azimuth, width=size, height=size)
     exp = Experiment(topology=topology, params=params, state0=state0, camera=probe_camera, faces=faces,
                      colors=colors, lights=lights, background=jnp.asarray(background, jnp.float32),
                      settings=RenderSettings(), frames=frames, substeps=substeps, frame_dt=frame_dt, theta=theta,
                      push_frames=push_frames, name=name)
-    x = np.asarray(trajectory(exp, theta).x)
+    x = np.asarray(trajectory(exp, theta).particles.x)
     if not np.all(np.isfinite(x)):
         raise FloatingPointError(f"the {name} scene is unstable with these parameters (more substeps?)")
     return reframe(exp, x, elevation=elevation, azimuth=azimuth)
@@ -97,7 +97,7 @@ def reframe(exp: Experiment, x, *, elevation: float, azimuth: float) -> Experime
 
 def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps: int = 32,
                   frame_dt: float = 1.0 / 30.0, side: float = 0.6, mass: float = 0.02, tri_ke: float = 200.0,
-                  tri_ka: float = 200.0, tri_kd: float = 0.3, edge_ke: float = 0.0, drag: float = 0.0,
+                  tri_ka: float = 200.0, tri_kd: float = 0.3, bend_ke: float = 0.0, drag: float = 0.0,
                   lift: float = 0.0, push: float = 0.5, push_frames: int = 6) -> Experiment:
     """A cloth `side` m square of cells x cells, pinned along its left edge, released horizontally.
 
@@ -107,7 +107,7 @@ def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps:
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, 0.0, -side / 2),
                        rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), mass=mass, fix_left=True,
-                       tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd, edge_ke=edge_ke, tri_drag=drag, tri_lift=lift)
+                       tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd, bend_ke=bend_ke, tri_drag=drag, tri_lift=lift)
     topology, params, state0 = scene.build(aerodynamics=bool(drag or lift))
     theta = default_theta(topology, params, state0, ["mass", "stiffness", "damping", "bending", "drag", "lift"])
     right = np.arange(scene.num_particles) % (cells + 1) == cells
@@ -126,7 +126,7 @@ def sliding_cloth(*, size: int = 64, frames: int = 30, cells: int = 4, substeps:
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side, 0.03, -side / 2),
                        rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), vel=(speed, 0.0, 0.0), mass=mass,
-                       tri_ke=200.0, tri_ka=200.0, tri_kd=0.5, edge_ke=0.0)
+                       tri_ke=200.0, tri_ka=200.0, tri_kd=0.5, bend_ke=0.0)
     topology, params, state0 = scene.build(ground=True, contact_mu=contact_mu, contact_ke=1.0e3, contact_kd=10.0,
                                            contact_kf=100.0)
     theta = default_theta(topology, params, state0, ["mass", "friction"])
@@ -158,7 +158,7 @@ def tossed_cloth(*, size: int = 64, frames: int = 20, cells: int = 3, substeps: 
     """
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, -side / 2, 0.0), mass=mass, tri_ke=tri_ke,
-                       tri_ka=tri_ka, tri_kd=tri_kd, edge_ke=0.0)
+                       tri_ka=tri_ka, tri_kd=tri_kd, bend_ke=0.0)
     topology, params, state0 = scene.build()
     v = tossed_velocity(scene.x) if velocity is None else np.broadcast_to(np.asarray(velocity, np.float32),
                                                                          scene.x.shape)
@@ -172,7 +172,7 @@ def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) ->
     """gradSim's control_cloth setting: the tossed cloth thrown with one velocity `v_true` [3] (its theta),
     the camera framed on where both `v_true` and the starting guess `v_guess` take it."""
     exp = tossed_cloth(size=size, frames=frames, velocity=v_true, **kw)
-    shape = np.shape(exp.state0.x)
-    runs = [trajectory(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape))).x
+    shape = np.shape(exp.state0.particles.x)
+    runs = [trajectory(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape))).particles.x
             for v in (v_true, v_guess)]
     return reframe(exp, np.concatenate([np.asarray(r) for r in runs]), **_TOSSED_VIEW)

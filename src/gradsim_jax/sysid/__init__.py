@@ -52,6 +52,7 @@ from gradsim_jax.sysid.quantities import (
     assemble,
     camera_for,
     canonical,
+    canonical_theta,
     default_theta,
     register,
     transforms_for,
@@ -74,6 +75,7 @@ from gradsim_jax.sysid.runner import perturbed, run
 __all__ = [
     "ARRAY_FIELDS", "KNOWN_INPUTS", "LM_MAX_SCALARS", "LOSSES", "QUANTITIES", "REPORT_MAX_SCALARS", "STATIC_FIELDS",
     "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
+    "canonical_theta",
     "check_config", "compiled", "control_loss", "default_theta", "ensure_writable_folder", "experiment_arrays",
     "final_position_error", "fit_control", "fit_inputs", "gauss_newton_report", "horizon_weights", "identify",
     "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",

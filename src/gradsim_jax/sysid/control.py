@@ -56,7 +56,7 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
     `target_image` ([k, H, W, 4] for the last k frames, or [H, W, 4]). The loss is `control_loss`.
     Checkpoints record the target, the scene, the guess and the settings (`resume_anyway` as in `fit`).
     Returns (velocity [3], FitResult)."""
-    tgt = jnp.asarray(target_image, exp.params.mass.dtype)
+    tgt = jnp.asarray(target_image, exp.dtype)
     if tgt.ndim == 3:
         tgt = tgt[None]
     base = _as_theta(exp, {})
@@ -64,7 +64,7 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
     def loss_fn(p):
         p, e, (target, theta) = _split_data(exp, p)
         theta = dict(theta, velocity=jnp.broadcast_to(p["v"], theta["velocity"].shape))
-        x = trajectory(e, theta).x[-target.shape[0]:]
+        x = trajectory(e, theta).particles.x[-target.shape[0]:]
         return control_loss(render_frames(e, x), target)
 
     config = FitConfig(free=("velocity",), iterations=iterations, learning_rate=learning_rate, loss="control")
@@ -79,7 +79,7 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
 
 def final_position_error(exp: Experiment, v_est, v_true) -> dict:
     """Distances between the final positions reached with v_est and with v_true (uniform velocities [3])."""
-    shape = np.shape(exp.state0.x)
+    shape = np.shape(exp.state0.particles.x)
     x_est, _ = simulate_video(exp, {"velocity": np.broadcast_to(v_est, shape)})
     x_true, _ = simulate_video(exp, {"velocity": np.broadcast_to(v_true, shape)})
     d = np.linalg.norm(x_est[-1] - x_true[-1], axis=-1)

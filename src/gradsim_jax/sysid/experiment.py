@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics import Control, Params, State, Topology, check_finite, simulate
+from gradsim_jax.physics import Control, Params, ParticleControl, ParticleState, State, Topology, check_finite, simulate
 from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
-from gradsim_jax.sysid.quantities import assemble, camera_for
+from gradsim_jax.sysid.quantities import assemble, camera_for, canonical_theta
 
 Array = Any
 
@@ -57,17 +57,23 @@ class Experiment:
     name: str = "experiment"
 
     def __post_init__(self):
-        free = np.asarray(~np.asarray(self.topology.pinned) & (np.asarray(self.params.mass) > 0))
+        mass = np.asarray(self.params.particles.mass)
+        free = np.asarray(~np.asarray(self.topology.particles.pinned) & (mass > 0))
         if not free.any():
             raise ValueError("the experiment has no free particle: nothing moves")
-        ke, ka = np.asarray(self.params.tri_ke), np.asarray(self.params.tri_ka)
+        ke, ka = np.asarray(self.params.cloth.tri_ke), np.asarray(self.params.cloth.tri_ka)
         derived = {
             "free_particles": free,
-            "mass_ref": float(np.mean(np.asarray(self.params.mass)[free])),
-            "area_ratio": jnp.asarray(np.where(ke > 0, ka / np.where(ke > 0, ke, 1.0), 1.0), self.params.mass.dtype),
+            "mass_ref": float(np.mean(mass[free])),
+            "area_ratio": jnp.asarray(np.where(ke > 0, ka / np.where(ke > 0, ke, 1.0), 1.0), self.dtype),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
+
+    @property
+    def dtype(self):
+        """The scene's float dtype (that of the initial particle positions)."""
+        return jnp.result_type(self.state0.particles.x)
 
 
 #: The Experiment attributes that hold arrays. Compiled functions take them as arguments (`compiled`,
@@ -149,23 +155,24 @@ def _split_data(exp: Experiment, theta: dict):
 
 def _as_theta(exp: Experiment, theta: dict) -> dict:
     """Fill missing entries from the experiment's defaults; arrays in the scene's dtype."""
-    dtype = exp.params.mass.dtype
+    dtype = exp.dtype
     out = dict(exp.theta)
-    out.update(theta)
+    out.update(canonical_theta(theta))
     return {k: jnp.asarray(v, dtype) for k, v in out.items()}
 
 
 def trajectory(exp: Experiment, theta: dict) -> State:
-    """Simulated states [frames + 1, n, 3] for theta (plain function; jit at the call site)."""
+    """Simulated states (leaves [frames + 1, ...]) for theta (plain function; jit at the call site)."""
     params, state0 = assemble(exp, theta)
     # A theta without "push" keeps the scene's own known push (leaving it out must not switch it off).
     push = theta["push"] if "push" in theta else exp.theta.get("push")
-    push = None if push is None else jnp.asarray(push, params.mass.dtype)
+    push = None if push is None else jnp.asarray(push, exp.dtype)
 
     def control(frame, state):
         if push is None or exp.push_frames == 0:
             return None
-        return Control(force=jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push)))
+        force = jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push))
+        return Control(particles=ParticleControl(force=force))
 
     return simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
                     frame_dt=exp.frame_dt, control=control)
@@ -192,15 +199,15 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
 
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
     """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
-    return render_frames(exp, trajectory(exp, theta).x, dense, camera_for(exp, theta))
+    return render_frames(exp, trajectory(exp, theta).particles.x, dense, camera_for(exp, theta))
 
 
 def _positions_and_video(exp: Experiment, theta: dict):
-    return trajectory(exp, theta).x, video(exp, theta)
+    return trajectory(exp, theta).particles.x, video(exp, theta)
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
     """Host-side: (positions [T, n, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
     x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
-    traj = check_finite(State(x=x, v=x))
-    return np.asarray(traj.x), np.asarray(frames)
+    traj = check_finite(State(particles=ParticleState(x=x, v=x)))
+    return np.asarray(traj.particles.x), np.asarray(frames)

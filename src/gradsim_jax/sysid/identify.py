@@ -157,7 +157,7 @@ def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: 
     tgt = target[idx]
 
     def frame_losses(theta):
-        x = trajectory(exp, theta).x[idx]
+        x = trajectory(exp, theta).particles.x[idx]
         pred = render_frames(exp, x, camera=camera_for(exp, theta))
         return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
 
@@ -180,7 +180,7 @@ def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int 
 
     def residual(theta, target, weights=None):
         tgt = _residual_channels(kind, target[idx])
-        x = trajectory(exp, theta).x[idx]
+        x = trajectory(exp, theta).particles.x[idx]
         pred = render_frames(exp, x, dense=dense, camera=camera_for(exp, theta))
         r = (_residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
         if weights is not None:
@@ -219,8 +219,8 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta, and
     "gn_step": the largest relative change of a quantity that one more Gauss-Newton step would make.
     """
-    free = tuple(free)
-    jac_fields = tuple(jac_fields) if jac_fields is not None else free
+    free = tuple(canonical(n) for n in free)
+    jac_fields = tuple(canonical(n) for n in jac_fields) if jac_fields is not None else free
     if not set(free) <= set(jac_fields):
         raise ValueError(f"jac_fields {jac_fields} must include every free quantity {free}")
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in jac_fields}

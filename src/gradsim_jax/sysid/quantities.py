@@ -1,7 +1,9 @@
 """The quantities a fit may estimate: a registry of named physical values and how each one sets the scene.
 
-A `Quantity` says which `Params` (or `State`, or camera) field it sets, its unit, the transform it is fitted
-in ("log" for positive scalars), its aliases, how its default is read from a built scene (`read`) and how
+A `Quantity` says which `Params` leaf it sets (its dotted path "cloth.tri_ke", or the initial state's
+velocity, or the camera), its unit, the transform it is fitted in ("log" for positive scalars), its
+aliases (every quantity answers to its canonical name, e.g. "stiffness", to its Params path and to the
+name builders and scene files give it, e.g. "tri_ke"), how its default is read from a built scene (`read`) and how
 a value expands to per-element arrays (`expand`: a scalar broadcast to every triangle or edge, a mean mass
 that scales every particle mass alike, ...). `register` adds one; a component (rigid bodies, FEM) registers
 its own quantities beside its physics, and `canonical`, `default_theta` and `assemble` know them at once.
@@ -20,7 +22,7 @@ from typing import Any, Callable, Optional
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics import Params, State, Topology
+from gradsim_jax.physics import Params, State, Topology, get_path, replace_paths
 from gradsim_jax.render import Camera
 from gradsim_jax.render.camera import pose_vector, with_pose_vector
 
@@ -31,11 +33,12 @@ Array = Any
 class Quantity:
     """A named physical quantity a fit can estimate.
 
-    name: canonical name; field: the Params field it sets ("v": the initial State's velocity, "camera": the
-    camera pose); unit; transform: the space it is fitted in ("log", "identity", see fit.transforms);
+    name: canonical name ("stiffness"); field: the dotted path it sets ("cloth.tri_ke"; "particles.v" of
+    the initial State; "camera");
+    unit; transform: the space it is fitted in ("log", "identity", see fit.transforms);
     aliases: names accepted for it (the canonical name included); doc: one line for users.
     read: `read(topology, params, state0) -> value`, the scene's own value (None: not read from the scene).
-    expand: `expand(experiment, value) -> {field: array}`, the updates of `container` for `value` (already
+    expand: `expand(experiment, value) -> {path: array}`, the updates of `container` for `value` (already
       in the scene's dtype); traceable. None: applied elsewhere (the camera pose, by `camera_for`).
     container: "params", "state" or "camera": what `expand`'s fields belong to.
     """
@@ -79,6 +82,12 @@ def canonical(name: str) -> str:
     raise ValueError(f"unknown quantity {name!r}; choose from {', '.join(choices)}")
 
 
+def canonical_theta(theta: dict) -> dict:
+    """theta with every quantity under its canonical name ("mass" -> "particles.mass"); known inputs and
+    private entries (a leading underscore) pass unchanged."""
+    return {k if k in KNOWN_INPUTS or k.startswith("_") else canonical(k): v for k, v in theta.items()}
+
+
 def transforms_for(names) -> dict[str, str]:
     return {n: QUANTITIES[n].transform for n in names}
 
@@ -88,22 +97,24 @@ def default_theta(topology: Topology, params: Params, state0: State, names=None)
     give, `Quantity.read`), + push."""
     if names is None:
         names = [n for n, q in QUANTITIES.items() if q.read is not None]
-    dtype = np.asarray(state0.x).dtype
+    dtype = np.asarray(state0.particles.x).dtype
+    names = [canonical(n) for n in names]
     theta = {n: jnp.asarray(QUANTITIES[n].read(topology, params, state0), dtype) for n in names}
-    theta["push"] = jnp.zeros_like(jnp.asarray(state0.x))
+    theta["push"] = jnp.zeros_like(jnp.asarray(state0.particles.x))
     return theta
 
 
 def assemble(exp, theta: dict) -> tuple[Params, State]:
     """Expand theta into (Params, State0) of the experiment `exp` (`Quantity.expand`: scalars broadcast to
     every triangle / edge); traceable."""
-    dtype = exp.params.mass.dtype
+    dtype = exp.dtype
+    theta = canonical_theta(theta)
     updates: dict[str, dict] = {"params": {}, "state": {}}
     for name, q in QUANTITIES.items():
         if name in theta and q.expand is not None:
             updates[q.container].update(q.expand(exp, jnp.asarray(theta[name], dtype)))
-    params = dataclasses.replace(exp.params, **updates["params"])
-    state = dataclasses.replace(exp.state0, **updates["state"]) if updates["state"] else exp.state0
+    params = replace_paths(exp.params, updates["params"]) if updates["params"] else exp.params
+    state = replace_paths(exp.state0, updates["state"]) if updates["state"] else exp.state0
     return params, state
 
 
@@ -118,7 +129,7 @@ def with_camera_pose(exp, theta: dict) -> dict:
     """theta with "camera_pose" set to the experiment camera's own pose when it has none."""
     if "camera_pose" in theta:
         return theta
-    return dict(theta, camera_pose=jnp.asarray(pose_vector(exp.camera), exp.params.mass.dtype))
+    return dict(theta, camera_pose=jnp.asarray(pose_vector(exp.camera), exp.dtype))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -131,45 +142,52 @@ def _first(a, fallback: float = 1.0) -> float:
 
 
 def _free_mean_mass(topology, params, state0) -> float:
-    free = ~np.asarray(topology.pinned) & (np.asarray(params.mass) > 0)
-    return float(np.mean(np.asarray(params.mass)[free])) if free.any() else 1.0
+    mass = np.asarray(params.particles.mass)
+    free = ~np.asarray(topology.particles.pinned) & (mass > 0)
+    return float(np.mean(mass[free])) if free.any() else 1.0
 
 
-def _read_field(field: str):
-    return lambda topology, params, state0: _first(getattr(params, field))
+def _read_path(path: str):
+    return lambda topology, params, state0: _first(get_path(params, path))
 
 
-def _broadcast(field: str):
-    """expand: one scalar for every element of the Params field `field`."""
-    return lambda exp, value: {field: jnp.broadcast_to(value, getattr(exp.params, field).shape)}
+def _broadcast(path: str):
+    """expand: one scalar for every element of the Params leaf at `path`."""
+    return lambda exp, value: {path: jnp.broadcast_to(value, get_path(exp.params, path).shape)}
 
 
 def _expand_stiffness(exp, value):
     # k_lambda (tri_ka) keeps the scene's ratio to k_mu.
-    tri_ke = jnp.broadcast_to(value, exp.params.tri_ke.shape)
-    return {"tri_ke": tri_ke, "tri_ka": tri_ke * exp.area_ratio}
+    tri_ke = jnp.broadcast_to(value, exp.params.cloth.tri_ke.shape)
+    return {"cloth.tri_ke": tri_ke, "cloth.tri_ka": tri_ke * exp.area_ratio}
+
+
+def _expand_mass(exp, value):
+    return {"particles.mass": exp.params.particles.mass * (value / exp.mass_ref)}
 
 
 for _q in (
-    Quantity("velocity", "v", "m/s", "identity", ("velocity", "vel"), "initial velocity of every particle [n, 3]",
-             read=lambda topology, params, state0: np.asarray(state0.v),
-             expand=lambda exp, value: {"v": value}, container="state"),
-    Quantity("mass", "mass", "kg", "log", ("mass",), "mean mass of the free particles (all scaled alike)",
-             read=_free_mean_mass, expand=lambda exp, value: {"mass": exp.params.mass * (value / exp.mass_ref)}),
-    Quantity("stiffness", "tri_ke", "N/m", "log", ("stiffness", "tri_ke"),
+    Quantity("velocity", "particles.v", "m/s", "identity", ("velocity", "vel", "particles.v"),
+             "initial velocity of every particle [n, 3]",
+             read=lambda topology, params, state0: np.asarray(state0.particles.v),
+             expand=lambda exp, value: {"particles.v": value}, container="state"),
+    Quantity("mass", "particles.mass", "kg", "log", ("mass", "particles.mass"),
+             "mean mass of the free particles (all scaled alike)", read=_free_mean_mass, expand=_expand_mass),
+    Quantity("stiffness", "cloth.tri_ke", "N/m", "log", ("stiffness", "tri_ke", "cloth.tri_ke"),
              "membrane stiffness k_mu (tri_ke); k_lambda (tri_ka) follows at the scene's ratio",
-             read=_read_field("tri_ke"), expand=_expand_stiffness),
-    Quantity("damping", "tri_kd", "N s/m", "log", ("damping", "tri_kd"), "membrane damping k_damp (tri_kd)",
-             read=_read_field("tri_kd"), expand=_broadcast("tri_kd")),
-    Quantity("bending", "bend_ke", "N m/rad", "log", ("bending", "edge_ke", "bend_ke"), "bending stiffness",
-             read=_read_field("bend_ke"), expand=_broadcast("bend_ke")),
-    Quantity("drag", "tri_drag", "N s^2/m^4", "log", ("drag", "tri_drag"), "aerodynamic drag coefficient",
-             read=_read_field("tri_drag"), expand=_broadcast("tri_drag")),
-    Quantity("lift", "tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift"), "aerodynamic lift coefficient",
-             read=_read_field("tri_lift"), expand=_broadcast("tri_lift")),
-    Quantity("friction", "contact_mu", "1", "log", ("friction", "contact_mu", "mu"), "ground friction coefficient",
-             read=lambda topology, params, state0: float(np.asarray(params.contact_mu)),
-             expand=lambda exp, value: {"contact_mu": value}),
+             read=_read_path("cloth.tri_ke"), expand=_expand_stiffness),
+    Quantity("damping", "cloth.tri_kd", "N s/m", "log", ("damping", "tri_kd", "cloth.tri_kd"),
+             "membrane damping k_damp (tri_kd)", read=_read_path("cloth.tri_kd"), expand=_broadcast("cloth.tri_kd")),
+    Quantity("bending", "cloth.bend_ke", "N m/rad", "log", ("bending", "bend_ke", "cloth.bend_ke", "edge_ke"),
+             "bending stiffness (bend_ke)", read=_read_path("cloth.bend_ke"), expand=_broadcast("cloth.bend_ke")),
+    Quantity("drag", "cloth.tri_drag", "N s^2/m^4", "log", ("drag", "tri_drag", "cloth.tri_drag"),
+             "aerodynamic drag coefficient", read=_read_path("cloth.tri_drag"), expand=_broadcast("cloth.tri_drag")),
+    Quantity("lift", "cloth.tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift", "cloth.tri_lift"),
+             "aerodynamic lift coefficient", read=_read_path("cloth.tri_lift"), expand=_broadcast("cloth.tri_lift")),
+    Quantity("friction", "contact.mu", "1", "log", ("friction", "contact_mu", "contact.mu", "mu"),
+             "ground friction coefficient of the particles",
+             read=lambda topology, params, state0: float(np.asarray(params.contact.mu)),
+             expand=lambda exp, value: {"contact.mu": value}),
     Quantity("camera_pose", "camera", "rad, m", "identity", ("camera_pose", "pose"),
              "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known",
              container="camera"),

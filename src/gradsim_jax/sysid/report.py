@@ -17,7 +17,7 @@ from gradsim_jax.files import atomic_file
 from gradsim_jax.render.camera import rotation_from_rvec
 from gradsim_jax.sysid.experiment import Experiment
 from gradsim_jax.sysid.identify import SysIdResult
-from gradsim_jax.sysid.quantities import QUANTITIES, canonical
+from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
 
 def relative_error(name: str, estimate, truth, free_particles=None) -> float:
@@ -65,6 +65,8 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
                  extra: Optional[dict] = None) -> dict:
     """The report.json dictionary: values, relative errors, iterations, wall time, identifiability, versions."""
     free = tuple(canonical(n) for n in free)
+    initial = canonical_theta(initial)
+    truth = None if truth is None else canonical_theta(truth)
     report = {
         "experiment": exp.name,
         "free": list(free),

@@ -12,7 +12,7 @@ import numpy as np
 from gradsim_jax.fit import check_resume, checkpoint_path
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, simulate_video
 from gradsim_jax.sysid.identify import FitConfig, check_config, fit_inputs, identify
-from gradsim_jax.sysid.quantities import canonical, with_camera_pose
+from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
 from gradsim_jax.sysid.report import build_report, ensure_writable_folder, summary_lines, write_outputs, write_report
 
 
@@ -21,8 +21,9 @@ def perturbed(theta: dict, free, *, seed: int = 0, low: float = 0.3, high: float
     """An initial guess: each free scalar scaled by 1 +- U(low, high) (random sign, seeded); velocity gets
     per-particle noise of relative size U(low, high) times the mean speed, on free particles."""
     rng = np.random.default_rng(seed)
+    theta = canonical_theta(theta)
     out = dict(theta)
-    for n in free:
+    for n in (canonical(name) for name in free):
         value = np.asarray(theta[n], np.float64)
         if n == "velocity":
             speed = float(np.mean(np.linalg.norm(value, axis=-1))) or 1.0

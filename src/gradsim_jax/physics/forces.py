@@ -1,0 +1,61 @@
+"""The force terms a scene has, summed: a registry of particle force terms, one per physical model.
+
+A `ForceTerm` names a model, says (statically, from the Topology's shapes and flags) whether a scene has
+it, and computes its forces `(topology, params, x, v, control) -> [n, 3] N`. `particle_forces` sums the
+terms the scene has, so a scene without triangles compiles no membrane code. A new component (FEM
+tetrahedra, say) registers its term with `register_force` beside its physics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax.numpy as jnp
+
+from gradsim_jax.physics.cloth import bending_forces, membrane_forces
+from gradsim_jax.physics.contact import ground_contact
+from gradsim_jax.physics.springs import spring_forces
+
+
+@dataclasses.dataclass(frozen=True)
+class ForceTerm:
+    """name; present(topology) -> bool (static); forces(topology, params, x, v, control) -> [n, 3] N."""
+
+    name: str
+    present: Callable
+    forces: Callable
+
+
+#: Particle force terms by name, in the order they are summed.
+PARTICLE_FORCES: dict[str, ForceTerm] = {}
+
+
+def register_force(term: ForceTerm) -> ForceTerm:
+    """Add (or replace) a particle force term."""
+    PARTICLE_FORCES[term.name] = term
+    return term
+
+
+def _activation(control):
+    return None if control is None or control.cloth is None else control.cloth.tri_activation
+
+
+register_force(ForceTerm("springs", lambda t: t.springs.pairs.shape[0] > 0,
+                         lambda t, p, x, v, c: spring_forces(t, p, x, v)))
+register_force(ForceTerm("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
+                         lambda t, p, x, v, c: membrane_forces(t, p, x, v, _activation(c))))
+register_force(ForceTerm("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
+                         lambda t, p, x, v, c: bending_forces(t, p, x, v)))
+register_force(ForceTerm("ground", lambda t: t.ground, lambda t, p, x, v, c: ground_contact(t, p, x, v)))
+
+
+def particle_forces(topology, params, x, v, control=None):
+    """Sum of the force terms the scene has, plus the external force of `control`: [n, 3] N."""
+    f = jnp.zeros_like(x)
+    for term in PARTICLE_FORCES.values():
+        if term.present(topology):
+            f = f + term.forces(topology, params, x, v, control)
+    if control is not None and control.particles is not None and control.particles.force is not None:
+        f = f + control.particles.force
+    return f

@@ -1,0 +1,39 @@
+"""The one seam from simulation state to render vertices.
+
+A scene renders as one triangle mesh: the particles as they are (cloth, later FEM surfaces) followed by
+the rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r). `scene_faces` gives the one
+faces array that indexes those vertices: the cloth triangles, then every body's faces offset by the
+particle count. The renderer never learns where vertices came from.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.physics.rigid import world_vertices
+
+
+def scene_vertices(topology, params, state):
+    """Render vertices [n + m, 3] m of one state: particle positions, then world hull vertices."""
+    parts = [state.particles.x]
+    if topology.rigid.vertex_body.shape[0]:
+        parts.append(world_vertices(topology.rigid, params.rigid, state.rigid).astype(state.particles.x.dtype))
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
+
+
+def trajectory_vertices(topology, params, trajectory):
+    """Render vertices [T, n + m, 3] of a trajectory (leading axis: frames)."""
+    if not topology.rigid.vertex_body.shape[0]:
+        return trajectory.particles.x
+    return jax.vmap(lambda s: scene_vertices(topology, params, s))(trajectory)
+
+
+def scene_faces(topology) -> np.ndarray:
+    """Faces [F, 3] int32 over `scene_vertices`: cloth triangles, then body faces offset by the particle
+    count (host side)."""
+    n = topology.num_particles
+    cloth = np.asarray(topology.cloth.triangles, np.int32).reshape(-1, 3)
+    bodies = np.asarray(topology.rigid.faces, np.int32).reshape(-1, 3) + n
+    return np.concatenate([cloth, bodies]).astype(np.int32)
