@@ -12,7 +12,9 @@ Conventions: SI units, y up, gravity (0, -9.81, 0) m/s^2; positions [n, 3]; quat
 images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
 """
 
-from gradsim_jax.geometry import Scene, cloth_grid, cloth_mesh, combine, particles, quat_from_axis_angle
+from gradsim_jax.geometry import (
+    Scene, box_mesh, cloth_grid, cloth_mesh, combine, load_mesh, particles, quat_from_axis_angle, rigid_body, sphere_mesh,
+)
 from gradsim_jax.physics import (
     Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, particle_state, simulate,
 )
@@ -24,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Camera", "Control", "FitResult", "Params", "RenderSettings", "Scene", "SimulationDiverged", "State",
-    "Topology", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
+    "Topology", "box_mesh", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
+    "load_mesh", "rigid_body", "sphere_mesh",
     "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
 ]

@@ -26,6 +26,7 @@ import numpy as np
 
 from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
 from gradsim_jax.geometry.scene import quat_rotate
+from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta, with_camera_pose
 
 
@@ -610,11 +611,11 @@ class SceneSpec:
         if ren["coverage"] not in ("box", "softras"):
             raise SceneFileError(f'{path}: [render] coverage must be "box" or "softras", got {ren["coverage"]!r}')
         camera = self.camera(native_size)
-        faces = topology.cloth.triangles
+        faces = jnp.asarray(scene_faces(topology))
         if ren["color"] is not None:
             colors = FaceColors(jnp.broadcast_to(jnp.asarray(ren["color"], jnp.float32), (faces.shape[0], 3)))
         else:
-            colors = FaceColors(jnp.asarray(checker_colors(faces, state0.particles.x)))
+            colors = FaceColors(jnp.asarray(checker_colors(faces, scene_vertices(topology, params, state0))))
         lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
                         directional=jnp.asarray(ren["directional"], jnp.float32),
                         direction=jnp.asarray(ren["light_direction"], jnp.float32))

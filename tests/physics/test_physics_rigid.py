@@ -37,7 +37,8 @@ def _bodies(sizes, masses, contact="penalty", ke=2e4, kd=100.0, kf=100.0, mu=0.5
     per_body = lambda value: arr(np.broadcast_to(value, (b,)), (b,))
     top = RigidTopology(
         vertex_body=jnp.asarray(np.repeat(np.arange(b), 8), jnp.int32),
-        push_body=jnp.asarray([p[0] for p in pushes], jnp.int32).reshape(k), contact=contact)
+        push_body=jnp.asarray([p[0] for p in pushes], jnp.int32).reshape(k),
+        faces=jnp.zeros((0, 3), jnp.int32), contact=contact)
     par = RigidParams(
         mass=arr(masses, (b,)), gyration=arr([g for g, _ in boxes], (b, 3, 3)),
         vertices=arr(np.concatenate([v for _, v in boxes]) if b else [], (8 * b, 3)),

@@ -21,6 +21,7 @@ from gradsim_jax.physics import (
     ClothParams, ClothTopology, ContactParams, Params, ParticleParams, ParticleState, ParticleTopology, SpringParams,
     SpringTopology, State, Topology, World,
 )
+from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
 # dflex/Warp's defaults for cloth materials.
@@ -105,10 +106,51 @@ class Scene:
     bend_ke: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     bend_kd: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     bend_rest: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    # Rigid bodies [b], their hull vertices [m] (body frame, relative to the COM) and faces, and pushes [k].
+    body_x: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    body_q: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 4)))
+    body_v: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    body_w: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    body_mass: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    body_gyration: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3, 3)))
+    body_ke: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    body_kd: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    body_kf: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    body_mu: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    restitution: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    body_vertices: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    vertex_body: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))
+    body_faces: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3), np.int32))
+    push_body: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))
+    push_force: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    push_point: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    push_start: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    push_end: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
     @property
     def num_particles(self) -> int:
         return self.x.shape[0]
+
+    @property
+    def num_bodies(self) -> int:
+        return self.body_mass.shape[0]
+
+    def add_push(self, body: int, force, *, point=(0.0, 0.0, 0.0), start: float = 0.0,
+                 end: float = np.inf) -> "Scene":
+        """A known force `force` [3] N (world frame) on rigid body `body` at `point` [3] m (body frame,
+        relative to its centre of mass) while start <= t < end (s): gradSim's pushes."""
+        if not 0 <= int(body) < self.num_bodies:
+            raise ValueError(f"add_push: body {body} out of range [0, {self.num_bodies})")
+        force, point = _f(force, (3,), "force"), _f(point, (3,), "point")
+        _check_finite("force", force)
+        _check_finite("point", point)
+        if not float(start) < float(end):
+            raise ValueError(f"add_push: start ({start} s) must come before end ({end} s)")
+        return dataclasses.replace(
+            self, push_body=np.append(self.push_body, int(body)).astype(np.int32),
+            push_force=np.concatenate([self.push_force, force[None]]),
+            push_point=np.concatenate([self.push_point, point[None]]),
+            push_start=np.append(self.push_start, float(start)), push_end=np.append(self.push_end, float(end)))
 
     def __add__(self, other: "Scene") -> "Scene":
         return combine(self, other)
@@ -143,6 +185,7 @@ class Scene:
         contact_mu: float = 0.5,
         particle_radius: float = 0.01,
         aerodynamics: bool | None = None,
+        rigid_contact: str = "penalty",
         dtype=None,
     ) -> tuple[Topology, Params, State]:
         """Validate and convert to device containers `(Topology, Params, State)`.
@@ -153,6 +196,9 @@ class Scene:
         `particle_radius` (m) along `ground_normal`; one placed lower starts compressed and is thrown out
         (`gradsim_jax.physics.contact_report` says by how much before a run). The default contact_ke / kd
         suit particles of 0.1 kg or more at 1 ms steps; lighter ones need smaller values or steps.
+        Rigid bodies meet the ground through `rigid_contact`: "penalty" (each body's contact_ke, kd, kf,
+        mu at its hull vertices), "impulse" (restitution) or "none"; they do not collide with the cloth or
+        with each other.
         """
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
@@ -163,6 +209,10 @@ class Scene:
             springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32)),
             cloth=ClothTopology(triangles=jnp.asarray(self.triangles, jnp.int32),
                                 bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics)),
+            rigid=RigidTopology(vertex_body=jnp.asarray(self.vertex_body, jnp.int32),
+                                push_body=jnp.asarray(self.push_body, jnp.int32),
+                                faces=jnp.asarray(self.body_faces, jnp.int32).reshape(-1, 3),
+                                contact=str(rigid_contact)),
             ground=bool(ground),
         )
         params = Params(
@@ -175,8 +225,17 @@ class Scene:
                 tri_lift=arr(self.tri_lift), rest_x=arr(self.x),
                 bend_ke=arr(self.bend_ke), bend_kd=arr(self.bend_kd), bend_rest=arr(self.bend_rest)),
             contact=ContactParams(ke=arr(contact_ke), kd=arr(contact_kd), kf=arr(contact_kf), mu=arr(contact_mu)),
+            rigid=RigidParams(
+                mass=arr(self.body_mass), gyration=arr(self.body_gyration).reshape(-1, 3, 3),
+                vertices=arr(self.body_vertices).reshape(-1, 3), contact_ke=arr(self.body_ke),
+                contact_kd=arr(self.body_kd), contact_kf=arr(self.body_kf), contact_mu=arr(self.body_mu),
+                restitution=arr(self.restitution), push_force=arr(self.push_force).reshape(-1, 3),
+                push_point=arr(self.push_point).reshape(-1, 3), push_start=arr(self.push_start),
+                push_end=arr(self.push_end)),
         )
-        state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)))
+        state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)),
+                      rigid=RigidState(x=arr(self.body_x).reshape(-1, 3), q=arr(self.body_q).reshape(-1, 4),
+                                       v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
         validate_scene(topology, params, state)
         return topology, params, state
 
@@ -205,13 +264,75 @@ def combine(*pieces: Scene) -> Scene:
     """Union of scenes; indices of each piece are offset by the particles of the pieces before it."""
     if len(pieces) == 1 and not isinstance(pieces[0], Scene):
         pieces = tuple(pieces[0])
-    offsets = np.cumsum([0] + [p.num_particles for p in pieces])[:-1]
     cat = lambda name: np.concatenate([getattr(p, name) for p in pieces])  # noqa: E731
-    shifted = lambda name: np.concatenate([getattr(p, name) + o for p, o in zip(pieces, offsets)])  # noqa: E731
+
+    def shifted(name, count):
+        offsets = np.cumsum([0] + [count(p) for p in pieces])[:-1]
+        return np.concatenate([getattr(p, name) + o for p, o in zip(pieces, offsets)]).astype(np.int32)
+
     fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene)}
     for name in ("springs", "triangles", "bend_edges"):
-        fields[name] = shifted(name).astype(np.int32)
+        fields[name] = shifted(name, lambda p: p.num_particles)
+    for name in ("vertex_body", "push_body"):
+        fields[name] = shifted(name, lambda p: p.num_bodies)
+    fields["body_faces"] = shifted("body_faces", lambda p: p.body_vertices.shape[0])
     return Scene(**fields)
+
+
+def rigid_body(
+    vertices,
+    faces,
+    *,
+    density: float | None = None,
+    mass: float | None = None,
+    pos=(0.0, 0.0, 0.0),
+    rot=(1.0, 0.0, 0.0, 0.0),
+    vel=(0.0, 0.0, 0.0),
+    omega=(0.0, 0.0, 0.0),
+    contact_ke: float = 1.0e4,
+    contact_kd: float = 100.0,
+    contact_kf: float = 100.0,
+    contact_mu: float = 0.5,
+    restitution: float = 0.5,
+    name: str = "mesh",
+) -> Scene:
+    """A rigid body from a closed triangle mesh (`geometry.rigid`: box_mesh, sphere_mesh, load_mesh, ...).
+
+    Mass, centre of mass and inertia are the mesh's exact ones for a uniform `density` (kg/m^3) or total
+    `mass` (kg) (`mass_properties`); an open or inconsistently oriented mesh is refused (`MeshError`).
+    The body's centre of mass starts at rot * (com - 0) + pos, i.e. the mesh is placed as given, rotated
+    by `rot` (unit quaternion w, x, y, z) about its own origin and moved by `pos`; `vel` [3] m/s and `omega`
+    [3] rad/s (world frame) are its initial velocities. contact_*: penalty ground contact (N/m, N s/m,
+    N s/m, 1); `restitution`: the impulse model's coefficient (`Scene.build(rigid_contact=...)`)."""
+    from gradsim_jax.geometry.rigid import rigid_body_from_mesh
+
+    shape = rigid_body_from_mesh(vertices, faces, density=density, mass=mass, name=name)
+    rot = _f(rot, (4,), "rot")
+    if not (np.all(np.isfinite(rot)) and np.linalg.norm(rot) > 0):
+        raise ValueError(f"rigid_body needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
+    rot = rot / np.linalg.norm(rot)
+    values = {}
+    for key, value, shape_ in (("pos", pos, (3,)), ("vel", vel, (3,)), ("omega", omega, (3,))):
+        values[key] = _f(value, shape_, key)
+        _check_finite(key, values[key])
+    material = {}
+    for key, value in (("contact_ke", contact_ke), ("contact_kd", contact_kd), ("contact_kf", contact_kf),
+                       ("contact_mu", contact_mu), ("restitution", restitution)):
+        value = float(_f(value, (), key))
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"rigid_body needs a finite {key} >= 0, got {value}")
+        material[key] = np.array([value])
+    if material["restitution"][0] > 1:
+        raise ValueError(f"rigid_body needs restitution in [0, 1], got {restitution}")
+    m = shape.vertices_body.shape[0]
+    empty = particles(np.zeros((0, 3)))
+    return dataclasses.replace(
+        empty, body_x=(quat_rotate(rot, shape.com) + values["pos"])[None], body_q=rot[None],
+        body_v=values["vel"][None], body_w=values["omega"][None], body_mass=np.array([float(shape.mass)]),
+        body_gyration=np.asarray(shape.gyration)[None], body_ke=material["contact_ke"],
+        body_kd=material["contact_kd"], body_kf=material["contact_kf"], body_mu=material["contact_mu"],
+        restitution=material["restitution"], body_vertices=np.asarray(shape.vertices_body),
+        vertex_body=np.zeros(m, np.int32), body_faces=np.asarray(shape.faces, np.int32))
 
 
 def quat_from_axis_angle(axis, angle) -> np.ndarray:

@@ -15,6 +15,9 @@ from gradsim_jax.physics.integrators import SemiImplicitEuler, euler_step
 from gradsim_jax.physics.particles import (
     ParticleControl, ParticleParams, ParticleState, ParticleTopology, free_inverse_mass, kinetic_energy,
 )
+from gradsim_jax.physics.rigid import (
+    RigidControl, RigidParams, RigidState, RigidTopology, angular_momentum, rigid_step, world_vertices,
+)
 from gradsim_jax.physics.rollout import SimulationDiverged, check_finite, first_nonfinite, simulate
 from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
 from gradsim_jax.physics.types import (
@@ -26,10 +29,10 @@ from gradsim_jax.physics.world import World
 __all__ = [
     "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactReport", "ContactWarning", "Control",
     "CostEstimate", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
-    "ParticleTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
+    "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
     "Topology", "TracedCheckError", "World", "available_memory_bytes", "bending_forces", "check_finite",
     "checked_simulate", "contact_report", "estimate_cost", "euler_step", "first_nonfinite", "free_inverse_mass",
-    "get_path", "ground_contact", "kinetic_energy", "membrane_energy", "membrane_forces", "named_leaves",
-    "particle_forces", "particle_state", "penalty_force", "raise_if_error", "register_force", "replace_paths", "scene_checks",
-    "simulate", "spring_energy", "spring_forces", "trajectory_checks", "validate_scene", "validate_traced",
+    "angular_momentum", "get_path", "ground_contact", "kinetic_energy", "membrane_energy", "membrane_forces", "named_leaves",
+    "particle_forces", "particle_state", "penalty_force", "raise_if_error", "register_force", "replace_paths", "rigid_step", "scene_checks",
+    "simulate", "spring_energy", "spring_forces", "trajectory_checks", "validate_scene", "validate_traced", "world_vertices",
 ]

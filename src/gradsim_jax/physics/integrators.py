@@ -12,6 +12,7 @@ import dataclasses
 
 from gradsim_jax.physics.forces import particle_forces
 from gradsim_jax.physics.particles import particle_euler
+from gradsim_jax.physics.rigid import rigid_step
 from gradsim_jax.physics.types import Control, State
 
 
@@ -24,7 +25,12 @@ class SemiImplicitEuler:
         f = particle_forces(topology, params, particles.x, particles.v, control)
         pc = None if control is None else control.particles
         particles = particle_euler(topology.particles, params.particles, particles, f, params.world.gravity, pc, dt)
-        return dataclasses.replace(state, particles=particles)
+        rigid = state.rigid
+        if rigid.x.shape[0]:
+            rc = None if control is None else control.rigid
+            rigid = rigid_step(topology.rigid, params.rigid, params.world, rigid, t, dt,
+                               force=None if rc is None else rc.force, torque=None if rc is None else rc.torque)
+        return State(particles=particles, rigid=rigid)
 
 
 def euler_step(topology, params, state: State, control: Control | None, dt, t=0.0) -> State:

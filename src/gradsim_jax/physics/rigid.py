@@ -45,8 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_div, safe_norm, safe_normalize
+from gradsim_jax.physics.contact import penalty_force
 from gradsim_jax.physics.quaternion import quat_multiply, quat_normalize, quat_to_matrix
-from gradsim_jax.physics.validate import is_concrete
+from gradsim_jax.physics.validate import check_index_rows, is_concrete
 from gradsim_jax.typing import Array, pytree_dataclass
 
 #: The contact models a RigidTopology may name.
@@ -62,11 +63,23 @@ IMPULSE_SWEEPS = 8
 @pytree_dataclass(meta=("contact",))
 class RigidTopology:
     """vertex_body [m] int32: body of each hull vertex (all bodies' vertices concatenated);
-    push_body [k] int32: body each push acts on; contact (static): "none", "penalty" or "impulse"."""
+    push_body [k] int32: body each push acts on; faces [f, 3] int32: the bodies' surface triangles, indices
+    into the concatenated hull vertices (rendering, mass properties of a fitted shape);
+    contact (static): "none", "penalty" or "impulse"."""
 
     vertex_body: Array
     push_body: Array
+    faces: Array
     contact: str = "penalty"
+
+
+@pytree_dataclass
+class RigidControl:
+    """Extra loads per body and step (a controller's): force [b, 3] N and torque [b, 3] N m, world frame,
+    about the COM; None: none."""
+
+    force: Optional[Array] = None
+    torque: Optional[Array] = None
 
 
 @pytree_dataclass
@@ -153,26 +166,6 @@ def kinetic_energy(params: RigidParams, state: RigidState) -> Array:
     """Translational plus rotational kinetic energy, m |v|^2 / 2 + w . I_w w / 2: [b] J."""
     spin = jnp.sum(state.w * angular_momentum(params, state), axis=-1)
     return 0.5 * (params.mass * jnp.sum(state.v * state.v, axis=-1) + spin)
-
-
-def penalty_force(n: Array, c: Array, v: Array, ke: Array, kd: Array, kf: Array, mu: Array) -> Array:
-    """Penalty ground-contact force on contact points (PHYSICS.md "Ground contact"), broadcasting over
-    leading axes: [..., 3] N.
-
-    n [3] (or [..., 3]) unit plane normal; c [...] m signed distance to the plane (contact where c < 0;
-    its value elsewhere is ignored); v [..., 3] m/s point velocity; ke, kd, kf, mu [...] material.
-    fn = c ke + min(vn, 0) kd; friction -vt min(kf, mu |fn| / |vt|) (isotropic Coulomb cone, viscous
-    below the limit, finite gradient at vt = 0); force -n fn - friction, zero out of contact.
-    """
-    vn = jnp.sum(v * n, axis=-1)
-    vt = v - vn[..., None] * n
-    in_contact = c < 0.0
-    fn = jnp.where(in_contact, c * ke + jnp.minimum(vn, 0.0) * kd, 0.0)
-    limit = mu * jnp.abs(fn)
-    vt_len = safe_norm(vt)
-    sticking = kf * vt_len <= limit
-    coefficient = jnp.where(in_contact, jnp.where(sticking, kf, safe_div(limit, vt_len)), 0.0)
-    return -fn[..., None] * n - coefficient[..., None] * vt
 
 
 def _push_loads(topology, params, state, rotation, t, b):
@@ -338,6 +331,7 @@ def rigid_step(topology: RigidTopology, params: RigidParams, world, state: Rigid
 def _fail(message: str):
     raise ValueError(message)
 
+
 def _check_shape(name: str, value, shape) -> None:
     actual = tuple(np.shape(value))
     if actual != tuple(shape):
@@ -379,6 +373,9 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
             _fail(f"RigidTopology.{name} must hold integer body indices, got dtype {jnp.result_type(index)}")
     m = np.shape(topology.vertex_body)[0]
     k = np.shape(topology.push_body)[0]
+    faces_shape = tuple(np.shape(topology.faces))
+    if len(faces_shape) != 2 or faces_shape[1] != 3:
+        _fail(f"RigidTopology.faces has shape {faces_shape}, expected [f, 3]")
     shapes = {
         "mass": (b,), "gyration": (b, 3, 3), "vertices": (m, 3), "contact_ke": (b,), "contact_kd": (b,),
         "contact_kf": (b,), "contact_mu": (b,), "restitution": (b,), "push_force": (k, 3),
@@ -394,6 +391,7 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
 
     _check_indices("RigidTopology.vertex_body", topology.vertex_body, b, "bodies")
     _check_indices("RigidTopology.push_body", topology.push_body, b, "bodies")
+    check_index_rows("RigidTopology.faces", np.asarray(topology.faces), m)
     for name in shapes:
         _check_finite(f"RigidParams.{name}", getattr(params, name))
     for name in ("mass", "contact_ke", "contact_kd", "contact_kf", "contact_mu", "restitution"):

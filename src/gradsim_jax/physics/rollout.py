@@ -27,8 +27,10 @@ class SimulationDiverged(FloatingPointError):
 
     def __init__(self, frame: int, quantity: str, particle: int):
         self.frame, self.quantity, self.particle = frame, quantity, particle
+        what = f"state.{quantity} of body {particle}" if quantity.startswith("rigid.") else (
+            f"state.{quantity} of particle {particle}")
         super().__init__(
-            f"simulation diverged: state.{quantity} of particle {particle} is not finite at frame {frame} "
+            f"simulation diverged: {what} is not finite at frame {frame} "
             "(try more substeps, a smaller frame_dt, or smaller stiffness)"
         )
 
@@ -152,14 +154,22 @@ def as_float_state(state: State, params: Params) -> State:
 def first_nonfinite(trajectory: State):
     """Locate the first non-finite value of a trajectory (leading axis = frames).
 
-    Returns None if every value is finite, else a dict {frame, quantity, particle}. Runs on the host.
+    Returns None if every value is finite, else a dict {frame, quantity, particle}: quantity "x" or "v" of
+    a particle, or "rigid.x", "rigid.q", "rigid.v", "rigid.w" of a body (its index in "particle"). Runs
+    on the host.
     """
-    bad = {q: ~np.isfinite(np.asarray(getattr(trajectory.particles, q))).all(axis=-1) for q in ("x", "v")}  # [T, n]
-    bad_frame = bad["x"].any(axis=-1) | bad["v"].any(axis=-1)
+    parts = {q: np.asarray(getattr(trajectory.particles, q)) for q in ("x", "v")}
+    rigid = getattr(trajectory, "rigid", None)
+    if rigid is not None:
+        parts.update({f"rigid.{q}": np.asarray(getattr(rigid, q)) for q in ("x", "q", "v", "w")})
+    bad = {q: ~np.isfinite(a).all(axis=-1) for q, a in parts.items()}  # [T, count]
+    bad_frame = np.zeros(next(iter(bad.values())).shape[0], bool)
+    for mask in bad.values():
+        bad_frame |= mask.any(axis=-1)
     if not bad_frame.any():
         return None
     frame = int(np.argmax(bad_frame))
-    quantity = "x" if bad["x"][frame].any() else "v"
+    quantity = next(q for q, mask in bad.items() if mask[frame].any())
     return {"frame": frame, "quantity": quantity, "particle": int(np.argmax(bad[quantity][frame]))}
 
 

@@ -9,6 +9,7 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | springs   | `SpringTopology`      | `SpringParams`            |                 |                   |
 | cloth     | `ClothTopology`       | `ClothParams`             |                 | `ClothControl`    |
 | contact   |                       | `ContactParams`           |                 |                   |
+| rigid     | `RigidTopology`       | `RigidParams`             | `RigidState`    | `RigidControl`    |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
 terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`).
@@ -28,8 +29,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+import jax.numpy as jnp
+
 from gradsim_jax.physics.cloth import ClothControl, ClothParams, ClothTopology
 from gradsim_jax.physics.contact import ContactParams
+from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
 from gradsim_jax.physics.world import World
@@ -39,11 +43,13 @@ from gradsim_jax.typing import Array, get_path, named_leaves, pytree_dataclass, 
 @pytree_dataclass(meta=("ground",))
 class Topology:
     """Static structure: particles (pinned flags), springs (pairs), cloth (triangles, bending edges,
-    aerodynamics flag); `ground` (static): whether the scene collides with the ground plane."""
+    aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model); `ground`
+    (static): whether particles collide with the ground plane (bodies: `RigidTopology.contact`)."""
 
     particles: ParticleTopology
     springs: SpringTopology
     cloth: ClothTopology
+    rigid: RigidTopology
     ground: bool = False
 
     @property
@@ -60,23 +66,35 @@ class Params:
     springs: SpringParams
     cloth: ClothParams
     contact: ContactParams
+    rigid: RigidParams
 
 
 @pytree_dataclass
 class State:
-    """Time-varying state carried by `lax.scan`: particles (x [n, 3] m, v [n, 3] m/s)."""
+    """Time-varying state carried by `lax.scan`: particles (x [n, 3] m, v [n, 3] m/s) and rigid bodies
+    (x [b, 3] m, q [b, 4] wxyz, v [b, 3] m/s, w [b, 3] rad/s)."""
 
     particles: ParticleState
+    rigid: RigidState
 
 
 @pytree_dataclass
 class Control:
-    """Per-step inputs, by component; None means none (see `ParticleControl`, `ClothControl`)."""
+    """Per-step inputs, by component; None means none (`ParticleControl`, `ClothControl`, `RigidControl`)."""
 
     particles: Optional[ParticleControl] = None
     cloth: Optional[ClothControl] = None
+    rigid: Optional[RigidControl] = None
+
+
+def empty_rigid_state(dtype) -> RigidState:
+    """The rigid branch of a scene without bodies."""
+    return RigidState(x=jnp.zeros((0, 3), dtype), q=jnp.zeros((0, 4), dtype), v=jnp.zeros((0, 3), dtype),
+                      w=jnp.zeros((0, 3), dtype))
 
 
 def particle_state(x, v) -> State:
-    """The State of a scene of particles only: positions x [n, 3] m, velocities v [n, 3] m/s."""
-    return State(particles=ParticleState(x=x, v=v))
+    """The State of a scene of particles only (an empty rigid branch): positions x [n, 3] m, velocities
+    v [n, 3] m/s."""
+    dtype = jnp.result_type(x, v) if jnp.issubdtype(jnp.result_type(x, v), jnp.floating) else jnp.zeros(()).dtype
+    return State(particles=ParticleState(x=x, v=v), rigid=empty_rigid_state(dtype))

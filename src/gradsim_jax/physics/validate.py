@@ -11,13 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics.types import get_path, named_leaves
+from gradsim_jax.typing import get_path, named_leaves
 
 #: Params leaves (dotted paths) that must be >= 0.
 NONNEGATIVE = (
     "particles.mass", "particles.damping", "particles.radius", "springs.ke", "springs.kd", "springs.rest",
     "cloth.tri_ke", "cloth.tri_ka", "cloth.tri_kd", "cloth.tri_drag", "cloth.tri_lift", "cloth.bend_ke",
-    "cloth.bend_kd", "contact.ke", "contact.kd", "contact.kf", "contact.mu",
+    "cloth.bend_kd", "contact.ke", "contact.kd", "contact.kf", "contact.mu", "rigid.mass", "rigid.contact_ke",
+    "rigid.contact_kd", "rigid.contact_kf", "rigid.contact_mu", "rigid.restitution",
 )
 
 
@@ -76,11 +77,15 @@ def validate_shapes(topology, params, state=None) -> dict:
             raise ValueError(f"Topology.{name} must hold integer indices, got dtype {dtype}")
         per[_COUNT[name]] = shape[0]
     for name, value in params_leaves(params).items():
-        shape = tuple(per.get(d, d) for d in PARAM_SHAPES[name])
-        _expect_shape(f"Params.{name}", value, shape)
+        if name in PARAM_SHAPES:  # the rigid branch: validate_rigid
+            shape = tuple(per.get(d, d) for d in PARAM_SHAPES[name])
+            _expect_shape(f"Params.{name}", value, shape)
     if state is not None:
         for name in ("x", "v"):
             _expect_shape(f"State.particles.{name}", getattr(state.particles, name), (n, 3))
+    from gradsim_jax.physics.rigid import validate_rigid  # rigid.py imports this module
+
+    validate_rigid(topology.rigid, params.rigid, None if state is None else state.rigid)
     return per
 
 

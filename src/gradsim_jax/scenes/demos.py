@@ -24,7 +24,8 @@ import numpy as np
 from gradsim_jax.geometry import cloth_grid, quat_from_axis_angle
 from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, project, suggest_capacities
 from gradsim_jax.render.colors import checker_colors
-from gradsim_jax.sysid import Experiment, default_theta, trajectory
+from gradsim_jax.render.mesh import scene_faces, scene_vertices
+from gradsim_jax.sysid import Experiment, default_theta, vertices
 
 DEFAULT_LIGHT_DIRECTION = (0.4, 1.0, -0.6)
 
@@ -71,23 +72,23 @@ def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple
 def finish_experiment(name, topology, params, state0, theta, *, size, frames, substeps, frame_dt, push_frames=0,
                       elevation=20.0, azimuth=25.0, colors=None, lights=None, background=(0.0, 0.0, 0.0)):
     """Frame a camera on the true motion and fix colors and render settings: the finished Experiment."""
-    faces = topology.cloth.triangles
+    faces = jnp.asarray(scene_faces(topology))
     if colors is None:
-        colors = FaceColors(jnp.asarray(checker_colors(faces, state0.particles.x)))
+        colors = FaceColors(jnp.asarray(checker_colors(faces, scene_vertices(topology, params, state0))))
     lights = default_lights() if lights is None else lights
     probe_camera = look_at_camera(3.0, elevation, azimuth, width=size, height=size)
     exp = Experiment(topology=topology, params=params, state0=state0, camera=probe_camera, faces=faces,
                      colors=colors, lights=lights, background=jnp.asarray(background, jnp.float32),
                      settings=RenderSettings(), frames=frames, substeps=substeps, frame_dt=frame_dt, theta=theta,
                      push_frames=push_frames, name=name)
-    x = np.asarray(trajectory(exp, theta).particles.x)
+    x = np.asarray(vertices(exp, theta))
     if not np.all(np.isfinite(x)):
         raise FloatingPointError(f"the {name} scene is unstable with these parameters (more substeps?)")
     return reframe(exp, x, elevation=elevation, azimuth=azimuth)
 
 
 def reframe(exp: Experiment, x, *, elevation: float, azimuth: float) -> Experiment:
-    """The experiment with its camera pointed at all positions `x [T, n, 3]` from `elevation` and
+    """The experiment with its camera pointed at all render vertices `x [T, V, 3]` from `elevation` and
     `azimuth` (degrees) and its render settings sized for them."""
     x = np.asarray(x)
     camera = framed_camera(x, exp.camera.height, elevation=elevation, azimuth=azimuth)
@@ -173,6 +174,6 @@ def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) ->
     the camera framed on where both `v_true` and the starting guess `v_guess` take it."""
     exp = tossed_cloth(size=size, frames=frames, velocity=v_true, **kw)
     shape = np.shape(exp.state0.particles.x)
-    runs = [trajectory(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape))).particles.x
+    runs = [vertices(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape)))
             for v in (v_true, v_guess)]
     return reframe(exp, np.concatenate([np.asarray(r) for r in runs]), **_TOSSED_VIEW)

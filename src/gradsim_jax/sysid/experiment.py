@@ -20,8 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics import Control, Params, ParticleControl, ParticleState, State, Topology, check_finite, simulate
+from gradsim_jax.physics import (
+    Control, Params, ParticleControl, State, Topology, check_finite, particle_state, simulate,
+)
 from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
+from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.quantities import assemble, camera_for, canonical_theta
 
 Array = Any
@@ -59,12 +62,12 @@ class Experiment:
     def __post_init__(self):
         mass = np.asarray(self.params.particles.mass)
         free = np.asarray(~np.asarray(self.topology.particles.pinned) & (mass > 0))
-        if not free.any():
-            raise ValueError("the experiment has no free particle: nothing moves")
+        if not free.any() and not (np.asarray(self.params.rigid.mass) > 0).any():
+            raise ValueError("the experiment has no free particle and no free rigid body: nothing moves")
         ke, ka = np.asarray(self.params.cloth.tri_ke), np.asarray(self.params.cloth.tri_ka)
         derived = {
             "free_particles": free,
-            "mass_ref": float(np.mean(mass[free])),
+            "mass_ref": float(np.mean(mass[free])) if free.any() else 1.0,
             "area_ratio": jnp.asarray(np.where(ke > 0, ka / np.where(ke > 0, ke, 1.0), 1.0), self.dtype),
         }
         for name, value in derived.items():
@@ -163,6 +166,18 @@ def _as_theta(exp: Experiment, theta: dict) -> dict:
 
 def trajectory(exp: Experiment, theta: dict) -> State:
     """Simulated states (leaves [frames + 1, ...]) for theta (plain function; jit at the call site)."""
+    return rollout(exp, theta)[1]
+
+
+def vertices(exp: Experiment, theta: dict) -> Array:
+    """Render vertices [frames + 1, V, 3] of the motion for theta: particles, then bodies' hull vertices
+    placed by their poses (`render.mesh`); plain function."""
+    params, traj = rollout(exp, theta)
+    return trajectory_vertices(exp.topology, params, traj)
+
+
+def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
+    """(Params for theta, simulated states [frames + 1, ...]); plain function."""
     params, state0 = assemble(exp, theta)
     # A theta without "push" keeps the scene's own known push (leaving it out must not switch it off).
     push = theta["push"] if "push" in theta else exp.theta.get("push")
@@ -174,12 +189,12 @@ def trajectory(exp: Experiment, theta: dict) -> State:
         force = jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push))
         return Control(particles=ParticleControl(force=force))
 
-    return simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
-                    frame_dt=exp.frame_dt, control=control)
+    return params, simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
+                            frame_dt=exp.frame_dt, control=control)
 
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None) -> Array:
-    """RGBA video [T, H, W, 4] of particle positions x [T, n, 3], colours blended over the background by
+    """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense` uses the autodiff
     reference renderer (forward-mode differentiable, used for Jacobians); `camera` defaults to the
     experiment's."""
@@ -199,15 +214,16 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
 
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
     """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
-    return render_frames(exp, trajectory(exp, theta).particles.x, dense, camera_for(exp, theta))
+    return render_frames(exp, vertices(exp, theta), dense, camera_for(exp, theta))
 
 
 def _positions_and_video(exp: Experiment, theta: dict):
-    return trajectory(exp, theta).particles.x, video(exp, theta)
+    x = vertices(exp, theta)
+    return x, render_frames(exp, x, camera=camera_for(exp, theta))
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Host-side: (positions [T, n, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
+    """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
     x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
-    traj = check_finite(State(particles=ParticleState(x=x, v=x)))
+    traj = check_finite(particle_state(x, x))
     return np.asarray(traj.particles.x), np.asarray(frames)

@@ -30,7 +30,7 @@ from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
-                                          trajectory)
+                                          vertices)
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, camera_for, canonical, transforms_for, with_camera_pose
 
 Array = Any
@@ -157,7 +157,7 @@ def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: 
     tgt = target[idx]
 
     def frame_losses(theta):
-        x = trajectory(exp, theta).particles.x[idx]
+        x = vertices(exp, theta)[idx]
         pred = render_frames(exp, x, camera=camera_for(exp, theta))
         return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
 
@@ -180,7 +180,7 @@ def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int 
 
     def residual(theta, target, weights=None):
         tgt = _residual_channels(kind, target[idx])
-        x = trajectory(exp, theta).particles.x[idx]
+        x = vertices(exp, theta)[idx]
         pred = render_frames(exp, x, dense=dense, camera=camera_for(exp, theta))
         r = (_residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
         if weights is not None:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.fit.transforms import Bounded
 from gradsim_jax.physics import Params, State, Topology, get_path, replace_paths
 from gradsim_jax.render import Camera
 from gradsim_jax.render.camera import pose_vector, with_pose_vector
@@ -40,18 +41,22 @@ class Quantity:
     read: `read(topology, params, state0) -> value`, the scene's own value (None: not read from the scene).
     expand: `expand(experiment, value) -> {path: array}`, the updates of `container` for `value` (already
       in the scene's dtype); traceable. None: applied elsewhere (the camera pose, by `camera_for`).
-    container: "params", "state" or "camera": what `expand`'s fields belong to.
+    container: "params", "state" or "camera": what `expand`'s fields belong to (a params quantity may
+      also move the initial state: its paths that start with "state." do).
+    applies: `applies(topology) -> bool`, whether a scene has what the quantity sets (None: always);
+      `default_theta` reads only those that apply.
     """
 
     name: str
     field: str
     unit: str
-    transform: str
+    transform: Any
     aliases: tuple[str, ...]
     doc: str
     read: Optional[Callable] = None
     expand: Optional[Callable] = None
     container: str = "params"
+    applies: Optional[Callable] = None
 
 
 #: Estimable quantities, by canonical name, in registration order. Positive scalars are fitted in log space.
@@ -96,7 +101,8 @@ def default_theta(topology: Topology, params: Params, state0: State, names=None)
     """theta with the scene's own values of the quantities `names` (default: every quantity the scene can
     give, `Quantity.read`), + push."""
     if names is None:
-        names = [n for n, q in QUANTITIES.items() if q.read is not None]
+        names = [n for n, q in QUANTITIES.items()
+                 if q.read is not None and (q.applies is None or q.applies(topology))]
     dtype = np.asarray(state0.particles.x).dtype
     names = [canonical(n) for n in names]
     theta = {n: jnp.asarray(QUANTITIES[n].read(topology, params, state0), dtype) for n in names}
@@ -112,7 +118,11 @@ def assemble(exp, theta: dict) -> tuple[Params, State]:
     updates: dict[str, dict] = {"params": {}, "state": {}}
     for name, q in QUANTITIES.items():
         if name in theta and q.expand is not None:
-            updates[q.container].update(q.expand(exp, jnp.asarray(theta[name], dtype)))
+            for path, value in q.expand(exp, jnp.asarray(theta[name], dtype)).items():
+                if path.startswith("state."):
+                    updates["state"][path[len("state."):]] = value
+                else:
+                    updates[q.container][path] = value
     params = replace_paths(exp.params, updates["params"]) if updates["params"] else exp.params
     state = replace_paths(exp.state0, updates["state"]) if updates["state"] else exp.state0
     return params, state
@@ -191,6 +201,64 @@ for _q in (
     Quantity("camera_pose", "camera", "rad, m", "identity", ("camera_pose", "pose"),
              "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known",
              container="camera"),
+):
+    register(_q)
+del _q
+
+
+# --------------------------------------------------------------------------------------------------
+# Rigid bodies (physics/rigid.py): a scalar sets every body alike, a [b] array each body
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_bodies(topology) -> bool:
+    return topology.rigid.vertex_body.shape[0] > 0
+
+
+def _per_body(path: str):
+    return lambda exp, value: {path: jnp.broadcast_to(value, get_path(exp.params, path).shape)}
+
+
+def _read_body(path: str):
+    return lambda topology, params, state0: _first(get_path(params, path))
+
+
+def _expand_shape(exp, offsets):
+    """Vertices = the scene's (template) hull + offsets [m, 3]; the body's centre of mass, gyration and
+    initial position follow the new solid (its mass stays). One body only (`check_shape_scene`)."""
+    from gradsim_jax.geometry.rigid import mass_properties
+    from gradsim_jax.physics.quaternion import quat_rotate
+
+    rigid = exp.params.rigid
+    verts = rigid.vertices + offsets
+    props = mass_properties(verts, exp.topology.rigid.faces, mass=rigid.mass[0])
+    x0 = exp.state0.rigid.x + quat_rotate(exp.state0.rigid.q, props.com[None])
+    return {"rigid.vertices": verts - props.com, "rigid.gyration": props.gyration[None], "state.rigid.x": x0}
+
+
+for _q in (
+    Quantity("body_mass", "rigid.mass", "kg", "log", ("body_mass", "rigid.mass"),
+             "mass of each rigid body (its inertia follows: I = mass x gyration)",
+             read=_read_body("rigid.mass"), expand=_per_body("rigid.mass"), applies=_has_bodies),
+    Quantity("body_ke", "rigid.contact_ke", "N/m", "log", ("body_ke", "rigid.contact_ke"),
+             "ground contact stiffness of the rigid bodies (penalty model)",
+             read=_read_body("rigid.contact_ke"), expand=_per_body("rigid.contact_ke"), applies=_has_bodies),
+    Quantity("body_kd", "rigid.contact_kd", "N s/m", "log", ("body_kd", "rigid.contact_kd"),
+             "ground contact damping of the rigid bodies (penalty model)",
+             read=_read_body("rigid.contact_kd"), expand=_per_body("rigid.contact_kd"), applies=_has_bodies),
+    Quantity("body_kf", "rigid.contact_kf", "N s/m", "log", ("body_kf", "rigid.contact_kf"),
+             "ground friction stiffness of the rigid bodies (viscous slope below the Coulomb limit)",
+             read=_read_body("rigid.contact_kf"), expand=_per_body("rigid.contact_kf"), applies=_has_bodies),
+    Quantity("body_mu", "rigid.contact_mu", "1", "log", ("body_mu", "rigid.contact_mu"),
+             "Coulomb friction coefficient of the rigid bodies on the ground",
+             read=_read_body("rigid.contact_mu"), expand=_per_body("rigid.contact_mu"), applies=_has_bodies),
+    Quantity("restitution", "rigid.restitution", "1", Bounded(0.0, 1.0), ("restitution", "rigid.restitution", "e"),
+             "coefficient of restitution of the rigid bodies (impulse contact model)",
+             read=_read_body("rigid.restitution"), expand=_per_body("rigid.restitution"), applies=_has_bodies),
+    Quantity("shape", "rigid.vertices", "m", "identity", ("shape", "vertex_offsets"),
+             "per-vertex offsets [m, 3] of a rigid body's hull from its template (one body)",
+             read=lambda topology, params, state0: np.zeros(np.shape(params.rigid.vertices)),
+             expand=_expand_shape, applies=lambda topology: False),
 ):
     register(_q)
 del _q
