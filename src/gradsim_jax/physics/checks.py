@@ -24,7 +24,7 @@ from jax.experimental import checkify
 from gradsim_jax.physics.rollout import simulate
 from gradsim_jax.physics.types import State
 from gradsim_jax.physics.types import get_path, named_leaves
-from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, params_leaves, validate_shapes
+from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, finite_view, params_leaves, validate_shapes
 
 
 class TracedCheckError(ValueError):
@@ -86,14 +86,20 @@ def check_indices(name: str, idx, count, distinct: bool = True) -> None:
 
 
 def scene_checks(topology, params, state=None) -> None:
-    """Add checkify checks of the scene's values: indices in range and distinct, every Params field finite
+    """Add checkify checks of the scene's values: indices in range and distinct (rigid bodies' too), every
+    Params field finite
     (and >= 0 where `validate_scene` asks it), ground normal nonzero, state finite. Shapes are static and
     are checked at once (ValueError). Call inside a `checkify.checkify`d function."""
     per = validate_shapes(topology, params, state)
     for name in INDEX_WIDTHS:
         check_indices(f"Topology.{name}", get_path(topology, name), per["n"])
+    hull = topology.rigid.vertex_body.shape[0]
+    check_indices("Topology.rigid.faces", topology.rigid.faces, hull)
+    bodies = params.rigid.mass.shape[0]
+    for name in ("vertex_body", "push_body"):
+        check_indices(f"Topology.rigid.{name}", getattr(topology.rigid, name)[:, None], bodies, distinct=False)
     for name, value in params_leaves(params).items():
-        check_values(f"Params.{name}", value, name in NONNEGATIVE)
+        check_values(f"Params.{name}", finite_view(name, jnp.asarray(value)), name in NONNEGATIVE)
     checkify.check(jnp.any(jnp.asarray(params.world.ground_normal) != 0),
                    "Params.world.ground_normal is the zero vector")
     if state is not None:

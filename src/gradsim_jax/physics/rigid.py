@@ -392,8 +392,12 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
     _check_indices("RigidTopology.vertex_body", topology.vertex_body, b, "bodies")
     _check_indices("RigidTopology.push_body", topology.push_body, b, "bodies")
     check_index_rows("RigidTopology.faces", np.asarray(topology.faces), m)
-    for name in shapes:
-        _check_finite(f"RigidParams.{name}", getattr(params, name))
+    for name in shapes:  # a push may last for ever (push_end = inf)
+        if name == "push_end":
+            _check_finite(f"RigidParams.{name}", np.where(np.isposinf(np.asarray(params.push_end)), 0.0,
+                                                          np.asarray(params.push_end, np.float64)))
+        else:
+            _check_finite(f"RigidParams.{name}", getattr(params, name))
     for name in ("mass", "contact_ke", "contact_kd", "contact_kf", "contact_mu", "restitution"):
         value = np.asarray(getattr(params, name))
         if (value < 0).any():

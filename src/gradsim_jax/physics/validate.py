@@ -38,6 +38,17 @@ def _expect_shape(name, value, shape):
         raise ValueError(f"{name} has shape {actual}, expected {shape}")
 
 
+#: Params leaves that may be +inf (a push that lasts for ever).
+MAY_BE_INFINITE = ("rigid.push_end",)
+
+
+def finite_view(name: str, value):
+    """`value` with +inf read as 0 where the leaf `name` may be +inf (`MAY_BE_INFINITE`): what must be finite."""
+    if name in MAY_BE_INFINITE:
+        return jnp.where(jnp.isposinf(value), 0.0, value)
+    return value
+
+
 #: Index arrays of a Topology (dotted paths), their widths, and the letter their count goes by in PARAM_SHAPES.
 INDEX_WIDTHS = {"springs.pairs": 2, "cloth.triangles": 3, "cloth.bend_edges": 4}
 _COUNT = {"springs.pairs": "s", "cloth.triangles": "t", "cloth.bend_edges": "e"}
@@ -120,7 +131,7 @@ def validate_scene(topology, params, state=None) -> None:
         sizes[name] = idx.shape[0]
 
     for name, value in params_leaves(params).items():
-        value = np.asarray(value)
+        value = np.asarray(finite_view(name, jnp.asarray(value)))
         finite = np.isfinite(value)
         if not finite.all():
             raise ValueError(f"Params.{name}{_first_index(~finite)} is not finite")
