@@ -77,9 +77,22 @@ def test_traced_checks_name_rigid_fields():
 
 
 def test_diverged_body_is_named():
-    top, par, st = _box(mass=1.0).build()
+    top, par, st = _box(mass=1.0, pos=(0.0, 1.0, 0.0)).build(rigid_contact="none")
     traj = gs.simulate(top, par, st, frames=3, substeps=2)
     broken = replace_paths(traj, {"rigid.w": traj.rigid.w.at[2, 0, 1].set(np.inf)})
     assert gs.first_nonfinite(broken) == {"frame": 2, "quantity": "rigid.w", "particle": 0}
     with pytest.raises(gs.SimulationDiverged, match="state.rigid.w of body 0 is not finite at frame 2"):
         gs.check_finite(broken)
+
+
+def test_stiff_or_buried_body_is_warned_before_the_run():
+    low = _box(mass=1.0, pos=(0.0, 0.0, 0.0))  # half of it below the ground
+    with pytest.warns(gs.physics.ContactWarning, match="rigid body 0 starts 0.2 m below the ground"):
+        gs.simulate(*low.build(), frames=1, substeps=2)
+    stiff = _box(mass=0.01, pos=(0.0, 1.0, 0.0), contact_ke=1e6)
+    with pytest.warns(gs.physics.ContactWarning, match="too stiff for the time step.*times as many substeps"):
+        gs.simulate(*stiff.build(), frames=1, substeps=2)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gs.physics.ContactWarning)
+        gs.simulate(*_box(mass=1.0, pos=(0.0, 1.0, 0.0), contact_ke=2e4).build(), frames=1, substeps=16)

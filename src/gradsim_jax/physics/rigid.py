@@ -328,6 +328,58 @@ def rigid_step(topology: RigidTopology, params: RigidParams, world, state: Rigid
     return RigidState(x=x, q=q, v=v, w=w)
 
 
+def rigid_contact_message(topology: RigidTopology, params: RigidParams, world, state: RigidState,
+                          dt: Optional[float] = None) -> str:
+    """Host-side check of the bodies' initial ground contact (and, given dt in s, of the penalty step):
+    what is wrong and what to do, or "". Inputs must be concrete.
+
+    A body whose hull starts more than 1 % of its size below the plane is thrown out (penalty) or lifted
+    (impulse). The penalty spring of a free body resting on `RESTING_VERTICES` hull vertices is stable for
+    dt^2 N ke / m + 2 dt N kd / m < 4, its friction for dt N kf / m < 2 (semi-implicit Euler)."""
+    b = _num_bodies(params)
+    if b == 0 or topology.contact == "none":
+        return ""
+    parts = []
+    n = np.asarray(world.ground_normal, np.float64)
+    n = n / np.linalg.norm(n)
+    h = float(np.asarray(world.ground_height))
+    vb = np.asarray(topology.vertex_body)
+    r = np.einsum("mij,mj->mi", np.asarray(quat_to_matrix(jnp.asarray(state.q)), np.float64)[vb],
+                  np.asarray(params.vertices, np.float64))
+    height = (np.asarray(state.x, np.float64)[vb] + r) @ n - h
+    size = np.zeros(b)
+    np.maximum.at(size, vb, np.linalg.norm(np.asarray(params.vertices, np.float64), axis=1))
+    depth = np.zeros(b)
+    np.maximum.at(depth, vb, -height)
+    deep = depth > 0.01 * size
+    if deep.any():
+        i = int(np.argmax(depth / np.maximum(size, 1e-12)))
+        parts.append(f"rigid body {i} starts {depth[i]:.3g} m below the ground (ground_height {h:.4g} m): place it "
+                     "on or above the ground, or it is thrown out")
+    mass = np.asarray(params.mass, np.float64)
+    free = mass > 0
+    if dt is not None and topology.contact == "penalty" and free.any():
+        count = np.minimum(np.bincount(vb, minlength=b), RESTING_VERTICES)
+        ke, kd, kf = (np.asarray(getattr(params, k), np.float64) for k in ("contact_ke", "contact_kd", "contact_kf"))
+        spring = dt * dt * count * ke / np.where(free, mass, 1.0) + 2.0 * dt * count * kd / np.where(free, mass, 1.0)
+        friction = dt * count * kf / np.where(free, mass, 1.0)
+        bad = free & ((spring >= 4.0) | (friction >= 2.0))
+        if bad.any():
+            i = int(np.argmax(np.where(bad, np.maximum(spring / 4.0, friction / 2.0), 0.0)))
+            factor = int(np.ceil(1.25 * max(spring[i] / 4.0, friction[i] / 2.0, np.sqrt(spring[i] / 4.0))))
+            parts.append(
+                f"the ground contact of rigid body {i} is too stiff for the time step: on {count[i]} contact "
+                f"vertices, dt^2 N ke / m + 2 dt N kd / m = {spring[i]:.3g} (must be < 4) and dt N kf / m = "
+                f"{friction[i]:.3g} (must be < 2) with dt {dt:.3g} s, mass {mass[i]:.3g} kg, contact_ke "
+                f"{ke[i]:.4g}, contact_kd {kd[i]:.4g}, contact_kf {kf[i]:.4g}: use about {factor} times as many "
+                "substeps, or smaller coefficients")
+    return "; ".join(parts)
+
+
+#: Hull vertices a resting body is assumed to stand on in `rigid_contact_message` (a box on a face).
+RESTING_VERTICES = 4
+
+
 def _fail(message: str):
     raise ValueError(message)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
+from gradsim_jax.physics.rigid import rigid_contact_message
 from gradsim_jax.physics.types import Control, Params, State, Topology, named_leaves, replace_paths
 from gradsim_jax.physics.validate import is_concrete, validate_dt, validate_scene
 
@@ -62,7 +63,8 @@ def simulate(
       `State` whose leaves have a leading axis of length frames + 1: particles.x [frames + 1, n, 3], ...
 
     Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or
-    the contact is too stiff for the step (`contact_report`).
+    the contact is too stiff for the step (`contact_report`), and likewise for rigid bodies
+    (`rigid_contact_message`).
 
     Raises ValueError or TypeError naming the field (and, for a concrete bad value, its index) for leaves of
     the wrong shape or dtype, out-of-range indices, and non-finite or negative values (`validate_scene`);
@@ -79,6 +81,10 @@ def simulate(
     dt = frame_dt / substeps
     if topology.ground and is_concrete(params, state0, frame_dt):
         message = contact_report(topology, params, state0, dt=float(dt)).message
+        if message:
+            warnings.warn(message, ContactWarning, stacklevel=2)
+    if state0.rigid.x.shape[0] and is_concrete(params, state0, frame_dt):
+        message = rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt))
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)
 
