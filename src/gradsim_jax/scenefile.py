@@ -1,9 +1,14 @@
-"""Scene files: a TOML description of a cloth recording for `gradsim-jax fit` and `gradsim-jax render`.
+"""Scene files: a TOML description of a recording of a cloth, rigid bodies or both, for `gradsim-jax fit`
+and `gradsim-jax render`.
 
 One table, `SCHEMA`, lists every section and key with its type, default and meaning. The loader
 validates against it (unknown section or key, wrong type, missing file or required key: `SceneFileError`
 naming the file and the key) and `help_text()` prints it, so the documentation cannot drift from the
 checks. Relative paths are relative to the scene file's folder. Example: examples/cloth_scene.toml.
+
+[[body]] (an array of tables: one per rigid body) and [[body_push]] (known forces on bodies) are the
+sections `ARRAY_SECTIONS`; a single [body] table reads as one body. A scene has a cloth ([scene] grid or
+mesh), bodies, or both (one video; the bodies collide with the ground only, never with the cloth).
 
 Values in [material] are the scene's known physical values (what `gradsim-jax render` uses to make a
 synthetic target); [initial] overrides them as the starting guess of the quantities listed in
@@ -24,8 +29,11 @@ from typing import Any, Optional
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
-from gradsim_jax.geometry.scene import quat_rotate
+from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj, rigid_body
+from gradsim_jax.geometry import rigid as rigid_geometry
+from gradsim_jax.geometry.scene import combine, quat_rotate
+from gradsim_jax.fit.transforms import Bounded
+from gradsim_jax.physics import get_path
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta, with_camera_pose
 
@@ -42,6 +50,11 @@ class Field:
     required: bool = False
 
 
+BODY_SHAPES = ("box", "sphere", "cylinder", "capsule", "cone")
+#: Limits that keep a body's mesh small enough to check and render (10 4^5 + 2 = 10242 vertices).
+MAX_SUBDIVISIONS, MAX_SEGMENTS = 5, 256
+RIGID_CONTACTS = ("penalty", "impulse", "none")
+
 _QUANTITY_NAMES = ", ".join(sorted({a for q in QUANTITIES.values() for a in q.aliases}))
 
 SCHEMA: dict[str, dict[str, Field]] = {
@@ -57,6 +70,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
         "ground": Field("bool", False, "collide with the ground plane y = ground_height"),
         "ground_height": Field("float", 0.0, "height of the ground plane, m"),
+        "rigid_contact": Field("str", "penalty", "ground contact of the [[body]] bodies: \"penalty\" (their "
+                                                 "contact_ke/kd/kf/mu), \"impulse\" (restitution) or \"none\""),
         "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
                                                 "at y = ground_height + particle_radius (one placed lower is "
                                                 "pushed out, fast)"),
@@ -82,6 +97,36 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "force": Field("float[3]", [0.0, 0.0, 0.0], "known force on each pushed particle, N"),
         "particles": Field("int[]", [], "indices of the pushed particles"),
         "frames": Field("int", 0, "number of leading frames the push lasts"),
+    },
+    "body": {
+        "shape": Field("str", None, f"rigid body primitive: {', '.join(BODY_SHAPES)} (or give mesh)"),
+        "mesh": Field("str", None, "closed triangle mesh file of the body (.obj, .stl, .ply) instead of shape"),
+        "scale": Field("float", 1.0, "scale applied to the mesh's vertices"),
+        "half_extents": Field("float[3]", None, "box: half extents, m"),
+        "radius": Field("float", None, "sphere (circumradius), cylinder, capsule, cone: radius, m"),
+        "height": Field("float", None, "cylinder, cone: height; capsule: length of its cylindrical part, m"),
+        "subdivisions": Field("int", 2, f"sphere: icosphere subdivisions (0 to {MAX_SUBDIVISIONS})"),
+        "segments": Field("int", 24, f"cylinder, capsule, cone: segments around the axis (3 to {MAX_SEGMENTS})"),
+        "density": Field("float", None, "kg/m^3 (give density or mass; neither: 1000, water)"),
+        "mass": Field("float", None, "kg (quantity body_mass)"),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "where the body's mesh origin starts (primitives: its centre of "
+                                                  "mass), m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "initial rotation, unit quaternion (w, x, y, z)"),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of the centre of mass, m/s"),
+        "omega": Field("float[3]", [0.0, 0.0, 0.0], "initial angular velocity (world frame), rad/s"),
+        "contact_ke": Field("float", 1.0e4, "ground contact stiffness, N/m (penalty; quantity body_ke)"),
+        "contact_kd": Field("float", 100.0, "ground contact damping, N s/m (penalty; quantity body_kd)"),
+        "contact_kf": Field("float", 100.0, "ground friction stiffness, N s/m (penalty; quantity body_kf)"),
+        "contact_mu": Field("float", 0.5, "ground friction coefficient (penalty; quantity body_mu)"),
+        "restitution": Field("float", 0.5, "coefficient of restitution in [0, 1] (impulse; quantity restitution)"),
+        "color": Field("float[3]", None, "uniform RGB of the body (default: [render] color or the checkerboard)"),
+    },
+    "body_push": {
+        "body": Field("int", None, "index of the pushed body (0: the first [[body]])", required=True),
+        "force": Field("float[3]", None, "known force, N (world frame)", required=True),
+        "point": Field("float[3]", [0.0, 0.0, 0.0], "where it acts, m (body frame, from the centre of mass)"),
+        "start": Field("float", 0.0, "when it starts, s"),
+        "end": Field("float", None, "when it ends, s (default: never)"),
     },
     "camera": {
         "distance": Field("float", None, "look-at camera: distance from the look-at point, m (default 2)"),
@@ -148,9 +193,16 @@ SCHEMA: dict[str, dict[str, Field]] = {
         **{name: Field("float", None, f"initial guess of {name} (as in [material])")
            for name in ("tri_ke", "tri_kd", "bend_ke", "tri_drag", "tri_lift", "contact_mu")},
         "velocity": Field("float[3]", None, "initial guess of the initial velocity (all particles), m/s"),
+        **{name: Field("float", None, f"initial guess of {name} (every body alike; as contact_{name[5:]} in "
+                                      "[[body]])" if name.startswith("body_") and name != "body_mass"
+                       else f"initial guess of {name} (every body alike)")
+           for name in ("body_mass", "body_ke", "body_kd", "body_kf", "body_mu", "restitution")},
     },
 }
 
+#: Sections that are arrays of tables ([[body]]): one entry per body or push.
+ARRAY_SECTIONS = ("body", "body_push")
+#: [scene] is required unless the file has bodies.
 REQUIRED_SECTIONS = ("scene", "fit")
 
 #: Keys renamed so that builders, scene files, Params and quantities say the same: {section: {old: new}}.
@@ -165,7 +217,15 @@ def help_text() -> str:
     lines = ["Scene file (TOML). Sections and keys (type, default):"]
     for section, fields in SCHEMA.items():
         req = " (required)" if section in REQUIRED_SECTIONS else ""
-        lines.append(f"  [{section}]{req}")
+        if section == "scene":
+            req = " (required for a cloth: grid or mesh; a scene of [[body]] bodies only may leave it out)"
+        if section in ARRAY_SECTIONS:
+            lines.append(f"  [[{section}]]  (array of tables: repeat it, one per "
+                         f"{'rigid body' if section == 'body' else 'push'})")
+            if section == "body":
+                lines.append("    rigid bodies collide with the ground only: not with the cloth, nor each other")
+        else:
+            lines.append(f"  [{section}]{req}")
         for key, f in fields.items():
             default = "required" if f.required else ("-" if f.default is None else repr(f.default))
             lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")
@@ -173,8 +233,12 @@ def help_text() -> str:
 
 
 def _check_type(path, section, key, value, ftype):
+    """SceneFileError unless `value` has the SCHEMA type `ftype`; `section` is a name ("fit") or, for a table
+    of an array section, its label ("[[body]] 2:")."""
+    where = section if section.startswith("[") else f"[{section}]"
+
     def fail(expected):
-        raise SceneFileError(f"{path}: [{section}] {key} must be {expected}, got {value!r}")
+        raise SceneFileError(f"{path}: {where} {key} must be {expected}, got {value!r}")
 
     is_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
@@ -220,13 +284,25 @@ def read_scene_file(path) -> dict:
     for section, value in raw.items():
         if section not in SCHEMA:
             raise SceneFileError(f"{path}: unknown section [{section}]; known sections: {', '.join(SCHEMA)}")
-        if not isinstance(value, dict):
+        if section in ARRAY_SECTIONS:
+            if not (isinstance(value, dict) or (isinstance(value, list) and value
+                                                and all(isinstance(t, dict) for t in value))):
+                raise SceneFileError(f"{path}: {section} must be [[{section}]] tables (one per entry)")
+        elif not isinstance(value, dict):
             raise SceneFileError(f"{path}: {section} must be a [{section}] table")
     for section in REQUIRED_SECTIONS:
-        if section not in raw:
+        if section not in raw and not (section == "scene" and raw.get("body")):
             raise SceneFileError(f"{path}: missing section [{section}]")
     out = {}
+    for section in ARRAY_SECTIONS:
+        tables = raw.get(section, [])
+        if isinstance(tables, dict):  # a single [body] table: one body, named as written
+            out[section] = [_read_table(path, section, f"[{section}]", tables)]
+        else:
+            out[section] = [_read_table(path, section, f"[[{section}]] {i}:", t) for i, t in enumerate(tables)]
     for section, fields in SCHEMA.items():
+        if section in ARRAY_SECTIONS:
+            continue
         given = dict(raw.get(section, {}))
         for old, new in RENAMED.get(section, {}).items():
             if old in given:
@@ -246,6 +322,20 @@ def read_scene_file(path) -> dict:
                 raise SceneFileError(f"{path}: missing key {key!r} in [{section}]")
         out[section] = {key: given.get(key, f.default) for key, f in fields.items()}
     return out
+
+
+def _read_table(path, section: str, label: str, given: dict) -> dict:
+    """One table of an array section, checked against SCHEMA[section] (messages name it by `label`, e.g.
+    "[[body]] 2:"), with defaults filled in."""
+    fields = SCHEMA[section]
+    for key, value in given.items():
+        if key not in fields:
+            raise SceneFileError(f"{path}: {label} unknown key {key!r}; known keys: {', '.join(fields)}")
+        _check_type(path, label, key, value, fields[key].type)
+    for key, f in fields.items():
+        if f.required and key not in given:
+            raise SceneFileError(f"{path}: {label} missing key {key!r}")
+    return {key: given.get(key, f.default) for key, f in fields.items()}
 
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
@@ -305,6 +395,9 @@ class SceneSpec:
                                      f"fitted in log space), got {value}")
             if not np.all(np.isfinite(value)):
                 raise SceneFileError(f"{self.path}: [initial] {key} must be finite, got {value}")
+            if isinstance(q.transform, Bounded) and not q.transform.lo < value < q.transform.hi:
+                raise SceneFileError(f"{self.path}: [initial] {key} must be strictly between {q.transform.lo:g} and "
+                                     f"{q.transform.hi:g} ({q.doc}; fitted through a logistic map), got {value}")
 
     def initial_theta(self, exp: Experiment) -> dict:
         """The experiment's theta with [initial] values for the free quantities."""
@@ -313,6 +406,8 @@ class SceneSpec:
             if value is None:
                 continue
             name = canonical(key)
+            if name not in exp.theta:
+                raise SceneFileError(f"{self.path}: [initial] {key}: the scene has no {QUANTITIES[name].doc}")
             if name == "velocity":
                 value = np.broadcast_to(np.asarray(value, np.float32), np.shape(exp.state0.particles.x))
             theta[name] = jnp.asarray(value, jnp.asarray(exp.theta[name]).dtype)
@@ -472,14 +567,19 @@ class SceneSpec:
         [target] tolerance positive."""
         limit = float(np.finfo(np.float32).max)
         for section, fields in SCHEMA.items():
-            for key, f in fields.items():
-                value = self.values[section][key]
-                if value is None or not f.type.startswith("float"):
-                    continue
-                flat = np.asarray(value, np.float64).reshape(-1)
-                if not np.all(np.abs(flat) <= limit):  # NaN fails too
-                    raise SceneFileError(f"{self.path}: [{section}] {key} must be finite (at most {limit:.3g} in "
-                                         f"magnitude), got {value!r}")
+            if section in ARRAY_SECTIONS:
+                tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(self.values[section])]
+            else:
+                tables = [(f"[{section}]", self.values[section])]
+            for label, table in tables:
+                for key, f in fields.items():
+                    value = table[key]
+                    if value is None or not f.type.startswith("float"):
+                        continue
+                    flat = np.asarray(value, np.float64).reshape(-1)
+                    if not np.all(np.abs(flat) <= limit):  # NaN fails too
+                        raise SceneFileError(f"{self.path}: {label} {key} must be finite (at most {limit:.3g} "
+                                             f"in magnitude), got {value!r}")
         tolerance = self.values["target"]["tolerance"]
         if not tolerance > 0:
             raise SceneFileError(f"{self.path}: [target] tolerance must be positive (a distance in RGB), got "
@@ -513,13 +613,47 @@ class SceneSpec:
         native_size: (height, width) of the target's frames (what the intrinsics refer to by default).
         background_image: [H, W, 3] picture behind the scene at the render size (`background_image()`).
         """
-        from gradsim_jax.render import FaceColors, Lights, RenderSettings
-        from gradsim_jax.render.colors import checker_colors
-
         v, path = self.values, self.path
         sc, mat = v["scene"], v["material"]
-        if (sc["grid"] is None) == (sc["mesh"] is None):
+        bodies = self._bodies()
+        cloth = sc["grid"] is not None or sc["mesh"] is not None
+        if sc["grid"] is not None and sc["mesh"] is not None:
             raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
+        if not cloth and not v["body"]:
+            raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
+                                 "[[body]] tables (rigid bodies)")
+        if sc["rigid_contact"] not in RIGID_CONTACTS:
+            raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
+                                 f"{sc['rigid_contact']!r}")
+        scene = self._cloth() if cloth else None
+        scene = bodies if scene is None else (scene if bodies is None else scene + bodies)
+        scene = self._body_pushes(scene)
+        n = scene.num_particles
+        try:
+            topology, params, state0 = scene.build(
+                gravity=tuple(mat["gravity"]), ground=sc["ground"], ground_height=sc["ground_height"],
+                particle_radius=sc["particle_radius"],
+                contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
+                contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None,
+                rigid_contact=sc["rigid_contact"])
+        except ValueError as e:
+            raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
+        theta = default_theta(topology, params, state0)
+        self._check_free(topology, params)
+        push = v["push"]
+        if push["particles"]:
+            idx = np.asarray(push["particles"], int)
+            if idx.min() < 0 or idx.max() >= n:
+                raise SceneFileError(f"{path}: [push] particles index out of range [0, {n})")
+            force = np.zeros((n, 3), np.float32)
+            force[idx] = push["force"]
+            theta["push"] = jnp.asarray(force)
+        return self._finish(topology, params, state0, theta, frames, native_size, background_image)
+
+    def _cloth(self):
+        """The cloth of [scene] and [material] (a host-side Scene)."""
+        v, path = self.values, self.path
+        sc, mat = v["scene"], v["material"]
         rot = np.asarray(sc["rot"], np.float64)
         if not np.linalg.norm(rot) > 0:
             raise SceneFileError(f"{path}: [scene] rot must be a nonzero quaternion")
@@ -565,23 +699,111 @@ class SceneSpec:
             scene = dataclasses.replace(scene, pinned=mask)
         if scene.pinned.all():
             raise SceneFileError(f"{path}: [scene] every vertex is pinned: nothing can move")
+        return scene
+
+    def _bodies(self):
+        """The rigid bodies of [[body]] combined in one host-side Scene, or None when there are none."""
+        pieces = [self._body(i, table) for i, table in enumerate(self.values["body"])]
+        if not pieces:
+            return None
+        return combine(*pieces)
+
+    def _body(self, i: int, b: dict):
+        where = f"{self.path}: [[body]] {i}:"
+        if (b["shape"] is None) == (b["mesh"] is None):
+            raise SceneFileError(f"{where} give exactly one of shape ({', '.join(BODY_SHAPES)}) or mesh (a file)")
+        sizes = {"box": ("half_extents",), "sphere": ("radius", "subdivisions"),
+                 "cylinder": ("radius", "height", "segments"), "capsule": ("radius", "height", "segments"),
+                 "cone": ("radius", "height", "segments"), None: ("scale",)}
+        if b["shape"] is not None and b["shape"] not in BODY_SHAPES:
+            raise SceneFileError(f"{where} shape must be one of {', '.join(BODY_SHAPES)} (or give mesh), got "
+                                 f"{b['shape']!r}")
+        wanted = sizes[b["shape"]]
+        for key in ("half_extents", "radius", "height", "subdivisions", "segments", "scale"):
+            if key not in wanted and b[key] != SCHEMA["body"][key].default:
+                what = f"shape {b['shape']!r}" if b["shape"] else "a mesh"
+                raise SceneFileError(f"{where} {key} does not apply to {what} (it takes {', '.join(wanted)})")
+        for key in wanted:
+            if b[key] is None:
+                raise SceneFileError(f"{where} shape {b['shape']!r} needs {key}")
+        if b["subdivisions"] is not None and not 0 <= b["subdivisions"] <= MAX_SUBDIVISIONS:
+            raise SceneFileError(f"{where} subdivisions must be in [0, {MAX_SUBDIVISIONS}], got {b['subdivisions']}")
+        if b["segments"] is not None and not 3 <= b["segments"] <= MAX_SEGMENTS:
+            raise SceneFileError(f"{where} segments must be in [3, {MAX_SEGMENTS}], got {b['segments']}")
+        for key in ("radius", "height", "scale", "density", "mass"):
+            if b[key] is not None and not (b[key] > 0 or (key == "height" and b["shape"] == "capsule"
+                                                          and b[key] == 0)):
+                raise SceneFileError(f"{where} {key} must be positive, got {b[key]}")
+        if b["half_extents"] is not None and not min(b["half_extents"]) > 0:
+            raise SceneFileError(f"{where} half_extents must be positive, got {b['half_extents']}")
+        if b["density"] is not None and b["mass"] is not None:
+            raise SceneFileError(f"{where} give density or mass, not both")
+        if not np.linalg.norm(b["rot"]) > 0:
+            raise SceneFileError(f"{where} rot must be a nonzero quaternion (w, x, y, z)")
+        for key in ("contact_ke", "contact_kd", "contact_kf", "contact_mu", "restitution"):
+            if not b[key] >= 0:
+                raise SceneFileError(f"{where} {key} must be 0 or more, got {b[key]}")
+        if b["restitution"] > 1:
+            raise SceneFileError(f"{where} restitution must be in [0, 1], got {b['restitution']}")
+        if b["color"] is not None and not all(0.0 <= c <= 1.0 for c in b["color"]):
+            raise SceneFileError(f"{where} color must be RGB in [0, 1], got {b['color']}")
+        g = rigid_geometry
         try:
-            topology, params, state0 = scene.build(
-                gravity=tuple(mat["gravity"]), ground=sc["ground"], ground_height=sc["ground_height"],
-                particle_radius=sc["particle_radius"],
-                contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
-                contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None)
-        except ValueError as e:
-            raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
-        theta = default_theta(topology, params, state0)
+            if b["mesh"] is not None:
+                mesh_path = self.resolve(b["mesh"])
+                verts, faces = g.load_mesh(mesh_path)
+                verts = verts * b["scale"]
+            elif b["shape"] == "box":
+                verts, faces = g.box_mesh(*b["half_extents"])
+            elif b["shape"] == "sphere":
+                verts, faces = g.sphere_mesh(b["radius"], b["subdivisions"])
+            else:
+                build = {"cylinder": g.cylinder_mesh, "capsule": g.capsule_mesh, "cone": g.cone_mesh}[b["shape"]]
+                verts, faces = build(b["radius"], b["height"], b["segments"])
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", UserWarning)  # an inward mesh: say so rather than flip it quietly
+                return rigid_body(verts, faces, density=b["density"], mass=b["mass"], pos=b["pos"], rot=b["rot"],
+                                  vel=b["velocity"], omega=b["omega"], contact_ke=b["contact_ke"],
+                                  contact_kd=b["contact_kd"], contact_kf=b["contact_kf"],
+                                  contact_mu=b["contact_mu"], restitution=b["restitution"],
+                                  name=b["mesh"] or b["shape"])
+        except (ValueError, UserWarning, FloatingPointError) as e:  # MeshError is a ValueError
+            raise SceneFileError(f"{where} {e}") from None
+
+    def _body_pushes(self, scene):
+        """`scene` with the known forces of [[body_push]] on its bodies."""
+        for i, p in enumerate(self.values["body_push"]):
+            where = f"{self.path}: [[body_push]] {i}:"
+            count = scene.num_bodies
+            if not 0 <= p["body"] < count:
+                raise SceneFileError(f"{where} body must be the index of a [[body]], in [0, {count}), got {p['body']}")
+            end = math.inf if p["end"] is None else p["end"]
+            if not p["start"] < end:
+                raise SceneFileError(f"{where} start ({p['start']} s) must come before end ({end} s)")
+            scene = scene.add_push(p["body"], p["force"], point=p["point"], start=p["start"], end=end)
+        return scene
+
+    def _check_free(self, topology, params) -> None:
+        """[fit] free names quantities this scene has; a body quantity fitted as one value for every body
+        needs the bodies to share it."""
+        for name in self.fit_config.free:
+            q = QUANTITIES[name]
+            if q.applies is not None and not q.applies(topology):
+                what = "no rigid body ([[body]])" if name.startswith(("body_", "restitution")) else f"no {name}"
+                raise SceneFileError(f"{self.path}: [fit] free: {name} does not apply to this scene ({what})")
+            if name.startswith("body_") or name == "restitution":
+                values = np.asarray(get_path(params, q.field))
+                if values.size > 1 and not np.all(values == values[0]):
+                    raise SceneFileError(f"{self.path}: [fit] free: {name} is fitted as one value for every body, "
+                                         f"but the [[body]] tables give {values.tolist()}; make them equal")
+
+    def _finish(self, topology, params, state0, theta, frames, native_size, background_image) -> Experiment:
+        """The Experiment of a built scene: time grid, camera, colours and render settings."""
+        from gradsim_jax.render import FaceColors, Lights, RenderSettings
+        from gradsim_jax.render.colors import checker_colors
+
+        v, path = self.values, self.path
         push = v["push"]
-        if push["particles"]:
-            idx = np.asarray(push["particles"], int)
-            if idx.min() < 0 or idx.max() >= n:
-                raise SceneFileError(f"{path}: [push] particles index out of range [0, {n})")
-            force = np.zeros((n, 3), np.float32)
-            force[idx] = push["force"]
-            theta["push"] = jnp.asarray(force)
         sim, ren = v["simulation"], v["render"]
         if sim["frames"] is not None:
             if sim["frames"] < 1:
@@ -613,9 +835,16 @@ class SceneSpec:
         camera = self.camera(native_size)
         faces = jnp.asarray(scene_faces(topology))
         if ren["color"] is not None:
-            colors = FaceColors(jnp.broadcast_to(jnp.asarray(ren["color"], jnp.float32), (faces.shape[0], 3)))
+            rgb = np.broadcast_to(np.asarray(ren["color"], np.float32), (faces.shape[0], 3)).copy()
         else:
-            colors = FaceColors(jnp.asarray(checker_colors(faces, scene_vertices(topology, params, state0))))
+            rgb = np.asarray(checker_colors(faces, scene_vertices(topology, params, state0)), np.float32).copy()
+        # Body faces follow the cloth's in `scene_faces`, body by body.
+        body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
+        first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3))
+        for i, b in enumerate(v["body"]):
+            if b["color"] is not None:
+                rgb[first + np.flatnonzero(body_of_face == i)] = b["color"]
+        colors = FaceColors(jnp.asarray(rgb))
         lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
                         directional=jnp.asarray(ren["directional"], jnp.float32),
                         direction=jnp.asarray(ren["light_direction"], jnp.float32))

@@ -31,7 +31,8 @@ from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           vertices)
-from gradsim_jax.sysid.quantities import QUANTITIES, assemble, camera_for, canonical, transforms_for, with_camera_pose
+from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, shape_roughness, transforms_for,
+                                          with_camera_pose)
 
 Array = Any
 
@@ -68,6 +69,8 @@ class FitConfig:
     dynamics, a start far off puts late frames out of phase), Levenberg-Marquardt polish steps,
     checkpointing, progress, and `fit`'s callback.
 
+    smoothness: weight of the Laplacian regularizer of "shape" (`quantities.shape_roughness`, m^2) added to
+    the Adam loss; 0: none. Only with "shape" free.
     resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
     scene_file_sha256: content hash of the scene file the experiment was built from, recorded with the
     fit's inputs (None: no scene file)."""
@@ -87,6 +90,7 @@ class FitConfig:
     callback: Optional[Callable] = None
     resume_anyway: bool = False
     scene_file_sha256: Optional[str] = None
+    smoothness: float = 0.0
 
 
 @dataclasses.dataclass
@@ -119,6 +123,10 @@ def check_config(config: FitConfig) -> None:
         raise ValueError(f"learning_rate must be a positive number, got {config.learning_rate}")
     if config.loss not in LOSSES:
         raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
+    if not (math.isfinite(config.smoothness) and config.smoothness >= 0):
+        raise ValueError(f"smoothness must be a finite number >= 0, got {config.smoothness}")
+    if config.smoothness > 0 and "shape" not in (canonical(n) for n in config.free):
+        raise ValueError("smoothness regularizes the quantity shape, which is not free")
 
 
 def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> dict:
@@ -139,6 +147,8 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
         inputs["scene_file"] = config.scene_file_sha256
     inputs.update(free=list(free), iterations=config.iterations, learning_rate=config.learning_rate,
                   loss=config.loss, frame_stride=config.frame_stride, horizon=config.horizon)
+    if config.smoothness:
+        inputs["smoothness"] = config.smoothness
     return inputs
 
 
@@ -327,7 +337,10 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
 
         def loss_fn(theta, *iteration):
             theta, e, tgt = _split_data(exp, theta)
-            return make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
+            loss = make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
+            if config.smoothness:
+                loss = loss + config.smoothness * shape_roughness(theta["shape"], e.topology.rigid.faces)
+            return loss
 
         callback = None
         if config.callback is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -234,6 +235,20 @@ def _expand_shape(exp, offsets):
     props = mass_properties(verts, exp.topology.rigid.faces, mass=rigid.mass[0])
     x0 = exp.state0.rigid.x + quat_rotate(exp.state0.rigid.q, props.com[None])
     return {"rigid.vertices": verts - props.com, "rigid.gyration": props.gyration[None], "state.rigid.x": x0}
+
+
+def shape_roughness(offsets, faces):
+    """Laplacian regularizer of "shape": mean over vertices of |o_i - mean of its neighbours' o_j|^2 (m^2),
+    offsets [m, 3], neighbours along the edges of faces [f, 3] (a closed mesh lists each edge once each way,
+    so every neighbour counts twice and the mean is unchanged); traceable. A vertex of no face counts 0."""
+    faces = jnp.asarray(faces)
+    src = jnp.concatenate([faces[:, 0], faces[:, 1], faces[:, 2], faces[:, 1], faces[:, 2], faces[:, 0]])
+    dst = jnp.concatenate([faces[:, 1], faces[:, 2], faces[:, 0], faces[:, 0], faces[:, 1], faces[:, 2]])
+    m = offsets.shape[0]
+    total = jax.ops.segment_sum(offsets[src], dst, num_segments=m)
+    count = jax.ops.segment_sum(jnp.ones_like(dst, offsets.dtype), dst, num_segments=m)
+    mean = total / jnp.maximum(count, 1.0)[:, None]
+    return jnp.mean(jnp.where(count[:, None] > 0, jnp.square(offsets - mean), 0.0).sum(-1))
 
 
 for _q in (
