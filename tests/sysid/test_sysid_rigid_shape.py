@@ -51,7 +51,7 @@ def test_hull_error_of_the_cube_itself_is_zero():
 
 
 def test_reduced_demo_learns_the_cube(tmp_path):
-    args = types.SimpleNamespace(size=32, frames=12, iterations=40, out=str(tmp_path / "out"), seed=0,
+    args = types.SimpleNamespace(size=24, frames=8, iterations=30, out=str(tmp_path / "out"), seed=0,
                                  smoothness=None, resume=False, resume_anyway=False, checkpoint_every=1000,
                                  no_progress=True, force=False)
     assert rigid_shape.run_demo(args) == 0
