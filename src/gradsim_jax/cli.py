@@ -2,6 +2,8 @@
 
     gradsim-jax demo cloth [--estimate mass,stiffness,damping] [--out runs/cloth] ...
     gradsim-jax demo cloth-control [--out runs/cloth-control] ...
+    gradsim-jax demo rigid-mass | rigid-material [--estimate body_mass,body_ke,...] | rigid-restitution ...
+    gradsim-jax demo rigid-shape [--out runs/rigid-shape] ...
     gradsim-jax render SCENE.toml --out target.gif      (synthetic target from the scene's [material])
     gradsim-jax fit SCENE.toml --target VIDEO [--out runs/fit] ...
     gradsim-jax --version
@@ -16,6 +18,28 @@ import time
 from pathlib import Path
 
 DEMO_ESTIMATES = ("velocity", "mass", "stiffness", "damping", "bending", "drag", "lift", "friction")
+RIGID_MATERIAL_ESTIMATES = ("body_mass", "body_ke", "body_kd", "body_kf", "body_mu")
+
+#: The rigid demos: (help, description, default estimate or None for a fixed one, default fit settings).
+RIGID_DEMOS = {
+    "rigid-mass": (
+        "recover a box's mass from a rendered video (gradSim's demo_mass_known_shape)",
+        "A box of known shape falls onto the ground while a known force pushes it during the first frames "
+        "(the push acts as F / m: it is what makes the mass visible). Fits body_mass.",
+        None, {"iterations": 40, "polish": 15, "horizon": 6, "learning_rate": 0.05}),
+    "rigid-material": (
+        "recover a box's mass and ground contact coefficients (penalty model: ke, kd, kf, mu)",
+        "A box thrown onto the ground bounces (ke, kd), slides (mu) and slows to rest (kf); a known push at "
+        "the start separates mass from the contact coefficients, which otherwise act only as ke / m, "
+        "kd / m, kf / m.",
+        "body_mass,body_ke,body_kd,body_kf,body_mu",
+        {"iterations": 80, "polish": 20, "horizon": 8, "learning_rate": 0.1}),
+    "rigid-restitution": (
+        "recover a box's coefficient of restitution (impulse contact model)",
+        "A spinning box dropped with a sideways speed bounces several times; each bounce's height is set by "
+        "the restitution. Fits restitution.",
+        None, {"iterations": 40, "polish": 15, "horizon": 12, "learning_rate": 0.05}),
+}
 
 
 def _count(least: int):
@@ -127,6 +151,37 @@ def build_parser() -> argparse.ArgumentParser:
     ctrl.add_argument("--out", default="runs/cloth-control", help="output folder (default runs/cloth-control)")
     _progress_flags(ctrl)
     _force_flag(ctrl)
+
+    for name, (summary, text, estimate, fit_defaults) in RIGID_DEMOS.items():
+        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
+                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
+        if estimate is not None:
+            p.add_argument("--estimate", default=estimate,
+                           help=f"comma-separated quantities: {', '.join(RIGID_MATERIAL_ESTIMATES)} "
+                                f"(default {estimate})")
+        p.add_argument("--size", type=_count(1), default=64, help="image size in pixels (default 64)")
+        p.add_argument("--frames", type=_count(1), default=None, help="frames to simulate (default: scene's own)")
+        p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
+                       help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
+        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+        _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
+        _progress_flags(p)
+        _force_flag(p)
+
+    shape = demos.add_parser(
+        "rigid-shape", help="recover a rigid body's shape from a rendered video",
+        description="Fit per-vertex offsets of a rigid body's hull to a video of the true shape moving.")
+    shape.add_argument("--size", type=_count(1), default=64, help="image size in pixels (default 64)")
+    shape.add_argument("--frames", type=_count(1), default=None, help="frames to simulate (default: scene's own)")
+    shape.add_argument("--iterations", type=_count(0), default=None, metavar="N",
+                       help="Adam iterations (default: the demo's own)")
+    shape.add_argument("--smoothness", type=float, default=None,
+                       help="weight of the shape smoothness prior (default: the demo's own)")
+    shape.add_argument("--seed", type=int, default=0, help="seed of the initial guess")
+    shape.add_argument("--out", default="runs/rigid-shape", help="output folder (default runs/rigid-shape)")
+    _progress_flags(shape)
+    _force_flag(shape)
 
     fit = sub.add_parser("fit", help="fit a scene file to a target video",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -246,29 +301,38 @@ def demo_experiment(free, *, size, frames, cells=None, push=True):
     return demos.hanging_cloth(**kw)
 
 
-def cmd_demo_cloth(args) -> int:
+def _estimates(args, default=None):
+    """The canonical names of --estimate (or `default` for a demo without one); ValueError names the bad one."""
     from gradsim_jax import sysid
 
-    try:
-        free = tuple(dict.fromkeys(sysid.canonical(n) for n in args.estimate.split(",") if n.strip()))
-    except ValueError as e:
-        return _fail(str(e))
+    text = getattr(args, "estimate", None) or default
+    free = tuple(dict.fromkeys(sysid.canonical(n) for n in text.split(",") if n.strip()))
     if not free:
-        return _fail("--estimate names no quantity")
+        raise ValueError("--estimate names no quantity")
+    return free
+
+
+def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polish, horizon=None,
+              extra=None) -> int:
+    """One synthetic system-identification demo: check OUT, build the experiment (`build()`, ValueError is a
+    usage error), render the target from its theta, perturb the free quantities by --perturb, fit, write
+    every output and the total time."""
+    from gradsim_jax import sysid
+
     try:
         sysid.ensure_writable_folder(args.out)
     except ValueError as e:
         return _fail(f"--out: {e}")
     started = time.perf_counter()
-    print(f"demo cloth: estimating {', '.join(free)} ({args.size} px, {args.frames} frames)")
     try:
-        exp = demo_experiment(free, size=args.size, frames=args.frames, cells=args.cells, push=not args.no_push)
+        exp = build()
     except ValueError as e:
         return _fail(str(e))
+    print(f"demo {label}: estimating {', '.join(free)} ({exp.camera.height} px, {exp.frames} frames)")
     truth = dict(exp.theta)
-    velocity = "velocity" in free
-    config = _config(args, free, iterations=30 if velocity else 60, learning_rate=0.05,
-                     polish=10 if velocity else 15)
+    config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish)
+    if args.horizon is None:
+        config.horizon = horizon
     status = _preflight(exp, args, config)
     if status is not None:
         return status
@@ -276,12 +340,67 @@ def cmd_demo_cloth(args) -> int:
     low, high = args.perturb
     initial = sysid.perturbed(truth, free, seed=args.seed, low=low, high=high, free_particles=exp.free_particles)
     report = sysid.run(exp, target, initial, config, args.out, truth=truth,
-                       extra={"command": "demo cloth", "push": not args.no_push, "seed": args.seed})
+                       extra={"command": f"demo {label}", "seed": args.seed, **(extra or {})})
     total = time.perf_counter() - started
     report["total_wall_time_s"] = total
     _rewrite(report)
     print(f"total time {total:.1f} s")
     return 0
+
+
+def cmd_demo_cloth(args) -> int:
+    try:
+        free = _estimates(args)
+    except ValueError as e:
+        return _fail(str(e))
+    velocity = "velocity" in free
+    return _run_demo(args, "cloth", free,
+                     lambda: demo_experiment(free, size=args.size, frames=args.frames, cells=args.cells,
+                                             push=not args.no_push),
+                     iterations=30 if velocity else 60, learning_rate=0.05, polish=10 if velocity else 15,
+                     extra={"push": not args.no_push})
+
+
+def rigid_demo_experiment(demo: str, free, *, size, frames=None):
+    """The scene of the rigid demo `demo` ("rigid-mass", ...) estimating `free` (canonical names)."""
+    from gradsim_jax.scenes import rigid
+
+    kw = {"size": size}
+    if frames is not None:
+        kw["frames"] = frames
+    if demo == "rigid-mass":
+        return rigid.rigid_mass(**kw)
+    if demo == "rigid-restitution":
+        return rigid.rigid_restitution(**kw)
+    unknown = [n for n in free if n not in RIGID_MATERIAL_ESTIMATES]
+    if unknown:
+        raise ValueError(f"demo rigid-material estimates {', '.join(RIGID_MATERIAL_ESTIMATES)}; not "
+                         f"{', '.join(unknown)}")
+    return rigid.rigid_material(estimate=free, **kw)
+
+
+def cmd_demo_rigid(args) -> int:
+    _, _, estimate, defaults = RIGID_DEMOS[args.demo]
+    fixed = {"rigid-mass": "body_mass", "rigid-restitution": "restitution"}
+    try:
+        free = _estimates(args, fixed.get(args.demo, estimate))
+    except ValueError as e:
+        return _fail(str(e))
+    return _run_demo(args, args.demo, free,
+                     lambda: rigid_demo_experiment(args.demo, free, size=args.size, frames=args.frames),
+                     iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
+                     polish=defaults["polish"], horizon=defaults["horizon"])
+
+
+def cmd_demo_rigid_shape(args) -> int:
+    # Imported here: the CLI works without that module, and a missing one is a message, not a traceback.
+    try:
+        from gradsim_jax.scenes.rigid_shape import run_demo
+    except ModuleNotFoundError as e:
+        if e.name != "gradsim_jax.scenes.rigid_shape":
+            raise
+        return _fail("demo rigid-shape is not available: this installation has no gradsim_jax.scenes.rigid_shape")
+    return run_demo(args)
 
 
 def _rewrite(report):
@@ -515,6 +634,10 @@ def main(argv=None) -> int:
                 return cmd_demo_cloth(args)
             if args.command == "demo" and args.demo == "cloth-control":
                 return cmd_demo_control(args)
+            if args.command == "demo" and args.demo in RIGID_DEMOS:
+                return cmd_demo_rigid(args)
+            if args.command == "demo" and args.demo == "rigid-shape":
+                return cmd_demo_rigid_shape(args)
             if args.command == "fit":
                 return cmd_fit(args)
             if args.command == "render":
