@@ -464,109 +464,34 @@ def cmd_demo_control(args) -> int:
     return 0
 
 
-def _load_target(spec, args):
-    """The target video (a TargetVideo at the render size, undistorted when [camera] has distortion) and
-    the words saying what was done to it."""
-    from gradsim_jax.render.calibration import undistorter
-    from gradsim_jax.render.video import load_target
-
-    tv, ren = spec.values["target"], spec.values["render"]
-    video = args.target or (str(spec.resolve(tv["video"])) if tv["video"] else None)
-    if video is None:
-        raise ValueError(f"{spec.path}: no target video: pass --target or set [target] video")
-    mask = args.mask or (str(spec.resolve(tv["mask"])) if tv["mask"] else None)
-    key = args.key_color if args.key_color is not None else tv["key_color"]
-    cal = spec.calibration()
-    undistort = undistorter(cal) if cal is not None else None
-    frames = spec.values["simulation"]["frames"]
-    target = load_target(video, (ren["height"], ren["width"]), background=key, mask=mask,
-                         tolerance=tv["tolerance"], undistort=undistort,
-                         expected_frames=None if frames is None else frames + 1)
-    return target, undistort
-
-
-def _resolve_loss(requested, target) -> str:
-    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise."""
-    if requested in (None, "auto"):
-        return "rgba" if target.alpha_observed else "rgb"
-    if requested in ("rgba", "silhouette") and not target.alpha_observed:
-        raise ValueError(
-            f"the {requested} loss compares alpha, but the target has none (an RGB video: no alpha channel). "
-            "Supply it in one of three ways: --mask VIDEO (or [target] mask), a target with an alpha channel "
-            "(RGBA PNGs), or --key-color R G B (or [target] key_color) for a plain background; or use "
-            "--loss rgb")
-    return requested
-
-
-def _background_warning(spec, target, exp) -> str | None:
-    """A warning when the target's border does not look like the background the render composites over."""
-    import numpy as np
-
-    if target.alpha_observed or spec.values["render"]["background_image"] is not None:
-        return None
-    frames = target.frames[..., :3]
-    border = np.concatenate([frames[:, 0], frames[:, -1], frames[:, :, 0], frames[:, :, -1]], axis=1)
-    seen = np.median(border.reshape(-1, 3), axis=0)
-    assumed = np.asarray(exp.background, np.float32).reshape(-1, 3).mean(axis=0)
-    if np.max(np.abs(seen - assumed)) <= 0.1:
-        return None
-    return (f"the target's border is about RGB {np.round(seen, 2).tolist()} but the render's background is "
-            f"{np.round(assumed, 2).tolist()}: set [render] background to the colour behind the scene, or "
-            "background_image to a picture of it (or \"median\")")
-
-
 def cmd_fit(args) -> int:
-    import numpy as np
-
+    """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`)."""
     from gradsim_jax import sysid
-    from gradsim_jax.scenefile import SceneFileError, load_scene
+    from gradsim_jax.scenefile import SceneFileError, load_fit_job
 
     try:
-        spec = load_scene(args.scene)
         try:
             sysid.ensure_writable_folder(args.out)
         except ValueError as e:
             raise ValueError(f"--out: {e}") from None
-        target, undistort = _load_target(spec, args)
-        background = spec.background_image(target.frames, undistort)
-        exp = spec.experiment(frames=target.frames.shape[0] - 1, native_size=target.native_size,
-                              background_image=background)
-        base = spec.fit_config
-        loss = _resolve_loss(args.loss or base.loss, target)
+        job = load_fit_job(
+            args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
+            iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, loss=args.loss,
+            frame_stride=args.frame_stride, horizon=args.horizon, checkpoint_dir=str(Path(args.out) / "checkpoint"),
+            checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
+            progress=not args.no_progress)
     except (SceneFileError, ValueError, FileNotFoundError) as e:
         return _fail(str(e))
-    frames = target.frames  # load_target checked the count against [simulation] frames and cut extra ones
-    config = _config(args, base.free, iterations=base.iterations, learning_rate=base.learning_rate,
-                     polish=base.polish)
-    config.loss = loss
-    config.scene_file_sha256 = spec.content_sha256()
-    if args.frame_stride is None:
-        config.frame_stride = base.frame_stride
-    if args.horizon is None:
-        config.horizon = base.horizon
-    initial = spec.initial_theta(exp)
-    truth = dict(sysid.with_camera_pose(exp, exp.theta)) if args.true else None
-    observed = target.alpha_source or "not observed"
-    notes = [f"alpha: {observed}", f"loss: {loss}"]
-    if undistort is not None:
-        notes.append("frames undistorted with the [camera] distortion coefficients")
-    if background is not None:
-        notes.append(f"background image: {spec.values['render']['background_image']}")
-    print(f"fit {spec.path}: estimating {', '.join(config.free)} from {frames.shape[0]} frames "
-          f"at {frames.shape[2]} x {frames.shape[1]} px ({'; '.join(notes)})")
-    warning = _background_warning(spec, target, exp)
-    if warning:
+    frames, config = job.frames, job.config
+    print(f"fit {job.spec.path}: estimating {', '.join(config.free)} from {frames.shape[0]} frames "
+          f"at {frames.shape[2]} x {frames.shape[1]} px ({'; '.join(job.notes)})")
+    for warning in job.warnings:
         print(f"WARNING: {warning}")
-    status = _preflight(exp, args, config)
+    status = _preflight(job.experiment, args, config)
     if status is not None:
         return status
     started = time.perf_counter()
-    report = sysid.run(exp, np.asarray(frames), initial, config, args.out, truth=truth,
-                       extra={"command": "fit", "scene": str(spec.path),
-                              "target": {"path": str(args.target or spec.values["target"]["video"]),
-                                         "alpha": target.alpha_source, "native_size": list(target.native_size),
-                                         "undistorted": undistort is not None,
-                                         "background_image": spec.values["render"]["background_image"]}})
+    report = sysid.run(job.experiment, frames, job.initial, config, args.out, truth=job.truth, extra=job.extra)
     report["total_wall_time_s"] = time.perf_counter() - started
     _rewrite(report)
     return 0
