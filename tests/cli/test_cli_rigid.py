@@ -21,9 +21,11 @@ def test_rigid_demo_help_lists_options(demo, capsys):
     assert ("--estimate" in text) == (demo == "rigid-material")
 
 
-def test_rigid_mass_demo_writes_every_output(tmp_path, capsys):
+def test_rigid_mass_demo_recovers_the_mass_and_writes_every_output(tmp_path, capsys):
+    """The demo scene at 32 px, 14 frames, mass 50 % off at the start: below 1e-3 (the 64 px demo: 3e-7)."""
     out = tmp_path / "rigid-mass"
-    rc = main(["demo", "rigid-mass", "--size", "16", "--frames", "4", "--iterations", "2", "--polish", "0", "--out", str(out), "--no-progress"])
+    rc = main(["demo", "rigid-mass", "--size", "32", "--frames", "14", "--iterations", "25", "--polish", "10",
+               "--horizon", "6", "--out", str(out), "--no-progress"])
     assert rc == 0
     for name in OUTPUTS:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -34,7 +36,8 @@ def test_rigid_mass_demo_writes_every_output(tmp_path, capsys):
     for key in ("true", "initial", "estimated", "relative_error", "iterations", "identifiability",
                 "total_wall_time_s"):
         assert key in report
-    assert report["iterations"]["adam"] == 2
+    assert report["iterations"]["adam"] == 25
+    assert report["relative_error"]["body_mass"] < 1e-3, report["estimated"]
     printed = capsys.readouterr().out
     assert "relative error" in printed and str(out.resolve()) in printed
 
