@@ -44,7 +44,7 @@ def test_mass_recovered_on_another_scene_and_camera():
 
 
 def test_friction_recovered_on_the_material_scene():
-    exp = rigid.rigid_material(**SMALL, frames=16, estimate=("body_mu",))
+    exp = rigid.rigid_material(**SMALL, frames=12, estimate=("body_mu",))
     errors, _, _ = _recover(exp, ["body_mu"], iterations=15, polish=6, horizon=8, learning_rate=0.1)
     assert errors["body_mu"] < 1e-2
 
