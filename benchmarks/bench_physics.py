@@ -11,7 +11,6 @@ The loss is mean(x_final^2); the gradient is taken w.r.t. the initial velocities
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform

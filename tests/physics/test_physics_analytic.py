@@ -1,6 +1,5 @@
 """Physics against analytic solutions and conservation laws."""
 
-import dataclasses
 
 import numpy as np
 import jax

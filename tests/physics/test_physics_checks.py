@@ -4,7 +4,6 @@ Without them, a NaN or negative mass quietly freezes its particle (`first_nonfin
 and a NaN stiffness quietly turns the gradient into NaN.
 """
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp

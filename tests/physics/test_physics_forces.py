@@ -1,6 +1,5 @@
 """Force terms against their energies, their analytic derivatives and special cases."""
 
-import dataclasses
 
 import numpy as np
 import jax

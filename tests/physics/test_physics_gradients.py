@@ -1,6 +1,5 @@
 """Finite-difference checks (float64) of the gradient w.r.t. every `Params` field through >= 50 steps."""
 
-import dataclasses
 
 import numpy as np
 import jax

@@ -1,7 +1,6 @@
 """`simulate` takes a State of any real dtype: integer (or bool) x and v become the float dtype of Params
 instead of failing deep inside `lax.scan` with a carry-type TypeError; complex ones are refused by name."""
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,5 @@
 """jit, vmap, dtypes and recompilation of the simulator."""
 
-import dataclasses
 
 import numpy as np
 import jax

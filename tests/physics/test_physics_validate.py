@@ -1,7 +1,6 @@
 """Bad input is refused with a ValueError naming the field and index, before anything compiles;
 a diverging rollout is reported with its first non-finite frame."""
 
-import dataclasses
 
 import numpy as np
 import jax.numpy as jnp

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import operator
 import warnings
-from typing import Sequence
 
 import jax
 import jax.numpy as jnp

@@ -20,11 +20,10 @@ from gradsim_jax.physics.rigid import (
 )
 from gradsim_jax.physics.rollout import SimulationDiverged, check_finite, first_nonfinite, simulate
 from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
-from gradsim_jax.physics.types import (
-    Control, Params, State, Topology, get_path, named_leaves, particle_state, replace_paths,
-)
+from gradsim_jax.physics.types import Control, Params, State, Topology, particle_state
 from gradsim_jax.physics.validate import validate_scene
 from gradsim_jax.physics.world import World
+from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
     "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactReport", "ContactWarning", "Control",

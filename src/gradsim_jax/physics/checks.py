@@ -23,7 +23,7 @@ from jax.experimental import checkify
 
 from gradsim_jax.physics.rollout import simulate
 from gradsim_jax.physics.types import State
-from gradsim_jax.physics.types import get_path, named_leaves
+from gradsim_jax.typing import get_path, named_leaves
 from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, finite_view, params_leaves, validate_shapes
 
 

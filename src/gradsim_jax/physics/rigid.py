@@ -47,7 +47,7 @@ import numpy as np
 from gradsim_jax.mathutil import safe_div, safe_norm, safe_normalize
 from gradsim_jax.physics.contact import penalty_force
 from gradsim_jax.physics.quaternion import quat_multiply, quat_normalize, quat_to_matrix
-from gradsim_jax.physics.validate import check_index_rows, is_concrete
+from gradsim_jax.physics.validate import check_index_rows, finite_view, is_concrete
 from gradsim_jax.typing import Array, pytree_dataclass
 
 #: The contact models a RigidTopology may name.
@@ -445,11 +445,7 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
     _check_indices("RigidTopology.push_body", topology.push_body, b, "bodies")
     check_index_rows("RigidTopology.faces", np.asarray(topology.faces), m)
     for name in shapes:  # a push may last for ever (push_end = inf)
-        if name == "push_end":
-            _check_finite(f"RigidParams.{name}", np.where(np.isposinf(np.asarray(params.push_end)), 0.0,
-                                                          np.asarray(params.push_end, np.float64)))
-        else:
-            _check_finite(f"RigidParams.{name}", getattr(params, name))
+        _check_finite(f"RigidParams.{name}", finite_view(f"rigid.{name}", np.asarray(getattr(params, name))))
     for name in ("mass", "contact_ke", "contact_kd", "contact_kf", "contact_mu", "restitution"):
         value = np.asarray(getattr(params, name))
         if (value < 0).any():

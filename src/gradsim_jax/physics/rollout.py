@@ -17,7 +17,8 @@ import numpy as np
 from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.rigid import rigid_contact_message
-from gradsim_jax.physics.types import Control, Params, State, Topology, named_leaves, replace_paths
+from gradsim_jax.physics.types import Control, Params, State, Topology
+from gradsim_jax.typing import named_leaves, replace_paths
 from gradsim_jax.physics.validate import is_concrete, validate_dt, validate_scene
 
 ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Control]]]
@@ -128,8 +129,7 @@ def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
     or non-numeric values. Traceable (dtypes and shapes are static)."""
     leaves = {name: _real(f"Params.{name}", value) for name, value in named_leaves(params, "")}
     index = {name: _real(f"Topology.{name}", value) for name, value in named_leaves(topology, "")}
-    floats = [v.dtype for v in leaves.values() if jnp.issubdtype(v.dtype, jnp.floating)]
-    dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
+    dtype = _float_dtype(leaves)
     leaves = {k: v if jnp.issubdtype(v.dtype, jnp.floating) else v.astype(dtype) for k, v in leaves.items()}
     index["particles.pinned"] = index["particles.pinned"].astype(bool)
     return replace_paths(topology, index), replace_paths(params, leaves)
@@ -165,9 +165,7 @@ def first_nonfinite(trajectory: State):
     on the host.
     """
     parts = {q: np.asarray(getattr(trajectory.particles, q)) for q in ("x", "v")}
-    rigid = getattr(trajectory, "rigid", None)
-    if rigid is not None:
-        parts.update({f"rigid.{q}": np.asarray(getattr(rigid, q)) for q in ("x", "q", "v", "w")})
+    parts.update({f"rigid.{q}": np.asarray(getattr(trajectory.rigid, q)) for q in ("x", "q", "v", "w")})
     bad = {q: ~np.isfinite(a).all(axis=-1) for q, a in parts.items()}  # [T, count]
     bad_frame = np.zeros(next(iter(bad.values())).shape[0], bool)
     for mask in bad.values():

@@ -37,7 +37,7 @@ from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, Rig
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
 from gradsim_jax.physics.world import World
-from gradsim_jax.typing import Array, get_path, named_leaves, pytree_dataclass, replace_paths  # noqa: F401
+from gradsim_jax.typing import pytree_dataclass
 
 
 @pytree_dataclass(meta=("ground",))

@@ -43,9 +43,11 @@ MAY_BE_INFINITE = ("rigid.push_end",)
 
 
 def finite_view(name: str, value):
-    """`value` with +inf read as 0 where the leaf `name` may be +inf (`MAY_BE_INFINITE`): what must be finite."""
+    """`value` with +inf read as 0 where the leaf `name` may be +inf (`MAY_BE_INFINITE`): what must be finite.
+    numpy in (host checks), numpy out; a JAX array (traced checks) gives a JAX array."""
     if name in MAY_BE_INFINITE:
-        return jnp.where(jnp.isposinf(value), 0.0, value)
+        xp = np if isinstance(value, np.ndarray) else jnp
+        return xp.where(xp.isposinf(value), 0.0, value)
     return value
 
 
@@ -131,7 +133,7 @@ def validate_scene(topology, params, state=None) -> None:
         sizes[name] = idx.shape[0]
 
     for name, value in params_leaves(params).items():
-        value = np.asarray(finite_view(name, jnp.asarray(value)))
+        value = finite_view(name, np.asarray(value))
         finite = np.isfinite(value)
         if not finite.all():
             raise ValueError(f"Params.{name}{_first_index(~finite)} is not finite")

@@ -25,7 +25,6 @@ import numpy as np
 
 from gradsim_jax.geometry import box_mesh, mass_properties, quat_from_axis_angle, rigid_body, sphere_mesh
 from gradsim_jax.render import FaceColors
-from gradsim_jax.render.mesh import scene_faces
 from gradsim_jax.scenes.demos import finish_experiment, fitted_settings
 from gradsim_jax.sysid import Experiment, FitConfig, default_theta, vertices
 

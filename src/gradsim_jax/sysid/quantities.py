@@ -216,12 +216,10 @@ def _has_bodies(topology) -> bool:
     return topology.rigid.vertex_body.shape[0] > 0
 
 
-def _per_body(path: str):
-    return lambda exp, value: {path: jnp.broadcast_to(value, get_path(exp.params, path).shape)}
-
-
-def _read_body(path: str):
-    return lambda topology, params, state0: _first(get_path(params, path))
+def _body_quantity(name: str, path: str, unit: str, doc: str, transform="log", aliases=()) -> Quantity:
+    """A per-body Params leaf: answers to `name` and `path`; read from the first body, a scalar sets all."""
+    return Quantity(name, path, unit, transform, (name, path, *aliases), doc, read=_read_path(path),
+                    expand=_broadcast(path), applies=_has_bodies)
 
 
 def _expand_shape(exp, offsets):
@@ -252,24 +250,18 @@ def shape_roughness(offsets, faces):
 
 
 for _q in (
-    Quantity("body_mass", "rigid.mass", "kg", "log", ("body_mass", "rigid.mass"),
-             "mass of each rigid body (its inertia follows: I = mass x gyration)",
-             read=_read_body("rigid.mass"), expand=_per_body("rigid.mass"), applies=_has_bodies),
-    Quantity("body_ke", "rigid.contact_ke", "N/m", "log", ("body_ke", "rigid.contact_ke"),
-             "ground contact stiffness of the rigid bodies (penalty model)",
-             read=_read_body("rigid.contact_ke"), expand=_per_body("rigid.contact_ke"), applies=_has_bodies),
-    Quantity("body_kd", "rigid.contact_kd", "N s/m", "log", ("body_kd", "rigid.contact_kd"),
-             "ground contact damping of the rigid bodies (penalty model)",
-             read=_read_body("rigid.contact_kd"), expand=_per_body("rigid.contact_kd"), applies=_has_bodies),
-    Quantity("body_kf", "rigid.contact_kf", "N s/m", "log", ("body_kf", "rigid.contact_kf"),
-             "ground friction stiffness of the rigid bodies (viscous slope below the Coulomb limit)",
-             read=_read_body("rigid.contact_kf"), expand=_per_body("rigid.contact_kf"), applies=_has_bodies),
-    Quantity("body_mu", "rigid.contact_mu", "1", "log", ("body_mu", "rigid.contact_mu"),
-             "Coulomb friction coefficient of the rigid bodies on the ground",
-             read=_read_body("rigid.contact_mu"), expand=_per_body("rigid.contact_mu"), applies=_has_bodies),
-    Quantity("restitution", "rigid.restitution", "1", Bounded(0.0, 1.0), ("restitution", "rigid.restitution", "e"),
-             "coefficient of restitution of the rigid bodies (impulse contact model)",
-             read=_read_body("rigid.restitution"), expand=_per_body("rigid.restitution"), applies=_has_bodies),
+    _body_quantity("body_mass", "rigid.mass", "kg", "mass of each rigid body (its inertia follows: I = mass x "
+                   "gyration)"),
+    _body_quantity("body_ke", "rigid.contact_ke", "N/m", "ground contact stiffness of the rigid bodies (penalty "
+                   "model)"),
+    _body_quantity("body_kd", "rigid.contact_kd", "N s/m", "ground contact damping of the rigid bodies (penalty "
+                   "model)"),
+    _body_quantity("body_kf", "rigid.contact_kf", "N s/m", "ground friction stiffness of the rigid bodies (viscous "
+                   "slope below the Coulomb limit)"),
+    _body_quantity("body_mu", "rigid.contact_mu", "1", "Coulomb friction coefficient of the rigid bodies on the "
+                   "ground"),
+    _body_quantity("restitution", "rigid.restitution", "1", "coefficient of restitution of the rigid bodies "
+                   "(impulse contact model)", transform=Bounded(0.0, 1.0), aliases=("e",)),
     Quantity("shape", "rigid.vertices", "m", "identity", ("shape", "vertex_offsets"),
              "per-vertex offsets [m, 3] of a rigid body's hull from its template (one body)",
              read=lambda topology, params, state0: np.zeros(np.shape(params.rigid.vertices)),
