@@ -37,7 +37,7 @@ def test_smoothness_is_checked_against_the_free_quantities():
 
 
 def test_hull_error_of_the_cube_itself_is_zero():
-    _, model = rigid_shape.experiments(size=16, frames=2)
+    _, model = rigid_shape.experiments(size=24, frames=8)  # the reduced demo's scene: its programs compile once
     half = rigid_shape.HALF_SIDE
     # Project every template vertex radially onto the cube: offsets that make the hull lie on it.
     template = np.asarray(model.params.rigid.vertices, np.float64)
