@@ -13,7 +13,8 @@ images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
 """
 
 from gradsim_jax.geometry import (
-    Scene, box_mesh, cloth_grid, cloth_mesh, combine, load_mesh, particles, quat_from_axis_angle, rigid_body, sphere_mesh,
+    Scene, box_mesh, box_tets, cloth_grid, cloth_mesh, combine, load_mesh, particles, quat_from_axis_angle, rigid_body,
+    soft_body, sphere_mesh,
 )
 from gradsim_jax.physics import (
     Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, particle_state, simulate,
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Camera", "Control", "FitResult", "Params", "RenderSettings", "Scene", "SimulationDiverged", "State",
-    "Topology", "box_mesh", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
-    "load_mesh", "rigid_body", "sphere_mesh",
+    "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
+    "load_mesh", "rigid_body", "soft_body", "sphere_mesh",
     "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
 ]

@@ -7,10 +7,15 @@ from gradsim_jax.geometry.rigid import (
 )
 from gradsim_jax.geometry.scene import (
     Scene, cloth_grid, cloth_grid_counts, cloth_mesh, combine, interior_edges, particles, quat_from_axis_angle,
-    rigid_body,
+    rigid_body, soft_body,
+)
+from gradsim_jax.geometry.tets import (
+    box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, load_tets, lumped_masses, orient_tets,
+    save_tets, sphere_tets, tet_surface, tet_volumes, tetrahedralize, voxel_tets, walker_tets,
 )
 
-__all__ = ["MassProperties", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "capsule_mesh",
-           "check_closed_mesh", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
-           "cylinder_mesh", "interior_edges", "load_mesh", "mass_properties", "particles", "quat_from_axis_angle",
-           "read_obj", "rigid_body", "rigid_body_from_mesh", "sphere_mesh"]
+__all__ = ["MassProperties", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",
+           "check_closed_mesh", "check_tets", "cylinder_tets", "extrude_tets", "gear_outline", "gear_tets",
+           "load_tets", "save_tets", "sphere_tets", "tetrahedralize", "voxel_tets", "walker_tets", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
+           "cylinder_mesh", "interior_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",
+           "read_obj", "rigid_body", "rigid_body_from_mesh", "soft_body", "sphere_mesh", "tet_surface", "tet_volumes"]

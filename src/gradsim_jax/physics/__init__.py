@@ -10,6 +10,9 @@ from gradsim_jax.physics.contact import (
     ContactParams, ContactReport, ContactWarning, contact_report, ground_contact, penalty_force,
 )
 from gradsim_jax.physics.cost import CostEstimate, available_memory_bytes, estimate_cost
+from gradsim_jax.physics.fem import (
+    FemControl, FemParams, FemTopology, fem_energy, fem_forces, fem_stress, fem_volumes,
+)
 from gradsim_jax.physics.forces import PARTICLE_FORCES, ForceTerm, particle_forces, register_force
 from gradsim_jax.physics.integrators import SemiImplicitEuler, euler_step
 from gradsim_jax.physics.particles import (
@@ -27,10 +30,11 @@ from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
     "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactReport", "ContactWarning", "Control",
-    "CostEstimate", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
+    "CostEstimate", "FemControl", "FemParams", "FemTopology", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
     "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
     "Topology", "TracedCheckError", "World", "available_memory_bytes", "bending_forces", "check_finite",
-    "checked_simulate", "contact_report", "estimate_cost", "euler_step", "first_nonfinite", "free_inverse_mass",
+    "checked_simulate", "contact_report", "estimate_cost", "euler_step", "fem_energy", "fem_forces", "fem_stress",
+    "fem_volumes", "first_nonfinite", "free_inverse_mass",
     "angular_momentum", "get_path", "ground_contact", "kinetic_energy", "membrane_energy", "membrane_forces", "named_leaves",
     "particle_forces", "particle_state", "penalty_force", "raise_if_error", "register_force", "replace_paths", "rigid_step", "scene_checks",
     "simulate", "spring_energy", "spring_forces", "trajectory_checks", "validate_scene", "validate_traced", "world_vertices",

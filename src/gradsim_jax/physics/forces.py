@@ -2,8 +2,8 @@
 
 A `ForceTerm` names a model, says (statically, from the Topology's shapes and flags) whether a scene has
 it, and computes its forces `(topology, params, x, v, control) -> [n, 3] N`. `particle_forces` sums the
-terms the scene has, so a scene without triangles compiles no membrane code. A new component (FEM
-tetrahedra, say) registers its term with `register_force` beside its physics.
+terms the scene has, so a scene without triangles compiles no membrane code (nor one without tets any FEM
+code). A new component registers its term with `register_force` beside its physics.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import bending_forces, membrane_forces
 from gradsim_jax.physics.contact import ground_contact
+from gradsim_jax.physics.fem import fem_forces
 from gradsim_jax.physics.springs import spring_forces
 
 
@@ -41,12 +42,18 @@ def _activation(control):
     return None if control is None or control.cloth is None else control.cloth.tri_activation
 
 
+def _tet_activation(control):
+    return None if control is None or control.fem is None else control.fem.tet_activation
+
+
 register_force(ForceTerm("springs", lambda t: t.springs.pairs.shape[0] > 0,
                          lambda t, p, x, v, c: spring_forces(t, p, x, v)))
 register_force(ForceTerm("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
                          lambda t, p, x, v, c: membrane_forces(t, p, x, v, _activation(c))))
 register_force(ForceTerm("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
                          lambda t, p, x, v, c: bending_forces(t, p, x, v)))
+register_force(ForceTerm("fem", lambda t: t.fem.tets.shape[0] > 0,
+                         lambda t, p, x, v, c: fem_forces(t, p, x, v, _tet_activation(c))))
 register_force(ForceTerm("ground", lambda t: t.ground, lambda t, p, x, v, c: ground_contact(t, p, x, v)))
 
 

@@ -10,9 +10,12 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | cloth     | `ClothTopology`       | `ClothParams`             |                 | `ClothControl`    |
 | contact   |                       | `ContactParams`           |                 |                   |
 | rigid     | `RigidTopology`       | `RigidParams`             | `RigidState`    | `RigidControl`    |
+| fem       | `FemTopology`         | `FemParams`               |                 | `FemControl`      |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
-terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`).
+terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`). FEM tetrahedra, like
+cloth, are made of particles: their positions and velocities are the particle state, so they need no State
+branch (and get the particles' ground contact).
 
 Conventions (used throughout the package):
 - SI units, y axis up, gravity (0, -9.81, 0) m/s^2 by default.
@@ -33,6 +36,7 @@ import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import ClothControl, ClothParams, ClothTopology
 from gradsim_jax.physics.contact import ContactParams
+from gradsim_jax.physics.fem import FemControl, FemParams, FemTopology
 from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
@@ -43,13 +47,15 @@ from gradsim_jax.typing import pytree_dataclass
 @pytree_dataclass(meta=("ground",))
 class Topology:
     """Static structure: particles (pinned flags), springs (pairs), cloth (triangles, bending edges,
-    aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model); `ground`
-    (static): whether particles collide with the ground plane (bodies: `RigidTopology.contact`)."""
+    aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model), fem (tets,
+    surface triangles); `ground` (static): whether particles collide with the ground plane (bodies:
+    `RigidTopology.contact`)."""
 
     particles: ParticleTopology
     springs: SpringTopology
     cloth: ClothTopology
     rigid: RigidTopology
+    fem: FemTopology
     ground: bool = False
 
     @property
@@ -67,6 +73,7 @@ class Params:
     cloth: ClothParams
     contact: ContactParams
     rigid: RigidParams
+    fem: FemParams
 
 
 @pytree_dataclass
@@ -80,11 +87,13 @@ class State:
 
 @pytree_dataclass
 class Control:
-    """Per-step inputs, by component; None means none (`ParticleControl`, `ClothControl`, `RigidControl`)."""
+    """Per-step inputs, by component; None means none (`ParticleControl`, `ClothControl`, `RigidControl`,
+    `FemControl`)."""
 
     particles: Optional[ParticleControl] = None
     cloth: Optional[ClothControl] = None
     rigid: Optional[RigidControl] = None
+    fem: Optional[FemControl] = None
 
 
 def empty_rigid_state(dtype) -> RigidState:

@@ -18,7 +18,8 @@ NONNEGATIVE = (
     "particles.mass", "particles.damping", "particles.radius", "springs.ke", "springs.kd", "springs.rest",
     "cloth.tri_ke", "cloth.tri_ka", "cloth.tri_kd", "cloth.tri_drag", "cloth.tri_lift", "cloth.bend_ke",
     "cloth.bend_kd", "contact.ke", "contact.kd", "contact.kf", "contact.mu", "rigid.mass", "rigid.contact_ke",
-    "rigid.contact_kd", "rigid.contact_kf", "rigid.contact_mu", "rigid.restitution",
+    "rigid.contact_kd", "rigid.contact_kf", "rigid.contact_mu", "rigid.restitution", "fem.k_mu", "fem.k_lambda",
+    "fem.k_damp",
 )
 
 
@@ -52,10 +53,12 @@ def finite_view(name: str, value):
 
 
 #: Index arrays of a Topology (dotted paths), their widths, and the letter their count goes by in PARAM_SHAPES.
-INDEX_WIDTHS = {"springs.pairs": 2, "cloth.triangles": 3, "cloth.bend_edges": 4}
-_COUNT = {"springs.pairs": "s", "cloth.triangles": "t", "cloth.bend_edges": "e"}
+INDEX_WIDTHS = {"springs.pairs": 2, "cloth.triangles": 3, "cloth.bend_edges": 4, "fem.tets": 4, "fem.surface": 3}
+_COUNT = {"springs.pairs": "s", "cloth.triangles": "t", "cloth.bend_edges": "e", "fem.tets": "k",
+          "fem.surface": "f"}
 
-#: Shape of every Params leaf, in the counts n (particles), s (springs), t (triangles), e (bending edges).
+#: Shape of every Params leaf, in the counts n (particles), s (springs), t (triangles), e (bending edges),
+#: k (tetrahedra).
 PARAM_SHAPES = {
     "world.gravity": (3,), "world.ground_height": (), "world.ground_normal": (3,),
     "particles.mass": ("n",), "particles.damping": (), "particles.radius": (),
@@ -64,6 +67,8 @@ PARAM_SHAPES = {
     "cloth.tri_drag": ("t",), "cloth.tri_lift": ("t",), "cloth.rest_x": ("n", 3), "cloth.bend_ke": ("e",),
     "cloth.bend_kd": ("e",), "cloth.bend_rest": ("e",),
     "contact.ke": (), "contact.kd": (), "contact.kf": (), "contact.mu": (),
+    "fem.k_mu": ("k",), "fem.k_lambda": ("k",), "fem.k_damp": ("k",), "fem.activation": ("k",),
+    "fem.rest_x": ("n", 3),
 }
 
 
@@ -74,7 +79,7 @@ def params_leaves(params) -> dict:
 
 def validate_shapes(topology, params, state=None) -> dict:
     """Raise ValueError for mismatched shapes or non-integer indices; works on traced values too (shapes
-    and dtypes are static). Returns the counts {"n", "s", "t", "e"}."""
+    and dtypes are static). Returns the counts {"n", "s", "t", "e", "k", "f"}."""
     pinned = topology.particles.pinned
     if len(np.shape(pinned)) != 1:
         raise ValueError(f"Topology.particles.pinned has shape {np.shape(pinned)}, expected [n] (one flag per "
@@ -155,12 +160,29 @@ def validate_scene(topology, params, state=None) -> None:
             raise ValueError(f"Topology.cloth.triangles[{k}] = {tri[k].tolist()} has a degenerate rest shape "
                              f"(rest area {area[k]:.3g} m^2 in Params.cloth.rest_x)")
 
+    if sizes["fem.tets"]:
+        _check_rest_tets(np.asarray(topology.fem.tets), np.asarray(params.fem.rest_x, dtype=np.float64))
+
     if state is not None:
         for name, value in named_leaves(state, "State"):
             value = np.asarray(value)
             finite = np.isfinite(value)
             if not finite.all():
                 raise ValueError(f"{name}{_first_index(~finite)} is not finite")
+
+
+def _check_rest_tets(tets, rest) -> None:
+    """ValueError naming the first tet that is inverted or degenerate in its rest shape (PHYSICS.md: an
+    input error; `gradsim_jax.geometry.tets.orient_tets` fixes the orientation of a mesh)."""
+    e = rest[tets[:, 1:]] - rest[tets[:, :1]]  # [k, 3, 3] rows: the edges
+    volume = np.einsum("ij,ij->i", e[:, 0], np.cross(e[:, 1], e[:, 2])) / 6.0
+    scale = np.max(np.sum(e * e, axis=-1), axis=-1) ** 1.5
+    bad = volume <= 1e-12 * scale  # as geometry.tets.check_tets
+    if bad.any():
+        k = int(np.argmax(bad))
+        what = "is inverted" if volume[k] < 0 else "has a degenerate rest shape"
+        raise ValueError(f"Topology.fem.tets[{k}] = {tets[k].tolist()} {what} (rest volume {volume[k]:.3g} m^3 "
+                         "in Params.fem.rest_x; tets must be positively oriented)")
 
 
 def validate_dt(dt, name: str = "dt") -> None:

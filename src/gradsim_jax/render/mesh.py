@@ -1,9 +1,9 @@
 """The one seam from simulation state to render vertices.
 
-A scene renders as one triangle mesh: the particles as they are (cloth, later FEM surfaces) followed by
+A scene renders as one triangle mesh: the particles as they are (cloth, FEM soft bodies) followed by
 the rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r). `scene_faces` gives the one
-faces array that indexes those vertices: the cloth triangles, then every body's faces offset by the
-particle count. The renderer never learns where vertices came from.
+faces array that indexes those vertices: the cloth triangles, the soft bodies' surface triangles, then
+every body's faces offset by the particle count. The renderer never learns where vertices came from.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ def trajectory_vertices(topology, params, trajectory):
 
 
 def scene_faces(topology) -> np.ndarray:
-    """Faces [F, 3] int32 over `scene_vertices`: cloth triangles, then body faces offset by the particle
-    count (host side)."""
+    """Faces [F, 3] int32 over `scene_vertices`: cloth triangles, FEM surface triangles (particle indices
+    both), then body faces offset by the particle count (host side)."""
     n = topology.num_particles
     cloth = np.asarray(topology.cloth.triangles, np.int32).reshape(-1, 3)
+    fem = np.asarray(topology.fem.surface, np.int32).reshape(-1, 3)
     bodies = np.asarray(topology.rigid.faces, np.int32).reshape(-1, 3) + n
-    return np.concatenate([cloth, bodies]).astype(np.int32)
+    return np.concatenate([cloth, fem, bodies]).astype(np.int32)

@@ -1,0 +1,162 @@
+"""FEM soft bodies: linear tetrahedra with the stable Neo-Hookean material (Smith, de Goes, Kim 2018).
+
+PHYSICS.md "FEM soft bodies". For a tet (x0, x1, x2, x3) with rest edge matrix D = [X1 - X0, X2 - X0,
+X3 - X0] (columns, from `FemParams.rest_x`): Dm = D^-1, rest volume V0 = det(D) / 6 = 1 / (6 det Dm).
+Deformation F = [x1 - x0, x2 - x0, x3 - x0] Dm, Ic = tr(F^T F) (the full trace), J = det F,
+dJ/dF = cof F (columns F1 x F2, F2 x F0, F0 x F1). With mu = V0 k_mu, lambda = V0 k_lambda, c = V0 k_damp
+and alpha = 1 + 3 k_mu / (4 k_lambda) (written 1 + mu/lambda - mu/(4 lambda) in the paper and in Warp),
+
+    P = mu F (1 - 1 / (Ic + 1)) + (lambda (J - alpha + a) + c dJ/dt) dJ/dF + c F_dot,
+
+F_dot = [v1 - v0, v2 - v0, v3 - v0] Dm and dJ/dt = dJ/dF : F_dot = sum_i dJ/dx_i . (v_i - v0): both
+damping terms see relative velocities only, so a rigidly translating tet is not damped (Warp 1.8 damps the
+volume with absolute velocities). a is the activation (`FemParams.activation` + `FemControl`): it moves
+the volume ratio the lambda term pulls J towards from alpha to alpha - a, so a > 0 contracts a tet and
+a < 0 swells it (muscles).
+Forces on x1..x3 are the columns of -P Dm^T; x0 gets minus their sum.
+
+Known limitation (as in dflex/Warp): the c F_dot term is not rotation invariant. A rigid spin w gives
+F_dot = [w]x F, so a spinning tet feels a braking torque (-2 V0 k_damp w at rest) and angular momentum is
+not conserved while k_damp > 0; damping the strain rate sym(F^T F_dot) instead would not do that.
+
+At rest (F = I) P = mu (3/4) I + lambda (1 - alpha) I = 0: alpha is chosen for that. The elastic part
+derives from the energy V0 [k_mu/2 (Ic - 3) - k_mu/2 log(Ic + 1) + k_lambda/2 (J - alpha + a)^2]
+(`fem_energy`), whose negative gradient the tests compare with the forces. Inverted tets (J < 0) stay
+finite: Ic + 1 >= 1 and nothing divides by J.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from gradsim_jax.mathutil import safe_div
+from gradsim_jax.typing import Array, pytree_dataclass
+
+
+@pytree_dataclass
+class FemTopology:
+    """tets: [k, 4] int32 particle indices (x0, x1, x2, x3) of positively oriented tetrahedra.
+    surface: [f, 3] int32 boundary triangles (wound outward), for rendering only."""
+
+    tets: Array
+    surface: Array
+
+
+@pytree_dataclass
+class FemParams:
+    """Per tet [k]: k_mu (Pa, shear), k_lambda (Pa, volume), k_damp (Pa s), activation (target-volume
+    shift, 1); all scaled by the rest volume. rest_x [n, 3] m: the rest configuration the tets take their
+    rest shapes from."""
+
+    k_mu: Array
+    k_lambda: Array
+    k_damp: Array
+    activation: Array
+    rest_x: Array
+
+
+@pytree_dataclass
+class FemControl:
+    """tet_activation [k]: added to `FemParams.activation` (muscles); None: nothing."""
+
+    tet_activation: Optional[Array] = None
+
+
+def _edges(tets, x):
+    """[k, 3, 3] edge matrices [x1 - x0, x2 - x0, x3 - x0] (columns) of the tets at positions x [n, 3]."""
+    x0 = x[tets[:, 0]]
+    return jnp.stack([x[tets[:, i]] - x0 for i in (1, 2, 3)], axis=-1)
+
+
+def rest_shapes(rest_x, tets):
+    """Per-tet inverse rest edge matrix Dm [k, 3, 3] (1/m) and rest volume V0 [k] (m^3, > 0 for positive
+    tets); a degenerate rest tet gets Dm = 0 (no force) instead of a NaN."""
+    d = _edges(tets, rest_x)
+    det = _det(d)
+    dm = safe_div(_cofactor(d).swapaxes(-1, -2), det[:, None, None])  # adj(D) / det(D)
+    return dm, det / 6.0
+
+
+def _cofactor(m):
+    """Cofactor matrix of [..., 3, 3] (d det(m) / dm): columns c1 x c2, c2 x c0, c0 x c1."""
+    c0, c1, c2 = m[..., :, 0], m[..., :, 1], m[..., :, 2]
+    return jnp.stack([jnp.cross(c1, c2), jnp.cross(c2, c0), jnp.cross(c0, c1)], axis=-1)
+
+
+def _det(m):
+    """det of [..., 3, 3] as a triple product (smooth everywhere, unlike an LU-based det's gradient)."""
+    return jnp.sum(m[..., :, 0] * jnp.cross(m[..., :, 1], m[..., :, 2]), axis=-1)
+
+
+def rest_alpha(k_mu, k_lambda):
+    """alpha = 1 + 3 k_mu / (4 k_lambda): the volume ratio at which the stress vanishes at F = I (1 when
+    k_lambda = 0)."""
+    return 1.0 + 0.75 * safe_div(k_mu, k_lambda)
+
+
+def tet_stress(xs, vs, dm, k_mu, k_lambda, k_damp, activation):
+    """First Piola-Kirchhoff stress P [3, 3] (Pa) of one tet (xs, vs: [4, 3]; dm [3, 3]); unscaled moduli."""
+    f = (xs[1:] - xs[0]).T @ dm
+    f_dot = (vs[1:] - vs[0]).T @ dm
+    ic = jnp.sum(f * f)
+    dj_df = _cofactor(f)
+    j = jnp.sum(f[:, 0] * dj_df[:, 0])  # det F, expanded along the first column
+    j_dot = jnp.sum(dj_df * f_dot)
+    volume = k_lambda * (j - rest_alpha(k_mu, k_lambda) + activation) + k_damp * j_dot
+    return k_mu * f * (1.0 - 1.0 / (ic + 1.0)) + volume * dj_df + k_damp * f_dot
+
+
+def tet_force(xs, vs, dm, rest_volume, k_mu, k_lambda, k_damp, activation):
+    """Elastic, volume and damping forces [4, 3] (N) on the vertices (x0, x1, x2, x3) of one tet."""
+    p = tet_stress(xs, vs, dm, k_mu, k_lambda, k_damp, activation)
+    h = -rest_volume * (p @ dm.T)  # columns: forces on x1, x2, x3
+    return jnp.concatenate([-jnp.sum(h, axis=1)[None], h.T])
+
+
+def _activation(params, activation):
+    return params.activation if activation is None else params.activation + activation
+
+
+def fem_forces(topology, params, x, v, activation=None):
+    """Tetrahedral FEM forces per particle: [n, 3] N. `activation` [k] is added to `params.fem.activation`."""
+    tets, params = topology.fem.tets, params.fem
+    if tets.shape[0] == 0:
+        return jnp.zeros_like(x)
+    dm, rest_volume = rest_shapes(params.rest_x, tets)
+    act = _activation(params, activation)
+    f = jax.vmap(tet_force)(x[tets], v[tets], dm, rest_volume, params.k_mu, params.k_lambda, params.k_damp, act)
+    return jnp.zeros_like(x).at[tets.reshape(-1)].add(f.reshape(-1, 3))
+
+
+def tet_energy_density(f, k_mu, k_lambda, activation):
+    """Stable Neo-Hookean energy per rest volume (J/m^3) at deformation gradient f [3, 3]."""
+    ic = jnp.sum(f * f)
+    c = _det(f) - rest_alpha(k_mu, k_lambda) + activation
+    return 0.5 * k_mu * (ic - 3.0) - 0.5 * k_mu * jnp.log(ic + 1.0) + 0.5 * k_lambda * c * c
+
+
+def fem_energy(topology, params, x, activation=None):
+    """Elastic energy sum V0 psi(F) of the tets (J); -grad of it w.r.t. x is the undamped `fem_forces`."""
+    tets, params = topology.fem.tets, params.fem
+    if tets.shape[0] == 0:
+        return jnp.zeros((), x.dtype)
+    dm, rest_volume = rest_shapes(params.rest_x, tets)
+    f = _edges(tets, x) @ dm
+    psi = jax.vmap(tet_energy_density)(f, params.k_mu, params.k_lambda, _activation(params, activation))
+    return jnp.sum(rest_volume * psi)
+
+
+def fem_stress(topology, params, x, v, activation=None):
+    """First Piola-Kirchhoff stress P [k, 3, 3] (Pa) of every tet, damping included."""
+    tets, params = topology.fem.tets, params.fem
+    dm, _ = rest_shapes(params.rest_x, tets)
+    return jax.vmap(tet_stress)(x[tets], v[tets], dm, params.k_mu, params.k_lambda, params.k_damp,
+                                _activation(params, activation))
+
+
+def fem_volumes(topology, x):
+    """Signed volumes [k] (m^3) of the tets at positions x [n, 3]."""
+    return _det(_edges(topology.fem.tets, x)) / 6.0
