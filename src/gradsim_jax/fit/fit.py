@@ -23,6 +23,7 @@ holds that loss and those parameters. After `steps` iterations the result holds 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import warnings
 from typing import Any, Callable, Optional
@@ -157,6 +158,19 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
     return step
 
 
+def _numbered(fn):
+    """`fn` traced with deterministic checkify codes (`physics.checks.deterministic_check_codes`): the same
+    fit traced again is the same program, found in the persistent compilation cache."""
+    from gradsim_jax.physics.checks import deterministic_check_codes
+
+    @functools.wraps(fn)
+    def traced(*args):
+        with deterministic_check_codes():
+            return fn(*args)
+
+    return traced
+
+
 def _converged(losses: list[float], ftol: float, patience: int) -> bool:
     """True when each of the last `patience` iterations changed the loss by at most `ftol` relatively."""
     if len(losses) <= patience:
@@ -278,7 +292,7 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jax.jit(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks))
+    step = jax.jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks)))
 
     def check(it, error):
         if error is not None:  # checks of the parameters this iteration's loss was evaluated at

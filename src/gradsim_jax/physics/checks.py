@@ -18,6 +18,9 @@ over the inputs, nothing per time step.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+
 import jax.numpy as jnp
 from jax.experimental import checkify
 
@@ -25,6 +28,36 @@ from gradsim_jax.physics.rollout import simulate
 from gradsim_jax.physics.types import State
 from gradsim_jax.typing import get_path, named_leaves
 from gradsim_jax.physics.validate import INDEX_WIDTHS, NONNEGATIVE, finite_view, params_leaves, validate_shapes
+
+
+_CODE_BASE = 1 << 30
+_numbering = False
+
+
+@contextlib.contextmanager
+def deterministic_check_codes():
+    """Number the checkify checks traced inside from a fixed base, so that the same program traced twice
+    is the same program.
+
+    checkify gives every check a code from one process-wide counter, and the codes are constants of the
+    compiled program: a fit traced a second time in one process (a resumed fit, the next test, the
+    next CLI command in a session) differed only in them and missed JAX's persistent compilation cache,
+    recompiling for tens of seconds. Wrap the *whole* traced function (e.g. a fit's step), so that codes
+    stay unique within it; nested uses keep the outer numbering. The base (2**30) is far above the
+    process-wide counter, so checks traced outside cannot collide. Relies on `jax._src.checkify.next_code`;
+    where a JAX version lacks it, this does nothing (correct, only uncached)."""
+    global _numbering
+    from jax._src import checkify as impl
+
+    if _numbering or not callable(getattr(impl, "next_code", None)):
+        yield
+        return
+    saved, _numbering = impl.next_code, True
+    impl.next_code = itertools.count(_CODE_BASE).__next__
+    try:
+        yield
+    finally:
+        impl.next_code, _numbering = saved, False
 
 
 class TracedCheckError(ValueError):
