@@ -239,3 +239,28 @@ def test_traced_checks_stop_a_fit_when_a_value_turns_bad():
                checks=lambda p: validate_traced(top, p, st))
     # Without checks the fit runs to the end with negative masses.
     assert float(gs.fit(loss, par, free=("particles.mass",), learning_rate=0.1, steps=5, progress=False).params.particles.mass[0]) < 0
+
+
+def test_a_fit_with_checks_traced_twice_is_the_same_program():
+    """checkify numbers checks from a process-wide counter; fits number them from a fixed base, so the same
+    fit traced again (a resume, the next test) finds its program in the persistent compilation cache."""
+    import gradsim_jax as gs
+    from gradsim_jax.physics import validate_traced
+    from gradsim_jax.physics.checks import deterministic_check_codes
+
+    top, par, st = gs.cloth_grid(1, 1, 0.1, 0.1, mass=0.05).build()
+
+    def program(numbered):
+        def f(p):
+            if numbered:
+                with deterministic_check_codes():
+                    return validate_traced(top, p, st)
+            return validate_traced(top, p, st)
+        return jax.jit(f).lower(par).as_text(debug_info=False)
+
+    assert program(True) == program(True)
+    # and a failing check still names its field inside the numbered trace
+    bad = dataclasses.replace(par, particles=dataclasses.replace(par.particles, mass=-par.particles.mass))
+    with deterministic_check_codes():
+        err = jax.jit(lambda p: validate_traced(top, p, st))(bad)
+    assert "Params.particles.mass[0]" in err.get()
