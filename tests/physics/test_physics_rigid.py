@@ -381,17 +381,17 @@ def test_validate_rigid_errors():
     st = _state([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
     validate_rigid(top, par, st)
     cases = [
-        (top, dataclasses.replace(par, gyration=par.gyration[:, :2]), st, "RigidParams.gyration has shape"),
-        (top, dataclasses.replace(par, vertices=par.vertices[:-1]), st, "RigidParams.vertices has shape"),
-        (top, par, dataclasses.replace(st, q=st.q[:, :3]), "RigidState.q has shape"),
-        (top, dataclasses.replace(par, mass=jnp.array([1.0, -2.0])), st, r"RigidParams.mass\[1\] is negative"),
-        (top, par, dataclasses.replace(st, q=st.q.at[1, 0].set(1.1)), r"RigidState.q\[1\] has norm 1.1"),
+        (top, dataclasses.replace(par, gyration=par.gyration[:, :2]), st, "Params.rigid.gyration has shape"),
+        (top, dataclasses.replace(par, vertices=par.vertices[:-1]), st, "Params.rigid.vertices has shape"),
+        (top, par, dataclasses.replace(st, q=st.q[:, :3]), "State.rigid.q has shape"),
+        (top, dataclasses.replace(par, mass=jnp.array([1.0, -2.0])), st, r"Params.rigid.mass\[1\] is negative"),
+        (top, par, dataclasses.replace(st, q=st.q.at[1, 0].set(1.1)), r"State.rigid.q\[1\] has norm 1.1"),
         (dataclasses.replace(top, vertex_body=top.vertex_body.at[3].set(2)), par, st,
          r"RigidTopology.vertex_body\[3\] = 2 is out of range \[0, 2\)"),
         (dataclasses.replace(top, push_body=jnp.array([-1], jnp.int32)), par, st, r"RigidTopology.push_body\[0\]"),
         (top, dataclasses.replace(par, gyration=par.gyration.at[0, 0, 1].set(0.5)), st, "not symmetric"),
         (top, dataclasses.replace(par, restitution=jnp.array([0.5, 1.5])), st, r"restitution\[1\]"),
-        (top, par, dataclasses.replace(st, v=st.v.at[0, 2].set(jnp.nan)), r"RigidState.v\[0, 2\] is not finite"),
+        (top, par, dataclasses.replace(st, v=st.v.at[0, 2].set(jnp.nan)), r"State.rigid.v\[0, 2\] is not finite"),
         (dataclasses.replace(top, contact="springy"), par, st, "RigidTopology.contact"),
     ]
     for t, p, s, message in cases:

@@ -415,7 +415,7 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
     if topology.contact not in CONTACT_MODELS:
         _fail(f"RigidTopology.contact is {topology.contact!r}, expected one of {CONTACT_MODELS}")
     if len(np.shape(params.mass)) != 1:
-        _fail(f"RigidParams.mass has shape {tuple(np.shape(params.mass))}, expected [b] (one mass per body)")
+        _fail(f"Params.rigid.mass has shape {tuple(np.shape(params.mass))}, expected [b] (one mass per body)")
     b = _num_bodies(params)
     for name in ("vertex_body", "push_body"):
         index = getattr(topology, name)
@@ -434,10 +434,10 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
         "push_point": (k, 3), "push_start": (k,), "push_end": (k,),
     }
     for name, shape in shapes.items():
-        _check_shape(f"RigidParams.{name}", getattr(params, name), shape)
+        _check_shape(f"Params.rigid.{name}", getattr(params, name), shape)
     if state is not None:
         for name, width in (("x", 3), ("q", 4), ("v", 3), ("w", 3)):
-            _check_shape(f"RigidState.{name}", getattr(state, name), (b, width))
+            _check_shape(f"State.rigid.{name}", getattr(state, name), (b, width))
     if not is_concrete(topology, params, state):
         return
 
@@ -445,35 +445,35 @@ def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional
     _check_indices("RigidTopology.push_body", topology.push_body, b, "bodies")
     check_index_rows("RigidTopology.faces", np.asarray(topology.faces), m)
     for name in shapes:  # a push may last for ever (push_end = inf)
-        _check_finite(f"RigidParams.{name}", finite_view(f"rigid.{name}", np.asarray(getattr(params, name))))
+        _check_finite(f"Params.rigid.{name}", finite_view(f"rigid.{name}", np.asarray(getattr(params, name))))
     for name in ("mass", "contact_ke", "contact_kd", "contact_kf", "contact_mu", "restitution"):
         value = np.asarray(getattr(params, name))
         if (value < 0).any():
             i = int(np.argmax(value < 0))
-            _fail(f"RigidParams.{name}[{i}] is negative ({value[i]})")
+            _fail(f"Params.rigid.{name}[{i}] is negative ({value[i]})")
     restitution = np.asarray(params.restitution)
     if (restitution > 1).any():
         i = int(np.argmax(restitution > 1))
-        _fail(f"RigidParams.restitution[{i}] is {restitution[i]}, expected in [0, 1]")
+        _fail(f"Params.rigid.restitution[{i}] is {restitution[i]}, expected in [0, 1]")
     gyration = np.asarray(params.gyration, dtype=np.float64)
     mass = np.asarray(params.mass)
     for i in range(b):
         g = gyration[i]
         scale = max(float(np.abs(g).max()), 1e-300)
         if not np.allclose(g, g.T, rtol=0.0, atol=1e-6 * scale):
-            _fail(f"RigidParams.gyration[{i}] is not symmetric: {g.tolist()}")
+            _fail(f"Params.rigid.gyration[{i}] is not symmetric: {g.tolist()}")
         smallest = float(np.linalg.eigvalsh(0.5 * (g + g.T)).min())
         if smallest < -1e-9 * scale:
-            _fail(f"RigidParams.gyration[{i}] is not positive semi-definite (eigenvalue {smallest:.3g} m^2)")
+            _fail(f"Params.rigid.gyration[{i}] is not positive semi-definite (eigenvalue {smallest:.3g} m^2)")
         if mass[i] > 0 and smallest <= 1e-12 * scale:
-            _fail(f"RigidParams.gyration[{i}] is singular (eigenvalue {smallest:.3g} m^2) but body {i} has "
+            _fail(f"Params.rigid.gyration[{i}] is singular (eigenvalue {smallest:.3g} m^2) but body {i} has "
                   f"mass {mass[i]} kg: a free body needs a positive definite inertia")
     if state is not None:
         for name in ("x", "q", "v", "w"):
-            _check_finite(f"RigidState.{name}", getattr(state, name))
+            _check_finite(f"State.rigid.{name}", getattr(state, name))
         norm = np.linalg.norm(np.asarray(state.q, dtype=np.float64), axis=-1)
         bad = np.abs(norm - 1.0) > 1e-3
         if bad.any():
             i = int(np.argmax(bad))
-            _fail(f"RigidState.q[{i}] has norm {norm[i]:.6g}, expected a unit quaternion (within 1e-3) "
+            _fail(f"State.rigid.q[{i}] has norm {norm[i]:.6g}, expected a unit quaternion (within 1e-3) "
                   f"for body {i}")
