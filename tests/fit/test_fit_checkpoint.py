@@ -56,6 +56,17 @@ def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tmp_path):
     assert os.listdir(tmp_path) == ["checkpoint.npz"]
 
 
+def test_free_fields_out_of_alphabetical_order_resume(tmp_path):
+    """JAX returns dict leaves sorted by key; free=("omega", "amp") must still resume bitwise."""
+    options = dict(OPTIONS, free=("omega", "amp", "decay"))
+    full = fit(loss_fn, PARAMS, steps=4, **options)
+    fit(loss_fn, PARAMS, steps=2, checkpoint_dir=str(tmp_path), checkpoint_every=2, **options)
+    resumed = fit(loss_fn, PARAMS, steps=4, checkpoint_dir=str(tmp_path), resume=True, **options)
+    for name in ("omega", "amp", "decay"):
+        assert np.array_equal(np.asarray(full.params[name]), np.asarray(resumed.params[name])), name
+    assert full.history["loss"] == resumed.history["loss"]
+
+
 def test_checkpoint_is_written_every_n_iterations(tmp_path):
     seen = []
 

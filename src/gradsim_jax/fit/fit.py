@@ -260,7 +260,10 @@ def fit(
         raise ValueError(f"patience must be >= 1; got {patience}")
     started = time.perf_counter()
 
-    tf = resolve_free(params, free, transforms)
+    # Sorted by name: JAX orders dict leaves by key, so the compiled step returns the free fields sorted;
+    # keeping them in that order everywhere lets a checkpoint of free=("w", "b") resume and names the
+    # right field when one turns non-finite.
+    tf = dict(sorted(resolve_free(params, free, transforms).items()))
     optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
     if clip_norm is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
