@@ -62,9 +62,11 @@ class ClothParams:
 
 @pytree_dataclass
 class ClothControl:
-    """tri_activation [t]: added to `ClothParams.tri_activation` (muscles); None: nothing."""
+    """tri_activation [t]: added to `ClothParams.tri_activation` (muscles); bend_rest_offset [e] rad: added
+    to `ClothParams.bend_rest` (a hinge that folds on command); None: nothing."""
 
     tri_activation: Optional[Array] = None
+    bend_rest_offset: Optional[Array] = None
 
 
 def rest_shapes(rest_x, triangles):
@@ -189,11 +191,13 @@ def bending_force(xs, vs, ke, kd, rest):
     return jnp.where(valid, d * f_total, 0.0)
 
 
-def bending_forces(topology, params, x, v):
-    """Dihedral bending forces per particle: [n, 3] N."""
+def bending_forces(topology, params, x, v, rest_offset=None):
+    """Dihedral bending forces per particle: [n, 3] N. `rest_offset` [e] rad is added to
+    `params.cloth.bend_rest`."""
     topology, params = topology.cloth, params.cloth
     edges = topology.bend_edges
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)
-    f = jax.vmap(bending_force)(x[edges], v[edges], params.bend_ke, params.bend_kd, params.bend_rest)
+    rest = params.bend_rest if rest_offset is None else params.bend_rest + rest_offset
+    f = jax.vmap(bending_force)(x[edges], v[edges], params.bend_ke, params.bend_kd, rest)
     return jnp.zeros_like(x).at[edges.reshape(-1)].add(f.reshape(-1, 3))

@@ -42,6 +42,10 @@ def _activation(control):
     return None if control is None or control.cloth is None else control.cloth.tri_activation
 
 
+def _bend_rest_offset(control):
+    return None if control is None or control.cloth is None else control.cloth.bend_rest_offset
+
+
 def _tet_activation(control):
     return None if control is None or control.fem is None else control.fem.tet_activation
 
@@ -51,7 +55,7 @@ register_force(ForceTerm("springs", lambda t: t.springs.pairs.shape[0] > 0,
 register_force(ForceTerm("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
                          lambda t, p, x, v, c: membrane_forces(t, p, x, v, _activation(c))))
 register_force(ForceTerm("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
-                         lambda t, p, x, v, c: bending_forces(t, p, x, v)))
+                         lambda t, p, x, v, c: bending_forces(t, p, x, v, _bend_rest_offset(c))))
 register_force(ForceTerm("fem", lambda t: t.fem.tets.shape[0] > 0,
                          lambda t, p, x, v, c: fem_forces(t, p, x, v, _tet_activation(c))))
 register_force(ForceTerm("ground", lambda t: t.ground, lambda t, p, x, v, c: ground_contact(t, p, x, v)))
