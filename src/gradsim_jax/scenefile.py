@@ -51,6 +51,7 @@ class Field:
 
 
 BODY_SHAPES = ("box", "sphere", "cylinder", "capsule", "cone")
+SOFT_SHAPES = ("box", "sphere", "cylinder")
 #: Limits that keep a body's mesh small enough to check and render (10 4^5 + 2 = 10242 vertices).
 MAX_SUBDIVISIONS, MAX_SEGMENTS = 5, 256
 RIGID_CONTACTS = ("penalty", "impulse", "none")
@@ -120,6 +121,29 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "contact_mu": Field("float", 0.5, "ground friction coefficient (penalty; quantity body_mu)"),
         "restitution": Field("float", 0.5, "coefficient of restitution in [0, 1] (impulse; quantity restitution)"),
         "color": Field("float[3]", None, "uniform RGB of the body (default: [render] color or the checkerboard)"),
+    },
+    "soft_body": {
+        "shape": Field("str", None, f"FEM soft body primitive: {', '.join(SOFT_SHAPES)} (or give mesh / surface)"),
+        "mesh": Field("str", None, "tet mesh file: gradSim's .tet, or .msh/.vtk/.vtu/... through meshio"),
+        "surface": Field("str", None, "closed triangle mesh file (.obj, .stl, .ply) filled with tets by TetGen "
+                                      "(pip install 'gradsim-jax[tetra]')"),
+        "max_volume": Field("float", None, "surface: largest tet volume, m^3 (default: TetGen's choice)"),
+        "scale": Field("float", 1.0, "scale applied to a mesh's or surface's vertices"),
+        "size": Field("float[3]", None, "box: extent along x, y, z, m (centred on pos)"),
+        "cells": Field("int[3]", None, "box: cells along x, y, z (default 2 2 2); sphere: cells per axis, "
+                                       "first entry (default 4)"),
+        "pattern": Field("int", 6, "box: tets per cell, 5 or 6"),
+        "radius": Field("float", None, "sphere, cylinder: radius, m"),
+        "height": Field("float", None, "cylinder: height (axis y), m"),
+        "segments": Field("int", 12, "cylinder: segments around the axis"),
+        "density": Field("float", 1000.0, "kg/m^3 (lumped: density V0 / 4 per tet vertex)"),
+        "k_mu": Field("float", 1.0e5, "shear stiffness (Lame mu), Pa (quantity fem_mu)"),
+        "k_lambda": Field("float", 1.0e5, "volume stiffness (Lame lambda), Pa (quantity fem_lambda)"),
+        "k_damp": Field("float", 10.0, "damping, Pa s (quantity fem_damping)"),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "where the mesh origin starts (primitives: their centre), m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "initial rotation, unit quaternion (w, x, y, z)"),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every vertex, m/s"),
+        "pinned": Field("int[]", [], "indices of kinematic vertices (of this body's mesh)"),
     },
     "body_push": {
         "body": Field("int", None, "index of the pushed body (0: the first [[body]])", required=True),
@@ -201,8 +225,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
 }
 
 #: Sections that are arrays of tables ([[body]]): one entry per body or push.
-ARRAY_SECTIONS = ("body", "body_push")
-#: [scene] is required unless the file has bodies.
+ARRAY_SECTIONS = ("body", "soft_body", "body_push")
+#: [scene] is required unless the file has bodies or soft bodies.
 REQUIRED_SECTIONS = ("scene", "fit")
 
 #: Keys renamed so that builders, scene files, Params and quantities say the same: {section: {old: new}}.
@@ -220,10 +244,13 @@ def help_text() -> str:
         if section == "scene":
             req = " (required for a cloth: grid or mesh; a scene of [[body]] bodies only may leave it out)"
         if section in ARRAY_SECTIONS:
-            lines.append(f"  [[{section}]]  (array of tables: repeat it, one per "
-                         f"{'rigid body' if section == 'body' else 'push'})")
+            what = {"body": "rigid body", "soft_body": "soft body"}.get(section, "push")
+            lines.append(f"  [[{section}]]  (array of tables: repeat it, one per {what})")
             if section == "body":
                 lines.append("    rigid bodies collide with the ground only: not with the cloth, nor each other")
+            if section == "soft_body":
+                lines.append("    soft bodies are particles: the ground ([scene] ground) and [material] contact_* apply; "
+                             "they do not collide with the cloth, bodies or each other")
         else:
             lines.append(f"  [{section}]{req}")
         for key, f in fields.items():
@@ -291,7 +318,7 @@ def read_scene_file(path) -> dict:
         elif not isinstance(value, dict):
             raise SceneFileError(f"{path}: {section} must be a [{section}] table")
     for section in REQUIRED_SECTIONS:
-        if section not in raw and not (section == "scene" and raw.get("body")):
+        if section not in raw and not (section == "scene" and (raw.get("body") or raw.get("soft_body"))):
             raise SceneFileError(f"{path}: missing section [{section}]")
     out = {}
     for section in ARRAY_SECTIONS:
@@ -619,14 +646,15 @@ class SceneSpec:
         cloth = sc["grid"] is not None or sc["mesh"] is not None
         if sc["grid"] is not None and sc["mesh"] is not None:
             raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
-        if not cloth and not v["body"]:
+        if not cloth and not v["body"] and not v["soft_body"]:
             raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
-                                 "[[body]] tables (rigid bodies)")
+                                 "[[body]] tables (rigid bodies) or [[soft_body]] tables")
         if sc["rigid_contact"] not in RIGID_CONTACTS:
             raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
                                  f"{sc['rigid_contact']!r}")
-        scene = self._cloth() if cloth else None
-        scene = bodies if scene is None else (scene if bodies is None else scene + bodies)
+        pieces = ([self._cloth()] if cloth else []) + [self._soft_body(i, t) for i, t in enumerate(v["soft_body"])]
+        pieces += [bodies] if bodies is not None else []
+        scene = combine(*pieces)  # particles: the cloth's, then each soft body's; then the rigid bodies
         scene = self._body_pushes(scene)
         n = scene.num_particles
         try:
@@ -770,6 +798,56 @@ class SceneSpec:
         except (ValueError, UserWarning, FloatingPointError) as e:  # MeshError is a ValueError
             raise SceneFileError(f"{where} {e}") from None
 
+    def _soft_body(self, i: int, b: dict):
+        """One [[soft_body]] table as a host-side Scene (FEM tets; `geometry.tets` and `soft_body`)."""
+        from gradsim_jax.geometry import tets as tetmesh
+        from gradsim_jax.geometry.scene import soft_body
+
+        where = f"{self.path}: [[soft_body]] {i}:"
+        given = [k for k in ("shape", "mesh", "surface") if b[k] is not None]
+        if len(given) != 1:
+            raise SceneFileError(f"{where} give exactly one of shape ({', '.join(SOFT_SHAPES)}), mesh (a tet file) "
+                                 "or surface (a closed triangle mesh to fill with tets)")
+        if b["shape"] is not None and b["shape"] not in SOFT_SHAPES:
+            raise SceneFileError(f"{where} shape must be one of {', '.join(SOFT_SHAPES)}, got {b['shape']!r}")
+        wanted = {"box": ("size",), "sphere": ("radius",), "cylinder": ("radius", "height")}.get(b["shape"], ())
+        for key in wanted:
+            if b[key] is None:
+                raise SceneFileError(f"{where} shape {b['shape']!r} needs {key}")
+        for key in ("radius", "height", "scale", "max_volume"):
+            if b[key] is not None and not b[key] > 0:
+                raise SceneFileError(f"{where} {key} must be positive, got {b[key]}")
+        for key in ("density", "k_mu", "k_lambda", "k_damp"):
+            if not b[key] >= 0:
+                raise SceneFileError(f"{where} {key} must be 0 or more, got {b[key]}")
+        if b["size"] is not None and not min(b["size"]) > 0:
+            raise SceneFileError(f"{where} size must be positive, got {b['size']}")
+        if b["cells"] is not None and not (min(b["cells"]) >= 1 and max(b["cells"]) <= 64):
+            raise SceneFileError(f"{where} cells must be in [1, 64], got {b['cells']}")
+        if not np.linalg.norm(b["rot"]) > 0:
+            raise SceneFileError(f"{where} rot must be a nonzero quaternion (w, x, y, z)")
+        try:
+            if b["shape"] == "box":
+                size = np.asarray(b["size"], np.float64)
+                verts, tets = tetmesh.box_tets(b["cells"] or (2, 2, 2), size, pattern=b["pattern"], origin=-size / 2)
+            elif b["shape"] == "sphere":
+                verts, tets = tetmesh.sphere_tets(b["radius"], (b["cells"] or (4,))[0])
+            elif b["shape"] == "cylinder":
+                verts, tets = tetmesh.cylinder_tets(b["radius"], b["height"], b["segments"])
+            elif b["mesh"] is not None:
+                verts, tets = tetmesh.load_tets(self.resolve(b["mesh"]))
+                verts = verts * b["scale"]
+            else:
+                surf_v, surf_f = rigid_geometry.load_mesh(self.resolve(b["surface"]))
+                verts, tets = tetmesh.tetrahedralize(surf_v * b["scale"], surf_f, max_volume=b["max_volume"],
+                                                     name=b["surface"])
+            return soft_body(verts, tets, density=b["density"], k_mu=b["k_mu"], k_lambda=b["k_lambda"],
+                             k_damp=b["k_damp"], pos=b["pos"], rot=b["rot"], vel=b["velocity"],
+                             pinned=np.asarray(b["pinned"], int) if b["pinned"] else None,
+                             name=b["mesh"] or b["surface"] or b["shape"])
+        except (ValueError, ImportError) as e:  # MeshError is a ValueError
+            raise SceneFileError(f"{where} {e}") from None
+
     def _body_pushes(self, scene):
         """`scene` with the known forces of [[body_push]] on its bodies."""
         for i, p in enumerate(self.values["body_push"]):
@@ -838,9 +916,10 @@ class SceneSpec:
             rgb = np.broadcast_to(np.asarray(ren["color"], np.float32), (faces.shape[0], 3)).copy()
         else:
             rgb = np.asarray(checker_colors(faces, scene_vertices(topology, params, state0)), np.float32).copy()
-        # Body faces follow the cloth's in `scene_faces`, body by body.
+        # Body faces follow the cloth's and the soft bodies' surfaces in `scene_faces`, body by body.
         body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
-        first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3))
+        first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
+            np.asarray(topology.fem.surface).reshape(-1, 3))
         for i, b in enumerate(v["body"]):
             if b["color"] is not None:
                 rgb[first + np.flatnonzero(body_of_face == i)] = b["color"]
