@@ -4,6 +4,8 @@
     gradsim-jax demo cloth-control [--out runs/cloth-control] ...
     gradsim-jax demo rigid-mass | rigid-material [--estimate body_mass,body_ke,...] | rigid-restitution ...
     gradsim-jax demo rigid-shape [--out runs/rigid-shape] ...
+    gradsim-jax demo fem-material [--estimate fem_mu,fem_lambda,fem_damping] | fem-mass ...
+    gradsim-jax demo control-fem | control-cloth [--iterations N] [--out runs/control-fem] ...
     gradsim-jax render SCENE.toml --out target.gif      (synthetic target from the scene's [material])
     gradsim-jax fit SCENE.toml --target VIDEO [--out runs/fit] ...
     gradsim-jax --version
@@ -24,15 +26,17 @@ RIGID_MATERIAL_ESTIMATES = ("body_mass", "body_ke", "body_kd", "body_kf", "body_
 RIGID_DEMOS = {
     "rigid-mass": (
         "recover a box's mass from a rendered video (gradSim's demo_mass_known_shape)",
-        "A box of known shape falls onto the ground while a known force pushes it during the first frames "
-        "(the push acts as F / m: it is what makes the mass visible). Fits body_mass.",
+        "A box of known shape resting on the ground is pushed by a known force during the first frames, "
+        "sliding and spinning (the push acts as F / m: it is what makes the mass visible). Fits body_mass.",
         None, {"iterations": 40, "polish": 15, "horizon": 6, "learning_rate": 0.05}),
     "rigid-material": (
         "recover a box's ground contact coefficients (penalty model: ke, kd, kf, mu) or mass",
-        "A box thrown onto the ground bounces (ke, kd), slides (mu) and slows to rest (kf); a known push at "
-        "the start separates mass from the contact coefficients, which otherwise act only as ke / m, "
-        "kd / m, kf / m. Estimating only body_ke and/or body_kd, the scene is the first bounce of a higher, "
-        "level drop (where ke shows). Each coefficient alone (the others known, as in gradSim's Table 2) is "
+        "A box starting level on the ground with a horizontal velocity and spin is pulled back by a known "
+        "constant force (below mu m g, at mid-height so that it never tips): it slides against Coulomb "
+        "friction (mu), stops and creeps back in the viscous regime at F / (4 kf) (kf); the known force "
+        "separates mass from the contact coefficients, which otherwise act only as ke / m, kd / m, kf / m. "
+        "Estimating only body_ke and/or body_kd, the scene is the first bounce of a level drop (where ke "
+        "shows). Each coefficient alone (the others known, as in gradSim's Table 2) is "
         "recovered to below 1e-3 from 50 %% off; the joint fit of all five is ill-conditioned (see the "
         "report's identifiability section). Default: body_ke.",
         "body_ke",
@@ -42,6 +46,34 @@ RIGID_DEMOS = {
         "A level cube spinning about the vertical drops onto the ground and bounces several times; each "
         "bounce's apex is e^2 times the last. Fits restitution.",
         None, {"iterations": 30, "polish": 20, "horizon": 14, "learning_rate": 0.2}),
+}
+
+
+#: The control demos: (help, default frames, default iterations); `gradsim_jax.scenes.control` runs them.
+CONTROL_DEMOS = {
+    "control-fem": ("train a policy of tet activations that makes a gear-shaped soft body crawl to the pose a "
+                    "target image shows (gradSim's control_fem)", 45, 150),
+    "control-cloth": ("train a policy of corner forces that throws a cloth onto the spot a target image shows "
+                      "(gradSim's control_cloth, a policy instead of one initial velocity)", 40, 100),
+}
+
+
+FEM_MATERIAL_ESTIMATES = ("fem_mu", "fem_lambda", "fem_damping")
+
+#: The FEM soft-body demos: (help, description, default estimate or None for a fixed one, default fit settings).
+FEM_DEMOS = {
+    "fem-material": (
+        "recover a soft body's material (FEM: shear mu, volume lambda, damping) from a rendered video",
+        "A soft box of tets (stable Neo-Hookean, known density) is thrown level onto the ground: it lands, "
+        "squashes, bulges and wobbles while sliding. The squash and bulge show k_lambda and k_mu, the "
+        "wobble's decay k_damp (gradSim's Table 3 material experiment). Default: all three, jointly.",
+        ",".join(FEM_MATERIAL_ESTIMATES), {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.1}),
+    "fem-mass": (
+        "recover every particle's mass of a soft body from a rendered video (gradSim's demo_fem)",
+        "A soft box of tets thrown up in free fall, each particle pushed by its own known force during the "
+        "first frames (F / m per particle is what shows its mass); the material is known. Fits "
+        "particle_mass (one mass per particle) and reports their mean relative error.",
+        None, {"iterations": 300, "polish": 0, "horizon": None, "learning_rate": 0.1}),
 }
 
 
@@ -185,6 +217,42 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--out", default="runs/rigid-shape", help="output folder (default runs/rigid-shape)")
     _progress_flags(shape)
     _force_flag(shape)
+
+    for name, (summary, text, estimate, fit_defaults) in FEM_DEMOS.items():
+        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
+                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
+        if estimate is not None:
+            p.add_argument("--estimate", default=estimate,
+                           help=f"comma-separated quantities: {', '.join(FEM_MATERIAL_ESTIMATES)} "
+                                f"(default {estimate})")
+        p.add_argument("--size", type=_count(1), default=64, help="image size in pixels (default 64)")
+        p.add_argument("--frames", type=_count(1), default=None, help="frames to simulate (default: scene's own)")
+        p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
+                       help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
+        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+        _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
+        _progress_flags(p)
+        _force_flag(p)
+
+    for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
+        p = demos.add_parser(name, help=summary, description=summary + ". Trains an explicit policy (tanh of "
+                             "phase sinusoids) by gradient descent through simulation and rendering against a "
+                             "target image, scores random policies, and writes untrained.gif, trained.gif, "
+                             "comparison.mp4, target.png, loss.png, report.json and a resumable checkpoint "
+                             "(policy + optimizer state) to OUT.")
+        p.add_argument("--size", type=_count(8), default=64, help="image size in pixels (default 64)")
+        p.add_argument("--frames", type=_count(1), default=None, help=f"frames to simulate (default {frames})")
+        p.add_argument("--iterations", type=_count(0), default=None, metavar="N",
+                       help=f"Adam iterations (default {iterations})")
+        p.add_argument("--learning-rate", type=_positive, default=None, metavar="LR",
+                       help="Adam learning rate, cosine-decayed (default: the demo's own)")
+        p.add_argument("--random-policies", type=_count(1), default=16, metavar="N",
+                       help="random policies of the baseline (default 16)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the initial policy (the baseline uses seed + 1)")
+        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+        _progress_flags(p)
+        _force_flag(p)
 
     fit = sub.add_parser("fit", help="fit a scene file to a target video",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -395,6 +463,34 @@ def cmd_demo_rigid(args) -> int:
                      polish=defaults["polish"], horizon=defaults["horizon"])
 
 
+def fem_demo_experiment(demo: str, free, *, size, frames=None):
+    """The scene of the FEM demo `demo` ("fem-material", "fem-mass") estimating `free` (canonical names)."""
+    from gradsim_jax.scenes import fem
+
+    kw = {"size": size}
+    if frames is not None:
+        kw["frames"] = frames
+    if demo == "fem-mass":
+        return fem.fem_mass(**kw)
+    unknown = [n for n in free if n not in FEM_MATERIAL_ESTIMATES]
+    if unknown:
+        raise ValueError(f"demo fem-material estimates {', '.join(FEM_MATERIAL_ESTIMATES)}; not "
+                         f"{', '.join(unknown)}")
+    return fem.fem_material(estimate=free, **kw)
+
+
+def cmd_demo_fem(args) -> int:
+    _, _, estimate, defaults = FEM_DEMOS[args.demo]
+    try:
+        free = _estimates(args, estimate if estimate is not None else "particle_mass")
+    except ValueError as e:
+        return _fail(str(e))
+    return _run_demo(args, args.demo, free,
+                     lambda: fem_demo_experiment(args.demo, free, size=args.size, frames=args.frames),
+                     iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
+                     polish=defaults["polish"], horizon=defaults["horizon"])
+
+
 def cmd_demo_rigid_shape(args) -> int:
     # Imported here: the CLI works without that module, and a missing one is a message, not a traceback.
     try:
@@ -465,6 +561,13 @@ def cmd_demo_control(args) -> int:
           f"center {errors['center_error_m'] * 1000:.2f} mm (the cloth travels {errors['travel_m']:.3f} m)")
     print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
     return 0
+
+
+def cmd_demo_policy(args) -> int:
+    """`demo control-fem | control-cloth` (`gradsim_jax.scenes.control.run_demo`)."""
+    from gradsim_jax.scenes.control import run_demo
+
+    return run_demo(args)
 
 
 def cmd_fit(args) -> int:
@@ -566,6 +669,10 @@ def main(argv=None) -> int:
                 return cmd_demo_rigid(args)
             if args.command == "demo" and args.demo == "rigid-shape":
                 return cmd_demo_rigid_shape(args)
+            if args.command == "demo" and args.demo in FEM_DEMOS:
+                return cmd_demo_fem(args)
+            if args.command == "demo" and args.demo in CONTROL_DEMOS:
+                return cmd_demo_policy(args)
             if args.command == "fit":
                 return cmd_fit(args)
             if args.command == "render":

@@ -269,3 +269,64 @@ for _q in (
 ):
     register(_q)
 del _q
+
+
+# --------------------------------------------------------------------------------------------------
+# FEM soft bodies (physics/fem.py): a scalar sets every tet alike; per-particle masses; density
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_tets(topology) -> bool:
+    return topology.fem.tets.shape[0] > 0
+
+
+def _tet_quantity(name: str, path: str, unit: str, doc: str, aliases=()) -> Quantity:
+    """A per-tet Params leaf: answers to `name`, `path` and `aliases` (the builders' names); read from the
+    first tet, a scalar sets every tet."""
+    return Quantity(name, path, unit, "log", (name, path, *aliases), doc, read=_read_path(path),
+                    expand=_broadcast(path), applies=_has_tets)
+
+
+def lumped_volumes(topology, params):
+    """Per-particle lumped rest volume [n] (m^3): the sum of V0 / 4 over the particle's tets, V0 from the
+    rest shape `params.fem.rest_x` (a particle of no tet: 0); traceable. density x this = the lumped mass
+    (`geometry.tets.lumped_masses`)."""
+    from gradsim_jax.physics.fem import rest_shapes
+
+    tets = topology.fem.tets
+    n = params.particles.mass.shape[0]
+    _, v0 = rest_shapes(params.fem.rest_x, tets)
+    share = jnp.repeat(v0 / 4.0, 4)
+    return jax.ops.segment_sum(share, tets.reshape(-1), num_segments=n)
+
+
+def _read_density(topology, params, state0) -> float:
+    vol = np.asarray(lumped_volumes(topology, params), np.float64)
+    mass = np.asarray(params.particles.mass, np.float64)
+    inside = vol > 0
+    return float(mass[inside].sum() / vol[inside].sum()) if inside.any() else 1000.0
+
+
+def _expand_density(exp, value):
+    # Every particle of a tet gets density x its lumped volume; the others (cloth, anchors) keep their mass.
+    vol = lumped_volumes(exp.topology, exp.params)
+    return {"particles.mass": jnp.where(vol > 0, value * vol, exp.params.particles.mass)}
+
+
+for _q in (
+    _tet_quantity("fem_mu", "fem.k_mu", "Pa", "FEM shear modulus k_mu (Lame mu) of every tet",
+                  aliases=("k_mu", "tet_k_mu")),
+    _tet_quantity("fem_lambda", "fem.k_lambda", "Pa", "FEM volume modulus k_lambda (Lame lambda) of every tet",
+                  aliases=("k_lambda", "tet_k_lambda")),
+    _tet_quantity("fem_damping", "fem.k_damp", "Pa s", "FEM damping k_damp of every tet",
+                  aliases=("fem_damp", "k_damp", "tet_k_damp")),
+    Quantity("particle_mass", "particles.mass", "kg", "log", ("particle_mass", "particle_masses", "masses"),
+             "the mass of every particle [n] (each its own; `mass` scales them all alike)",
+             read=lambda topology, params, state0: np.asarray(params.particles.mass),
+             expand=lambda exp, value: {"particles.mass": value}, applies=lambda topology: False),
+    Quantity("density", "particles.mass", "kg/m^3", "log", ("density", "fem_density"),
+             "density of the soft bodies: each particle's mass = density x its lumped rest volume (the sum of "
+             "V0 / 4 over its tets)", read=_read_density, expand=_expand_density, applies=_has_tets),
+):
+    register(_q)
+del _q

@@ -22,7 +22,8 @@ from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
 def relative_error(name: str, estimate, truth, free_particles=None) -> float:
     """|est - true| / |true| for scalars; for "velocity" the mean over free particles of
-    |v_est - v_true| / |v_true| (gradSim's Table 3 metric)."""
+    |v_est - v_true| / |v_true| (gradSim's Table 3 metric); for another array (per-particle masses) the mean
+    of the elements' relative errors (over the free particles when it has one per particle)."""
     est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
     if name == "camera_pose":  # |pose_est - pose_true| / |pose_true| over the six numbers; see pose_error
         return float(np.linalg.norm(est - tru) / max(np.linalg.norm(tru), 1e-300))
@@ -31,6 +32,11 @@ def relative_error(name: str, estimate, truth, free_particles=None) -> float:
         num = np.linalg.norm(est[sel] - tru[sel], axis=-1)
         den = np.maximum(np.linalg.norm(tru[sel], axis=-1), 1e-12)
         return float(np.mean(num / den))
+    if est.ndim > 0:  # a per-element quantity (per-particle masses): the mean of the elements' errors
+        rel = np.abs(est - tru) / np.maximum(np.abs(tru), 1e-300)
+        if free_particles is not None and rel.shape[:1] == np.shape(free_particles):
+            rel = rel[np.asarray(free_particles)]
+        return float(np.mean(rel))
     return float(abs(est - tru) / max(abs(tru), 1e-300))
 
 

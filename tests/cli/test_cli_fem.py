@@ -1,0 +1,47 @@
+"""`gradsim-jax demo fem-material` / `demo fem-mass`: options, one reduced end-to-end run writing every
+output (accuracy: tests/sysid/test_sysid_fem.py), usage errors."""
+
+import json
+
+import pytest
+
+from gradsim_jax.cli import main
+
+OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json")
+
+
+@pytest.mark.parametrize("demo", ["fem-material", "fem-mass"])
+def test_fem_demo_help_lists_options(demo, capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", demo, "--help"])
+    text = capsys.readouterr().out
+    for option in ("--size", "--frames", "--perturb", "--seed", "--out", "--iterations", "--polish", "--horizon",
+                   "--resume", "--no-progress", "--force", f"runs/{demo}"):
+        assert option in text
+    assert ("--estimate" in text) == (demo == "fem-material")
+
+
+def test_fem_material_demo_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "fem-material"
+    rc = main(["demo", "fem-material", "--estimate", "fem_mu,k_lambda", "--size", "16", "--frames", "4",
+               "--iterations", "3", "--polish", "0", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    for name in OUTPUTS:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    report = json.loads((out / "report.json").read_text())
+    assert report["free"] == ["fem_mu", "fem_lambda"]
+    assert report["command"] == "demo fem-material"
+    assert report["units"] == {"fem_mu": "Pa", "fem_lambda": "Pa"}
+    assert report["initial_relative_error"]["fem_mu"] == pytest.approx(0.5, rel=1e-5)  # --perturb 0.5 0.5
+    for key in ("true", "initial", "estimated", "relative_error", "iterations", "identifiability",
+                "total_wall_time_s"):
+        assert key in report
+    assert report["iterations"]["adam"] == 3
+    assert str(out.resolve()) in capsys.readouterr().out
+
+
+def test_fem_material_rejects_a_quantity_of_another_scene(tmp_path, capsys):
+    assert main(["demo", "fem-material", "--estimate", "fem_mu,body_mass", "--out", str(tmp_path / "m"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "body_mass" in err and "fem_damping" in err
