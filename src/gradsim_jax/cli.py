@@ -432,63 +432,60 @@ def cmd_demo_cloth(args) -> int:
                      extra={"push": not args.no_push})
 
 
+def _scene_kwargs(demo: str, free, allowed, *, size, frames) -> dict:
+    """Keyword arguments of a demo scene builder (size, and frames when given); ValueError when `free` names a
+    quantity the demo's scene does not estimate (`allowed`; None: any)."""
+    unknown = [n for n in free if allowed is not None and n not in allowed]
+    if unknown:
+        raise ValueError(f"demo {demo} estimates {', '.join(allowed)}; not {', '.join(unknown)}")
+    return {"size": size} if frames is None else {"size": size, "frames": frames}
+
+
 def rigid_demo_experiment(demo: str, free, *, size, frames=None):
     """The scene of the rigid demo `demo` ("rigid-mass", ...) estimating `free` (canonical names)."""
     from gradsim_jax.scenes import rigid
 
-    kw = {"size": size}
-    if frames is not None:
-        kw["frames"] = frames
     if demo == "rigid-mass":
-        return rigid.rigid_mass(**kw)
+        return rigid.rigid_mass(**_scene_kwargs(demo, free, None, size=size, frames=frames))
     if demo == "rigid-restitution":
-        return rigid.rigid_restitution(**kw)
-    unknown = [n for n in free if n not in RIGID_MATERIAL_ESTIMATES]
-    if unknown:
-        raise ValueError(f"demo rigid-material estimates {', '.join(RIGID_MATERIAL_ESTIMATES)}; not "
-                         f"{', '.join(unknown)}")
+        return rigid.rigid_restitution(**_scene_kwargs(demo, free, None, size=size, frames=frames))
+    kw = _scene_kwargs(demo, free, RIGID_MATERIAL_ESTIMATES, size=size, frames=frames)
     return rigid.rigid_material(estimate=free, **kw)
-
-
-def cmd_demo_rigid(args) -> int:
-    _, _, estimate, defaults = RIGID_DEMOS[args.demo]
-    fixed = {"rigid-mass": "body_mass", "rigid-restitution": "restitution"}
-    try:
-        free = _estimates(args, fixed.get(args.demo, estimate))
-    except ValueError as e:
-        return _fail(str(e))
-    return _run_demo(args, args.demo, free,
-                     lambda: rigid_demo_experiment(args.demo, free, size=args.size, frames=args.frames),
-                     iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
-                     polish=defaults["polish"], horizon=defaults["horizon"])
 
 
 def fem_demo_experiment(demo: str, free, *, size, frames=None):
     """The scene of the FEM demo `demo` ("fem-material", "fem-mass") estimating `free` (canonical names)."""
     from gradsim_jax.scenes import fem
 
-    kw = {"size": size}
-    if frames is not None:
-        kw["frames"] = frames
     if demo == "fem-mass":
-        return fem.fem_mass(**kw)
-    unknown = [n for n in free if n not in FEM_MATERIAL_ESTIMATES]
-    if unknown:
-        raise ValueError(f"demo fem-material estimates {', '.join(FEM_MATERIAL_ESTIMATES)}; not "
-                         f"{', '.join(unknown)}")
+        return fem.fem_mass(**_scene_kwargs(demo, free, None, size=size, frames=frames))
+    kw = _scene_kwargs(demo, free, FEM_MATERIAL_ESTIMATES, size=size, frames=frames)
     return fem.fem_material(estimate=free, **kw)
+
+
+def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment) -> int:
+    """A demo of a table (RIGID_DEMOS, FEM_DEMOS): --estimate (or `default_estimate`), the table's fit
+    defaults, the scene from `experiment(demo, free, size=, frames=)`."""
+    try:
+        free = _estimates(args, default_estimate)
+    except ValueError as e:
+        return _fail(str(e))
+    return _run_demo(args, args.demo, free,
+                     lambda: experiment(args.demo, free, size=args.size, frames=args.frames),
+                     iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
+                     polish=defaults["polish"], horizon=defaults["horizon"])
+
+
+def cmd_demo_rigid(args) -> int:
+    _, _, estimate, defaults = RIGID_DEMOS[args.demo]
+    fixed = {"rigid-mass": "body_mass", "rigid-restitution": "restitution"}
+    return _cmd_table_demo(args, fixed.get(args.demo, estimate), defaults, rigid_demo_experiment)
 
 
 def cmd_demo_fem(args) -> int:
     _, _, estimate, defaults = FEM_DEMOS[args.demo]
-    try:
-        free = _estimates(args, estimate if estimate is not None else "particle_mass")
-    except ValueError as e:
-        return _fail(str(e))
-    return _run_demo(args, args.demo, free,
-                     lambda: fem_demo_experiment(args.demo, free, size=args.size, frames=args.frames),
-                     iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
-                     polish=defaults["polish"], horizon=defaults["horizon"])
+    return _cmd_table_demo(args, estimate if estimate is not None else "particle_mass", defaults,
+                           fem_demo_experiment)
 
 
 def cmd_demo_rigid_shape(args) -> int:

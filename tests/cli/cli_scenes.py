@@ -16,3 +16,20 @@ def write_scene(folder, text, name="scene.toml"):
     path = folder / name
     path.write_text(text)
     return path
+
+
+DEMO_OPTIONS = ("--size", "--frames", "--perturb", "--seed", "--out", "--iterations", "--polish", "--horizon",
+                "--resume", "--no-progress", "--force")
+
+
+def demo_help(main, demo: str, capsys) -> str:
+    """`demo DEMO --help`'s text, after checking it lists the options every fitting demo has and its
+    default output folder."""
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["demo", demo, "--help"])
+    text = capsys.readouterr().out
+    for option in DEMO_OPTIONS + (f"runs/{demo}",):
+        assert option in text, option
+    return text
