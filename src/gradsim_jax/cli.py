@@ -134,6 +134,26 @@ def _fit_flags(p, *, iterations=None, polish=None):
                    help="fit the first T frames first, growing to all over half the Adam iterations")
 
 
+def _table_demo_parsers(demos, table: dict, estimates) -> None:
+    """One `demo NAME` parser per entry of a demo table (RIGID_DEMOS, FEM_DEMOS): (help, description, default
+    --estimate or None for a fixed quantity, fit defaults)."""
+    for name, (summary, text, estimate, fit_defaults) in table.items():
+        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
+                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
+        if estimate is not None:
+            p.add_argument("--estimate", default=estimate,
+                           help=f"comma-separated quantities: {', '.join(estimates)} (default {estimate})")
+        p.add_argument("--size", type=_count(1), default=64, help="image size in pixels (default 64)")
+        p.add_argument("--frames", type=_count(1), default=None, help="frames to simulate (default: scene's own)")
+        p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
+                       help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
+        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+        _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
+        _progress_flags(p)
+        _force_flag(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gradsim_jax import __version__
     from gradsim_jax.scenefile import help_text
@@ -187,22 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     _progress_flags(ctrl)
     _force_flag(ctrl)
 
-    for name, (summary, text, estimate, fit_defaults) in RIGID_DEMOS.items():
-        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
-                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
-        if estimate is not None:
-            p.add_argument("--estimate", default=estimate,
-                           help=f"comma-separated quantities: {', '.join(RIGID_MATERIAL_ESTIMATES)} "
-                                f"(default {estimate})")
-        p.add_argument("--size", type=_count(1), default=64, help="image size in pixels (default 64)")
-        p.add_argument("--frames", type=_count(1), default=None, help="frames to simulate (default: scene's own)")
-        p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
-                       help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
-        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
-        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
-        _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
-        _progress_flags(p)
-        _force_flag(p)
+    _table_demo_parsers(demos, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES)
 
     shape = demos.add_parser(
         "rigid-shape", help="recover a rigid body's shape from a rendered video",
@@ -218,22 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     _progress_flags(shape)
     _force_flag(shape)
 
-    for name, (summary, text, estimate, fit_defaults) in FEM_DEMOS.items():
-        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
-                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
-        if estimate is not None:
-            p.add_argument("--estimate", default=estimate,
-                           help=f"comma-separated quantities: {', '.join(FEM_MATERIAL_ESTIMATES)} "
-                                f"(default {estimate})")
-        p.add_argument("--size", type=_count(1), default=64, help="image size in pixels (default 64)")
-        p.add_argument("--frames", type=_count(1), default=None, help="frames to simulate (default: scene's own)")
-        p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
-                       help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
-        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
-        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
-        _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
-        _progress_flags(p)
-        _force_flag(p)
+    _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
 
     for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
         p = demos.add_parser(name, help=summary, description=summary + ". Trains an explicit policy (tanh of "
