@@ -147,6 +147,7 @@ def _rotate_about_axis(rvec, degrees, axis):
     return r @ np.asarray(rotation_from_rvec(jnp.asarray(rvec, jnp.float32)), np.float64)
 
 
+@pytest.mark.slow
 def test_camera_pose_recovered_jointly_with_mass(tmp_path):
     """A pose 3 degrees and 2 cm off and the mass 30 % off are fitted together from the video."""
     from gradsim_jax.render.camera import rvec_from_rotation

@@ -33,6 +33,7 @@ def _run(demo, out, *extra):
     return json.loads((out / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_control_fem_reduced_outputs_and_resume(tmp_path):
     report = _run("control-fem", tmp_path, "--frames", "4", "--iterations", "2", "--checkpoint-every", "1")
     for key in REPORT_KEYS:

@@ -28,6 +28,7 @@ def test_render_then_fit_example_scene(tmp_path):
         assert err < 0.01, (name, err)
 
 
+@pytest.mark.slow
 def test_fit_from_png_folder(tmp_path):
     frames = tmp_path / "frames"
     assert main(["render", str(EXAMPLE), "--out", str(frames)]) == 0

@@ -50,6 +50,7 @@ def build(folder, text):
     return exp
 
 
+@pytest.mark.slow
 def test_render_then_fit_body_mass_of_the_example(tmp_path):
     target = tmp_path / "target.gif"
     assert main(["render", str(EXAMPLE), "--out", str(target)]) == 0

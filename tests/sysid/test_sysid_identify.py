@@ -40,6 +40,7 @@ def test_single_quantity_within_2_percent(recording, name, seed):
         assert float(theta[other]) == float(truth[other])
 
 
+@pytest.mark.slow
 def test_joint_with_known_push_recovered_and_identifiable(recording):
     exp, truth, target = recording
     initial = sysid.perturbed(truth, ALL, seed=1, low=0.3, high=0.5)
