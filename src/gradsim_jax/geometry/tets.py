@@ -68,10 +68,7 @@ from pathlib import Path
 import numpy as np
 
 from gradsim_jax.geometry.rigid import MeshError, check_closed_mesh
-from gradsim_jax.physics.validate import check_index_rows
-
-#: Relative volume below which a tet counts as degenerate: |V0| < DEGENERATE * (mean edge length)^3.
-DEGENERATE = 1e-12
+from gradsim_jax.physics.validate import check_index_rows, rest_tet_volumes
 
 # The faces of a positive tet (a, b, c, d), each wound outward (right-hand normal away from the 4th vertex).
 _FACES = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
@@ -102,9 +99,7 @@ def _as_mesh(vertices, tets, name):
 
 def tet_volumes(vertices, tets) -> np.ndarray:
     """Signed rest volumes [k] (m^3): det[b - a, c - a, d - a] / 6, positive for a positive tet."""
-    x, t = np.asarray(vertices, np.float64), np.asarray(tets)
-    a, b, c, d = (x[t[:, i]] for i in range(4))
-    return np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a)) / 6.0
+    return rest_tet_volumes(vertices, tets)[0]
 
 
 def check_tets(vertices, tets, *, name: str = "tet mesh") -> tuple[np.ndarray, np.ndarray]:
@@ -118,10 +113,7 @@ def check_tets(vertices, tets, *, name: str = "tet mesh") -> tuple[np.ndarray, n
     if repeated.any():
         k = int(np.argmax(repeated))
         raise MeshError(f"{name}: tet {k} {t[k].tolist()} repeats a vertex")
-    vol = tet_volumes(x, t)
-    edges = x[t[:, [1, 2, 3, 2, 3, 3]]] - x[t[:, [0, 0, 0, 1, 1, 2]]]
-    scale = np.mean(np.linalg.norm(edges, axis=-1), axis=1) ** 3
-    degenerate = np.abs(vol) <= DEGENERATE * scale
+    vol, degenerate = rest_tet_volumes(x, t)
     if degenerate.any():
         k = int(np.argmax(degenerate))
         raise MeshError(f"{name}: tet {k} {t[k].tolist()} is degenerate (volume {vol[k]:.3g} m^3, its four "

@@ -171,16 +171,26 @@ def validate_scene(topology, params, state=None) -> None:
                 raise ValueError(f"{name}{_first_index(~finite)} is not finite")
 
 
+def rest_tet_volumes(rest, tets):
+    """(signed volumes [k] m^3, degenerate [k] bool) of tets over positions `rest` [n, 3] (host, numpy):
+    det[b - a, c - a, d - a] / 6, and |V0| <= 1e-12 (mean edge length)^3 (the one criterion for the builders
+    and for `validate_scene`)."""
+    x, t = np.asarray(rest, np.float64), np.asarray(tets)
+    a, b, c, d = (x[t[:, i]] for i in range(4))
+    volume = np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a)) / 6.0
+    edges = x[t[:, [1, 2, 3, 2, 3, 3]]] - x[t[:, [0, 0, 0, 1, 1, 2]]]
+    scale = np.mean(np.linalg.norm(edges, axis=-1), axis=1) ** 3
+    return volume, np.abs(volume) <= 1e-12 * scale
+
+
 def _check_rest_tets(tets, rest) -> None:
     """ValueError naming the first tet that is inverted or degenerate in its rest shape (PHYSICS.md: an
     input error; `gradsim_jax.geometry.tets.orient_tets` fixes the orientation of a mesh)."""
-    e = rest[tets[:, 1:]] - rest[tets[:, :1]]  # [k, 3, 3] rows: the edges
-    volume = np.einsum("ij,ij->i", e[:, 0], np.cross(e[:, 1], e[:, 2])) / 6.0
-    scale = np.max(np.sum(e * e, axis=-1), axis=-1) ** 1.5
-    bad = volume <= 1e-12 * scale  # as geometry.tets.check_tets
+    volume, degenerate = rest_tet_volumes(rest, tets)
+    bad = degenerate | (volume < 0)
     if bad.any():
         k = int(np.argmax(bad))
-        what = "is inverted" if volume[k] < 0 else "has a degenerate rest shape"
+        what = "has a degenerate rest shape" if degenerate[k] else "is inverted"
         raise ValueError(f"Topology.fem.tets[{k}] = {tets[k].tolist()} {what} (rest volume {volume[k]:.3g} m^3 "
                          "in Params.fem.rest_x; tets must be positively oriented)")
 
