@@ -85,7 +85,7 @@ class IdentifiabilityReport:
         return "\n".join(lines)
 
 
-def _scalar_labels(name: str, shape: tuple[int, ...], label: Callable[[str], str]) -> list[str]:
+def scalar_labels(name: str, shape: tuple[int, ...], label: Callable[[str], str]) -> list[str]:
     if not shape:
         return [label(name)]
     return [
@@ -141,15 +141,34 @@ def gauss_newton_report(
     # jit at the boundary: the residual usually wraps a whole rollout and render. params is an argument, so
     # that its arrays are data of the program rather than constants folded into it.
     jac, r = jax.jit(jacobian_fn(residuals, has_aux=True))(z0, params)
-    jac = np.asarray(jac, np.float64)
-    r = np.asarray(r, np.float64)
+    labels = tuple(lab for n, t in tf.items() for lab in scalar_labels(n, shapes[n], t.label))
+    values = np.concatenate([np.ravel(np.asarray(tf[n].inverse(u0[n]), np.float64)) for n in tf])
+    # Transforms are elementwise, so the Jacobian of z -> x is diagonal: one jvp with ones gives it.
+    dxdz = np.concatenate(
+        [np.ravel(np.asarray(jax.jvp(tf[n].inverse, (u0[n],), (jnp.ones_like(u0[n]),))[1], np.float64)) for n in tf]
+    )
+    return report_from_jacobian(jac, r, labels, values, dxdz, rtol=rtol, sigma2=sigma2)
+
+
+def report_from_jacobian(jacobian, residuals, labels, values, dxdz, *, rtol: float = 1e-6,
+                         sigma2: Optional[float] = None) -> IdentifiabilityReport:
+    """The report from a Jacobian already at hand (e.g. a Levenberg-Marquardt solver's last one).
+
+    jacobian: [N, P] d residuals / d scaled parameters; residuals: [N]; labels: [P] names of the scaled
+    coordinates; values: [P] physical values; dxdz: [P] d physical / d scaled (the transforms' slopes);
+    rtol and sigma2 as in `gauss_newton_report`.
+    """
+    jac = np.asarray(jacobian, np.float64)
+    r = np.ravel(np.asarray(residuals, np.float64))
+    labels = tuple(labels)
+    num_params = jac.shape[1]
+    if len(labels) != num_params or r.size != jac.shape[0]:
+        raise ValueError(f"jacobian {jac.shape} does not match {len(labels)} labels and {r.size} residuals")
     jtj = jac.T @ jac
     eigenvalues, eigenvectors = np.linalg.eigh(jtj)
     lam_max = eigenvalues[-1]
     condition = float(lam_max / eigenvalues[0]) if eigenvalues[0] > 0 else float("inf")
     flagged = eigenvalues <= rtol * lam_max
-
-    labels = tuple(lab for n, t in tf.items() for lab in _scalar_labels(n, shapes[n], t.label))
     combos = tuple(_combination(eigenvectors[:, k], labels) for k in np.flatnonzero(flagged))
 
     if sigma2 is None:
@@ -160,15 +179,9 @@ def gauss_newton_report(
     variance = sigma2 * (eigenvectors[:, keep] ** 2) @ (1.0 / eigenvalues[keep])
     in_flagged = np.any(np.abs(eigenvectors[:, flagged]) >= COMBINATION_MIN_WEIGHT, axis=1)
     stderr = np.where(in_flagged, np.inf, np.sqrt(variance))
-
-    values = np.concatenate([np.ravel(np.asarray(tf[n].inverse(u0[n]), np.float64)) for n in tf])
-    # Transforms are elementwise, so the Jacobian of z -> x is diagonal: one jvp with ones gives it.
-    dxdz = np.concatenate(
-        [np.ravel(np.asarray(jax.jvp(tf[n].inverse, (u0[n],), (jnp.ones_like(u0[n]),))[1], np.float64)) for n in tf]
-    )
     return IdentifiabilityReport(
         labels=labels,
-        values=values,
+        values=np.asarray(values, np.float64),
         residuals=r,
         jacobian=jac,
         jtj=jtj,
@@ -178,5 +191,5 @@ def gauss_newton_report(
         unidentifiable=combos,
         sigma2=sigma2,
         stderr=stderr,
-        stderr_physical=stderr * np.abs(dxdz),
+        stderr_physical=stderr * np.abs(np.asarray(dxdz, np.float64)),
     )

@@ -33,12 +33,15 @@ class LeastSquaresResult:
     gauss_newton_step: np.ndarray
 
 
-def levenberg_marquardt(residual: Callable, linearize: Callable, z0, *, mask=None, steps: int = 10,
+def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *, mask=None, steps: int = 10,
                         tol: float = 1e-6, lam: float = 1e-3,
                         on_step: Optional[Callable[[int, float], None]] = None) -> LeastSquaresResult:
     """Up to `steps` accepted Levenberg-Marquardt steps on min |residual(z)|^2 from z0 [m].
 
     residual(z) -> r [k]; linearize(z) -> (r [k], J [k, m]); both take and return numpy float64.
+    residual=None evaluates trial steps with `linearize` and keeps the accepted trial's Jacobian: one compiled
+    function instead of two (for a few unknowns a Jacobian costs little more than a residual, and compiling
+    a second program of the whole rollout and render costs more than the runs it would save).
     mask: [m] bool, the entries that move (None: all); the others keep their values.
     Stops when no damped step lowers the cost (10 tries), when a step improves the cost by less than
     `tol` relative, or when it moves z by less than 1e-7. `on_step(k, cost)` after each accepted step.
@@ -63,7 +66,10 @@ def levenberg_marquardt(residual: Callable, linearize: Callable, z0, *, mask=Non
             dz = np.linalg.solve(H + lam * np.diag(diag), -g)
             trial = zf.copy()
             trial[mask] += dz
-            r_new = np.asarray(residual(trial), np.float64)
+            if residual is None:
+                r_new, J_new = linearized(trial)
+            else:
+                r_new = np.asarray(residual(trial), np.float64)
             new_cost = float(r_new @ r_new)
             if np.isfinite(new_cost) and new_cost < cost:
                 accepted = True
@@ -73,7 +79,7 @@ def levenberg_marquardt(residual: Callable, linearize: Callable, z0, *, mask=Non
             break
         improvement = (cost - new_cost) / max(cost, 1e-300)
         zf, lam = trial, max(lam / 4.0, 1e-9)
-        r, J = linearized(zf)
+        r, J = (r_new, J_new) if residual is None else linearized(zf)
         cost = float(r @ r)
         records.append((cost, zf.copy()))
         if on_step is not None:

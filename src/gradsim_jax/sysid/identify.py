@@ -24,6 +24,7 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit import content_sha256, gauss_newton_report, rgba_mse
+from gradsim_jax.fit.identifiability import scalar_labels, report_from_jacobian
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import least_squares, silhouette_loss
 from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
@@ -41,6 +42,10 @@ LM_MAX_SCALARS = 200
 #: `gauss_newton_report` differentiates in forward mode up to 64 scalars and in reverse mode (one pass per
 #: pixel residual: far too slow for a video) beyond, so the report is made for at most 64.
 REPORT_MAX_SCALARS = 64
+#: Levenberg-Marquardt with at most this many Jacobian columns evaluates its trial steps with the Jacobian's
+#: compiled function too (forward mode: about 1 + columns / 2 forward passes each) instead of compiling a
+#: second, residual-only program of the whole rollout and render: at this size the compile costs more.
+LM_TRIALS_BY_JACOBIAN = 8
 
 #: rgba: gradSim's loss; rgb: colours only (targets whose alpha is unknown or only approximate, e.g. from a
 #: key color: the renderer's colours reach a little past its alpha); silhouette: alpha only.
@@ -227,7 +232,9 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     oscillations out of phase late in the video, but the first frames still point the right way.
     Returns (theta, [(loss on the stage's horizon, {name: value}) after each accepted step]); `info`, when
     given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta, and
-    "gn_step": the largest relative change of a quantity that one more Gauss-Newton step would make.
+    "gn_step": the largest relative change of a quantity that one more Gauss-Newton step would make, and
+    "jacobian" [residuals, free scalars], "residual", "labels", "values" and "dxdz" (the transforms' slopes)
+    at the returned theta, over the whole video: what `report_from_jacobian` needs.
     """
     free = tuple(canonical(n) for n in free)
     jac_fields = tuple(canonical(n) for n in jac_fields) if jac_fields is not None else free
@@ -285,14 +292,26 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
             if progress:
                 print(f"  LM step {done + k} (first {horizon} frames): loss {cost:.4e}")  # noqa: B023
 
-        solution = least_squares.levenberg_marquardt(residual, linearize, zf, mask=mask, steps=steps, tol=tol,
-                                                     on_step=on_step)
+        solution = least_squares.levenberg_marquardt(
+            residual if z.size > LM_TRIALS_BY_JACOBIAN else None, linearize, zf, mask=mask, steps=steps, tol=tol,
+            on_step=on_step)
         zf = solution.z
         for cost, zk in solution.steps:
             th = unpack(zk)
             records.append((cost, {n: np.asarray(th[n]) for n in free}))
     if info is not None:
         info["grad_norm"] = solution.grad_norm
+        info["jacobian"], info["residual"] = solution.jacobian, solution.residual
+        info["labels"] = tuple(lab for n in jac_fields if n in free
+                               for lab in scalar_labels(n, shapes[n], tf[n].label))
+        z_free = jnp.asarray(zf[mask], z.dtype)
+        values, slopes, off = [], [], 0
+        for n in (n for n in jac_fields if n in free):
+            zn = z_free[off:off + sizes[n]]
+            off += sizes[n]
+            values.append(np.ravel(np.asarray(tf[n].inverse(zn), np.float64)))
+            slopes.append(np.ravel(np.asarray(jax.jvp(tf[n].inverse, (zn,), (jnp.ones_like(zn),))[1], np.float64)))
+        info["values"], info["dxdz"] = np.concatenate(values), np.concatenate(slopes)
         # How far the (undamped) Gauss-Newton step would still move each quantity, relative to its
         # value: near 0 at a minimum, whatever size the last accepted step had.
         trial = zf.copy()
@@ -358,6 +377,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         adam_iterations = result.iterations
         grad_norm = result.grad_norm
         history["grad_norm"] = list(result.history.get("grad_norm", []))
+        history["grad_norms"] = {n: list(v) for n, v in result.history.get("grad_norms", {}).items()}
         history["iteration"] = list(result.history["iteration"])
         history["loss"] = list(result.history["loss"])
         for n in free:
@@ -371,18 +391,17 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         history["stage"].append("adam")
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     lm_steps = 0
+    info: dict = {}
     last_step = None
     if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
         print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
     if config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
-        info: dict = {}
         theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
                                              frame_stride=config.frame_stride, progress=config.progress, info=info)
         grad_norm = info.get("grad_norm", grad_norm)
         last_step = info.get("gn_step")
         if config.iterations == 0 and not records:
-            history["loss"].append(float(jnp.sum(jnp.square(make_residual(exp, target, config.loss,
-                                                                          config.frame_stride)(theta)))))
+            history["loss"].append(float(np.sum(np.square(info["residual"]))))  # no step taken: at the start
         start = history["iteration"][-1] + 1 if history["iteration"] else 0
         for k, (cost, values) in enumerate(records):
             history["iteration"].append(start + k)
@@ -394,7 +413,11 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     # |r|^2 of the last LM step (over all frames) is the image loss; else the fit's own final loss.
     final_loss = history["loss"][-1] if history["loss"] else float("nan")
     report = None
-    if config.report and n_scalars <= REPORT_MAX_SCALARS:
+    if config.report and n_scalars <= REPORT_MAX_SCALARS and "jacobian" in info:
+        # The polish's last Jacobian is the report's (same residuals, all frames, same coordinates).
+        report = report_from_jacobian(info["jacobian"], info["residual"], info["labels"], info["values"],
+                                      info["dxdz"])
+    elif config.report and n_scalars <= REPORT_MAX_SCALARS:
 
         def residual(th):
             th, e, tgt = _split_data(exp, th)

@@ -1,0 +1,42 @@
+"""The host-side Levenberg-Marquardt polish (`fit.least_squares`)."""
+
+import numpy as np
+
+from gradsim_jax.fit import least_squares
+
+T = np.linspace(0.0, 2.0, 25)
+
+
+def _residual(z):
+    amplitude, rate = z
+    return amplitude * np.exp(-rate * T) - 1.7 * np.exp(-0.8 * T)
+
+
+def _linearize(z, calls):
+    calls.append(np.array(z))
+    amplitude, rate = z
+    e = np.exp(-rate * T)
+    return _residual(z), np.stack([e, -amplitude * T * e], axis=1)
+
+
+def test_trials_by_the_jacobian_take_the_same_steps_and_linearize_once_per_trial():
+    calls_two, calls_one = [], []
+    two = least_squares.levenberg_marquardt(_residual, lambda z: _linearize(z, calls_two), [1.0, 2.0], steps=30,
+                                            tol=1e-12)
+    one = least_squares.levenberg_marquardt(None, lambda z: _linearize(z, calls_one), [1.0, 2.0], steps=30,
+                                            tol=1e-12)
+    np.testing.assert_allclose(one.z, [1.7, 0.8], rtol=1e-6)
+    np.testing.assert_allclose(one.z, two.z, rtol=1e-12)
+    assert [c for c, _ in one.steps] == [c for c, _ in two.steps]
+    np.testing.assert_allclose(one.jacobian, two.jacobian, rtol=1e-12)
+    # Without a residual function every accepted trial's Jacobian is kept: no evaluation twice at one point.
+    assert len({tuple(c) for c in calls_one}) == len(calls_one)
+    assert len(calls_two) == len(one.steps) + 1
+
+
+def test_masked_unknowns_keep_their_values():
+    result = least_squares.levenberg_marquardt(None, lambda z: _linearize(z, []), [1.0, 0.8], mask=[True, False],
+                                               steps=20, tol=1e-12)
+    assert result.z[1] == 0.8
+    np.testing.assert_allclose(result.z[0], 1.7, rtol=1e-9)
+    assert result.jacobian.shape == (T.size, 1)
