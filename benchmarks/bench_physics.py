@@ -6,6 +6,7 @@ The loss is mean(x_final^2); the gradient is taken w.r.t. the initial velocities
 
     python benchmarks/bench_physics.py            # all cases, table + benchmarks/results/physics.json
     python benchmarks/bench_physics.py --quick    # fewer repeats
+    python benchmarks/bench_physics.py --checkpoint-memory   # 10,000-step gradient memory per checkpoint policy
 """
 
 from __future__ import annotations
@@ -108,6 +109,37 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
     }
 
 
+def measure_checkpoint_memory(policy: str, steps: int = 10_000, substeps: int = 16) -> dict:
+    """Memory of one gradient of mean(x_final^2) w.r.t. the initial velocities through `steps` steps of
+    the demo cloth (dt = 1/1920 s as in the demo, `substeps` per frame) under a checkpoint policy."""
+    import jax
+    import jax.numpy as jnp
+
+    import gradsim_jax as gs
+
+    top, par, st = _build("demo")
+    frames = steps // substeps
+
+    def loss(v0):
+        traj = gs.simulate(top, par, gs.particle_state(st.particles.x, v0), frames=frames, substeps=substeps,
+                           frame_dt=substeps / 1920.0, checkpoint=policy)
+        return jnp.mean(traj.particles.x[-1] ** 2)
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(jax.value_and_grad(loss)).lower(st.particles.v).compile()
+    compile_s = time.perf_counter() - t0
+    _reset_peak_rss()
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(st.particles.v))
+    run_s = time.perf_counter() - t0
+    if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(out)):
+        raise FloatingPointError("non-finite gradient")
+    ma = compiled.memory_analysis()
+    return {"policy": policy, "steps": frames * substeps, "frames": frames, "substeps": substeps,
+            "compile_s": compile_s, "run_s": run_s, "temp_mb": ma.temp_size_in_bytes / 2**20,
+            "output_mb": ma.output_size_in_bytes / 2**20, "run_peak_rss_mb": _peak_rss_mb()}
+
+
 def _child(case, mode, checkpoint, repeats):
     cmd = [sys.executable, __file__, "--child", case, mode, str(int(checkpoint)), str(repeats)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -142,12 +174,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 7")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint-memory", action="store_true",
+                        help="only the memory of a 10,000-step demo-cloth gradient under each checkpoint policy "
+                             "(benchmarks/results/checkpoint_memory.json)")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS / "physics.json",
                         help="where to write the JSON (default: benchmarks/results/physics.json)")
     args = parser.parse_args()
     if args.child:
         case, mode, ckpt, repeats = args.child
         print(json.dumps(measure(case, mode, bool(int(ckpt)), int(repeats))))
+        return
+    if args.memory_child:
+        print(json.dumps(measure_checkpoint_memory(args.memory_child)))
+        return
+    if args.checkpoint_memory:
+        rows = []
+        for policy in ("frame", "sqrt", "none"):
+            cmd = [sys.executable, __file__, "--memory-child", policy]
+            row = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+            rows.append(row)
+            print(f"checkpoint={policy:5s} {row['steps']} steps: XLA temp {row['temp_mb']:8.1f} MB, running peak "
+                  f"RSS {row['run_peak_rss_mb']:6.0f} MB, gradient {row['run_s']:.2f} s", flush=True)
+        out = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "load_average": os.getloadavg(), "rows": rows}
+        (RESULTS / "checkpoint_memory.json").write_text(json.dumps(out, indent=1))
         return
     repeats = 3 if args.quick else 7
     rows = []

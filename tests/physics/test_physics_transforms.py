@@ -66,6 +66,7 @@ def test_float64_keeps_dtype_and_agrees_with_float32(x64):
     np.testing.assert_allclose(traj32.particles.x, traj64.particles.x, atol=1e-5)
 
 
+@pytest.mark.slow  # tests/physics/test_physics_checkpoint.py checks every policy in float64 in make test
 def test_checkpointing_does_not_change_values_or_gradients():
     top, par, st = _scene()
 

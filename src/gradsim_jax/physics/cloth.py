@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
+from gradsim_jax.physics.gather import eager_if_concrete, gather_corners, scatter_corners
 from gradsim_jax.typing import Array, pytree_dataclass
 
 
@@ -116,23 +117,34 @@ def triangle_air_force(xs, vs, drag, lift):
     return -(f_drag + f_lift)
 
 
-def membrane_forces(topology, params, x, v, activation=None):
+def prepare_membrane(topology, params):
+    """What membrane forces need that does not change over a rollout: G^-1 [t, 2, 2] (1/m^2) and A0 [t]
+    (m^2). `simulate` computes it once, before the time loop.
+
+    With concrete rest positions and triangles (a scene closed over by a jitted loss, rest shapes not
+    differentiated) they are evaluated right away while tracing (`jax.ensure_compile_time_eval`): staged
+    into the program, XLA would constant-fold them at compile time, which takes minutes on a large mesh."""
+    return eager_if_concrete(rest_shapes, params.cloth.rest_x, topology.cloth.triangles)
+
+
+def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     """Membrane forces (and aerodynamic ones if `topology.cloth.aerodynamics`) per particle: [n, 3] N.
 
-    `activation` [t] is added to `params.cloth.tri_activation`.
+    `activation` [t] is added to `params.cloth.tri_activation`; `prepared`: `prepare_membrane(topology,
+    params)` (computed here when None).
     """
-    topology, params = topology.cloth, params.cloth
-    tris = topology.triangles
+    tris = topology.cloth.triangles
     if tris.shape[0] == 0:
         return jnp.zeros_like(x)
-    gram_inv, rest_area = rest_shapes(params.rest_x, tris)
+    gram_inv, rest_area = prepare_membrane(topology, params) if prepared is None else prepared
+    topology, params = topology.cloth, params.cloth
     act = params.tri_activation if activation is None else params.tri_activation + activation
-    # One gather per quantity (its transpose, in the gradient, is one scatter).
-    xs, vs = x[tris], v[tris]  # [t, 3, 3]
+    # One gather per quantity (its transpose, in the gradient, is one scatter-add).
+    xs, vs = gather_corners(x, tris), gather_corners(v, tris)  # [t, 3, 3]
     f = jax.vmap(triangle_force)(xs, vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act)
     if topology.aerodynamics:
         f = f + jax.vmap(triangle_air_force)(xs, vs, params.tri_drag, params.tri_lift)[:, None, :]
-    return jnp.zeros_like(x).at[tris.reshape(-1)].add(f.reshape(-1, 3))
+    return scatter_corners(f, tris, x.shape[0])
 
 
 def membrane_energy(topology, params, x):
@@ -199,5 +211,6 @@ def bending_forces(topology, params, x, v, rest_offset=None):
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)
     rest = params.bend_rest if rest_offset is None else params.bend_rest + rest_offset
-    f = jax.vmap(bending_force)(x[edges], v[edges], params.bend_ke, params.bend_kd, rest)
-    return jnp.zeros_like(x).at[edges.reshape(-1)].add(f.reshape(-1, 3))
+    f = jax.vmap(bending_force)(gather_corners(x, edges), gather_corners(v, edges), params.bend_ke,
+                                params.bend_kd, rest)
+    return scatter_corners(f, edges, x.shape[0])

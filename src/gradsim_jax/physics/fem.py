@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_div
+from gradsim_jax.physics.gather import eager_if_concrete, gather_corners, scatter_corners
 from gradsim_jax.typing import Array, pytree_dataclass
 
 
@@ -120,15 +121,24 @@ def _activation(params, activation):
     return params.activation if activation is None else params.activation + activation
 
 
-def fem_forces(topology, params, x, v, activation=None):
-    """Tetrahedral FEM forces per particle: [n, 3] N. `activation` [k] is added to `params.fem.activation`."""
-    tets, params = topology.fem.tets, params.fem
+def prepare_fem(topology, params):
+    """Dm [k, 3, 3] and V0 [k] (`rest_shapes`), computed once per rollout by `simulate`; evaluated while
+    tracing when the rest positions and tets are concrete (no constant folding by XLA)."""
+    return eager_if_concrete(rest_shapes, params.fem.rest_x, topology.fem.tets)
+
+
+def fem_forces(topology, params, x, v, activation=None, prepared=None):
+    """Tetrahedral FEM forces per particle: [n, 3] N. `activation` [k] is added to `params.fem.activation`;
+    `prepared`: `prepare_fem(topology, params)` (computed here when None)."""
+    tets = topology.fem.tets
     if tets.shape[0] == 0:
         return jnp.zeros_like(x)
-    dm, rest_volume = rest_shapes(params.rest_x, tets)
+    dm, rest_volume = prepare_fem(topology, params) if prepared is None else prepared
+    params = params.fem
     act = _activation(params, activation)
-    f = jax.vmap(tet_force)(x[tets], v[tets], dm, rest_volume, params.k_mu, params.k_lambda, params.k_damp, act)
-    return jnp.zeros_like(x).at[tets.reshape(-1)].add(f.reshape(-1, 3))
+    f = jax.vmap(tet_force)(gather_corners(x, tets), gather_corners(v, tets), dm, rest_volume, params.k_mu,
+                            params.k_lambda, params.k_damp, act)
+    return scatter_corners(f, tets, x.shape[0])
 
 
 def tet_energy_density(f, k_mu, k_lambda, activation):

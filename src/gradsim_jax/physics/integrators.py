@@ -1,7 +1,9 @@
 """Time integrators: static strategies passed to `simulate` (`integrator=SemiImplicitEuler()`).
 
 An integrator is a frozen, hashable object with `step(topology, params, state, control, t, dt) -> State`
-(t: time at the start of the step, s; dt: its length, s). It advances every component the scene has.
+(t: time at the start of the step, s; dt: its length, s). It advances every component the scene has. It may
+have `prepare(topology, params) -> prepared`, evaluated once per rollout and passed to every
+`step(..., prepared=prepared)` (quantities that do not change over time).
 `SemiImplicitEuler` is the symplectic Euler of PHYSICS.md (velocities first, then positions with the new
 velocities); an implicit integrator would be another class with the same `step`.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradsim_jax.physics.forces import particle_forces
+from gradsim_jax.physics.forces import particle_forces, prepare_forces
 from gradsim_jax.physics.particles import particle_euler
 from gradsim_jax.physics.rigid import rigid_step
 from gradsim_jax.physics.types import Control, State
@@ -20,9 +22,13 @@ from gradsim_jax.physics.types import Control, State
 class SemiImplicitEuler:
     """v1 = v0 + dt a(x0, v0); x1 = x0 + dt v1, for every component."""
 
-    def step(self, topology, params, state: State, control: Control | None, t, dt) -> State:
+    def prepare(self, topology, params):
+        """What every step of a rollout shares (rest shapes): `step(..., prepared=)`."""
+        return prepare_forces(topology, params)
+
+    def step(self, topology, params, state: State, control: Control | None, t, dt, prepared=None) -> State:
         particles = state.particles
-        f = particle_forces(topology, params, particles.x, particles.v, control)
+        f = particle_forces(topology, params, particles.x, particles.v, control, prepared)
         pc = None if control is None else control.particles
         particles = particle_euler(topology.particles, params.particles, particles, f, params.world.gravity, pc, dt)
         rigid = state.rigid

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_norm, safe_normalize
+from gradsim_jax.physics.gather import gather_corners, scatter_corners
 from gradsim_jax.typing import Array, pytree_dataclass
 
 
@@ -43,8 +44,9 @@ def spring_forces(topology, params, x, v):
     pairs = topology.springs.pairs
     if pairs.shape[0] == 0:
         return jnp.zeros_like(x)
-    f = jax.vmap(spring_force)(x[pairs], v[pairs], params.springs.ke, params.springs.kd, params.springs.rest)
-    return jnp.zeros_like(x).at[pairs.reshape(-1)].add(jnp.stack([-f, f], axis=1).reshape(-1, 3))
+    f = jax.vmap(spring_force)(gather_corners(x, pairs), gather_corners(v, pairs), params.springs.ke,
+                               params.springs.kd, params.springs.rest)
+    return scatter_corners(jnp.stack([-f, f], axis=1), pairs, x.shape[0])
 
 
 def spring_energy(topology, params, x):
