@@ -94,10 +94,12 @@ class FitResult:
 
     params: full physical parameter tree after the last update (fixed fields as given).
     loss: the loss at `params`.
-    history: {"iteration": [int], "loss": [float], "grad_norm": [float], "params": {name: [float | np.ndarray]},
-      "final": {name: np.ndarray}}: per iteration the loss and each free field in physical units (0-d
-      fields as floats, fields of <= 64 elements as arrays, larger ones as their mean), and every free
-      field's full final value. Includes the iterations of runs this one resumed from.
+    history: {"iteration": [int], "loss": [float], "grad_norm": [float], "grad_norms": {name: [float]},
+      "params": {name: [float | np.ndarray]}, "final": {name: np.ndarray}}: per iteration the loss, the
+      gradient's global norm and each free field's own norm (w.r.t. the unconstrained fields, before any
+      clipping), and each free field in physical units (0-d fields as floats, fields of <= 64 elements as
+      arrays, larger ones as their mean), and every free field's full final value. Includes the iterations
+      of runs this one resumed from.
     iterations: optimizer updates applied in total (including resumed ones).
     wall_time: seconds this call took, compilation included.
     converged: True when the `ftol` criterion stopped the fit.
@@ -125,10 +127,12 @@ class FitResult:
 
 
 def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
-               checks=None):
+               checks=None, clip=None):
     """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux, error)`;
-    record holds each free field (physical units) and "grad_norm", the global norm of the loss's gradient
-    with respect to the unconstrained parameters; error is `checks(params)` (a checkify Error) or None."""
+    record holds each free field (physical units), "grad_norm", the global norm of the loss's gradient
+    with respect to the unconstrained parameters, and "grad_norms", {field: its own norm} (both before
+    clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; error is
+    `checks(params)` (a checkify Error) or None."""
 
     def step(state: FitState, base: Any):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
@@ -144,6 +148,11 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
 
         # Only the free fields are arguments of grad; the fixed ones are closed over through `base`.
         (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(state.u)
+        norms = {n: jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree_util.tree_leaves(grads[n])))
+                 for n in transforms}
+        if clip:
+            grads = {n: g * jnp.minimum(1.0, clip[n] / jnp.maximum(norms[n], jnp.finfo(norms[n].dtype).tiny))
+                     if n in clip else g for n, g in grads.items()}
         updates, opt_state = optimizer.update(grads, state.opt_state, state.u)
         u = optax.apply_updates(state.u, updates)
         finite = jnp.stack([jnp.isfinite(loss)] + [jnp.all(jnp.isfinite(grads[n])) for n in transforms])
@@ -151,7 +160,8 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
         for n, t in transforms.items():
             x = t.inverse(state.u[n])
             record[n] = x if x.size <= HISTORY_FULL_SIZE else jnp.mean(x)
-        record["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree_util.tree_leaves(grads)))
+        record["grad_norm"] = jnp.sqrt(sum(jnp.square(v) for v in norms.values()))
+        record["grad_norms"] = norms
         error = None if checks is None else checks(to_physical(base, state.u, transforms))
         return FitState(u, opt_state, key, state.iteration + 1), loss, finite, record, aux, error
 
@@ -169,6 +179,26 @@ def _numbered(fn):
             return fn(*args)
 
     return traced
+
+
+def _check_clip(clip, tf) -> Optional[dict]:
+    """{field: float} of a valid `clip` (free fields, positive finite norms), or None; ValueError otherwise."""
+    if clip is None:
+        return None
+    if not isinstance(clip, dict):
+        raise ValueError(f"clip must be a dict {{field: max gradient norm}}; got {clip!r}")
+    out = {}
+    for n, c in clip.items():
+        if n not in tf:
+            raise ValueError(f"clip names {n!r}, which is not a free field; free: {list(tf)}")
+        try:
+            c = float(c)
+        except (TypeError, ValueError):
+            raise ValueError(f"clip[{n!r}] must be a positive number; got {c!r}") from None
+        if not (np.isfinite(c) and c > 0):
+            raise ValueError(f"clip[{n!r}] must be a positive finite number; got {c}")
+        out[n] = c
+    return dict(sorted(out.items())) or None
 
 
 def _converged(losses: list[float], ftol: float, patience: int) -> bool:
@@ -190,6 +220,7 @@ def fit(
     learning_rate: float = 1e-2,
     steps: int = 100,
     clip_norm: Optional[float] = None,
+    clip: Optional[dict[str, float]] = None,
     checkpoint_dir: Optional[str] = None,
     checkpoint_every: int = 100,
     resume: bool = False,
@@ -218,6 +249,9 @@ def fit(
       learning_rate: used by the default optimizer only.
       steps: total number of iterations (on resume: including those already done).
       clip_norm: when set, gradients are clipped to this global norm before the optimizer.
+      clip: {field: c}: each named free field's gradient (w.r.t. its unconstrained value) is scaled down to
+        norm c when it is longer, before the optimizer (and before `clip_norm`); the history records the
+        norms before clipping. A checkpoint resumes only with the same `clip`.
       checkpoint_dir: directory for `checkpoint.npz`, written every `checkpoint_every` iterations and at
         the end; None writes nothing.
       resume: continue from the checkpoint in `checkpoint_dir` (it must exist: CheckpointError otherwise).
@@ -264,6 +298,7 @@ def fit(
     # keeping them in that order everywhere lets a checkpoint of free=("w", "b") resume and names the
     # right field when one turns non-finite.
     tf = dict(sorted(resolve_free(params, free, transforms).items()))
+    clip = _check_clip(clip, tf)
     optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
     if clip_norm is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
@@ -271,6 +306,8 @@ def fit(
     state = FitState(u=u0, opt_state=optimizer.init(u0), key=key, iteration=jnp.int32(0))
     history: dict = {"iteration": [], "loss": [], "params": {n: [] for n in tf}}
     extra = {"transforms": {n: repr(t) for n, t in tf.items()}}
+    if clip:
+        extra["clip"] = clip
     if metadata is not None:
         extra["metadata"] = metadata
     ckpt_file = checkpoint_path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -287,7 +324,12 @@ def fit(
                 f"{ckpt_file}: checkpoint was written with transforms {ckpt.extra.get('transforms')}, "
                 f"this fit uses {extra['transforms']}"
             )
+        if ckpt.extra.get("clip") != extra.get("clip"):
+            raise CheckpointError(f"{ckpt_file}: checkpoint was written with gradient clipping "
+                                  f"{ckpt.extra.get('clip')}, this fit uses {extra.get('clip')}")
         state, history = ckpt.state, ckpt.history
+        # Per-field norms travel in the checkpoint's JSON extras (exact for floats); none in older ones.
+        history["grad_norms"] = {n: [float(v) for v in vs] for n, vs in ckpt.extra.get("grad_norms", {}).items()}
         resumed = {"checkpoint": ckpt_file, "from_iteration": int(state.iteration), "checkpoint_inputs": saved,
                    "differences": differences, "resume_anyway": resume_anyway}
     start = int(state.iteration)
@@ -295,7 +337,10 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jax.jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks)))
+    step = jax.jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
+
+    def save():
+        save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {})})
 
     def check(it, error):
         if error is not None:  # checks of the parameters this iteration's loss was evaluated at
@@ -329,6 +374,9 @@ def fit(
             history["iteration"].append(it)
             history["loss"].append(float(loss))
             history.setdefault("grad_norm", []).append(float(record.pop("grad_norm")))
+            norms = history.setdefault("grad_norms", {})
+            for n, v in record.pop("grad_norms").items():
+                norms.setdefault(n, []).append(float(v))
             for n, x in record.items():
                 history["params"][n].append(float(x) if np.ndim(x) == 0 else np.array(x))
             bar.set_postfix(loss=f"{float(loss):.4e}", refresh=False)
@@ -336,7 +384,7 @@ def fit(
             prev, state = state, new_state
             if ckpt_file is not None and (it + 1) % checkpoint_every == 0:
                 saved_at = it + 1
-                save_checkpoint(ckpt_file, state, history, extra)
+                save()
             if callback is not None and callback(it, to_physical(params, prev.u, tf), float(loss), aux):
                 stop_reason = "callback"
                 break
@@ -346,7 +394,7 @@ def fit(
 
     iterations = int(state.iteration)
     if ckpt_file is not None and saved_at != iterations:
-        save_checkpoint(ckpt_file, state, history, extra)
+        save()
     # The loss at the final parameters, by the same compiled step (no recompilation); its update is dropped.
     _, loss, finite, record, aux, error = step(state, params)
     loss, finite, grad_norm, error = jax.device_get((loss, finite, record["grad_norm"], error))

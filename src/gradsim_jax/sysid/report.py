@@ -113,11 +113,24 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
         }
     else:
         report["identifiability"] = None
+    report["gradient_norms"] = gradient_norms(result.history)
     report["inputs"] = result.inputs
     report["resume"] = result.resume
     if extra:
         report.update(extra)
     return report
+
+
+def gradient_norms(history: dict) -> Optional[dict]:
+    """The Adam iterations' gradient norms (w.r.t. the unconstrained quantities, before any clipping):
+    {"total": [float], "per_quantity": {name: [float]}, "growth": last / first total norm}, or None when the
+    history has none (no Adam iterations)."""
+    total = [float(v) for v in history.get("grad_norm", [])]
+    if not total:
+        return None
+    per = {n: [float(v) for v in vs] for n, vs in history.get("grad_norms", {}).items()}
+    growth = total[-1] / total[0] if total[0] > 0 else None
+    return {"total": total, "per_quantity": per, "growth": growth}
 
 
 def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video: np.ndarray,
@@ -256,6 +269,10 @@ def summary_lines(report: dict) -> list[str]:
         if "relative_error" in report:
             line += f"  relative error {report['relative_error'][n]:.2e}"
         lines.append(line)
+    norms = report.get("gradient_norms")
+    if norms and norms["per_quantity"]:
+        lines.append("  gradient norm (first -> last Adam iteration): " + ", ".join(
+            f"{n} {v[0]:.3g} -> {v[-1]:.3g}" for n, v in norms["per_quantity"].items() if v))
     conv = report.get("convergence")
     if conv:
         ratio = conv.get("floor_ratio")
