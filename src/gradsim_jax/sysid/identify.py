@@ -76,6 +76,8 @@ class FitConfig:
 
     smoothness: weight of the Laplacian regularizer of "shape" (`quantities.shape_roughness`, m^2) added to
     the Adam loss; 0: none. Only with "shape" free.
+    clip: {quantity: c}: that quantity's Adam gradient (in its fitted space) is scaled down to norm c when longer
+    (`fit`'s per-field clipping); None: none.
     resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
     scene_file_sha256: content hash of the scene file the experiment was built from, recorded with the
     fit's inputs (None: no scene file)."""
@@ -96,6 +98,7 @@ class FitConfig:
     resume_anyway: bool = False
     scene_file_sha256: Optional[str] = None
     smoothness: float = 0.0
+    clip: Optional[dict] = None
 
 
 @dataclasses.dataclass
@@ -132,6 +135,11 @@ def check_config(config: FitConfig) -> None:
         raise ValueError(f"smoothness must be a finite number >= 0, got {config.smoothness}")
     if config.smoothness > 0 and "shape" not in (canonical(n) for n in config.free):
         raise ValueError("smoothness regularizes the quantity shape, which is not free")
+    for name, c in (config.clip or {}).items():
+        if canonical(name) not in (canonical(n) for n in config.free):
+            raise ValueError(f"clip names {name}, which is not a free quantity")
+        if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
+            raise ValueError(f"clip of {name} must be a positive number, got {c!r}")
 
 
 def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> dict:
@@ -154,6 +162,8 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
                   loss=config.loss, frame_stride=config.frame_stride, horizon=config.horizon)
     if config.smoothness:
         inputs["smoothness"] = config.smoothness
+    if config.clip:
+        inputs["clip"] = {canonical(k): float(v) for k, v in sorted(config.clip.items())}
     return inputs
 
 
@@ -337,6 +347,21 @@ def _traced_checks(exp: Experiment):
 
 
 
+def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
+    """The Adam stage's loss `loss_fn(theta, *iteration)` of a theta that carries the experiment's arrays and
+    the target (`_with_data`): the image loss (`make_loss`, with the horizon `ramp`) plus the shape
+    smoothness term when `config.smoothness`."""
+
+    def loss_fn(theta, *iteration):
+        theta, e, tgt = _split_data(exp, theta)
+        loss = make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
+        if config.smoothness:
+            loss = loss + config.smoothness * shape_roughness(theta["shape"], e.topology.rigid.faces)
+        return loss
+
+    return loss_fn
+
+
 def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> SysIdResult:
     """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`."""
     started = time.perf_counter()
@@ -354,13 +379,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     if config.iterations > 0:
         ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
 
-        def loss_fn(theta, *iteration):
-            theta, e, tgt = _split_data(exp, theta)
-            loss = make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
-            if config.smoothness:
-                loss = loss + config.smoothness * shape_roughness(theta["shape"], e.topology.rigid.faces)
-            return loss
-
+        loss_fn = fit_loss(exp, config, ramp)
         callback = None
         if config.callback is not None:
             def callback(it, params, loss, aux):
@@ -371,6 +390,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
             steps=config.iterations, checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every,
             resume=config.resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
             metadata=inputs, resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
+            clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None,
         )
         resumed = result.resume
         theta = _split_data(exp, result.params)[0]

@@ -1,0 +1,133 @@
+"""Devices and hosts: a mesh over the batch axis, batches laid out on it, and `jax.distributed` start-up.
+
+A batched fit (`gradsim_jax.fit.batched.fit_batched`) shards its members over a one-dimensional
+`jax.sharding.Mesh` whose single axis, `BATCH_AXIS`, runs over every device of every process: member i
+lives on device i // (members per device). Members never talk to each other, so the compiled step has no
+collective in it; the only cross-device traffic is the host fetching each iteration's few numbers
+(`fetch`, an all-gather between processes when there are several).
+
+Several hosts: every process runs the same program on the same inputs (so the same batch, drawn from the
+same key), after `initialize_distributed`; `jax.devices()` then lists every process's devices, a
+`batch_mesh` spans them all, and `put_batch` hands each process the rows of its own devices. On a CPU,
+jax's cross-process collectives go through gloo (`jax_cpu_collectives_implementation`, the default since
+jax 0.4.3x); on GPUs through NCCL. docs/scaling.md has the recipes for one multi-GPU node and for SLURM.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+Array = Any
+
+#: Name of the mesh axis the members of a batched fit are split along.
+BATCH_AXIS = "batch"
+
+#: Environment variables read by `initialize_distributed` when its arguments are not given.
+ENV_COORDINATOR = "GRADSIM_COORDINATOR"
+ENV_NUM_PROCESSES = "GRADSIM_NUM_PROCESSES"
+ENV_PROCESS_ID = "GRADSIM_PROCESS_ID"
+
+
+def initialize_distributed(coordinator: Optional[str] = None, num_processes: Optional[int] = None,
+                           process_id: Optional[int] = None, *, local_device_ids: Optional[Sequence[int]] = None,
+                           timeout_s: int = 300) -> dict:
+    """Join a multi-process JAX job (`jax.distributed.initialize`); call it before anything touches a device.
+
+    Args:
+      coordinator: "host:port" of process 0's coordinator service (every process passes the same one).
+      num_processes: number of processes in the job (>= 1).
+      process_id: this process's index in [0, num_processes).
+      local_device_ids: the local devices this process uses (default: all it sees).
+      timeout_s: seconds to wait for every process to join.
+    The three main arguments default to the environment variables GRADSIM_COORDINATOR,
+    GRADSIM_NUM_PROCESSES and GRADSIM_PROCESS_ID; when none is given there either, jax detects the cluster
+    itself (SLURM: SLURM_JOB_ID, SLURM_NTASKS, SLURM_PROCID, the first node of SLURM_STEP_NODELIST as the
+    coordinator; also Open MPI and cloud TPU environments).
+    Returns:
+      {"process_index", "process_count", "local_devices", "devices"}.
+    Raises:
+      ValueError: only some of the three given, a malformed coordinator or out-of-range ids, before jax starts.
+    """
+    coordinator = coordinator if coordinator is not None else os.environ.get(ENV_COORDINATOR)
+    if num_processes is None and os.environ.get(ENV_NUM_PROCESSES):
+        num_processes = _env_int(ENV_NUM_PROCESSES)
+    if process_id is None and os.environ.get(ENV_PROCESS_ID):
+        process_id = _env_int(ENV_PROCESS_ID)
+    given = [v is not None for v in (coordinator, num_processes, process_id)]
+    if any(given) and not all(given):
+        raise ValueError("give all of coordinator (host:port), num_processes and process_id, or none of them "
+                         "(then the cluster's environment, e.g. SLURM's, says them)")
+    if coordinator is not None:
+        host, _, port = coordinator.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"coordinator must be host:port (e.g. node001:12355), got {coordinator!r}")
+        if not (isinstance(num_processes, (int, np.integer)) and num_processes >= 1):
+            raise ValueError(f"num_processes must be an integer >= 1, got {num_processes!r}")
+        if not (isinstance(process_id, (int, np.integer)) and 0 <= process_id < num_processes):
+            raise ValueError(f"process_id must be an integer in [0, {num_processes}), got {process_id!r}")
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
+                               local_device_ids=local_device_ids, initialization_timeout=timeout_s)
+    return {"process_index": jax.process_index(), "process_count": jax.process_count(),
+            "local_devices": jax.local_device_count(), "devices": jax.device_count()}
+
+
+def _env_int(name: str) -> int:
+    text = os.environ[name]
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {text!r}") from None
+
+
+def batch_mesh(devices: Optional[Sequence[Any]] = None) -> Mesh:
+    """A one-dimensional mesh with axis `BATCH_AXIS` over `devices` (default: every device of every process,
+    `jax.devices()`)."""
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("batch_mesh needs at least one device")
+    return Mesh(np.asarray(devices, dtype=object), (BATCH_AXIS,))
+
+
+def padded_size(members: int, mesh: Mesh) -> int:
+    """The batch size rounded up to a multiple of the mesh's devices (every device holds as many members)."""
+    devices = mesh.devices.size
+    return -(-members // devices) * devices
+
+
+def put_batch(tree: Any, mesh: Mesh) -> Any:
+    """Host arrays with a leading member axis (a multiple of the mesh's size) -> global arrays split along it.
+
+    Every process passes the same full arrays and keeps only the rows of its own devices, so this works
+    for one process and for many alike."""
+    sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
+    return jax.tree_util.tree_map(lambda x: _global(x, sharding), tree)
+
+
+def put_replicated(tree: Any, mesh: Mesh) -> Any:
+    """Host arrays -> global arrays with a full copy on every device of the mesh."""
+    sharding = NamedSharding(mesh, PartitionSpec())
+    return jax.tree_util.tree_map(lambda x: _global(x, sharding), tree)
+
+
+def _global(x, sharding):
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+
+def fetch(tree: Any) -> Any:
+    """Device arrays -> numpy on this host: `jax.device_get` in one process; with several, an all-gather
+    (`multihost_utils.process_allgather`), since each process holds only its own devices' rows."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+__all__ = ["BATCH_AXIS", "batch_mesh", "fetch", "initialize_distributed", "padded_size", "put_batch",
+           "put_replicated"]
