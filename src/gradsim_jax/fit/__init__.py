@@ -4,7 +4,9 @@
   progress, PRNG key, checkpoint and bitwise resume).
 - `transforms`: physical <-> unconstrained maps ("log", "softplus", `Bounded`).
 - `losses`: video losses (`rgba_mse`, `silhouette_loss`, `masked_mse`) and `sigma_schedule`.
+- `batched`: `fit_batched`, N members (videos or random starts) at once, vmapped and sharded over devices.
 - `identifiability`: `gauss_newton_report`, which parameter combinations the data determine.
+- `windowed`: windowed fits of long recordings (`fit_windowed`: multiple shooting, truncated backpropagation).
 """
 
 from gradsim_jax.fit.checkpoint import (
@@ -19,6 +21,7 @@ from gradsim_jax.fit.checkpoint import (
     save_checkpoint,
 )
 from gradsim_jax.fit.fit import FitDiverged, FitResult, fit
+from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.fit.identifiability import IdentifiabilityReport, gauss_newton_report
 from gradsim_jax.fit.losses import (
     frame_subsample,
@@ -30,8 +33,18 @@ from gradsim_jax.fit.losses import (
     soft_iou,
 )
 from gradsim_jax.fit.transforms import Bounded, Identity, Log, Softplus, Transform, resolve_transform
+# Last: windowed fits build on sysid (whose package imports this one), so everything above is defined first.
+from gradsim_jax.fit.windowed import (  # noqa: E402
+    Windows,
+    WindowedFitResult,
+    fit_windowed,
+    window_length_for,
+    windowed_loss,
+    windowed_terms,
+)
 
 __all__ = [
+    "BatchedFitResult",
     "Bounded",
     "Checkpoint",
     "CheckpointError",
@@ -44,14 +57,19 @@ __all__ = [
     "Log",
     "Softplus",
     "Transform",
+    "WindowedFitResult",
+    "Windows",
     "check_resume",
     "checkpoint_path",
     "content_sha256",
     "fit",
+    "fit_batched",
+    "fit_windowed",
     "frame_subsample",
     "gauss_newton_report",
     "load_checkpoint",
     "masked_mse",
+    "random_starts",
     "random_frames",
     "resolve_transform",
     "rgba_mse",
@@ -59,4 +77,7 @@ __all__ = [
     "sigma_schedule",
     "silhouette_loss",
     "soft_iou",
+    "window_length_for",
+    "windowed_loss",
+    "windowed_terms",
 ]
