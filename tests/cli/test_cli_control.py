@@ -1,7 +1,7 @@
-"""`gradsim-jax demo control-fem` and `demo control-cloth`: --help, and control-fem reduced (tiny images, few
-frames and iterations): outputs, report keys, and --resume continuing the checkpoint. (Whether training beats
-random policies needs the full horizon: measured at the defaults, not here; a reduced control-cloth run costs
-more than the suite's budget.)"""
+"""`gradsim-jax demo control-fem | control-cloth | control-walker | control-jellyfish`: --help, and reduced runs
+(tiny images, few frames and iterations, slow): outputs, report keys, and --resume continuing the checkpoint.
+(Training beating random policies at reduced size, for control-fem, -walker and -jellyfish, is in
+tests/control/test_control_locomotion.py; a reduced control-cloth run costs more than the suite's budget.)"""
 
 import json
 
@@ -14,7 +14,7 @@ REPORT_KEYS = ("objective", "trained_final_error_m", "random_baseline", "ratio_r
 OUTPUTS = ("untrained.gif", "trained.gif", "comparison.mp4", "target.png", "loss.png", "report.json")
 
 
-@pytest.mark.parametrize("demo", ["control-fem", "control-cloth"])
+@pytest.mark.parametrize("demo", ["control-fem", "control-cloth", "control-walker", "control-jellyfish"])
 def test_help_lists_options(demo, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["demo", demo, "--help"])
@@ -43,3 +43,12 @@ def test_control_fem_reduced_outputs_and_resume(tmp_path):
                    "--resume")
     assert resumed["iterations"] == 3
 
+
+
+@pytest.mark.slow
+def test_control_walker_and_jellyfish_reduced_outputs(tmp_path):
+    for demo in ("control-walker", "control-jellyfish"):
+        report = _run(demo, tmp_path / demo, "--frames", "4", "--iterations", "2")
+        for key in REPORT_KEYS:
+            assert key in report
+        assert report["experiment"] == demo and report["initial_policy_scale"] == 1.0

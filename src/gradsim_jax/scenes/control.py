@@ -1,6 +1,7 @@
 """Control demos (`gradsim-jax demo control-fem`, `demo control-cloth`): train an explicit policy by gradient
 descent through simulation and rendering so that the last rendered frame matches a target image, and compare
 it with random policies (gradSim's control_fem and control_cloth experiments, Jatavallabhula et al. 2021).
+`run_demo` also runs the locomotion demos of `scenes.locomotion` (control-walker, control-jellyfish).
 
 - `gear_task`: a gear-shaped soft body (`gear_tets`, 144 tets) lying on the ground, slid along +x with
   1 m/s; by itself it stops after ~0.12 m. Its tets are activated in 8 groups (4 angular sectors x top and
@@ -67,7 +68,9 @@ class WindowedPolicy:
 class ControlTask:
     """A control demo: the scene (`exp`: topology, params, state0, camera, colours, frames, substeps,
     frame_dt), the policy and actuator, the target image [H, W, 4], the target centre of mass [3] m, and the
-    effort weight (the loss adds effort * mean(outputs^2) / amplitude^2)."""
+    effort weight (the loss adds effort * mean(outputs^2) / amplitude^2). `init_scale`: the initial policy's
+    `init_policy` scale (a gait's displacement is second order in the outputs, so its gradient vanishes
+    near a zero policy: the locomotion demos start from a random policy of scale 1)."""
 
     name: str
     exp: Experiment
@@ -80,6 +83,7 @@ class ControlTask:
     amplitude: float
     state_weight: float = 0.0
     state_scale: float = 0.1
+    init_scale: float = 0.1
 
     def rollout(self, pp):
         e = self.exp
@@ -195,13 +199,25 @@ TASKS = {"control-fem": gear_task, "control-cloth": cloth_task}
 
 #: Defaults per demo: frames, iterations, learning rate.
 DEFAULTS = {"control-fem": {"frames": 45, "iterations": 150, "learning_rate": 0.05},
-            "control-cloth": {"frames": 40, "iterations": 100, "learning_rate": 0.05}}
+            "control-cloth": {"frames": 40, "iterations": 100, "learning_rate": 0.05},
+            "control-walker": {"frames": 60, "iterations": 100, "learning_rate": 0.05},
+            "control-jellyfish": {"frames": 60, "iterations": 100, "learning_rate": 0.05}}
+
+
+def task_builder(name: str):
+    """The task builder of demo `name`: `TASKS` here, the locomotion demos in `scenes.locomotion` (imported
+    here, not above: it builds on `ControlTask`)."""
+    if name in TASKS:
+        return TASKS[name]
+    from gradsim_jax.scenes.locomotion import TASKS as LOCOMOTION
+
+    return LOCOMOTION[name]
 
 
 def run_demo(args) -> int:
-    """`gradsim-jax demo control-fem | control-cloth`: build the task, train (checkpointed, resumable),
-    score random policies, write untrained.gif, trained.gif, comparison.mp4, target.png, loss.png and
-    report.json to args.out."""
+    """`gradsim-jax demo control-fem | control-cloth | control-walker | control-jellyfish`: build the task,
+    train (checkpointed, resumable), score random policies, write untrained.gif, trained.gif, comparison.mp4,
+    target.png, loss.png and report.json to args.out."""
     import optax
 
     from gradsim_jax import sysid
@@ -220,10 +236,11 @@ def run_demo(args) -> int:
     frames = args.frames or defaults["frames"]
     iterations = defaults["iterations"] if args.iterations is None else args.iterations
     lr = args.learning_rate or defaults["learning_rate"]
-    task = TASKS[name](size=args.size, frames=frames)
+    task = task_builder(name)(size=args.size, frames=frames)
     exp = task.exp
     print(f"demo {name}: {task.description} ({args.size} px, {frames} frames, {iterations} iterations)")
-    pp0 = init_policy(jax.random.key(args.seed), task.policy.num_inputs, task.actuator.outputs, scale=0.1)
+    pp0 = init_policy(jax.random.key(args.seed), task.policy.num_inputs, task.actuator.outputs,
+                      scale=task.init_scale)
     schedule = optax.cosine_decay_schedule(lr, max(iterations, 1), alpha=0.05)
     # Not the iteration count: --resume --iterations N continues a run to N (the cosine schedule then
     # follows the new N).
@@ -295,6 +312,7 @@ def run_demo(args) -> int:
                           f"{result.iterations})",
         "initial_loss": float(result.history["loss"][0]) if result.history["loss"] else None,
         "iterations": result.iterations,
+        "initial_policy_scale": task.init_scale,
         "learning_rate": lr,
         "seed": args.seed,
         "size": args.size,
@@ -328,4 +346,4 @@ def _write_png(path: Path, image) -> Path:
     return path
 
 
-__all__ = ["ControlTask", "DEFAULTS", "TASKS", "WindowedPolicy", "cloth_task", "gear_task", "run_demo"]
+__all__ = ["ControlTask", "DEFAULTS", "TASKS", "WindowedPolicy", "cloth_task", "gear_task", "run_demo", "task_builder"]
