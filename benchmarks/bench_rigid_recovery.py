@@ -141,22 +141,28 @@ def fit_row(quantity: str, scene: str, sign: int, size: int) -> dict:
 
 
 def _key(row):
-    return (row["scene"], row["quantity"], row["sign"], row.get("size", 64))
+    return (row["scene"], row.get("demo"), row["quantity"], row["sign"], row.get("size", 64))
 
 
-def merge(path: Path, rows: list) -> dict:
+def merge_rows(path: Path, rows: list, benchmark: str, quantities) -> dict:
+    """Merge `rows` into the JSON at `path` (replacing rows of the same scene, demo, quantity, start sign and
+    size), sorted by quantity (in the order of `quantities`), scene and sign; returns what was written."""
     old = json.loads(path.read_text()) if path.exists() else {"rows": []}
     keep = {_key(r): r for r in old.get("rows", [])}
     for r in rows:
         keep[_key(r)] = r
-    order = {q: i for i, q in enumerate(QUANTITIES)}
+    order = {q: i for i, q in enumerate(quantities)}
     scenes = {"demo": 0, "other1": 1, "other2": 2}
-    out = {"benchmark": "rigid_recovery", "machine": platform.platform(), "processor": platform.processor(),
+    out = {"benchmark": benchmark, "machine": platform.platform(), "processor": platform.processor(),
            "rows": sorted(keep.values(), key=lambda r: (order.get(r["quantity"], 99), scenes.get(r["scene"], 9),
                                                         -r["sign"]))}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))
     return out
+
+
+def merge(path: Path, rows: list) -> dict:
+    return merge_rows(path, rows, "rigid_recovery", QUANTITIES)
 
 
 def table(rows) -> str:

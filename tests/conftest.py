@@ -21,3 +21,18 @@ def x64():
     """Run the test body with 64-bit floats enabled (gradient checks)."""
     with jax.enable_x64(True):
         yield
+
+
+#: Folders of tests/ in the order the suite runs them: the end-to-end ones (a fit or a demo each, tens of
+#: seconds) first, so that the two workers of `make test` end on short tests instead of one of them running
+#: a long fit alone at the end (xdist's worksteal hands out the collected order in chunks).
+_ORDER = ("cli", "sysid", "docs", "control", "diagnostics", "fit", "physics", "render", "property", "geometry")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        parts = Path(str(item.fspath)).parts
+        folder = parts[parts.index("tests") + 1] if "tests" in parts else ""
+        return _ORDER.index(folder) if folder in _ORDER else len(_ORDER)
+
+    items.sort(key=rank)  # stable: the order within a folder stays

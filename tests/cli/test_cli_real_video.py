@@ -109,6 +109,7 @@ def test_fit_with_mask_recovers_mass_and_stiffness(workdir, monkeypatch):
         assert abs(report["estimated"][name] / truth - 1) < 0.02, (name, report["estimated"])
 
 
+@pytest.mark.slow  # the README command end to end; the masked fit checks a real-video fit in make test
 def test_fit_without_mask_runs_on_colours_over_the_photo(workdir, monkeypatch):
     """No mask, an MP4 without alpha: the default loss is rgb, the render composited over the photo. The
     README's command as written, cut to a few iterations for the CI budget (its accuracy, 8.6e-5 and 1.4e-3,
