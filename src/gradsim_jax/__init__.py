@@ -21,13 +21,15 @@ from gradsim_jax.physics import (
 )
 from gradsim_jax.physics import euler_step as step
 from gradsim_jax.render import Camera, RenderSettings, look_at_camera, render, render_video
-from gradsim_jax.fit import FitResult, fit
+from gradsim_jax.fit import FitResult, fit, fit_batched
+from gradsim_jax.diagnostics import gradcheck, gradient_horizon, loss_landscape
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Camera", "Control", "FitResult", "Params", "RenderSettings", "Scene", "SimulationDiverged", "State",
+    "Camera", "Control", "FitResult", "Params", "gradcheck", "gradient_horizon", "loss_landscape", "RenderSettings", "Scene", "SimulationDiverged", "State",
     "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
+    "fit_batched",
     "load_mesh", "rigid_body", "soft_body", "sphere_mesh",
     "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
 ]

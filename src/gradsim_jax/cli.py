@@ -7,7 +7,9 @@
     gradsim-jax demo fem-material [--estimate fem_mu,fem_lambda,fem_damping] | fem-mass ...
     gradsim-jax demo control-fem | control-cloth [--iterations N] [--out runs/control-fem] ...
     gradsim-jax render SCENE.toml --out target.gif      (synthetic target from the scene's [material])
-    gradsim-jax fit SCENE.toml --target VIDEO [--out runs/fit] ...
+    gradsim-jax fit SCENE.toml --target VIDEO [--out runs/fit] [--restarts N] ...
+    gradsim-jax gradcheck | horizon SCENE.toml ...     (are the gradients right; how far are they informative)
+    gradsim-jax landscape SCENE.toml --vary mass,stiffness [--span 0.5 --points 21]
     gradsim-jax --version
 """
 
@@ -55,6 +57,11 @@ CONTROL_DEMOS = {
                     "target image shows (gradSim's control_fem)", 45, 150),
     "control-cloth": ("train a policy of corner forces that throws a cloth onto the spot a target image shows "
                       "(gradSim's control_cloth, a policy instead of one initial velocity)", 40, 100),
+    "control-walker": ("train a gait: a policy of tet activations that makes a four-legged soft walker walk to "
+                       "the pose a target image shows (gradSim's control_walker)", 60, 100),
+    "control-jellyfish": ("train a swimming stroke: a policy of bending rest angles that makes a cloth "
+                          "jellyfish swim up to the height a target image shows, against quadratic drag "
+                          "(gradSim's control_jellyfish)", 60, 100),
 }
 
 
@@ -64,8 +71,8 @@ FEM_MATERIAL_ESTIMATES = ("fem_mu", "fem_lambda", "fem_damping")
 FEM_DEMOS = {
     "fem-material": (
         "recover a soft body's material (FEM: shear mu, volume lambda, damping) from a rendered video",
-        "A soft box of tets (stable Neo-Hookean, known density) is thrown level onto the ground: it lands, "
-        "squashes, bulges and wobbles while sliding. The squash and bulge show k_lambda and k_mu, the "
+        "A soft box of tets (stable Neo-Hookean, known density) is dropped level onto the ground: it lands, "
+        "squashes, bulges and wobbles. The squash and bulge show k_lambda and k_mu, the "
         "wobble's decay k_damp (gradSim's Table 3 material experiment). Default: all three, jointly.",
         ",".join(FEM_MATERIAL_ESTIMATES), {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.1}),
     "fem-mass": (
@@ -152,6 +159,36 @@ def _table_demo_parsers(demos, table: dict, estimates) -> None:
         _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
         _progress_flags(p)
         _force_flag(p)
+
+
+def _spread(text):
+    """argparse type: a finite number > 1 (the factor of the range of random starts)."""
+    value = _positive(text)
+    if value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number > 1 (a factor: 3 draws from x/3 to 3x), got {text}")
+    return value
+
+
+def _restart_flags(p):
+    g = p.add_argument_group("random restarts and devices (docs/scaling.md)")
+    g.add_argument("--restarts", type=_count(1), default=1, metavar="N",
+                   help="fit N starts at once (the first is [initial], the others drawn around it), keep the one "
+                        "of lowest final loss, fit it again through the whole pipeline and report the spread "
+                        "(default 1: a single start)")
+    g.add_argument("--restart-spread", type=_spread, default=3.0, metavar="S",
+                   help="range of the starts: positive quantities log-uniform in [x/S, x*S], bounded ones +-ln S "
+                        "in logit space, others x +- (S-1)|x| (default 3)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")
+    g.add_argument("--batch-mode", choices=("vmap", "map", "sequential"), default=None,
+                   help="how the starts are batched: vmap, lax.map, or one after another (default: map on a "
+                        "CPU, vmap on a GPU); with several devices they are split over all of them")
+    g.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="multi-host: address of process 0's coordinator (with --num-processes, --process-id)")
+    g.add_argument("--num-processes", type=_count(1), default=None, metavar="N", help="multi-host: processes in all")
+    g.add_argument("--process-id", type=_count(0), default=None, metavar="I", help="multi-host: this process's index")
+    g.add_argument("--distributed", action="store_true",
+                   help="multi-host: join a job described by the environment (SLURM, Open MPI) without the three "
+                        "options above")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,14 +296,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the target was rendered from [material]: report errors against those values")
     fit.add_argument("--out", default="runs/fit", help="output folder (default runs/fit)")
     _fit_flags(fit)
+    from gradsim_jax.diagnostics.commands import parse_clip
+
+    fit.add_argument("--clip", type=parse_clip, default=None, metavar="Q=C[,Q=C]",
+                     help="clip each named quantity's Adam gradient to norm C, e.g. mass=1.0 (the report records the "
+                          "norms per iteration before clipping)")
     _progress_flags(fit)
     _force_flag(fit)
+    _restart_flags(fit)
 
     ren = sub.add_parser("render", help="render a scene file's [material] values to a video (a synthetic target)",
                          epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ren.add_argument("scene", help="scene file (TOML)")
     ren.add_argument("--out", required=True, help="output .gif or .mp4 (or a folder: one RGBA PNG per frame)")
     _force_flag(ren)
+    from gradsim_jax.diagnostics.commands import add_parsers as add_diagnostic_parsers
+
+    add_diagnostic_parsers(sub)
     return parser
 
 
@@ -551,7 +597,7 @@ def cmd_demo_control(args) -> int:
 
 
 def cmd_demo_policy(args) -> int:
-    """`demo control-fem | control-cloth` (`gradsim_jax.scenes.control.run_demo`)."""
+    """`demo control-fem | control-cloth | control-walker | control-jellyfish` (`scenes.control.run_demo`)."""
     from gradsim_jax.scenes.control import run_demo
 
     return run_demo(args)
@@ -563,6 +609,13 @@ def cmd_fit(args) -> int:
     from gradsim_jax.scenefile import SceneFileError, load_fit_job
 
     try:
+        _start_distributed(args)
+    except (ValueError, RuntimeError) as e:
+        return _fail(str(e))
+    try:
+        if args.restarts > 1 and args.resume:
+            raise ValueError("--resume continues a single fit; with --restarts the starts are fitted again (leave "
+                             "out --resume, or --restarts)")
         try:
             sysid.ensure_writable_folder(args.out)
         except ValueError as e:
@@ -570,7 +623,8 @@ def cmd_fit(args) -> int:
         job = load_fit_job(
             args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
             iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, loss=args.loss,
-            frame_stride=args.frame_stride, horizon=args.horizon, checkpoint_dir=str(Path(args.out) / "checkpoint"),
+            frame_stride=args.frame_stride, horizon=args.horizon, clip=args.clip,
+            checkpoint_dir=str(Path(args.out) / "checkpoint"),
             checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
             progress=not args.no_progress)
     except (SceneFileError, ValueError, FileNotFoundError) as e:
@@ -584,10 +638,67 @@ def cmd_fit(args) -> int:
     if status is not None:
         return status
     started = time.perf_counter()
-    report = sysid.run(job.experiment, frames, job.initial, config, args.out, truth=job.truth, extra=job.extra)
+    initial, extra = job.initial, job.extra
+    if args.restarts > 1:
+        try:
+            initial, extra = _restarts(args, job)
+        except ValueError as e:
+            return _fail(str(e))
+        if initial is None:  # not process 0 of a multi-host job: process 0 writes the outputs
+            return 0
+    report = sysid.run(job.experiment, frames, initial, config, args.out, truth=job.truth, extra=extra)
     report["total_wall_time_s"] = time.perf_counter() - started
     _rewrite(report)
     return 0
+
+
+def _start_distributed(args) -> None:
+    """Join a multi-host job when asked (--coordinator/--num-processes/--process-id or --distributed): before
+    anything touches a device."""
+    given = (args.coordinator, args.num_processes, args.process_id)
+    if not args.distributed and all(v is None for v in given):
+        return
+    if args.distributed and any(v is not None for v in given):
+        raise ValueError("--distributed reads the job from the environment: leave out --coordinator, "
+                         "--num-processes and --process-id (or --distributed)")
+    if args.restarts < 2:
+        raise ValueError("several processes share the work of --restarts N (N >= 2); a single fit runs in one")
+    from gradsim_jax.parallel import initialize_distributed
+
+    info = initialize_distributed(args.coordinator, args.num_processes, args.process_id)
+    print(f"process {info['process_index']} of {info['process_count']}: {info['local_devices']} local of "
+          f"{info['devices']} devices")
+
+
+def _restarts(args, job):
+    """--restarts N: fit N starts at once (over every device of every process), print the table and return
+    (the best start, the report's extra entries with the restarts' summary); (None, None) on a process other
+    than 0 of a multi-host job."""
+    import jax
+
+    from gradsim_jax.parallel import batch_mesh
+    from gradsim_jax.sysid.restarts import fit_restarts, table_lines
+
+    mesh = batch_mesh() if jax.device_count() > 1 else None
+    devices = f" over {jax.device_count()} devices" if mesh is not None else ""
+    print(f"restarts: {args.restarts} starts within a factor {args.restart_spread:g} of [initial] (seed "
+          f"{args.seed}){devices}")
+    result = fit_restarts(job.experiment, job.frames, job.initial, job.config, restarts=args.restarts,
+                          spread=args.restart_spread, key=jax.random.key(args.seed), mode=args.batch_mode, mesh=mesh)
+    for line in table_lines(result, job.truth):
+        print(line)
+    best = result.best
+    if best is None:
+        raise ValueError(f"all {args.restarts} starts diverged: try a smaller --restart-spread or learning rate")
+    if jax.process_index() != 0:
+        print(f"process {jax.process_index()}: done; process 0 refits start {best} and writes the outputs")
+        return None, None
+    summary = result.summary(job.truth)
+    summary.update(spread_factor=args.restart_spread, seed=args.seed)
+    print(f"refitting start {best} (the lowest final loss, {result.fit.loss[best]:.4e}) through the whole pipeline")
+    initial = dict(job.initial)
+    initial.update({n: v for n, v in result.start(best).items()})
+    return initial, {**job.extra, "restarts": summary}
 
 
 def _check_render_out(out: Path) -> None:
@@ -664,6 +775,10 @@ def main(argv=None) -> int:
                 return cmd_fit(args)
             if args.command == "render":
                 return cmd_render(args)
+            if args.command in ("gradcheck", "horizon", "landscape"):
+                from gradsim_jax.diagnostics.commands import run as run_diagnostic
+
+                return run_diagnostic(args)
         except CheckpointMismatch as e:
             return _fail(e.describe("--resume-anyway continues it regardless"))
         except (CheckpointError, FitDiverged, SimulationDiverged, TracedCheckError) as e:
