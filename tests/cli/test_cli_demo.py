@@ -55,6 +55,7 @@ def test_demo_unknown_quantity_is_a_clear_error(capsys):
     assert "unknown quantity 'colour'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # covered in make test by tests/fit/test_fit_checkpoint.py (bitwise resume of `fit`) and the CLI kill chain
 def test_resume_equals_uninterrupted(tmp_path):
     exp = hanging_cloth(size=16, frames=6, cells=2)
     truth = dict(exp.theta)

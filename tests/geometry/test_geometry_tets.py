@@ -215,5 +215,7 @@ def test_tetrahedralize_refuses_open_and_self_intersecting_surfaces():
     both_x, both_f = np.vstack([x, x + 0.5]), np.vstack([s, s + len(x)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(MeshError, match="TetGen failed.*self-intersect"):
+        # TetGen says "self-intersect" when it gets to report; when its error path crashes first (heap
+        # corruption, seen once in CI-like runs) our message still names the likely cause.
+        with pytest.raises(MeshError, match="TetGen failed.*(self-intersect|intersects itself)"):
             tetrahedralize(both_x, both_f, name="two boxes")

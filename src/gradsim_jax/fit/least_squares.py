@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -31,6 +33,14 @@ class LeastSquaresResult:
     jacobian: np.ndarray
     grad_norm: float
     gauss_newton_step: np.ndarray
+
+
+def forward_jacobian(fn: Callable, z):
+    """(fn(z), the columns of its Jacobian [z.size, *fn(z).shape]): `jax.linearize` once, then one
+    forward-mode pass per unknown (`lax.map` over the identity), so memory is one column's. For the few
+    unknowns of a Levenberg-Marquardt residual; traceable (call it inside a jitted function)."""
+    r, lin = jax.linearize(fn, z)
+    return r, jax.lax.map(lin, jnp.eye(z.size, dtype=z.dtype))
 
 
 def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *, mask=None, steps: int = 10,

@@ -53,7 +53,7 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit.fit import FitResult, fit
-from gradsim_jax.fit.least_squares import levenberg_marquardt
+from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.transforms import Transform, resolve_transform
 from gradsim_jax.physics import Control, ParticleControl, SemiImplicitEuler, State
 from gradsim_jax.render.mesh import trajectory_vertices
@@ -350,8 +350,7 @@ def polish_truncated(exp: Experiment, target: Array, theta: dict, free, windows:
         return {**base, **{n: tf[n].inverse(z[i]).reshape(shapes[n]) for i, n in enumerate(free)}}
 
     def linearized(e, z, base, tgt):
-        r, lin = jax.linearize(lambda zz: truncated_residual(e, windows, kind)(unpack(zz, base), tgt), z)
-        return r, jax.lax.map(lin, jnp.eye(z.size, dtype=z.dtype))
+        return forward_jacobian(lambda zz: truncated_residual(e, windows, kind)(unpack(zz, base), tgt), z)
 
     jac = compiled(exp, linearized, ("polish_truncated", windows, kind, free, tuple(shapes.items())))
     dtype = theta["push"].dtype

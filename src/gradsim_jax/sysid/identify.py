@@ -267,9 +267,7 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
         return residual_with_target(e, kind, frame_stride, dense=True)(th, tgt, w)
 
     def jac(e, z, base, tgt, w):
-        r, lin = jax.linearize(lambda zz: r_of_z(e, zz, base, tgt, w), z)
-        cols = jax.lax.map(lin, jnp.eye(z.size, dtype=z.dtype))
-        return r, cols
+        return least_squares.forward_jacobian(lambda zz: r_of_z(e, zz, base, tgt, w), z)
 
     r_fn0, jac_fn0 = compiled(exp, r_of_z, key + ("residual",)), compiled(exp, jac, key + ("jacobian",))
     num = len(_frames_of(exp, frame_stride))
