@@ -139,6 +139,10 @@ def _fit_flags(p, *, iterations=None, polish=None):
                    help="use every K-th frame in the loss")
     p.add_argument("--horizon", type=_count(1), default=None, metavar="T",
                    help="fit the first T frames first, growing to all over half the Adam iterations")
+    p.add_argument("--window", type=_count(1), default=None, metavar="W",
+                   help="long recordings: truncated backpropagation, each frame's gradient reaching back at most "
+                        "W frames (pick W from `gradsim-jax horizon`: the marked horizon / (3 x substeps)); "
+                        "the polish uses the same truncated Jacobian")
 
 
 def _table_demo_parsers(demos, table: dict, estimates) -> None:
@@ -378,6 +382,7 @@ def _config(args, free, *, iterations, learning_rate, polish):
         frame_stride=args.frame_stride if args.frame_stride is not None else 1,
         polish=args.polish if args.polish is not None else polish,
         horizon=args.horizon,
+        window=getattr(args, "window", None),
         checkpoint_dir=str(Path(args.out) / "checkpoint"),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
@@ -438,7 +443,7 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
     print(f"demo {label}: estimating {', '.join(free)} ({exp.camera.height} px, {exp.frames} frames)")
     truth = dict(exp.theta)
     config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish)
-    if args.horizon is None:
+    if args.horizon is None and config.window is None:  # a demo's own growing horizon, unless windowed
         config.horizon = horizon
     status = _preflight(exp, args, config)
     if status is not None:
@@ -623,7 +628,7 @@ def cmd_fit(args) -> int:
         job = load_fit_job(
             args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
             iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, loss=args.loss,
-            frame_stride=args.frame_stride, horizon=args.horizon, clip=args.clip,
+            frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None), clip=args.clip,
             checkpoint_dir=str(Path(args.out) / "checkpoint"),
             checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
             progress=not args.no_progress)

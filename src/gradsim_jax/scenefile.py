@@ -35,7 +35,8 @@ from gradsim_jax.geometry.scene import combine, quat_rotate
 from gradsim_jax.fit.transforms import Bounded
 from gradsim_jax.physics import get_path
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
-from gradsim_jax.sysid import LOSSES, QUANTITIES, Experiment, FitConfig, canonical, default_theta, with_camera_pose
+from gradsim_jax.sysid import (LOSSES, QUANTITIES, Experiment, FitConfig, canonical, check_config, default_theta,
+                                with_camera_pose)
 
 
 class SceneFileError(ValueError):
@@ -211,6 +212,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "frame_stride": Field("int", 1, "use every k-th frame in the loss"),
         "horizon": Field("int", None, "fit the first frames first, growing to all over half the iterations"),
         "polish": Field("int", 10, "Levenberg-Marquardt steps after Adam (few free scalars only)"),
+        "window": Field("int", None, "long recordings: truncated backpropagation, gradients reach back at most "
+                                     "this many frames (see `gradsim-jax horizon`)"),
     },
     "initial": {
         "mass": Field("float", None, "initial guess of the mass per particle, kg"),
@@ -395,7 +398,7 @@ class SceneSpec:
             raise SceneFileError(f"{self.path}: [fit] free must name at least one quantity")
         if f["loss"] is not None and f["loss"] not in LOSSES:
             raise SceneFileError(f"{self.path}: [fit] loss must be one of {LOSSES}, got {f['loss']!r}")
-        for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1)):
+        for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1), ("window", 1)):
             if f[key] is not None and f[key] < least:
                 allowed = "0 or more" if least == 0 else f"at least {least}"
                 raise SceneFileError(f"{self.path}: [fit] {key} must be {allowed}, got {f[key]}")
@@ -403,7 +406,8 @@ class SceneSpec:
             raise SceneFileError(f"{self.path}: [fit] learning_rate must be a positive number (a negative one "
                                  f"climbs the loss), got {f['learning_rate']}")
         return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"] or "auto",
-                         frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"])
+                         frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"],
+                         window=f["window"])
 
     def content_sha256(self) -> str:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
@@ -1012,7 +1016,7 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
                  **overrides) -> FitJob:
     """Read the scene file, load and prepare the target video, build the experiment and the fit
     configuration ([fit] with the command line's `overrides`: iterations, learning_rate, polish, loss,
-    frame_stride, horizon, checkpoint_dir, checkpoint_every, resume, resume_anyway, progress; None keeps the
+    frame_stride, horizon, window, checkpoint_dir, checkpoint_every, resume, resume_anyway, progress; None keeps the
     scene's) and the initial guess. SceneFileError or ValueError on any problem, before anything compiles."""
     from gradsim_jax.sysid import with_camera_pose
 
@@ -1025,6 +1029,7 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     given = {k: v for k, v in overrides.items() if v is not None}
     loss = resolve_loss(given.pop("loss", None) or base.loss, video_)
     config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **given)
+    check_config(config)  # combinations of settings (e.g. window with horizon), before anything compiles
     notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]
     if undistort is not None:
         notes.append("frames undistorted with the [camera] distortion coefficients")

@@ -61,6 +61,13 @@ def test_horizon_writes_table_plot_and_json(tmp_path, capsys):
     assert report["horizon"] is None and report["mode"] == "forward"  # 4 frames of a calm cloth: informative
     assert all(row["relative_difference"] < 0.1 for row in report["table"])
     assert (out / "horizon.png").stat().st_size > 1000 and "stops being informative" in capsys.readouterr().out
+    assert report["suggested_window"] is None
+    # A tolerance below float32's rounding marks the first horizon (1 frame = `substeps` steps); the suggested
+    # fit --window is a third of it in frames, at least 1 (same programs: no new compilation).
+    assert main(["horizon", str(scene), "--out", str(out), "--tol", "1e-9"]) == 0
+    report = json.loads((out / "horizon.json").read_text())
+    assert report["horizon"] == pytest.approx(1 / 60) and report["suggested_window"] == 1
+    assert "fit --window 1" in capsys.readouterr().out
 
 
 @pytest.mark.slow

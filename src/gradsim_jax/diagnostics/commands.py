@@ -164,6 +164,7 @@ def cmd_horizon(args) -> int:
     import numpy as np
 
     from gradsim_jax.diagnostics.horizon import gradient_horizon
+    from gradsim_jax.fit.windowed import window_length_for
 
     problem, status = _load(args, args.perturb)
     if problem is None:
@@ -178,9 +179,15 @@ def cmd_horizon(args) -> int:
     except ValueError as e:
         return _fail(str(e))
     print(result.table())
+    exp = problem.experiment
+    window = None
+    if result.horizon is not None:  # the marked horizon in steps, a third of it in frames: fit --window
+        window = window_length_for(max(1, round(result.horizon / exp.frame_dt * exp.substeps)), exp.substeps)
+        print(f"for a fit of a longer recording of this scene: fit --window {window} (frames; a third of the "
+              "marked horizon)")
     out = Path(args.out)
     result.plot(out / "horizon.png")
-    report = {**result.as_dict(), "scene": problem.path, "notes": list(problem.notes), "free": list(problem.free),
+    report = {**result.as_dict(), "suggested_window": window, "scene": problem.path, "notes": list(problem.notes), "free": list(problem.free),
               "frames": np.asarray(problem.loss_frames).tolist(), "wall_time_s": time.perf_counter() - started}
     _write(out / "horizon.json", report)
     print(f"written {out / 'horizon.json'}, {out / 'horizon.png'}")

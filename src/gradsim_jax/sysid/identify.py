@@ -76,6 +76,11 @@ class FitConfig:
 
     smoothness: weight of the Laplacian regularizer of "shape" (`quantities.shape_roughness`, m^2) added to
     the Adam loss; 0: none. Only with "shape" free.
+    window: truncated backpropagation through time for long recordings: the Adam gradient of each frame's
+    loss reaches back at most `window` frames (to the start of its window, `gradsim_jax.fit.windowed`), while
+    the loss value stays the full recording's; the Levenberg-Marquardt polish then uses the same truncated
+    Jacobian (`polish_truncated`). Choose it from `gradsim-jax horizon` (`window_length_for`); None: the full
+    horizon. Not with `horizon` or `smoothness`.
     clip: {quantity: c}: that quantity's Adam gradient (in its fitted space) is scaled down to norm c when longer
     (`fit`'s per-field clipping); None: none.
     resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
@@ -99,6 +104,7 @@ class FitConfig:
     scene_file_sha256: Optional[str] = None
     smoothness: float = 0.0
     clip: Optional[dict] = None
+    window: Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -123,7 +129,7 @@ class SysIdResult:
 def check_config(config: FitConfig) -> None:
     """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
     for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
-                       ("checkpoint_every", 1)):
+                       ("checkpoint_every", 1), ("window", 1)):
         value = getattr(config, key)
         if value is not None and (not isinstance(value, (int, np.integer)) or value < least):
             raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
@@ -135,6 +141,11 @@ def check_config(config: FitConfig) -> None:
         raise ValueError(f"smoothness must be a finite number >= 0, got {config.smoothness}")
     if config.smoothness > 0 and "shape" not in (canonical(n) for n in config.free):
         raise ValueError("smoothness regularizes the quantity shape, which is not free")
+    if config.window is not None and config.horizon is not None:
+        raise ValueError("window (truncated backpropagation) and horizon (a growing horizon) are two answers to "
+                         "a long recording: choose one")
+    if config.window is not None and config.smoothness:
+        raise ValueError("window does not combine with smoothness (the shape regularizer)")
     for name, c in (config.clip or {}).items():
         if canonical(name) not in (canonical(n) for n in config.free):
             raise ValueError(f"clip names {name}, which is not a free quantity")
@@ -162,6 +173,8 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
                   loss=config.loss, frame_stride=config.frame_stride, horizon=config.horizon)
     if config.smoothness:
         inputs["smoothness"] = config.smoothness
+    if config.window is not None:
+        inputs["window"] = int(config.window)
     if config.clip:
         inputs["clip"] = {canonical(k): float(v) for k, v in sorted(config.clip.items())}
     return inputs
@@ -350,6 +363,17 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
     the target (`_with_data`): the image loss (`make_loss`, with the horizon `ramp`) plus the shape
     smoothness term when `config.smoothness`."""
 
+    if config.window is not None:
+        from gradsim_jax.fit.windowed import windowed_loss
+
+        windows = truncation_windows(exp, config)
+
+        def windowed(theta, *iteration):
+            theta, e, tgt = _split_data(exp, theta)
+            return windowed_loss(e, tgt, windows, shooting="truncated", kind=config.loss)(theta)
+
+        return windowed
+
     def loss_fn(theta, *iteration):
         theta, e, tgt = _split_data(exp, theta)
         loss = make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
@@ -358,6 +382,14 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
         return loss
 
     return loss_fn
+
+
+def truncation_windows(exp: Experiment, config: FitConfig):
+    """The `Windows` of `config.window` (truncated backpropagation: no overlap; a window longer than the
+    recording is the whole recording)."""
+    from gradsim_jax.fit.windowed import Windows
+
+    return Windows(exp.frames, min(int(config.window), exp.frames), 0, config.frame_stride)
 
 
 def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> SysIdResult:
@@ -413,7 +445,24 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     last_step = None
     if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
         print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
-    if config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
+    scalars_only = all(np.size(theta[n]) == 1 for n in free)
+    if config.polish > 0 and config.window is not None and not scalars_only and config.progress:
+        print("  (no Levenberg-Marquardt polish: a windowed fit polishes scalar quantities only)")
+    if config.polish > 0 and config.window is not None and scalars_only and n_scalars <= LM_MAX_SCALARS:
+        from gradsim_jax.fit.windowed import polish_truncated
+
+        theta, records = polish_truncated(exp, target, theta, free, truncation_windows(exp, config),
+                                          steps=config.polish, kind=config.loss, progress=config.progress)
+        theta = {k: jnp.asarray(v) for k, v in theta.items()}
+        start = history["iteration"][-1] + 1 if history["iteration"] else 0
+        for k, (cost, values) in enumerate(records):
+            history["iteration"].append(start + k)
+            history["loss"].append(cost)
+            for n in free:
+                history["params"][n].append(_record(values[n]))
+            history["stage"].append("lm")
+        lm_steps = len(records)
+    elif config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
         theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
                                              frame_stride=config.frame_stride, progress=config.progress, info=info)
         grad_norm = info.get("grad_norm", grad_norm)
