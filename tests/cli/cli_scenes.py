@@ -11,6 +11,23 @@ fix = ["left"]
 """
 
 
+def small_run(frames: int) -> str:
+    """[simulation] (`frames` frames of 8 substeps), [render] (16 x 16 px) and a [fit] of the mass that the
+    caller may continue with more [fit] keys: the cheapest scene-file fit."""
+    return f"""
+[simulation]
+frames = {frames}
+substeps = 8
+
+[render]
+width = 16
+height = 16
+
+[fit]
+free = ["mass"]
+"""
+
+
 def write_scene(folder, text, name="scene.toml"):
     """Write `text` to folder/name and return the path."""
     path = folder / name

@@ -16,19 +16,9 @@ from gradsim_jax.fit import checkpoint_path, load_checkpoint
 from gradsim_jax.render.video import load_target, write_gif
 from gradsim_jax.scenefile import SceneFileError, load_scene
 
-from cli_scenes import SMALL_CLOTH, write_scene
+from cli_scenes import SMALL_CLOTH, small_run, write_scene
 
-SCENE = SMALL_CLOTH + """
-[simulation]
-frames = 3
-substeps = 8
-
-[render]
-width = 16
-height = 16
-
-[fit]
-free = ["mass"]
+SCENE = SMALL_CLOTH + small_run(3) + """
 iterations = 2
 polish = 0
 """

@@ -19,25 +19,14 @@ import numpy as np
 
 from gradsim_jax.cli import main
 
-from cli_scenes import SMALL_CLOTH
+from cli_scenes import SMALL_CLOTH, small_run
 
 ITERATIONS = 20
 KILLS = 2
 SCENE = SMALL_CLOTH + f"""
 [material]
 mass = {{mass}}
-
-[simulation]
-frames = 3
-substeps = 8
-
-[render]
-width = 16
-height = 16
-
-[fit]
-free = ["mass"]
-iterations = {ITERATIONS}
+""" + small_run(3) + f"""iterations = {ITERATIONS}
 polish = 0
 """
 

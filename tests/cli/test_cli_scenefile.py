@@ -8,25 +8,14 @@ import pytest
 from gradsim_jax.cli import main
 from gradsim_jax.scenefile import SCHEMA, SceneFileError, help_text, load_scene, read_obj
 
-from cli_scenes import write_scene
+from cli_scenes import small_run, write_scene
 
 GOOD = """
 [scene]
 grid = [2, 2]
 cell = [0.2, 0.2]
 fix = ["left"]
-
-[simulation]
-frames = 4
-substeps = 8
-
-[render]
-width = 16
-height = 16
-
-[fit]
-free = ["mass"]
-"""
+""" + small_run(4)
 
 
 def write(tmp_path, text, name="scene.toml"):

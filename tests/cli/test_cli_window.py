@@ -5,23 +5,12 @@ import json
 
 from gradsim_jax.cli import main
 
-from cli_scenes import SMALL_CLOTH, write_scene
+from cli_scenes import SMALL_CLOTH, small_run, write_scene
 
 SCENE = SMALL_CLOTH + """
 [material]
 mass = 0.01
-
-[simulation]
-frames = 8
-substeps = 8
-
-[render]
-width = 16
-height = 16
-
-[fit]
-free = ["mass"]
-iterations = 4
+""" + small_run(8) + """iterations = 4
 polish = 3
 
 [initial]
