@@ -16,8 +16,6 @@ Rows are merged into benchmarks/results/fem_recovery.json by (scene, demo, quant
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
@@ -123,19 +121,13 @@ def _spread(estimate, truth) -> dict:
 
 
 def main():
-    from bench_rigid_recovery import table
+    from bench_rigid_recovery import recovery_parser, table_only
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default=None, help=f"comma-separated demos (default all: {', '.join(DEMOS)})")
-    parser.add_argument("--scenes", default="demo,other1,other2",
-                        help="comma-separated: demo, other1, other2, slab (fem-mass only; default demo,other1,other2)")
-    parser.add_argument("--size", type=int, default=64, help="image size in pixels (default 64)")
-    parser.add_argument("--out", type=Path, default=RESULTS / "fem_recovery.json",
-                        help="JSON to merge the rows into (default benchmarks/results/fem_recovery.json)")
-    parser.add_argument("--table", action="store_true", help="only print the table of --out")
+    parser = recovery_parser(__doc__, RESULTS / "fem_recovery.json",
+                             f"comma-separated demos (default all: {', '.join(DEMOS)})",
+                             "comma-separated: demo, other1, other2, slab (fem-mass only; default demo,other1,other2)")
     args = parser.parse_args()
-    if args.table:
-        print(table(json.loads(args.out.read_text())["rows"]))
+    if table_only(args):
         return
     demos = list(DEMOS) if args.only is None else [d.strip() for d in args.only.split(",") if d.strip()]
     if any(d not in DEMOS for d in demos):

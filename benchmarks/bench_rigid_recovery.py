@@ -177,20 +177,34 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default=None,
-                        help=f"comma-separated quantities (default all: {', '.join(QUANTITIES)})")
-    parser.add_argument("--scenes", default="demo,other1,other2", help="comma-separated: demo, other1, other2")
-    parser.add_argument("--sign", choices=("+", "-", "both"), default="both",
-                        help="start signs to run, of those the quantity has (default both)")
+def recovery_parser(description: str, out: Path, only_help: str,
+                    scenes_help: str = "comma-separated: demo, other1, other2") -> argparse.ArgumentParser:
+    """The options every recovery benchmark has: --only, --scenes, --size, --out (rows merged into it) and
+    --table (only print the table of --out; see `table_only`)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=None, help=only_help)
+    parser.add_argument("--scenes", default="demo,other1,other2", help=scenes_help)
     parser.add_argument("--size", type=int, default=64, help="image size in pixels (default 64)")
-    parser.add_argument("--out", type=Path, default=RESULTS / "rigid_recovery.json",
-                        help="JSON to merge the rows into (default benchmarks/results/rigid_recovery.json)")
+    parser.add_argument("--out", type=Path, default=out,
+                        help=f"JSON to merge the rows into (default benchmarks/results/{out.name})")
     parser.add_argument("--table", action="store_true", help="only print the table of --out")
-    args = parser.parse_args()
+    return parser
+
+
+def table_only(args) -> bool:
+    """With --table, print the table of --out and return True (nothing to run)."""
     if args.table:
         print(table(json.loads(args.out.read_text())["rows"]))
+    return args.table
+
+
+def main():
+    parser = recovery_parser(__doc__, RESULTS / "rigid_recovery.json",
+                             f"comma-separated quantities (default all: {', '.join(QUANTITIES)})")
+    parser.add_argument("--sign", choices=("+", "-", "both"), default="both",
+                        help="start signs to run, of those the quantity has (default both)")
+    args = parser.parse_args()
+    if table_only(args):
         return
     names = list(QUANTITIES) if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
     bad = [n for n in names if n not in QUANTITIES]

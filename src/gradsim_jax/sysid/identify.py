@@ -448,20 +448,13 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     scalars_only = all(np.size(theta[n]) == 1 for n in free)
     if config.polish > 0 and config.window is not None and not scalars_only and config.progress:
         print("  (no Levenberg-Marquardt polish: a windowed fit polishes scalar quantities only)")
+    records = None
     if config.polish > 0 and config.window is not None and scalars_only and n_scalars <= LM_MAX_SCALARS:
         from gradsim_jax.fit.windowed import polish_truncated
 
         theta, records = polish_truncated(exp, target, theta, free, truncation_windows(exp, config),
                                           steps=config.polish, kind=config.loss, progress=config.progress)
         theta = {k: jnp.asarray(v) for k, v in theta.items()}
-        start = history["iteration"][-1] + 1 if history["iteration"] else 0
-        for k, (cost, values) in enumerate(records):
-            history["iteration"].append(start + k)
-            history["loss"].append(cost)
-            for n in free:
-                history["params"][n].append(_record(values[n]))
-            history["stage"].append("lm")
-        lm_steps = len(records)
     elif config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
         theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
                                              frame_stride=config.frame_stride, progress=config.progress, info=info)
@@ -469,6 +462,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         last_step = info.get("gn_step")
         if config.iterations == 0 and not records:
             history["loss"].append(float(np.sum(np.square(info["residual"]))))  # no step taken: at the start
+    if records is not None:
         start = history["iteration"][-1] + 1 if history["iteration"] else 0
         for k, (cost, values) in enumerate(records):
             history["iteration"].append(start + k)
