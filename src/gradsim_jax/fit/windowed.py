@@ -56,6 +56,7 @@ from gradsim_jax.fit.fit import FitResult, fit
 from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.transforms import Transform, resolve_transform
 from gradsim_jax.physics import Control, ParticleControl, SemiImplicitEuler, State
+from gradsim_jax.physics.checkpointing import PerFrame
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           trajectory)
@@ -177,7 +178,7 @@ def _advance(exp: Experiment, params, state: State, frame, push) -> State:
     def substep(s, k):
         return integrator.step(exp.topology, params, s, ctrl, t0 + k * dt, dt), None
 
-    return jax.lax.scan(substep, state, jnp.arange(exp.substeps))[0]
+    return jax.lax.scan(PerFrame().substep(substep), state, jnp.arange(exp.substeps))[0]
 
 
 def _run(exp: Experiment, params, state0: State, first: Array, frames: int, push,

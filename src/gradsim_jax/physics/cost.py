@@ -8,8 +8,9 @@ within a factor of about 2 of XLA's own figure. Times are for that CPU: an order
 promise (a GPU is far quicker).
 
 Cost model, per semi-implicit Euler substep: each triangle, bending edge, spring and particle costs a fixed
-number of bytes of temporaries and of seconds; a gradient stores one frame's substep residuals (`simulate`
-checkpoints every frame) or every substep's (without checkpoints). Per rendered frame: binning compares
+number of bytes of temporaries and of seconds; a gradient stores one frame's substep states and one substep's
+residuals (`simulate` checkpoints every frame and every substep) or every substep's residuals (without
+checkpoints). Per rendered frame: binning compares
 every face with every 8 x 8 tile; the kernel evaluates `64 x capacity` pixel-face pairs per covered tile,
 a chunk of pairs at a time; the dense reference renderer (Levenberg-Marquardt, identifiability) evaluates
 every pixel against every face, and its linearization keeps all of those pairs.
@@ -123,8 +124,10 @@ def estimate_cost(
     sim_seconds = frames * substeps * step_seconds
     parts = {}
     if gradient:
-        stored = substeps if checkpoint else frames * substeps
-        sim_bytes += scale * stored * _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts) + 2 * states
+        residuals = _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts)
+        # Per frame (the default): the state before each of one frame's substeps, one substep's residuals.
+        stored = substeps * n * 24.0 + residuals if checkpoint else frames * substeps * residuals
+        sim_bytes += scale * stored + 2 * states
         sim_seconds *= _SIM_GRAD_TIME_FACTOR
     parts["simulation"] = (sim_bytes, sim_seconds)
 

@@ -1,8 +1,9 @@
 """Time integration over frames: a `lax.scan` over frames around a `lax.scan` over substeps.
 
 Each frame is wrapped in `jax.checkpoint` by default, so a gradient through T frames stores one state per
-frame and recomputes the substeps of one frame at a time during the backward pass: memory grows with the
-number of frames, not with frames x substeps. Other policies (none, nested sqrt(T) segments) and their
+frame and recomputes the substeps of one frame at a time during the backward pass (keeping only the state
+before each substep, and one substep's residuals at a time): memory grows with the number of frames, not
+with frames x substeps. Other policies (none, nested sqrt(T) segments) and their
 memory formulas: `gradsim_jax.physics.checkpointing`.
 
 What stays the same over a rollout (rest shapes: `integrator.prepare`) is computed once,
@@ -65,10 +66,11 @@ def simulate(
       frame_dt: seconds per frame (a float; may be traced).
       control: None, a `Control` applied at every step, or `control(frame_index, state) -> Control`
         called once at the start of each frame (a policy; the control is held over the frame's substeps).
-      checkpoint: what the gradient stores (static): True or "frame" (default) checkpoints each frame, memory
-        T S + s R; False or "none" stores every substep, T s R; "sqrt" checkpoints segments of ceil(sqrt(T))
-        frames and the frames inside them, about 2 sqrt(T) S + s R (T frames, s substeps, S bytes of a State,
-        R bytes of one substep's residuals); or a policy object (`gradsim_jax.physics.checkpointing`).
+      checkpoint: what the gradient stores (static): True or "frame" (default) checkpoints each frame and
+        each substep inside it, memory T S + s S + R; False or "none" stores every substep's residuals,
+        T s R; "sqrt" checkpoints segments of ceil(sqrt(T)) frames and the frames inside them, about
+        2 sqrt(T) S + s S + R (T frames, s substeps, S bytes of a State, R bytes of one substep's residuals);
+        or a policy object (`gradsim_jax.physics.checkpointing`, e.g. `PerFrame(remat_substeps=False)`).
       integrator: the time integrator (static; `SemiImplicitEuler()`), see `gradsim_jax.physics.integrators`.
 
     Returns:
@@ -88,6 +90,7 @@ def simulate(
         raise ValueError(f"substeps must be a positive int, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
     policy = checkpoint_policy(checkpoint)
+    remat_substep = getattr(policy, "substep", lambda step: step)
     topology, params = as_arrays(topology, params)
     state0 = as_float_state(state0, params)
     validate_scene(topology, params, state0)
@@ -112,7 +115,7 @@ def simulate(
         def substep(s, k):
             return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt, **extra), None
 
-        state, _ = jax.lax.scan(substep, state, jnp.arange(substeps))
+        state, _ = jax.lax.scan(remat_substep(substep), state, jnp.arange(substeps))
         return state, state
 
     _, traj = policy.run(one_frame, state0, frames)
