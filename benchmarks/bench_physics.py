@@ -69,6 +69,7 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
     """Run one measurement in this process and return its figures."""
     import jax
     import jax.numpy as jnp
+    from gradsim_jax.compilation import jit
 
     import gradsim_jax as gs
 
@@ -82,7 +83,7 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
                            checkpoint=checkpoint)
         return jnp.mean(traj.particles.x[-1] ** 2)
 
-    fn = jax.jit(loss) if mode == "forward" else jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    fn = jit(loss) if mode == "forward" else jit(jax.value_and_grad(loss, argnums=(0, 1)))
     t0 = time.perf_counter()
     compiled = fn.lower(st.particles.v, par.cloth.tri_ke).compile()
     compile_s = time.perf_counter() - t0
@@ -114,6 +115,7 @@ def measure_checkpoint_memory(policy: str, steps: int = 10_000, substeps: int = 
     the demo cloth (dt = 1/1920 s as in the demo, `substeps` per frame) under a checkpoint policy."""
     import jax
     import jax.numpy as jnp
+    from gradsim_jax.compilation import jit
 
     import gradsim_jax as gs
 
@@ -126,7 +128,7 @@ def measure_checkpoint_memory(policy: str, steps: int = 10_000, substeps: int = 
         return jnp.mean(traj.particles.x[-1] ** 2)
 
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.value_and_grad(loss)).lower(st.particles.v).compile()
+    compiled = jit(jax.value_and_grad(loss)).lower(st.particles.v).compile()
     compile_s = time.perf_counter() - t0
     _reset_peak_rss()
     t0 = time.perf_counter()

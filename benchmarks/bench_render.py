@@ -66,6 +66,7 @@ def grid_mesh(cells_x, cells_y, cell):
 def run_case(name, mesh, size, num_frames, repeats):
     import jax
     import jax.numpy as jnp
+    from gradsim_jax.compilation import jit
     import numpy as np
 
     from gradsim_jax.render import (
@@ -120,7 +121,7 @@ def run_case(name, mesh, size, num_frames, repeats):
     results = {"name": name, "mesh": mesh, "triangles": int(len(faces)), "size": size, "frames": num_frames,
                "tile_size": settings.tile_size, "tile_capacity": settings.tile_capacity,
                "pixel_capacity": settings.pixel_capacity, "overflow": overflow}
-    for label, fn in (("forward", jax.jit(forward)), ("grad", jax.jit(jax.value_and_grad(loss)))):
+    for label, fn in (("forward", jit(forward)), ("grad", jit(jax.value_and_grad(loss)))):
         start = time.perf_counter()
         jax.block_until_ready(fn(x))
         results[f"{label}_first_call_s"] = time.perf_counter() - start

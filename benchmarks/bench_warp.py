@@ -92,6 +92,7 @@ def export_scene(case: str, path: Path) -> None:
 def measure_ours(case: str, mode: str) -> dict:
     import jax
     import jax.numpy as jnp
+    from gradsim_jax.compilation import jit
 
     import gradsim_jax as gs
     from gradsim_jax.physics import replace_paths
@@ -105,7 +106,7 @@ def measure_ours(case: str, mode: str) -> dict:
                            frame_dt=frame_dt)
         return jnp.mean(traj.particles.x[-1] ** 2)
 
-    fn = jax.jit(loss) if mode == "forward" else jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    fn = jit(loss) if mode == "forward" else jit(jax.value_and_grad(loss, argnums=(0, 1)))
     args = (st.particles.v, par.cloth.tri_ke)
     t0 = time.perf_counter()
     compiled = fn.lower(*args).compile()

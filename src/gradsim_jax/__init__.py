@@ -8,6 +8,8 @@ The handful of names most users need:
     camera = gs.look_at_camera(3.0, 20.0, 0.0, width=128, height=128)
     video = gs.render_video(camera, trajectory.particles.x, topology.cloth.triangles)   # [61, 128, 128, 4]
 
+`gs.jit` is `jax.jit` with the XLA options gradsim-jax runs best with (`gradsim_jax.compilation`).
+
 Conventions: SI units, y up, gravity (0, -9.81, 0) m/s^2; positions [n, 3]; quaternions (w, x, y, z);
 images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
 """
@@ -23,13 +25,14 @@ from gradsim_jax.physics import euler_step as step
 from gradsim_jax.render import Camera, RenderSettings, look_at_camera, render, render_video
 from gradsim_jax.fit import FitResult, fit, fit_batched
 from gradsim_jax.diagnostics import gradcheck, gradient_horizon, loss_landscape
+from gradsim_jax.compilation import jit
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Camera", "Control", "FitResult", "Params", "gradcheck", "gradient_horizon", "loss_landscape", "RenderSettings", "Scene", "SimulationDiverged", "State",
     "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
-    "fit_batched",
+    "fit_batched", "jit",
     "load_mesh", "rigid_body", "soft_body", "sphere_mesh",
     "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
 ]

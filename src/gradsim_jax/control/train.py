@@ -14,6 +14,7 @@ import jax
 import numpy as np
 import optax
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.control.policies import PolicyParams, init_policy
 from gradsim_jax.fit import FitResult, fit
 from gradsim_jax.typing import Array, named_leaves
@@ -87,6 +88,6 @@ def random_policy_baseline(
     def one(k):
         return objective(init_policy(k, inputs, outputs, scale=scale, hidden=hidden, dtype=dtype))
 
-    values = np.asarray(jax.jit(lambda ks: jax.lax.map(one, ks, batch_size=batch_size or n))(keys))
+    values = np.asarray(jit(lambda ks: jax.lax.map(one, ks, batch_size=batch_size or n))(keys))
     return {"mean": float(values.mean()), "best": float(values.min()), "std": float(values.std()),
             "values": values}

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.diagnostics.precision import at_precision, cast_floats, json_ready, relative_difference
 from gradsim_jax.fit.transforms import field_names, get_field, replace_fields
 
@@ -207,8 +208,8 @@ def gradcheck(
     with at_precision(64) as f64:
         p64 = cast_floats(params, f64)
         x64 = split(p64)
-        value_and_grad = jax.jit(jax.value_and_grad(lambda p, x: scalar(loss, p, x), argnums=1))
-        evaluate = jax.jit(lambda p, x: scalar(loss, p, x))
+        value_and_grad = jit(jax.value_and_grad(lambda p, x: scalar(loss, p, x), argnums=1))
+        evaluate = jit(lambda p, x: scalar(loss, p, x))
         say(f"gradcheck: reverse mode, float64 ({time.perf_counter() - started:.1f} s)")
         value, grads = value_and_grad(p64, x64)
         value = float(value)
@@ -219,7 +220,7 @@ def gradcheck(
         forward, note = {}, ""
         say(f"gradcheck: forward mode, float64 ({time.perf_counter() - started:.1f} s)")
         try:
-            jvp = jax.jit(lambda p, x, t: jax.jvp(lambda xx: scalar(loss_forward, p, xx), (x,), (t,))[1])
+            jvp = jit(lambda p, x, t: jax.jvp(lambda xx: scalar(loss_forward, p, xx), (x,), (t,))[1])
             zero = {n: jnp.zeros_like(v) for n, v in tangents.items()}
             for n in free:
                 forward[n] = float(jvp(p64, x64, {**zero, n: tangents[n]}))
@@ -238,7 +239,7 @@ def gradcheck(
         say(f"gradcheck: reverse mode, float32 ({time.perf_counter() - started:.1f} s)")
         with at_precision(32) as f32:
             p32 = cast_floats(params, f32)
-            _, g = jax.jit(jax.value_and_grad(lambda p, x: scalar(loss32, p, x), argnums=1))(p32, split(p32))
+            _, g = jit(jax.value_and_grad(lambda p, x: scalar(loss32, p, x), argnums=1))(p32, split(p32))
             g32 = {n: np.asarray(v, np.float64) for n, v in g.items()}
     checks = []
     for n in free:

@@ -29,6 +29,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.diagnostics.precision import at_precision, cast_floats, json_ready
 from gradsim_jax.fit.transforms import field_names, get_field, replace_fields
 
@@ -149,7 +150,7 @@ def _jacobian(fn, params, free, mode):
         out, pullback = jax.vjp(lambda zz: of(p, zz), z)
         return jax.lax.map(lambda c: pullback(c)[0], jnp.eye(out.size, dtype=out.dtype))
 
-    return np.asarray(jax.jit(jacobian)(params, flat), np.float64)
+    return np.asarray(jit(jacobian)(params, flat), np.float64)
 
 
 def gradient_horizon(
@@ -262,7 +263,7 @@ def lyapunov_exponent(advance: Callable[[Any], Any], state: Any, *, steps: int, 
             b, growth = renormalize(a, b)
             return (a, b), growth
 
-        run = jax.jit(lambda a, b, n: jax.lax.scan(body, (a, b), None, length=n), static_argnums=2)
+        run = jit(lambda a, b, n: jax.lax.scan(body, (a, b), None, length=n), static_argnums=2)
         carry = (state, other)
         if transient:
             carry, _ = run(*carry, transient)

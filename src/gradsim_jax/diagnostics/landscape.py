@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.fit.transforms import field_names, get_field, replace_fields
 
 Array = Any
@@ -187,7 +188,7 @@ def loss_landscape(
     def evaluate(p, pts):
         return jax.lax.map(lambda pt: jax.value_and_grad(at, argnums=1)(p, pt), pts, batch_size=int(batch_size))
 
-    values, grads = jax.jit(evaluate)(params, points)
+    values, grads = jit(evaluate)(params, points)
     shape = tuple(a.size for a in axes)
     return Landscape(names=names, centre={n: float(get_field(params, n)) for n in names}, axes=axes,
                      loss=np.asarray(values, np.float64).reshape(shape),

@@ -41,6 +41,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.fit.checkpoint import FitState
 from gradsim_jax.fit.fit import _make_step
 from gradsim_jax.fit.transforms import (Bounded, Log, Softplus, TransformSpec, field_names, get_field, replace_fields,
@@ -276,7 +277,7 @@ def fit_batched(
             shared = parallel.put_replicated(params, mesh)
         else:
             shared = params
-        compiled = jax.jit(lifted)
+        compiled = jit(lifted)
         outs, times = [], []
         bar = tqdm(total=steps, disable=not progress or jax.process_index() != 0, desc="fit x%d" % n_members,
                    unit="it", dynamic_ncols=True)
@@ -341,7 +342,7 @@ def random_starts(params: Any, free: tuple[str, ...], n: int, *, key: Array, spr
 def _run_sequential(member, carry, values, shared, n_members, steps, progress):
     """Each member a whole fit by one compiled step (no batching): ([steps + 1] outputs stacked over members,
     the final carry, [first call, then the median iteration time of a member times N])."""
-    compiled = jax.jit(member)
+    compiled = jit(member)
     per_member, finals, first, later = [], [], None, []
     with tqdm(total=n_members * steps, disable=not progress or jax.process_index() != 0,
               desc=f"fit {n_members} one by one", unit="it", dynamic_ncols=True) as bar:

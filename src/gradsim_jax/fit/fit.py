@@ -34,6 +34,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.fit.checkpoint import (
     CheckpointError,
     FitState,
@@ -337,7 +338,7 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jax.jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
+    step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
 
     def save():
         save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {})})

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.fit.transforms import TransformSpec, resolve_free, to_physical, to_unconstrained
 
 Array = Any
@@ -140,7 +141,7 @@ def gauss_newton_report(
     jacobian_fn = jax.jacfwd if num_params <= JACFWD_MAX_PARAMS else jax.jacrev
     # jit at the boundary: the residual usually wraps a whole rollout and render. params is an argument, so
     # that its arrays are data of the program rather than constants folded into it.
-    jac, r = jax.jit(jacobian_fn(residuals, has_aux=True))(z0, params)
+    jac, r = jit(jacobian_fn(residuals, has_aux=True))(z0, params)
     labels = tuple(lab for n, t in tf.items() for lab in scalar_labels(n, shapes[n], t.label))
     values = np.concatenate([np.ravel(np.asarray(tf[n].inverse(u0[n]), np.float64)) for n in tf])
     # Transforms are elementwise, so the Jacobian of z -> x is diagonal: one jvp with ones gives it.

@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.physics.validate import check_index_rows
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
@@ -737,7 +738,7 @@ def suggest_capacities(
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
 
     # faces and the camera are arguments, not constants folded into the programs (big meshes).
-    @jax.jit
+    @jit
     def fullest_tile(cam, vertices, faces):
         screen = _screen_faces(cam, vertices, faces, settings.fill_back)
         return jnp.max(jnp.sum(_tile_overlap(screen.table, screen.valid, tile_rect, radius), axis=1))
@@ -745,7 +746,7 @@ def suggest_capacities(
     tile_capacity = rounded(max(int(fullest_tile(binning_camera, jnp.asarray(f), faces)) for f in frames))
     # With no tile overflowing, the per-pixel count is exact.
     probe = dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=1)
-    fullest_pixel = jax.jit(
+    fullest_pixel = jit(
         lambda cam, v, f: render_with_stats(cam, v, f, settings=probe, with_color=False)[1].max_faces_per_pixel
     )
     pixel_capacity = rounded(max(int(fullest_pixel(camera, jnp.asarray(f), faces)) for f in frames))

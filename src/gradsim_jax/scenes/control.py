@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.control import (
     PhasePolicy, init_policy, particle_force, policy_outputs, random_policy_baseline, simulate_policy,
     tet_activation,
@@ -110,8 +111,8 @@ class ControlTask:
 
     def video(self, pp) -> tuple[np.ndarray, np.ndarray]:
         """(positions [T, n, 3], RGBA video [T, H, W, 4]) of the rollout under pp."""
-        x = jax.jit(lambda p: self.rollout(p).particles.x)(pp)
-        return np.asarray(x), np.asarray(jax.jit(lambda xs: render_frames(self.exp, xs))(x))
+        x = jit(lambda p: self.rollout(p).particles.x)(pp)
+        return np.asarray(x), np.asarray(jit(lambda xs: render_frames(self.exp, xs))(x))
 
 
 def _colors(topology, params, state0):
@@ -134,7 +135,7 @@ def _experiment(name, topology, params, state0, points, *, size, frames, substep
 
 
 def _target_image(exp: Experiment, x_target) -> np.ndarray:
-    return np.asarray(jax.jit(lambda x: render_frames(exp, x[None]))(jnp.asarray(x_target, exp.dtype))[0])
+    return np.asarray(jit(lambda x: render_frames(exp, x[None]))(jnp.asarray(x_target, exp.dtype))[0])
 
 
 def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt: float = 1.0 / 30.0,
@@ -258,8 +259,8 @@ def run_demo(args) -> int:
     trained, trained_loss, best_iteration = result.params, result.loss, result.iterations
     if best["loss"] < result.loss:
         trained, trained_loss, best_iteration = best["params"], best["loss"], best["iteration"]
-    positions = jax.jit(lambda p: task.rollout(p).particles.x)  # one compile for both policies
-    render = jax.jit(lambda xs: render_frames(exp, xs))
+    positions = jit(lambda p: task.rollout(p).particles.x)  # one compile for both policies
+    render = jit(lambda xs: render_frames(exp, xs))
     x_untrained, x_trained = np.asarray(positions(pp0)), np.asarray(positions(trained))
     untrained_video, trained_video = np.asarray(render(x_untrained)), np.asarray(render(x_trained))
 

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import jit
 from gradsim_jax.physics import (
     Control, Params, ParticleControl, State, Topology, check_finite, particle_state, simulate,
 )
@@ -131,7 +132,7 @@ def compiled(exp: Experiment, fn: Callable, key) -> Callable:
     cache_key = (key, static)
     jitted = _COMPILED.get(cache_key)
     if jitted is None:
-        jitted = jax.jit(lambda arrays, *args: fn(_traced_experiment(static, arrays), *args))
+        jitted = jit(lambda arrays, *args: fn(_traced_experiment(static, arrays), *args))
         _COMPILED[cache_key] = jitted
         while len(_COMPILED) > _COMPILED_MAX:
             _COMPILED.popitem(last=False)
