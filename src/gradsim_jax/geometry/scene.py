@@ -22,8 +22,13 @@ from gradsim_jax.physics import (
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
 from gradsim_jax.geometry import tets as tetmesh
+from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
+
+#: `Scene.build(incidence=None)` gives an element array a corner incidence table from this many corners on
+#: (elements x corners per element): about 4000 triangles.
+INCIDENCE_MIN_CORNERS = 12288
 
 # dflex/Warp's defaults for cloth materials.
 DEFAULT_TRI_KE = 100.0
@@ -203,6 +208,7 @@ class Scene:
         particle_radius: float = 0.01,
         aerodynamics: bool | None = None,
         rigid_contact: str = "penalty",
+        incidence: bool | None = None,
         dtype=None,
     ) -> tuple[Topology, Params, State]:
         """Validate and convert to device containers `(Topology, Params, State)`.
@@ -216,22 +222,40 @@ class Scene:
         Rigid bodies meet the ground through `rigid_contact`: "penalty" (each body's contact_ke, kd, kf,
         mu at its hull vertices), "impulse" (restitution) or "none"; they do not collide with the cloth or
         with each other.
+        `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
+        table, so that its forces are summed by gathers instead of a scatter-add (`physics.gather`): True,
+        False, or None (default) for arrays of at least `INCIDENCE_MIN_CORNERS` corners, where the faster
+        steps repay the longer compile (a 128 x 128 cloth: 1.15x faster steps, 1.3x faster gradients; a
+        16-triangle cloth's gradient compiles in 4.6 s instead of 3.5 s for no gain).
         """
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
         dtype = dtype or jnp.zeros(()).dtype
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
+        n = len(self.x)
+
+        def table(elements, width):
+            # Checked against its elements by validate_scene below; out-of-range elements fail there first.
+            rows = np.asarray(elements, np.int64).reshape(-1, width)
+            wanted = rows.size >= INCIDENCE_MIN_CORNERS if incidence is None else bool(incidence)
+            if not wanted or rows.size == 0 or rows.min() < 0 or rows.max() >= n:
+                return None
+            return jnp.asarray(corner_incidence(rows, n))
+
         topology = Topology(
             particles=ParticleTopology(pinned=jnp.asarray(self.pinned, bool)),
-            springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32)),
+            springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32), incidence=table(self.springs, 2)),
             cloth=ClothTopology(triangles=jnp.asarray(self.triangles, jnp.int32),
-                                bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics)),
+                                bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics),
+                                tri_incidence=table(self.triangles, 3),
+                                bend_incidence=table(self.bend_edges, 4)),
             rigid=RigidTopology(vertex_body=jnp.asarray(self.vertex_body, jnp.int32),
                                 push_body=jnp.asarray(self.push_body, jnp.int32),
                                 faces=jnp.asarray(self.body_faces, jnp.int32).reshape(-1, 3),
                                 contact=str(rigid_contact)),
             fem=FemTopology(tets=jnp.asarray(self.tets, jnp.int32).reshape(-1, 4),
-                            surface=jnp.asarray(self.tet_surface, jnp.int32).reshape(-1, 3)),
+                            surface=jnp.asarray(self.tet_surface, jnp.int32).reshape(-1, 3),
+                            incidence=table(self.tets, 4)),
             ground=bool(ground),
         )
         params = Params(

@@ -35,11 +35,15 @@ class ClothTopology:
     """triangles: [t, 3] int32 particle indices (p, q, r) of membrane triangles.
     bend_edges: [e, 4] int32 (x1, x2, x3, x4): x1, x2 the vertices opposite the shared edge (x3, x4).
     aerodynamics: static flag; when True triangles feel drag and lift (`ClothParams.tri_drag`, `tri_lift`).
+    tri_incidence, bend_incidence: `corner_incidence` tables [K, n] int32 of the triangles and bending edges
+    (None: their forces are summed by scatter-add; `Scene.build` makes them).
     """
 
     triangles: Array
     bend_edges: Array
     aerodynamics: bool = False
+    tri_incidence: Optional[Array] = None
+    bend_incidence: Optional[Array] = None
 
 
 @pytree_dataclass
@@ -140,11 +144,11 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     topology, params = topology.cloth, params.cloth
     act = params.tri_activation if activation is None else params.tri_activation + activation
     # One gather per quantity (its transpose, in the gradient, is one scatter-add).
-    xs, vs = gather_corners(x, tris), gather_corners(v, tris)  # [t, 3, 3]
+    xs, vs = gather_corners(x, tris, topology.tri_incidence), gather_corners(v, tris, topology.tri_incidence)
     f = jax.vmap(triangle_force)(xs, vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act)
     if topology.aerodynamics:
         f = f + jax.vmap(triangle_air_force)(xs, vs, params.tri_drag, params.tri_lift)[:, None, :]
-    return scatter_corners(f, tris, x.shape[0])
+    return scatter_corners(f, tris, x.shape[0], topology.tri_incidence)
 
 
 def membrane_energy(topology, params, x):
@@ -211,6 +215,7 @@ def bending_forces(topology, params, x, v, rest_offset=None):
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)
     rest = params.bend_rest if rest_offset is None else params.bend_rest + rest_offset
-    f = jax.vmap(bending_force)(gather_corners(x, edges), gather_corners(v, edges), params.bend_ke,
-                                params.bend_kd, rest)
-    return scatter_corners(f, edges, x.shape[0])
+    incidence = topology.bend_incidence
+    f = jax.vmap(bending_force)(gather_corners(x, edges, incidence), gather_corners(v, edges, incidence),
+                                params.bend_ke, params.bend_kd, rest)
+    return scatter_corners(f, edges, x.shape[0], incidence)

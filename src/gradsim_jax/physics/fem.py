@@ -40,10 +40,13 @@ from gradsim_jax.typing import Array, pytree_dataclass
 @pytree_dataclass
 class FemTopology:
     """tets: [k, 4] int32 particle indices (x0, x1, x2, x3) of positively oriented tetrahedra.
-    surface: [f, 3] int32 boundary triangles (wound outward), for rendering only."""
+    surface: [f, 3] int32 boundary triangles (wound outward), for rendering only.
+    incidence: the tets' `corner_incidence` table [K, n] int32 (None: forces summed by scatter-add;
+    `Scene.build` makes it)."""
 
     tets: Array
     surface: Array
+    incidence: Optional[Array] = None
 
 
 @pytree_dataclass
@@ -130,15 +133,15 @@ def prepare_fem(topology, params):
 def fem_forces(topology, params, x, v, activation=None, prepared=None):
     """Tetrahedral FEM forces per particle: [n, 3] N. `activation` [k] is added to `params.fem.activation`;
     `prepared`: `prepare_fem(topology, params)` (computed here when None)."""
-    tets = topology.fem.tets
+    tets, incidence = topology.fem.tets, topology.fem.incidence
     if tets.shape[0] == 0:
         return jnp.zeros_like(x)
     dm, rest_volume = prepare_fem(topology, params) if prepared is None else prepared
     params = params.fem
     act = _activation(params, activation)
-    f = jax.vmap(tet_force)(gather_corners(x, tets), gather_corners(v, tets), dm, rest_volume, params.k_mu,
-                            params.k_lambda, params.k_damp, act)
-    return scatter_corners(f, tets, x.shape[0])
+    f = jax.vmap(tet_force)(gather_corners(x, tets, incidence), gather_corners(v, tets, incidence), dm,
+                            rest_volume, params.k_mu, params.k_lambda, params.k_damp, act)
+    return scatter_corners(f, tets, x.shape[0], incidence)
 
 
 def tet_energy_density(f, k_mu, k_lambda, activation):

@@ -1,30 +1,149 @@
-"""Element <-> particle indexing for the force models: gather element corners, scatter-add their forces
+"""Element <-> particle indexing for the force models: gather element corners, sum their forces per particle
 (and `eager_if_concrete`, which keeps the elements' rest shapes out of XLA's constant folding).
 
-Index arrays are checked to lie in [0, n) before any compilation (`validate_scene`), so both directions
-promise in-bounds indices and skip negative-index wrapping: no clamping or bounds masks in the step, and
-nothing for XLA to constant-fold when a topology's index arrays are compile-time constants (a scene closed
-over by a jitted loss; wrapping 3 million bending indices took XLA seconds per step function).
+The sum of per-corner forces into particles is a scatter-add, which XLA on a CPU runs as a serial loop
+over the corners: for a 128 x 128 cloth it cost more than the triangle forces themselves, and the gradient
+needs one more per gathered quantity (the transpose of a gather is a scatter-add). With a corner incidence
+table (`corner_incidence`: for each particle, the flat corner indices where it appears, padded), the sum is
+a gather instead: K gathers of n rows added up (K = the most corners a particle has, 6 for a triangle
+grid), about twice as fast. `gather_corners` and `scatter_corners` given that table are two primitives,
+each the other's transpose, so every pass of a gradient (forward, tangent, cotangent) gathers and never
+scatters: a 128 x 128 cloth's step 1.3x faster, its gradient 1.7x, bit for bit the same sums up to their
+order. Without a table (`incidence=None`) both fall back to XLA's gather and scatter-add.
+
+Index arrays are checked to lie in [0, n) before any compilation (`validate_scene`; the table against its
+elements too), so both directions promise in-bounds indices and skip negative-index wrapping: no clamping
+or bounds masks in the step, and nothing for XLA to constant-fold when a topology's index arrays are
+compile-time constants (a scene closed over by a jitted loss).
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 from gradsim_jax.typing import Array
 
 
-def gather_corners(x: Array, elements: Array) -> Array:
-    """x[elements]: [e, k, ...] from x [n, ...] and in-range indices elements [e, k]."""
-    return jnp.asarray(x).at[elements].get(mode="promise_in_bounds", wrap_negative_indices=False)
+def corner_incidence(elements, num_particles: int) -> Optional[np.ndarray]:
+    """Host-side table [K, n] int32: column i lists the flat corner indices e * k + s (element e, corner s of
+    `elements` [E, k]) at which particle i appears, in increasing order, padded with E * k (no corner).
+    K = the largest count (at least 1). None for no elements."""
+    flat = np.asarray(elements, np.int64).reshape(-1)
+    if flat.size == 0:
+        return None
+    order = np.argsort(flat, kind="stable")
+    counts = np.bincount(flat, minlength=num_particles)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    table = np.full((max(int(counts.max()), 1), num_particles), flat.size, np.int32)
+    for k in range(table.shape[0]):
+        has = counts > k
+        table[k, has] = order[starts[has] + k]
+    return table
 
 
-def scatter_corners(f: Array, elements: Array, num_particles: int) -> Array:
-    """Per-particle sum [n, 3] of per-corner forces f [e, k, 3] at in-range indices elements [e, k]."""
+def incidence_mismatch(elements, incidence, num_particles: int) -> Optional[str]:
+    """Why the host arrays `incidence` and `elements` [E, k] disagree (as `corner_incidence` builds it), or
+    None when the table lists every corner once, under its own particle."""
+    flat = np.asarray(elements).reshape(-1)
+    table = np.asarray(incidence)
+    if table.ndim != 2 or table.shape[1] != num_particles:
+        return f"has shape {table.shape}; expected [K, {num_particles}]"
+    listed = table[table < flat.size]
+    if (table < 0).any() or (table > flat.size).any():
+        return f"holds indices outside [0, {flat.size}]"
+    if listed.size != flat.size or np.unique(listed).size != flat.size:
+        return f"lists {listed.size} corners ({np.unique(listed).size} distinct) of {flat.size}"
+    rows, cols = np.nonzero(table < flat.size)
+    wrong = flat[table[rows, cols]] != cols
+    if wrong.any():
+        j = int(np.argmax(wrong))
+        return f"lists corner {int(table[rows[j], cols[j]])} under particle {int(cols[j])}"
+    return None
+
+
+def _gather_rows(x, flat, incidence):
+    del incidence
+    return jnp.asarray(x).at[jnp.asarray(flat)].get(mode="promise_in_bounds", wrap_negative_indices=False)
+
+
+def _sum_rows(f, flat, incidence):
+    del flat
+    f, incidence = jnp.asarray(f), jnp.asarray(incidence)
+    total = None
+    for k in range(incidence.shape[0]):
+        rows = f.at[incidence[k]].get(mode="fill", fill_value=0)
+        total = rows if total is None else total + rows
+    return total
+
+
+_gather_p = Primitive("corner_gather")
+_sum_p = Primitive("corner_sum")
+for _p, _impl in ((_gather_p, _gather_rows), (_sum_p, _sum_rows)):
+    _p.def_impl(_impl)
+    mlir.register_lowering(_p, mlir.lower_fun(_impl, multiple_results=False))
+_gather_p.def_abstract_eval(lambda x, flat, incidence: jax.core.ShapedArray(flat.shape + x.shape[1:], x.dtype))
+_sum_p.def_abstract_eval(lambda f, flat, incidence: jax.core.ShapedArray(incidence.shape[1:] + f.shape[1:],
+                                                                         f.dtype))
+
+
+def _linear_jvp(prim):
+    def jvp(primals, tangents):
+        value, flat, incidence = primals
+        out = prim.bind(value, flat, incidence)
+        if type(tangents[0]) is ad.Zero:
+            return out, ad.Zero.from_primal_value(out)
+        return out, prim.bind(tangents[0], flat, incidence)
+    return jvp
+
+
+def _transpose_into(other):
+    def transpose(ct, value, flat, incidence):
+        if type(ct) is ad.Zero:
+            return ad.Zero(value.aval), None, None
+        return other.bind(ct, flat, incidence), None, None
+    return transpose
+
+
+def _batched(prim, impl):
+    def rule(args, dims):
+        value, flat, incidence = args
+        if dims[1] is None and dims[2] is None:  # one mesh, a batch of values: move the batch behind the rows
+            return prim.bind(jnp.moveaxis(value, dims[0], 1), flat, incidence), 1
+        return jax.vmap(impl, in_axes=dims)(value, flat, incidence), 0  # a batch of meshes
+    return rule
+
+
+for _p, _other, _impl in ((_gather_p, _sum_p, _gather_rows), (_sum_p, _gather_p, _sum_rows)):
+    ad.primitive_jvps[_p] = _linear_jvp(_p)
+    ad.primitive_transposes[_p] = _transpose_into(_other)
+    batching.primitive_batchers[_p] = _batched(_p, _impl)
+
+
+def gather_corners(x: Array, elements: Array, incidence: Optional[Array] = None) -> Array:
+    """x[elements]: [e, k, ...] from x [n, ...] and in-range indices elements [e, k]; with `incidence`
+    (`corner_incidence(elements, n)`) its transpose in a gradient is a gather too."""
+    x = jnp.asarray(x)
+    if incidence is None:
+        return x.at[elements].get(mode="promise_in_bounds", wrap_negative_indices=False)
+    e, k = elements.shape
+    return _gather_p.bind(x, elements.reshape(-1), incidence).reshape((e, k) + x.shape[1:])
+
+
+def scatter_corners(f: Array, elements: Array, num_particles: int, incidence: Optional[Array] = None) -> Array:
+    """Per-particle sum [n, ...] of per-corner forces f [e, k, ...] at in-range indices elements [e, k]; with
+    `incidence` (`corner_incidence(elements, n)`) a sum of gathers instead of a scatter-add."""
     f = jnp.asarray(f)
-    return jnp.zeros((num_particles,) + f.shape[2:], f.dtype).at[elements.reshape(-1)].add(
-        f.reshape((-1,) + f.shape[2:]), mode="promise_in_bounds", wrap_negative_indices=False)
+    flat_f = f.reshape((-1,) + f.shape[2:])
+    if incidence is None:
+        return jnp.zeros((num_particles,) + f.shape[2:], f.dtype).at[elements.reshape(-1)].add(
+            flat_f, mode="promise_in_bounds", wrap_negative_indices=False)
+    return _sum_p.bind(flat_f, elements.reshape(-1), incidence)
 
 
 def eager_if_concrete(fn, *args):

@@ -7,6 +7,8 @@ The elastic part derives from the energy 0.5 ke (l - rest)^2, see `spring_energy
 
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
 
@@ -17,9 +19,11 @@ from gradsim_jax.typing import Array, pytree_dataclass
 
 @pytree_dataclass
 class SpringTopology:
-    """pairs: [s, 2] int32 particle indices (i, j)."""
+    """pairs: [s, 2] int32 particle indices (i, j); incidence: their `corner_incidence` table [K, n] int32
+    (None: sums by scatter-add; `Scene.build` makes it)."""
 
     pairs: Array
+    incidence: Optional[Array] = None
 
 
 @pytree_dataclass
@@ -41,12 +45,12 @@ def spring_force(xs, vs, ke, kd, rest):
 
 def spring_forces(topology, params, x, v):
     """Sum of all spring forces per particle: [n, 3] N."""
-    pairs = topology.springs.pairs
+    pairs, incidence = topology.springs.pairs, topology.springs.incidence
     if pairs.shape[0] == 0:
         return jnp.zeros_like(x)
-    f = jax.vmap(spring_force)(gather_corners(x, pairs), gather_corners(v, pairs), params.springs.ke,
-                               params.springs.kd, params.springs.rest)
-    return scatter_corners(jnp.stack([-f, f], axis=1), pairs, x.shape[0])
+    f = jax.vmap(spring_force)(gather_corners(x, pairs, incidence), gather_corners(v, pairs, incidence),
+                               params.springs.ke, params.springs.kd, params.springs.rest)
+    return scatter_corners(jnp.stack([-f, f], axis=1), pairs, x.shape[0], incidence)
 
 
 def spring_energy(topology, params, x):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.physics.gather import incidence_mismatch
 from gradsim_jax.typing import get_path, named_leaves
 
 #: Params leaves (dotted paths) that must be >= 0.
@@ -54,6 +55,9 @@ def finite_view(name: str, value):
 
 #: Index arrays of a Topology (dotted paths), their widths, and the letter their count goes by in PARAM_SHAPES.
 INDEX_WIDTHS = {"springs.pairs": 2, "cloth.triangles": 3, "cloth.bend_edges": 4, "fem.tets": 4, "fem.surface": 3}
+#: The corner incidence table of each element array (`gather.corner_incidence`; None when absent).
+INCIDENCE = {"springs.incidence": "springs.pairs", "cloth.tri_incidence": "cloth.triangles",
+             "cloth.bend_incidence": "cloth.bend_edges", "fem.incidence": "fem.tets"}
 _COUNT = {"springs.pairs": "s", "cloth.triangles": "t", "cloth.bend_edges": "e", "fem.tets": "k",
           "fem.surface": "f"}
 
@@ -94,6 +98,14 @@ def validate_shapes(topology, params, state=None) -> dict:
         if shape[0] and not np.issubdtype(dtype, np.integer):
             raise ValueError(f"Topology.{name} must hold integer indices, got dtype {dtype}")
         per[_COUNT[name]] = shape[0]
+    for name in INCIDENCE:
+        table = get_path(topology, name)
+        if table is None:
+            continue
+        shape, dtype = np.shape(table), jnp.result_type(table)
+        if len(shape) != 2 or shape[1] != n or not np.issubdtype(dtype, np.integer):
+            raise ValueError(f"Topology.{name} has shape {shape} and dtype {dtype}, expected integer [K, {n}] "
+                             "(gradsim_jax.physics.gather.corner_incidence)")
     for name, value in params_leaves(params).items():
         if name in PARAM_SHAPES:  # the rigid branch: validate_rigid
             shape = tuple(per.get(d, d) for d in PARAM_SHAPES[name])
@@ -162,6 +174,15 @@ def validate_scene(topology, params, state=None) -> None:
 
     if sizes["fem.tets"]:
         _check_rest_tets(np.asarray(topology.fem.tets), np.asarray(params.fem.rest_x, dtype=np.float64))
+
+    # After the elements' own checks, so that a bad element is named as such.
+    for name, elements in INCIDENCE.items():
+        table = get_path(topology, name)
+        if table is not None:
+            why = incidence_mismatch(np.asarray(get_path(topology, elements)), np.asarray(table), n)
+            if why is not None:
+                raise ValueError(f"Topology.{name} does not match Topology.{elements}: it {why} (a table made for "
+                                 "other elements: build it again with corner_incidence, or set it to None)")
 
     if state is not None:
         for name, value in named_leaves(state, "State"):
