@@ -7,13 +7,13 @@ import gradsim_jax as gs
 from gradsim_jax.physics.cloth import prepare_membrane
 
 
-def _cloth(n):
+def _cloth(n, incidence=None):
     return gs.cloth_grid(n, n, 1.0 / n, 1.0 / n, mass=0.01, fix_top=True, tri_ke=1e3, tri_ka=1e3, tri_kd=1.0,
-                         bend_ke=1.0).build()
+                         bend_ke=1.0).build(incidence=incidence)
 
 
-def _hlo_text(n):
-    top, par, st = _cloth(n)
+def _hlo_text(n, incidence=None):
+    top, par, st = _cloth(n, incidence)
 
     def loss(top, par, st):
         traj = gs.simulate(top, par, st, frames=2, substeps=2)
@@ -24,11 +24,14 @@ def _hlo_text(n):
 
 def test_program_size_does_not_grow_with_the_mesh():
     """Topology, params and state as arguments: the program of a 100 x 100 cloth (20,000 triangles, 29,800
-    bending edges) is as small as that of a 4 x 4 one: index arrays and rest shapes are data, not text."""
-    small, large = _hlo_text(4), _hlo_text(100)
-    assert large.count("\n") == small.count("\n")
-    # Longer shape strings (tensor<20000x3xf32>) only; the triangles alone would take over 1 MB as text.
-    assert len(large) < 1.15 * len(small), (len(small), len(large))
+    bending edges) is as small as that of a 4 x 4 one: index arrays, incidence tables and rest shapes are data,
+    not text (both with and both without incidence tables: a table's height is the largest corner count, the
+    same for any grid from 4 x 4 on)."""
+    for incidence in (False, True):
+        small, large = _hlo_text(4, incidence), _hlo_text(100, incidence)
+        assert large.count("\n") == small.count("\n")
+        # Longer shape strings (tensor<20000x3xf32>) only; the triangles alone would take over 1 MB as text.
+        assert len(large) < 1.15 * len(small), (len(small), len(large))
 
 
 def test_rest_shapes_of_a_closed_over_scene_are_computed_while_tracing():
