@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 import gradsim_jax as gs
-from gradsim_jax.physics.checkpointing import NestedSqrt, NoCheckpoint, PerFrame, checkpoint_policy
+from gradsim_jax.physics.checkpointing import NestedSqrt, NoCheckpoint, PerFrame, PerSubstep, checkpoint_policy
 
 FRAMES, SUBSTEPS = 7, 4  # 7 frames: sqrt segments of 3 frames, two whole and a remainder of one
 
@@ -31,7 +31,7 @@ def test_policies_give_equal_trajectories_and_gradients(x64):
     top, par, st = _scene()
     args = (st.particles.v, par.cloth.tri_ke)
     results = {str(c): jax.jit(jax.value_and_grad(_loss(top, par, st, c), argnums=(0, 1)))(*args)
-               for c in ("frame", "none", "sqrt", NestedSqrt(segment=2))}
+               for c in ("frame", "none", "substep", "sqrt", NestedSqrt(segment=2), PerFrame(remat_substeps=False))}
     value, (g_v, g_ke) = results["frame"]
     assert float(jnp.abs(g_v).max()) > 0 and float(jnp.abs(g_ke).max()) > 0
     for c, (val, (gv, gk)) in results.items():
@@ -43,7 +43,7 @@ def test_policies_give_equal_trajectories_and_gradients(x64):
 def test_policy_names_and_segment_lengths():
     assert checkpoint_policy(True) == PerFrame() and checkpoint_policy("frame") == PerFrame()
     assert checkpoint_policy(False) == NoCheckpoint() and checkpoint_policy("none") == NoCheckpoint()
-    assert checkpoint_policy("sqrt") == NestedSqrt()
+    assert checkpoint_policy("sqrt") == NestedSqrt() and checkpoint_policy("substep") == PerSubstep()
     assert [NestedSqrt().segment_length(t) for t in (1, 2, 4, 5, 9, 10, 10000)] == [1, 2, 2, 3, 3, 4, 100]
     with pytest.raises(ValueError, match="checkpoint must be one of"):
         checkpoint_policy("segments")

@@ -11,6 +11,7 @@ Memory of the backward pass, besides the T + 1 states that `simulate` returns in
 | policy            | stores                                                  | memory               | compute  |
 |-------------------|---------------------------------------------------------|----------------------|----------|
 | `NoCheckpoint`    | every substep's residuals                                | T s R                | 1 fwd    |
+| `PerSubstep`      | the state before every substep; one substep's residuals at a time | T s S + R | 2 fwd |
 | `PerFrame`        | the state at each frame; one frame's substep states at a time, one substep's residuals | T S + s S + R | 3 fwd |
 | `NestedSqrt`      | the state at each segment start (k = ceil(sqrt T) frames each), then one segment's frame states, then one frame's substep states | (T / k + k) S + s S + R ~ 2 sqrt(T) S + s S + R | 4 fwd |
 
@@ -50,6 +51,20 @@ class NoCheckpoint:
     def substep(self, step: Callable) -> Callable:
         """The substep function `step(state, k) -> (state, None)` as the frame's scan should run it."""
         return step
+
+    def run(self, frame: Callable, state0, frames: int):
+        return jax.lax.scan(frame, state0, jnp.arange(frames))
+
+
+@dataclasses.dataclass(frozen=True)
+class PerSubstep:
+    """Keep the state before every substep and recompute one substep's residuals at a time: memory T s S + R
+    (as an engine that records every state, Warp's tape, needs), one extra forward pass. The fastest
+    gradient where T s S fits: the demo cloth's 2880-step gradient 1.25x faster than `PerFrame`'s."""
+
+    def substep(self, step: Callable) -> Callable:
+        """The substep function `step(state, k) -> (state, None)`, keeping nothing but its input state."""
+        return _remat_substep(step)
 
     def run(self, frame: Callable, state0, frames: int):
         return jax.lax.scan(frame, state0, jnp.arange(frames))
@@ -109,14 +124,14 @@ class NestedSqrt:
         return state, traj
 
 
-CheckpointLike = Union[bool, str, NoCheckpoint, PerFrame, NestedSqrt]
+CheckpointLike = Union[bool, str, NoCheckpoint, PerSubstep, PerFrame, NestedSqrt]
 
-_BY_NAME = {"none": NoCheckpoint(), "frame": PerFrame(), "sqrt": NestedSqrt()}
+_BY_NAME = {"none": NoCheckpoint(), "substep": PerSubstep(), "frame": PerFrame(), "sqrt": NestedSqrt()}
 
 
 def checkpoint_policy(checkpoint: CheckpointLike):
     """The policy object for `checkpoint`: True or "frame" -> PerFrame, False or "none" -> NoCheckpoint,
-    "sqrt" -> NestedSqrt, a policy object as it is; ValueError otherwise."""
+    "substep" -> PerSubstep, "sqrt" -> NestedSqrt, a policy object as it is; ValueError otherwise."""
     if checkpoint is True:
         return PerFrame()
     if checkpoint is False:

@@ -68,7 +68,8 @@ def simulate(
         called once at the start of each frame (a policy; the control is held over the frame's substeps).
       checkpoint: what the gradient stores (static): True or "frame" (default) checkpoints each frame and
         each substep inside it, memory T S + s S + R; False or "none" stores every substep's residuals,
-        T s R; "sqrt" checkpoints segments of ceil(sqrt(T)) frames and the frames inside them, about
+        T s R; "substep" keeps the state before every substep, T s S + R (the fastest gradient where it
+        fits); "sqrt" checkpoints segments of ceil(sqrt(T)) frames and the frames inside them, about
         2 sqrt(T) S + s S + R (T frames, s substeps, S bytes of a State, R bytes of one substep's residuals);
         or a policy object (`gradsim_jax.physics.checkpointing`, e.g. `PerFrame(remat_substeps=False)`).
       integrator: the time integrator (static; `SemiImplicitEuler()`), see `gradsim_jax.physics.integrators`.
