@@ -121,7 +121,7 @@ def _spread(estimate, truth) -> dict:
 
 
 def main():
-    from bench_rigid_recovery import recovery_parser, table_only
+    from bench_rigid_recovery import recovery_parser, table, table_only
 
     parser = recovery_parser(__doc__, RESULTS / "fem_recovery.json",
                              f"comma-separated demos (default all: {', '.join(DEMOS)})",
