@@ -12,7 +12,9 @@ Verdict: a fit has converged when it stopped moving (the free quantities changed
 `STEP_TOL`, relatively, over the last tenth of the iterations, at least two entries; a fit at or below the
 noise floor counts as stopped, its last steps chase noise) and what is left of the loss is explained: at most `FLOOR_FACTOR` times the noise floor (an imperfect renderer, soft edges against
 a hard-edged video, leaves a little more than the noise), or at most `RATIO_TOL` of the initial loss.
-Anything else is reported as not converged with what to try.
+Anything else is reported as not converged with what to try. A fit converged by the ratio rule alone (the
+loss above `FLOOR_FACTOR` times the floor) gets a caution in its advice: against a rendered target that is a
+local minimum.
 """
 
 from __future__ import annotations
@@ -109,5 +111,12 @@ def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: f
         reasons.pop(0)
         advice.pop(0)
     converged = bool(np.isfinite(final_loss) and (at_floor or not moving) and explained)
+    if converged and final_loss > FLOOR_FACTOR * floor:
+        # Explained by the ratio rule alone: right for an imperfect renderer against a real video, a local
+        # minimum against a rendered one. Said, not hidden behind the verdict.
+        advice.append(f"the final loss is {final_loss / max(floor, 1e-300):.3g} x the target's noise floor, "
+                      f"accepted as explained because it is under {100 * RATIO_TOL:g} % of the initial loss; if the "
+                      "target was rendered by this scene's renderer this is a local minimum: compare fitted.gif "
+                      "with target.gif and start closer or fit the first frames first (--horizon)")
     return Convergence(converged, float(initial_loss), float(final_loss), float(floor), float(grad_norm),
                        float(last_step), tuple(reasons), tuple(advice))

@@ -70,6 +70,9 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
         echo("WARNING: the fit did not converge: " + "; ".join(conv.reasons) + ".")
         for tip in conv.advice:
             echo(f"  try: {tip}")
+    elif conv is not None:
+        for tip in conv.advice:
+            echo(f"note: {tip}")
     names = ", ".join(Path(p).name for p in report["outputs"].values())
     echo(f"outputs written to {Path(out_dir).resolve()}: {names}")
     return report
