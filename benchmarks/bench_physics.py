@@ -15,13 +15,13 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from gradsim_jax.physics import replace_paths
+from rss import peak_rss_mb, reset_peak_rss
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -43,26 +43,6 @@ def _build(kind):
     cloth = gs.cloth_grid(kind, kind, 2.0 / kind, 2.0 / kind, pos=(-1.0, 0.0, 0.0), mass=0.01, fix_top=True,
                           tri_ke=1e3, tri_ka=1e3, tri_kd=1.0, bend_ke=0.0)
     return cloth.build()
-
-
-def _reset_peak_rss() -> bool:
-    """Return freed heap to the OS and reset the high-water mark of this process's RSS (Linux, glibc);
-    True if it worked."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # the compiler's freed memory, kept by malloc otherwise
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except (OSError, AttributeError):
-        return False
-
-
-def _peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
@@ -87,9 +67,9 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
     t0 = time.perf_counter()
     compiled = fn.lower(st.particles.v, par.cloth.tri_ke).compile()
     compile_s = time.perf_counter() - t0
-    peak_with_compile = _peak_rss_mb()
+    peak_with_compile = peak_rss_mb()
     # From here on the high-water mark covers running the program only (the runtime, buffers, temps).
-    run_peak = _reset_peak_rss()
+    run_peak = reset_peak_rss()
     out = jax.block_until_ready(compiled(st.particles.v, par.cloth.tri_ke))
     if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(out)):
         raise FloatingPointError(f"{case}: non-finite result")
@@ -104,8 +84,8 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
         "case": case, "mode": mode, "checkpoint": checkpoint, "steps": steps,
         "particles": int(st.particles.x.shape[0]), "triangles": int(top.cloth.triangles.shape[0]),
         "compile_s": compile_s, "run_s_min": best, "run_s_median": statistics.median(times),
-        "steps_per_s": steps / best, "peak_rss_mb": max(peak_with_compile, _peak_rss_mb()),
-        "run_peak_rss_mb": _peak_rss_mb() if run_peak else None,
+        "steps_per_s": steps / best, "peak_rss_mb": max(peak_with_compile, peak_rss_mb()),
+        "run_peak_rss_mb": peak_rss_mb() if run_peak else None,
         "temp_mb": compiled.memory_analysis().temp_size_in_bytes / 2**20,
     }
 
@@ -130,7 +110,7 @@ def measure_checkpoint_memory(policy: str, steps: int = 10_000, substeps: int = 
     t0 = time.perf_counter()
     compiled = jit(jax.value_and_grad(loss)).lower(st.particles.v).compile()
     compile_s = time.perf_counter() - t0
-    _reset_peak_rss()
+    reset_peak_rss()
     t0 = time.perf_counter()
     out = jax.block_until_ready(compiled(st.particles.v))
     run_s = time.perf_counter() - t0
@@ -139,7 +119,7 @@ def measure_checkpoint_memory(policy: str, steps: int = 10_000, substeps: int = 
     ma = compiled.memory_analysis()
     return {"policy": policy, "steps": frames * substeps, "frames": frames, "substeps": substeps,
             "compile_s": compile_s, "run_s": run_s, "temp_mb": ma.temp_size_in_bytes / 2**20,
-            "output_mb": ma.output_size_in_bytes / 2**20, "run_peak_rss_mb": _peak_rss_mb()}
+            "output_mb": ma.output_size_in_bytes / 2**20, "run_peak_rss_mb": peak_rss_mb()}
 
 
 def _child(case, mode, checkpoint, repeats):

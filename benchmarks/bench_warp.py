@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rss import peak_rss_mb, reset_peak_rss
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -45,34 +47,6 @@ CASES = {
 #: Our gradient keeps the state before every step, as Warp's tape keeps every State (`checkpoint="substep"`:
 #: memory T s S + R; 16 MB for the demo, 40 MB for the 128 x 128 cloth's 100 steps).
 CHECKPOINT = "substep"
-
-
-def _peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _reset_peak_rss(drop_jax_caches: bool = False) -> None:
-    """Collect garbage, hand freed heap back to the OS and reset this process's RSS high-water mark (Linux,
-    glibc). `drop_jax_caches`: first drop JAX's tracing and compilation caches (`jax.clear_caches()`: the
-    jaxprs and executables of the scene's set-up and of tracing the benchmarked function, which its compiled
-    program, held here, no longer needs)."""
-    import gc
-
-    if drop_jax_caches:
-        import jax
-
-        jax.clear_caches()
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        Path("/proc/self/clear_refs").write_text("5")
-    except (OSError, AttributeError):
-        pass
 
 
 def build_scene(case: str):
@@ -129,7 +103,7 @@ def measure_ours(case: str, mode: str) -> dict:
     compiled = fn.lower(*args).compile()
     compile_s = time.perf_counter() - t0
     del fn
-    _reset_peak_rss(drop_jax_caches=True)
+    reset_peak_rss(drop_jax_caches=True)
     jax.block_until_ready(compiled(*args))
     times = []
     for _ in range(repeats):
@@ -137,7 +111,7 @@ def measure_ours(case: str, mode: str) -> dict:
         out = jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - t0)
     value = float(out if mode == "forward" else out[0])
-    return {"compile_s": compile_s, "run_s": min(times), "run_peak_rss_mb": _peak_rss_mb(), "loss": value}
+    return {"compile_s": compile_s, "run_s": min(times), "run_peak_rss_mb": peak_rss_mb(), "loss": value}
 
 
 def measure_warp(case: str, mode: str, scene: Path) -> dict:
@@ -205,13 +179,13 @@ def measure_warp(case: str, mode: str, scene: Path) -> dict:
     t0 = time.perf_counter()
     run()  # loads (compiles or takes from Warp's kernel cache) every kernel
     compile_s = time.perf_counter() - t0
-    _reset_peak_rss()
+    reset_peak_rss(collect=True)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    return {"compile_s": compile_s, "run_s": min(times), "run_peak_rss_mb": _peak_rss_mb(),
+    return {"compile_s": compile_s, "run_s": min(times), "run_peak_rss_mb": peak_rss_mb(),
             "loss": float(loss.numpy()[0]), "warp": wp.config.version}
 
 
