@@ -75,8 +75,8 @@ def test_checkpoint_is_written_every_n_iterations(tmp_path):
             seen.append((it, int(load_checkpoint(checkpoint_path(str(tmp_path))).state.iteration)))
 
     fit(loss_fn, PARAMS, steps=5, checkpoint_dir=str(tmp_path), checkpoint_every=2, callback=callback, **OPTIONS)
-    # The callback of iteration i runs after the checkpoint of i + 1 updates would have been written.
-    assert seen == [(1, 2), (2, 2), (3, 4), (4, 4)]
+    # The state after i updates is written once its loss came out finite (iteration i), before i's callback.
+    assert seen == [(2, 2), (3, 2), (4, 4)]
     assert load_checkpoint(checkpoint_path(str(tmp_path))).state.iteration == 5  # final write
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import optax
 import pytest
 
-from gradsim_jax.fit import FitDiverged, fit
+from gradsim_jax.fit import FitBackoffWarning, FitDiverged, fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +133,8 @@ def test_non_finite_loss_raises_with_last_good_params():
     # sqrt(x) with x pushed below 0 by plain SGD: finite for a few iterations, then NaN.
     params = {"x": jnp.float32(1.0), "y": jnp.float32(0.0)}
     with pytest.raises(FitDiverged) as e:
-        fit(lambda p: jnp.sqrt(p["x"]) + p["y"] ** 2, params, optimizer=optax.sgd(0.3), steps=50, progress=False)
+        fit(lambda p: jnp.sqrt(p["x"]) + p["y"] ** 2, params, optimizer=optax.sgd(0.3), steps=50, progress=False,
+            backoff=0)
     exc = e.value
     assert exc.iteration >= 1 and exc.last_good_iteration == exc.iteration - 1
     assert "iteration" in str(exc) and "'x'" in str(exc)
@@ -141,6 +142,45 @@ def test_non_finite_loss_raises_with_last_good_params():
     assert float(exc.params["x"]) > 0 and np.isfinite(float(exc.params["x"]))
     assert float(exc.params["x"]) == exc.history["params"]["x"][-1]
     assert len(exc.history["loss"]) == exc.iteration
+
+
+def cliff(p):
+    """(a - 2.9)^2 for a < 3, NaN (loss and gradient) beyond: the minimum lies 0.1 before a cliff."""
+    return jnp.square(p["a"] - 2.9) + 0.0 * jnp.sqrt(3.0 - p["a"])
+
+
+def test_an_update_over_a_cliff_is_redone_at_half_length():
+    kw = dict(optimizer=optax.adam(0.5), steps=60, progress=False)
+    with pytest.raises(FitDiverged):
+        fit(cliff, {"a": jnp.float32(0.1)}, backoff=0, **kw)
+    with pytest.warns(FitBackoffWarning, match="redone at 0.5 of its length"):
+        r = fit(cliff, {"a": jnp.float32(0.1)}, **kw)
+    backoffs = r.history["backoffs"]
+    assert 1 <= len(backoffs) <= 4 and backoffs == sorted(backoffs)
+    assert abs(float(r.params["a"]) - 2.9) < 1e-2 and np.isfinite(r.loss)
+    # Momentum SGD too: without clearing its trace, halved updates would still carry it over the edge.
+    r = fit(cliff, {"a": jnp.float32(0.1)}, **dict(kw, optimizer=optax.sgd(0.3, momentum=0.9)))
+    assert r.history["backoffs"] and abs(float(r.params["a"]) - 2.9) < 1e-2
+    # The history holds only finite iterations, one per update, none of them past the cliff.
+    assert len(r.history["loss"]) == 60 and np.all(np.asarray(r.history["params"]["a"]) < 3.0)
+
+
+def test_a_resume_after_a_back_off_is_bitwise_the_uninterrupted_fit(tmp_path):
+    kw = dict(optimizer=optax.adam(0.5), progress=False, checkpoint_every=1)
+    with pytest.warns(FitBackoffWarning):
+        whole = fit(cliff, {"a": jnp.float32(0.1)}, steps=40, checkpoint_dir=str(tmp_path / "a"), **kw)
+    first = whole.history["backoffs"][0]
+    with pytest.warns(FitBackoffWarning):
+        fit(cliff, {"a": jnp.float32(0.1)}, steps=first + 2, checkpoint_dir=str(tmp_path / "b"), **kw)
+    resumed = fit(cliff, {"a": jnp.float32(0.1)}, steps=40, checkpoint_dir=str(tmp_path / "b"), resume=True, **kw)
+    assert resumed.history["backoffs"] == whole.history["backoffs"]
+    np.testing.assert_array_equal(resumed.params["a"], whole.params["a"])
+    assert resumed.history["loss"] == whole.history["loss"]
+
+
+def test_backoff_must_be_a_non_negative_int():
+    with pytest.raises(ValueError, match="backoff"):
+        fit(cliff, {"a": jnp.float32(0.1)}, backoff=-1, progress=False)
 
 
 def test_non_finite_gradient_with_finite_loss_names_the_field():

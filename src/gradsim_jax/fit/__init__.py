@@ -20,7 +20,7 @@ from gradsim_jax.fit.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from gradsim_jax.fit.fit import FitDiverged, FitResult, fit
+from gradsim_jax.fit.fit import FitBackoffWarning, FitDiverged, FitResult, fit
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.fit.identifiability import IdentifiabilityReport, gauss_newton_report
 from gradsim_jax.fit.losses import (
@@ -49,6 +49,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointMismatch",
+    "FitBackoffWarning",
     "FitDiverged",
     "FitResult",
     "FitState",

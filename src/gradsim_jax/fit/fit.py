@@ -15,6 +15,13 @@ How `loss_fn` is called (arguments in this order, optional ones only when asked 
 `params` is the full physical parameter tree (fixed fields as given, free fields from the optimizer).
 It returns a scalar loss, or `(loss, aux)` with `has_aux=True`.
 
+Back-off: when the loss or gradient turns non-finite at the parameters an update reached, `fit` goes back
+to the parameters before that update, clears the optimizer's momentum (Adam's first moment, SGD's trace:
+left alone it would carry the next updates over the same edge) and applies the update again at half its
+length, keeping updates at that scale from then on (`backoff` times at most; each recorded in `history["backoffs"]` and warned with
+`FitBackoffWarning`). A stiff simulation's loss often has a cliff (contact or inverted elements) that a
+full Adam step can jump over; the fit then goes on instead of stopping with `FitDiverged`.
+
 Iteration numbering: iteration i evaluates the loss at the parameters after i updates; `history` entry i
 holds that loss and those parameters. After `steps` iterations the result holds the parameters after
 `steps` updates and the loss there (one more evaluation by the same compiled step, update discarded).
@@ -57,8 +64,12 @@ Array = Any
 HISTORY_FULL_SIZE = 64
 
 
+class FitBackoffWarning(UserWarning):
+    """An update reached parameters of non-finite loss or gradient and was redone at half its length."""
+
+
 class FitDiverged(Exception):
-    """The loss or a gradient became NaN or infinite.
+    """The loss or a gradient became NaN or infinite (after `backoff` halvings of the update, if any).
 
     Attributes:
       iteration: the iteration whose loss or gradient was non-finite.
@@ -96,11 +107,12 @@ class FitResult:
     params: full physical parameter tree after the last update (fixed fields as given).
     loss: the loss at `params`.
     history: {"iteration": [int], "loss": [float], "grad_norm": [float], "grad_norms": {name: [float]},
-      "params": {name: [float | np.ndarray]}, "final": {name: np.ndarray}}: per iteration the loss, the
+      "params": {name: [float | np.ndarray]}, "final": {name: np.ndarray}, "backoffs": [int]}: per iteration the loss, the
       gradient's global norm and each free field's own norm (w.r.t. the unconstrained fields, before any
       clipping), and each free field in physical units (0-d fields as floats, fields of <= 64 elements as
       arrays, larger ones as their mean), and every free field's full final value. Includes the iterations
-      of runs this one resumed from.
+      of runs this one resumed from. "backoffs" lists the iterations whose parameters were non-finite and
+      were replaced by a half-length update (see the module docstring).
     iterations: optimizer updates applied in total (including resumed ones).
     wall_time: seconds this call took, compilation included.
     converged: True when the `ftol` criterion stopped the fit.
@@ -129,13 +141,14 @@ class FitResult:
 
 def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
                checks=None, clip=None):
-    """The pure iteration `(state, base_params) -> (state, loss, finite [1 + n_free], record, aux, error)`;
+    """The pure iteration `(state, base_params[, scale]) -> (state, loss, finite [1 + n_free], record, aux,
+    error)`; `scale` multiplies the optimizer's update (None: not at all);
     record holds each free field (physical units), "grad_norm", the global norm of the loss's gradient
     with respect to the unconstrained parameters, and "grad_norms", {field: its own norm} (both before
     clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; error is
     `checks(params)` (a checkify Error) or None."""
 
-    def step(state: FitState, base: Any):
+    def step(state: FitState, base: Any, scale=None):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
 
         def objective(u):
@@ -155,6 +168,8 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
             grads = {n: g * jnp.minimum(1.0, clip[n] / jnp.maximum(norms[n], jnp.finfo(norms[n].dtype).tiny))
                      if n in clip else g for n, g in grads.items()}
         updates, opt_state = optimizer.update(grads, state.opt_state, state.u)
+        if scale is not None:
+            updates = jax.tree_util.tree_map(lambda d: d * scale, updates)
         u = optax.apply_updates(state.u, updates)
         finite = jnp.stack([jnp.isfinite(loss)] + [jnp.all(jnp.isfinite(grads[n])) for n in transforms])
         record = {}
@@ -167,6 +182,19 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
         return FitState(u, opt_state, key, state.iteration + 1), loss, finite, record, aux, error
 
     return step
+
+
+def _clear_momentum(opt_state):
+    """`opt_state` with its momentum zeroed: the fields named "mu" (Adam and its kin) or "trace" (SGD with
+    momentum) wherever exactly one such field exists; others are unchanged."""
+    for name in ("mu", "trace"):
+        try:
+            value = optax.tree_utils.tree_get(opt_state, name)
+        except (KeyError, ValueError):  # several such fields (a chain of two momenta): leave them
+            continue
+        if value is not None:
+            opt_state = optax.tree_utils.tree_set(opt_state, **{name: optax.tree_utils.tree_zeros_like(value)})
+    return opt_state
 
 
 def _numbered(fn):
@@ -236,6 +264,7 @@ def fit(
     metadata: Optional[dict] = None,
     resume_anyway: bool = False,
     checks: Optional[Callable[[Any], Any]] = None,
+    backoff: int = 4,
 ) -> FitResult:
     """Minimize `loss_fn` over the free fields of `params`.
 
@@ -274,10 +303,14 @@ def fit(
       checks: `checks(params) -> jax.experimental.checkify.Error` of the traced parameters (e.g.
         `gradsim_jax.physics.validate_traced`), evaluated in every iteration's compiled step; a failed
         check stops the fit with TracedCheckError naming the field, the index and the value.
+      backoff: how many times in all an update that reached a non-finite loss or gradient is redone at half
+        its length (later updates keep the reduced length); 0 raises FitDiverged at the first one. The
+        scale and the iterations travel in checkpoints, so a resumed fit goes on as the uninterrupted one.
     Returns:
       FitResult.
     Raises:
-      FitDiverged: a non-finite loss or gradient (names the fields and the iteration).
+      FitDiverged: a non-finite loss or gradient that `backoff` halvings did not avoid, or at the starting
+        (or resumed) parameters (names the fields and the iteration).
       TracedCheckError: a `checks` check failed (a ValueError).
       CheckpointError: resume from a missing, corrupt, or different problem's checkpoint, or from one
         past `steps`.
@@ -293,6 +326,8 @@ def fit(
         raise ValueError("uses_key=True needs an explicit key, e.g. key=jax.random.key(0)")
     if patience < 1:
         raise ValueError(f"patience must be >= 1; got {patience}")
+    if not isinstance(backoff, (int, np.integer)) or backoff < 0:
+        raise ValueError(f"backoff must be a non-negative int; got {backoff!r}")
     started = time.perf_counter()
 
     # Sorted by name: JAX orders dict leaves by key, so the compiled step returns the free fields sorted;
@@ -331,6 +366,7 @@ def fit(
         state, history = ckpt.state, ckpt.history
         # Per-field norms travel in the checkpoint's JSON extras (exact for floats); none in older ones.
         history["grad_norms"] = {n: [float(v) for v in vs] for n, vs in ckpt.extra.get("grad_norms", {}).items()}
+        history["backoffs"] = [int(i) for i in ckpt.extra.get("backoffs", [])]
         resumed = {"checkpoint": ckpt_file, "from_iteration": int(state.iteration), "checkpoint_inputs": saved,
                    "differences": differences, "resume_anyway": resume_anyway}
     start = int(state.iteration)
@@ -340,8 +376,12 @@ def fit(
 
     step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
 
+    history.setdefault("backoffs", [])
+    scale = float(ckpt.extra.get("step_scale", 1.0)) if resume else 1.0
+
     def save():
-        save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {})})
+        save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {}),
+                                                    "backoffs": history["backoffs"], "step_scale": scale})
 
     def check(it, error):
         if error is not None:  # checks of the parameters this iteration's loss was evaluated at
@@ -364,14 +404,33 @@ def fit(
     stop_reason = "steps"
     prev = None
     saved_at = start if resume else None
+    it = start
     with tqdm(total=steps, initial=start, disable=not progress, desc="fit", unit="it", dynamic_ncols=True) as bar:
-        for it in range(start, steps):
-            new_state, loss, finite, record, aux, error = step(state, params)
+        while True:
+            # Iteration `it` evaluates the loss at `state` (the parameters after `it` updates); past the last
+            # iteration, or once stopped, that evaluation is the result's loss and its update is dropped.
+            new_state, loss, finite, record, aux, error = step(state, params, scale)
             # The only host sync of the iteration: loss, flags, checks and the recorded values in one transfer.
             loss, finite, record, error = jax.device_get((loss, finite, record, error))
             check(it, error)
             if not finite.all():
-                raise diverged(it, loss, finite, prev)
+                if prev is None or len(history["backoffs"]) >= backoff:
+                    raise diverged(it, loss, finite, prev)
+                scale *= 0.5
+                history["backoffs"].append(it)
+                warnings.warn(FitBackoffWarning(
+                    f"fit iteration {it}: the loss or gradient is non-finite at the parameters the last update "
+                    f"reached; that update is redone at {scale:g} of its length (later ones too; "
+                    f"{backoff - len(history['backoffs'])} more halvings allowed)"), stacklevel=2)
+                state = step(prev._replace(opt_state=_clear_momentum(prev.opt_state)), params, scale)[0]
+                continue
+            # `state` is finite here, so a checkpoint of it resumes past any back-off it needed.
+            if ckpt_file is not None and it != saved_at and (
+                    (it > start and it % checkpoint_every == 0) or it == steps or stop_reason != "steps"):
+                saved_at = it
+                save()
+            if it == steps or stop_reason != "steps":
+                break
             history["iteration"].append(it)
             history["loss"].append(float(loss))
             history.setdefault("grad_norm", []).append(float(record.pop("grad_norm")))
@@ -383,25 +442,14 @@ def fit(
             bar.set_postfix(loss=f"{float(loss):.4e}", refresh=False)
             bar.update(1)
             prev, state = state, new_state
-            if ckpt_file is not None and (it + 1) % checkpoint_every == 0:
-                saved_at = it + 1
-                save()
-            if callback is not None and callback(it, to_physical(params, prev.u, tf), float(loss), aux):
+            it += 1
+            if callback is not None and callback(it - 1, to_physical(params, prev.u, tf), float(loss), aux):
                 stop_reason = "callback"
-                break
-            if ftol is not None and _converged(history["loss"], ftol, patience):
+            elif ftol is not None and _converged(history["loss"], ftol, patience):
                 stop_reason = "converged"
-                break
 
     iterations = int(state.iteration)
-    if ckpt_file is not None and saved_at != iterations:
-        save()
-    # The loss at the final parameters, by the same compiled step (no recompilation); its update is dropped.
-    _, loss, finite, record, aux, error = step(state, params)
-    loss, finite, grad_norm, error = jax.device_get((loss, finite, record["grad_norm"], error))
-    check(iterations, error)
-    if not finite.all():
-        raise diverged(iterations, loss, finite, prev)
+    grad_norm = record["grad_norm"]
     final = to_physical(params, state.u, tf)
     history["final"] = {n: np.asarray(tf[n].inverse(state.u[n])) for n in tf}
     return FitResult(

@@ -428,6 +428,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
         grad_norm = result.grad_norm
         history["grad_norm"] = list(result.history.get("grad_norm", []))
         history["grad_norms"] = {n: list(v) for n, v in result.history.get("grad_norms", {}).items()}
+        history["backoffs"] = list(result.history.get("backoffs", []))
         history["iteration"] = list(result.history["iteration"])
         history["loss"] = list(result.history["loss"])
         for n in free:

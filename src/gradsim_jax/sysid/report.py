@@ -114,6 +114,8 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
     else:
         report["identifiability"] = None
     report["gradient_norms"] = gradient_norms(result.history)
+    # Iterations whose update reached a non-finite loss or gradient and was redone at half length (gs.fit).
+    report["backoffs"] = [int(i) for i in result.history.get("backoffs", [])]
     report["inputs"] = result.inputs
     report["resume"] = result.resume
     if extra:

@@ -65,6 +65,10 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
          f"{result.lm_iterations} Levenberg-Marquardt steps), final loss {result.loss:.3e}")
     for line in summary_lines(report):
         echo(line)
+    if report.get("backoffs"):
+        echo(f"note: {len(report['backoffs'])} update(s) reached a non-finite loss or gradient and were redone "
+             f"at half length (Adam iterations {', '.join(map(str, report['backoffs']))}); later updates kept "
+             "the shorter length")
     conv = result.convergence
     if conv is not None and not conv.converged:
         echo("WARNING: the fit did not converge: " + "; ".join(conv.reasons) + ".")
