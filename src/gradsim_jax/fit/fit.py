@@ -18,9 +18,10 @@ It returns a scalar loss, or `(loss, aux)` with `has_aux=True`.
 Back-off: when the loss or gradient turns non-finite at the parameters an update reached, `fit` goes back
 to the parameters before that update, clears the optimizer's momentum (Adam's first moment, SGD's trace:
 left alone it would carry the next updates over the same edge) and applies the update again at half its
-length, keeping updates at that scale from then on (`backoff` times at most; each recorded in `history["backoffs"]` and warned with
-`FitBackoffWarning`). A stiff simulation's loss often has a cliff (contact or inverted elements) that a
-full Adam step can jump over; the fit then goes on instead of stopping with `FitDiverged`.
+length, keeping updates at that scale from then on (`backoff` times at most; each recorded in
+`history["backoffs"]` and warned with `FitBackoffWarning`). A stiff simulation's loss often has a cliff
+(contact or inverted elements) that a full Adam step can jump over; the fit then goes on instead of
+stopping with `FitDiverged`.
 
 Iteration numbering: iteration i evaluates the loss at the parameters after i updates; `history` entry i
 holds that loss and those parameters. After `steps` iterations the result holds the parameters after
@@ -107,11 +108,11 @@ class FitResult:
     params: full physical parameter tree after the last update (fixed fields as given).
     loss: the loss at `params`.
     history: {"iteration": [int], "loss": [float], "grad_norm": [float], "grad_norms": {name: [float]},
-      "params": {name: [float | np.ndarray]}, "final": {name: np.ndarray}, "backoffs": [int]}: per iteration the loss, the
-      gradient's global norm and each free field's own norm (w.r.t. the unconstrained fields, before any
-      clipping), and each free field in physical units (0-d fields as floats, fields of <= 64 elements as
-      arrays, larger ones as their mean), and every free field's full final value. Includes the iterations
-      of runs this one resumed from. "backoffs" lists the iterations whose parameters were non-finite and
+      "params": {name: [float | np.ndarray]}, "final": {name: np.ndarray}, "backoffs": [int]}: per iteration
+      the loss, the gradient's global norm and each free field's own norm (w.r.t. the unconstrained fields,
+      before any clipping), and each free field in physical units (0-d fields as floats, fields of <= 64
+      elements as arrays, larger ones as their mean), and every free field's full final value. Includes the
+      iterations of runs this one resumed from. "backoffs" lists the iterations whose parameters were non-finite and
       were replaced by a half-length update (see the module docstring).
     iterations: optimizer updates applied in total (including resumed ones).
     wall_time: seconds this call took, compilation included.
