@@ -112,8 +112,8 @@ class FitResult:
       the loss, the gradient's global norm and each free field's own norm (w.r.t. the unconstrained fields,
       before any clipping), and each free field in physical units (0-d fields as floats, fields of <= 64
       elements as arrays, larger ones as their mean), and every free field's full final value. Includes the
-      iterations of runs this one resumed from. "backoffs" lists the iterations whose parameters were non-finite and
-      were replaced by a half-length update (see the module docstring).
+      iterations of runs this one resumed from. "backoffs" lists the iterations whose parameters were
+      non-finite and were replaced by a half-length update (see the module docstring).
     iterations: optimizer updates applied in total (including resumed ones).
     wall_time: seconds this call took, compilation included.
     converged: True when the `ftol` criterion stopped the fit.
@@ -341,7 +341,7 @@ def fit(
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
     u0 = to_unconstrained(params, tf)
     state = FitState(u=u0, opt_state=optimizer.init(u0), key=key, iteration=jnp.int32(0))
-    history: dict = {"iteration": [], "loss": [], "params": {n: [] for n in tf}}
+    history: dict = {"iteration": [], "loss": [], "params": {n: [] for n in tf}, "backoffs": []}
     extra = {"transforms": {n: repr(t) for n, t in tf.items()}}
     if clip:
         extra["clip"] = clip
@@ -377,12 +377,9 @@ def fit(
 
     step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
 
-    history.setdefault("backoffs", [])
-    scale = float(ckpt.extra.get("step_scale", 1.0)) if resume else 1.0
-
     def save():
         save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {}),
-                                                    "backoffs": history["backoffs"], "step_scale": scale})
+                                                    "backoffs": history["backoffs"]})
 
     def check(it, error):
         if error is not None:  # checks of the parameters this iteration's loss was evaluated at
@@ -410,6 +407,7 @@ def fit(
         while True:
             # Iteration `it` evaluates the loss at `state` (the parameters after `it` updates); past the last
             # iteration, or once stopped, that evaluation is the result's loss and its update is dropped.
+            scale = 0.5 ** len(history["backoffs"])  # each back-off halves the updates from then on
             new_state, loss, finite, record, aux, error = step(state, params, scale)
             # The only host sync of the iteration: loss, flags, checks and the recorded values in one transfer.
             loss, finite, record, error = jax.device_get((loss, finite, record, error))
@@ -417,8 +415,8 @@ def fit(
             if not finite.all():
                 if prev is None or len(history["backoffs"]) >= backoff:
                     raise diverged(it, loss, finite, prev)
-                scale *= 0.5
                 history["backoffs"].append(it)
+                scale = 0.5 ** len(history["backoffs"])
                 warnings.warn(FitBackoffWarning(
                     f"fit iteration {it}: the loss or gradient is non-finite at the parameters the last update "
                     f"reached; that update is redone at {scale:g} of its length (later ones too; "
