@@ -490,6 +490,34 @@ def test_bad_inputs_are_rejected_before_compiling():
         RenderSettings(supersample=3)
 
 
+
+def test_a_direct_call_compiles_one_program_and_equals_the_jitted_render():
+    # Called outside jit, the renderers run as one compiled program, not op by op (about 200 programs).
+    v, f = cloth(5, 3)
+    cam = front_camera(20)
+    colors = FaceColors(jnp.asarray(np.random.default_rng(0).uniform(0, 1, (f.shape[0], 3)), jnp.float32))
+    settings = RenderSettings(coverage="box", tile_size=4, pairs_per_chunk=512)  # several chunks: a loop
+    compiles = []
+
+    def listener(event, duration, **kwargs):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        image = render(cam, v, f, colors, settings=settings)
+        dense = render_dense(cam, v, f, colors, settings=settings)
+        counted = len(compiles)
+        again = render(cam, v * 1.01, f, colors, settings=settings)
+        assert len(compiles) == counted  # the same shapes: no new program
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert counted <= 12, counted
+    jitted = jax.jit(render, static_argnames=("settings",))(cam, v, f, colors, settings=settings)
+    np.testing.assert_allclose(np.asarray(image), np.asarray(jitted), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(image), np.asarray(dense), rtol=0, atol=1e-5)
+    assert float(jnp.abs(again - image).max()) > 0
+
 def test_empty_mesh_renders_background():
     cam = front_camera(8)
     image = jit_render(cam, np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32), background=[1.0, 0.0, 0.0])
