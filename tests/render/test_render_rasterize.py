@@ -26,7 +26,8 @@ from gradsim_jax.render.camera import with_image_size
 
 SIZE = 24
 
-# Tests call the renderer through jit, as users do: op-by-op execution compiles every primitive apart.
+# Most tests call the renderer through jit, as in a loss (a direct call compiles one program too, see
+# test_a_direct_call_compiles_one_program_and_equals_the_jitted_render).
 jit_render = jax.jit(render)
 jit_silhouette = jax.jit(silhouette)
 jit_render_with_stats = jax.jit(render_with_stats, static_argnames=("with_color",))

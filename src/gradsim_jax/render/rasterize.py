@@ -605,10 +605,9 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     return _finish(out, settings, background, with_color), stats
 
 
-
-# Called outside any trace (a user's plain call), the renderers run as one compiled program instead of op by op
-# (some 200 small programs compiled one after another: a 64 px image took 15 s instead of 2 s). Inside a trace
-# they are inlined into the caller's program as before.
+# Called outside any trace (a user's plain call), the renderers run as one compiled program instead of op by
+# op (some 200 small programs compiled one after another: the README's 64 px image took 10.6 s instead of
+# 3.0 s). Inside a trace they are traced into the caller's program as before.
 _render_tiled_compiled = jit(_render_tiled, static_argnames=("settings", "with_color", "height"))
 
 
@@ -747,7 +746,6 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
                      jnp.ones((1, faces.shape[0]), bool), with_color)
     image_background = background.reshape(camera.height, camera.width, 3) if background.ndim == 2 else background
     return _finish(out.reshape(camera.height, camera.width, *out.shape[1:]), settings, image_background, with_color)
-
 
 
 _render_dense_compiled = jit(_render_dense, static_argnames=("settings", "with_color", "height"))
