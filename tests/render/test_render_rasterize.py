@@ -491,7 +491,6 @@ def test_bad_inputs_are_rejected_before_compiling():
         RenderSettings(supersample=3)
 
 
-
 def test_a_direct_call_compiles_one_program_and_equals_the_jitted_render():
     # Called outside jit, the renderers run as one compiled program, not op by op (about 200 programs).
     v, f = cloth(5, 3)
@@ -518,6 +517,7 @@ def test_a_direct_call_compiles_one_program_and_equals_the_jitted_render():
     np.testing.assert_allclose(np.asarray(image), np.asarray(jitted), rtol=0, atol=1e-6)
     np.testing.assert_allclose(np.asarray(image), np.asarray(dense), rtol=0, atol=1e-5)
     assert float(jnp.abs(again - image).max()) > 0
+
 
 def test_empty_mesh_renders_background():
     cam = front_camera(8)

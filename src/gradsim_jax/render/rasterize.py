@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.compilation import jit
-from gradsim_jax.physics.validate import check_index_rows
+from gradsim_jax.physics.validate import check_index_rows, is_concrete
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
 from gradsim_jax.render.coverage import area_coverage
@@ -494,15 +494,25 @@ def render_with_stats(
     """
     height = camera.height  # sigma follows the output size, also when supersampling
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
-    args = (camera, vertices, faces, colors, lights, background)
-    if _is_traced(args):
-        return _render_tiled(*args, settings=settings, with_color=with_color, height=height)
-    return _render_tiled_compiled(*args, settings=settings, with_color=with_color, height=height)
+    return _run(_render_tiled, (camera, vertices, faces, colors, lights, background), settings=settings,
+                with_color=with_color, height=height)
 
 
-def _is_traced(tree) -> bool:
-    """Whether any leaf of `tree` is a tracer (the call is inside jit, grad, vmap...)."""
-    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
+# Called outside any trace (a user's plain call), the renderers run as one compiled program instead of op by
+# op (some 200 small programs compiled one after another: the README's 64 px image took 10.6 s instead of
+# 3.0 s). Inside a trace they are traced into the caller's program as before.
+_COMPILED_RENDERERS: dict = {}
+
+
+def _run(renderer, args, **static):
+    """`renderer(*args, **static)`: traced into the caller's program inside a trace, else compiled (once per
+    renderer; jit keys on the static values and the input shapes)."""
+    if not is_concrete(args):
+        return renderer(*args, **static)
+    compiled = _COMPILED_RENDERERS.get(renderer)
+    if compiled is None:
+        compiled = _COMPILED_RENDERERS[renderer] = jit(renderer, static_argnames=tuple(static))
+    return compiled(*args, **static)
 
 
 def _render_tiled(camera, vertices, faces, colors, lights, background, *, settings, with_color, height):
@@ -603,12 +613,6 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     out = out.reshape(tiles_y * tile, tiles_x * tile, *channels)[: camera.height, : camera.width]
     stats = RenderStats(tile_overflow, jnp.sum(pixel_overflow), jnp.max(tile_counts), jnp.max(max_per_pixel))
     return _finish(out, settings, background, with_color), stats
-
-
-# Called outside any trace (a user's plain call), the renderers run as one compiled program instead of op by
-# op (some 200 small programs compiled one after another: the README's 64 px image took 10.6 s instead of
-# 3.0 s). Inside a trace they are traced into the caller's program as before.
-_render_tiled_compiled = jit(_render_tiled, static_argnames=("settings", "with_color", "height"))
 
 
 def render(
@@ -712,10 +716,8 @@ def render_dense(
     """
     height = camera.height
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
-    args = (camera, vertices, faces, colors, lights, background)
-    if _is_traced(args):
-        return _render_dense(*args, settings=settings, with_color=with_color, height=height)
-    return _render_dense_compiled(*args, settings=settings, with_color=with_color, height=height)
+    return _run(_render_dense, (camera, vertices, faces, colors, lights, background), settings=settings,
+                with_color=with_color, height=height)
 
 
 def _render_dense(camera, vertices, faces, colors, lights, background, *, settings, with_color, height):
@@ -746,9 +748,6 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
                      jnp.ones((1, faces.shape[0]), bool), with_color)
     image_background = background.reshape(camera.height, camera.width, 3) if background.ndim == 2 else background
     return _finish(out.reshape(camera.height, camera.width, *out.shape[1:]), settings, image_background, with_color)
-
-
-_render_dense_compiled = jit(_render_dense, static_argnames=("settings", "with_color", "height"))
 
 
 def suggest_capacities(
