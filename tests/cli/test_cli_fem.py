@@ -1,5 +1,5 @@
-"""`gradsim-jax demo fem-material` / `demo fem-mass`: options, one reduced end-to-end run writing every
-output (accuracy: tests/sysid/test_sysid_fem.py), usage errors."""
+"""`gradsim-jax demo fem-material` / `demo fem-mass`: options, one reduced end-to-end run that writes every
+output and recovers the material, usage errors."""
 
 import json
 
@@ -18,10 +18,13 @@ def test_fem_demo_help_lists_options(demo, capsys):
     assert ("--estimate" in text) == (demo == "fem-material")
 
 
-def test_fem_material_demo_writes_every_output(tmp_path, capsys):
+def test_fem_material_demo_recovers_mu_and_lambda_and_writes_every_output(tmp_path, capsys):
+    """The demo scene at 32 px and 8 frames, fem_mu and fem_lambda both 50 % off: below 1e-2 jointly (measured
+    2.8e-3 and 5.8e-3) after 40 Adam iterations (the Levenberg-Marquardt polish would take them to ~1e-6 but
+    costs another compilation)."""
     out = tmp_path / "fem-material"
-    rc = main(["demo", "fem-material", "--estimate", "fem_mu,k_lambda", "--size", "16", "--frames", "4",
-               "--iterations", "3", "--polish", "0", "--out", str(out), "--no-progress"])
+    rc = main(["demo", "fem-material", "--estimate", "fem_mu,k_lambda", "--size", "32", "--frames", "8",
+               "--iterations", "40", "--learning-rate", "0.1", "--polish", "0", "--out", str(out), "--no-progress"])
     assert rc == 0
     for name in OUTPUTS:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -29,11 +32,13 @@ def test_fem_material_demo_writes_every_output(tmp_path, capsys):
     assert report["free"] == ["fem_mu", "fem_lambda"]
     assert report["command"] == "demo fem-material"
     assert report["units"] == {"fem_mu": "Pa", "fem_lambda": "Pa"}
-    assert report["initial_relative_error"]["fem_mu"] == pytest.approx(0.5, rel=1e-5)  # --perturb 0.5 0.5
+    for n in ("fem_mu", "fem_lambda"):
+        assert report["initial_relative_error"][n] == pytest.approx(0.5, rel=1e-5)  # --perturb 0.5 0.5
+        assert report["relative_error"][n] < 1e-2, (n, report["estimated"][n], report["true"][n])
     for key in ("true", "initial", "estimated", "relative_error", "iterations", "identifiability",
                 "total_wall_time_s"):
         assert key in report
-    assert report["iterations"]["adam"] == 3
+    assert report["iterations"]["adam"] == 40
     assert str(out.resolve()) in capsys.readouterr().out
 
 
