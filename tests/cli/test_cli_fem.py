@@ -19,9 +19,9 @@ def test_fem_demo_help_lists_options(demo, capsys):
 
 
 def test_fem_material_demo_recovers_mu_and_lambda_and_writes_every_output(tmp_path, capsys):
-    """The demo scene at 32 px and 8 frames, fem_mu and fem_lambda both 50 % off: below 1e-2 jointly (measured
-    2.8e-3 and 5.8e-3) after 40 Adam iterations (the Levenberg-Marquardt polish would take them to ~1e-6 but
-    costs another compilation)."""
+    """The demo scene at 32 px and 8 frames, fem_mu and fem_lambda both 50 % off: below 1e-2 jointly after 40
+    Adam iterations and no polish (measured 2.8e-3 and 5.8e-3; a polish would cost run time, not accuracy
+    this test needs)."""
     out = tmp_path / "fem-material"
     rc = main(["demo", "fem-material", "--estimate", "fem_mu,k_lambda", "--size", "32", "--frames", "8",
                "--iterations", "40", "--learning-rate", "0.1", "--polish", "0", "--out", str(out), "--no-progress"])
