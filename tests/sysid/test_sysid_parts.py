@@ -93,3 +93,15 @@ def test_experiment_is_frozen_and_a_second_call_does_not_trace_again():
         sysid.simulate_video(again, guess)
         sysid.levenberg_marquardt(again, target, guess, ("mass",), steps=1)
     assert {key: fn._cache_size() for key, fn in experiment._COMPILED.items()} == sizes
+
+
+def test_a_frame_with_non_finite_vertices_renders_as_nan_and_its_loss_is_nan():
+    """A blown-up simulation must not give a finite loss: the renderer alone drops NaN faces."""
+    exp = hanging_cloth(size=16, frames=2, cells=2)
+    x = np.array(sysid.vertices(exp, exp.theta))
+    x[2, 0, 1] = np.nan
+    video = np.asarray(jax.jit(lambda v: sysid.render_frames(exp, v))(jnp.asarray(x)))
+    assert np.isfinite(video[:2]).all() and np.isnan(video[2]).all()
+    target = video[:2]
+    assert np.isfinite(float(sysid.image_loss("rgba", video[1:2], target[1:2])))
+    assert np.isnan(float(sysid.image_loss("rgba", video[2:3], target[1:2])))
