@@ -494,8 +494,18 @@ def render_with_stats(
     """
     height = camera.height  # sigma follows the output size, also when supersampling
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
-    return _run(_render_tiled, (camera, vertices, faces, colors, lights, background), settings=settings,
-                with_color=with_color, height=height)
+    image, stats = _run(_render_tiled, (camera, vertices, faces, colors, lights, background), settings=settings,
+                        with_color=with_color, height=height)
+    return _nan_unless_finite(image, vertices), stats
+
+
+def _nan_unless_finite(image, vertices):
+    """`image`, or NaN when a traced `vertices` is not all finite (concrete ones were refused by `_prepare`):
+    the rasterizer alone drops faces with NaN corners and shows a finite image, so a loss of a simulation
+    that blew up would look valid."""
+    if is_concrete(vertices):
+        return image
+    return jnp.where(jnp.all(jnp.isfinite(vertices)), image, jnp.nan)
 
 
 # Called outside any trace (a user's plain call), the renderers run as one compiled program instead of op by
@@ -634,7 +644,8 @@ def render(
     Called directly it runs as one compiled program (compiled once per settings, image size and input
     shapes); inside `jit`, `grad` or `vmap` it is traced into the caller's program (settings and the
     camera's image size are static).
-    Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`.
+    Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`. Non-finite
+    vertices raise when concrete; traced ones (a simulation that blew up inside a loss) give a NaN image.
     """
     image, _ = render_with_stats(
         camera, vertices, faces, colors, lights=lights, background=background, settings=settings
@@ -716,8 +727,9 @@ def render_dense(
     """
     height = camera.height
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
-    return _run(_render_dense, (camera, vertices, faces, colors, lights, background), settings=settings,
-                with_color=with_color, height=height)
+    image = _run(_render_dense, (camera, vertices, faces, colors, lights, background), settings=settings,
+                 with_color=with_color, height=height)
+    return _nan_unless_finite(image, vertices)
 
 
 def _render_dense(camera, vertices, faces, colors, lights, background, *, settings, with_color, height):

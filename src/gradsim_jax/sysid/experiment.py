@@ -198,8 +198,8 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense` uses the autodiff
     reference renderer (forward-mode differentiable, used for Jacobians); `camera` defaults to the
-    experiment's. A frame whose vertices are not all finite (a simulation that blew up) is NaN: the
-    renderer alone would drop the NaN faces and show a finite image, and a loss of it would look valid."""
+    experiment's. A frame whose vertices are not all finite (a simulation that blew up) is NaN (the renderer's
+    own rule), so a loss of it is NaN too."""
     renderer = render_dense if dense else render
     camera = exp.camera if camera is None else camera
 
@@ -207,9 +207,9 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     def one(vertices):
         image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
                          background=exp.background, settings=exp.settings)
-        if exp.settings.coverage != "box":
-            image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
-        return jnp.where(jnp.all(jnp.isfinite(vertices)), image, jnp.nan)
+        if exp.settings.coverage == "box":
+            return image
+        return composite(image, exp.background)  # edges as a camera sees them (see `composite`)
 
     return jax.lax.map(one, x)
 
