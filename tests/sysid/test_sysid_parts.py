@@ -96,7 +96,8 @@ def test_experiment_is_frozen_and_a_second_call_does_not_trace_again():
 
 
 def test_a_frame_with_non_finite_vertices_renders_as_nan_and_its_loss_is_nan():
-    """A blown-up simulation must not give a finite loss: the renderer alone drops NaN faces."""
+    """A blown-up simulation must not give a finite loss (the rasterizer by itself drops faces with NaN
+    corners; the renderer turns a traced non-finite mesh into a NaN image)."""
     exp = hanging_cloth(size=16, frames=2, cells=2)
     x = np.array(sysid.vertices(exp, exp.theta))
     x[2, 0, 1] = np.nan
