@@ -22,6 +22,7 @@ from gradsim_jax.physics.rigid import (
     RigidControl, RigidParams, RigidState, RigidTopology, angular_momentum, rigid_step, world_vertices,
 )
 from gradsim_jax.physics.rollout import SimulationDiverged, check_finite, first_nonfinite, simulate
+from gradsim_jax.physics.stability import StepReport, StepWarning, damping_limit, step_report
 from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
 from gradsim_jax.physics.types import Control, Params, State, Topology, particle_state
 from gradsim_jax.physics.validate import validate_scene
@@ -30,6 +31,7 @@ from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
     "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactReport", "ContactWarning", "Control",
+    "StepReport", "StepWarning", "damping_limit", "step_report",
     "CostEstimate", "FemControl", "FemParams", "FemTopology", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
     "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
     "Topology", "TracedCheckError", "World", "available_memory_bytes", "bending_forces", "check_finite",

@@ -24,6 +24,7 @@ import numpy as np
 
 from gradsim_jax.physics.checkpointing import CheckpointLike, checkpoint_policy
 from gradsim_jax.physics.contact import ContactWarning, contact_report
+from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.rigid import rigid_contact_message
 from gradsim_jax.physics.types import Control, Params, State, Topology
@@ -44,6 +45,11 @@ class SimulationDiverged(FloatingPointError):
             f"simulation diverged: {what} is not finite at frame {frame} "
             "(try more substeps, a smaller frame_dt, or smaller stiffness)"
         )
+
+
+#: Power iterations of the step check `simulate` runs on a concrete scene with tets or springs (`step_report`;
+#: each is one pass over the elements, so about 10 ms for 1000 tets).
+STEP_CHECK_ITERATIONS = 100
 
 
 def simulate(
@@ -79,7 +85,8 @@ def simulate(
 
     Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or
     the contact is too stiff for the step (`contact_report`), and likewise for rigid bodies
-    (`rigid_contact_message`).
+    (`rigid_contact_message`); warns (`StepWarning`) when the step is too long for the stiffness and damping
+    of the tets and springs (`step_report`).
 
     Raises ValueError or TypeError naming the field (and, for a concrete bad value, its index) for leaves of
     the wrong shape or dtype, out-of-range indices, and non-finite or negative values (`validate_scene`);
@@ -100,6 +107,11 @@ def simulate(
         message = contact_report(topology, params, state0, dt=float(dt)).message
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)
+    if (topology.fem.tets.shape[0] or topology.springs.pairs.shape[0]) and is_concrete(params, state0, frame_dt):
+        message = step_report(topology, params, state0, dt=float(dt), iterations=STEP_CHECK_ITERATIONS,
+                              rtol=1e-3).message
+        if message:
+            warnings.warn(message, StepWarning, stacklevel=2)
     if state0.rigid.x.shape[0] and is_concrete(params, state0, frame_dt):
         message = rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt))
         if message:
