@@ -135,3 +135,20 @@ def test_restarts_escape_a_local_minimum_of_a_spring_period():
     single = float(r.history["final"]["ke"][0])  # member 0 starts at the guess itself: the single fit
     assert 200.0 < single < 300.0 and r.loss[0] > 1e-3
     assert abs(float(r.history["final"]["ke"][r.best]) - 100.0) < 2.0 and r.loss[r.best] < 1e-4
+
+
+def test_bounds_hold_for_every_member_as_in_fit():
+    # Members start on both sides of the minimum at 2.9, with a cliff at 3 and a bound at 2.5 (log space):
+    # every member ends at the bound, none tried past the cliff (a NaN would freeze it), as `fit` does.
+    def cliff(p):
+        return jnp.square(p["a"] - 2.9) + 0.0 * jnp.sqrt(3.0 - p["a"])
+
+    kw = dict(transforms={"a": "log"}, optimizer=optax.adam(0.3), steps=40, progress=False,
+              bounds={"a": (None, 2.5)})
+    r = fit_batched(cliff, {"a": jnp.float32(1.0)}, batch={"a": jnp.asarray([0.5, 1.0, 2.0, 2.4])}, **kw)
+    np.testing.assert_allclose(np.asarray(r.params["a"]), 2.5, rtol=1e-6)
+    assert not np.any(np.asarray(r.diverged)) and np.all(np.isfinite(np.asarray(r.loss)))
+    single = fit(cliff, {"a": jnp.float32(2.0)}, **kw)
+    assert float(single.params["a"]) == pytest.approx(float(r.params["a"][2]), rel=1e-6)
+    with pytest.raises(ValueError, match="starts outside its bounds"):
+        fit_batched(cliff, {"a": jnp.float32(1.0)}, batch={"a": jnp.asarray([1.0, 2.7])}, **kw)

@@ -304,3 +304,43 @@ def test_a_fit_with_checks_traced_twice_is_the_same_program():
     with deterministic_check_codes():
         err = jax.jit(lambda p: validate_traced(top, p, st))(bad)
     assert "Params.particles.mass[0]" in err.get()
+
+
+def test_bounds_stop_updates_at_the_edge_and_let_them_leave_it():
+    # The cliff at a = 3 with a bound at 2.5 on a log transform: Adam (lr 0.5) would step over it in a few
+    # iterations; bounded, it is never tried past 2.5, sits there while the gradient pushes up, and leaves once
+    # the minimum moves below (iteration >= 30: a target of 1).
+    def loss(p, it):
+        return jnp.square(p["a"] - jnp.where(it < 30, 2.9, 1.0)) + 0.0 * jnp.sqrt(3.0 - p["a"])
+
+    kw = dict(transforms={"a": "log"}, optimizer=optax.adam(0.5), steps=80, progress=False, uses_iteration=True,
+              backoff=0)
+    with pytest.raises(FitDiverged):
+        fit(loss, {"a": jnp.float32(0.5)}, **kw)
+    r = fit(loss, {"a": jnp.float32(0.5)}, bounds={"a": (None, 2.5)}, **kw)
+    a = np.asarray(r.history["params"]["a"])
+    assert a.max() == pytest.approx(2.5, rel=1e-6) and np.count_nonzero(np.isclose(a[:30], 2.5)) > 10
+    assert abs(float(r.params["a"]) - 1.0) < 0.1  # Adam at a fixed rate of 0.5 in log space wobbles
+    lo = fit(lambda p: jnp.square(p["a"]), {"a": jnp.float32(2.0)}, bounds={"a": (0.5, None)},
+             transforms={"a": "log"}, optimizer=optax.adam(0.2), steps=60, progress=False)
+    assert float(lo.params["a"]) == pytest.approx(0.5, rel=1e-6)
+
+
+def test_bounds_are_checked_and_a_resume_needs_the_same_ones(tmp_path):
+    from gradsim_jax.fit import CheckpointError
+
+    p = {"a": jnp.float32(1.0), "b": jnp.float32(0.0)}
+    loss = lambda q: jnp.square(q["a"] - 2.0) + jnp.square(q["b"])  # noqa: E731
+    with pytest.raises(ValueError, match="not a free field"):
+        fit(loss, p, free=("a",), bounds={"b": (0.0, 1.0)}, progress=False)
+    with pytest.raises(ValueError, match="starts outside its bounds"):
+        fit(loss, p, bounds={"a": (None, 0.5)}, progress=False)
+    with pytest.raises(ValueError, match="lo < hi"):
+        fit(loss, p, bounds={"a": (2.0, 1.0)}, progress=False)
+    with pytest.raises(ValueError, match="pair"):
+        fit(loss, p, bounds={"a": 1.0}, progress=False)
+    fit(loss, p, bounds={"a": (None, 1.5)}, steps=2, checkpoint_dir=str(tmp_path), progress=False)
+    with pytest.raises(CheckpointError, match="bounds"):
+        fit(loss, p, bounds={"a": (None, 1.6)}, steps=4, checkpoint_dir=str(tmp_path), resume=True, progress=False)
+    r = fit(loss, p, bounds={"a": (None, 1.5)}, steps=4, checkpoint_dir=str(tmp_path), resume=True, progress=False)
+    assert float(r.params["a"]) <= 1.5

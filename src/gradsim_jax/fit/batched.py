@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 
 from gradsim_jax.compilation import jit
 from gradsim_jax.fit.checkpoint import FitState
-from gradsim_jax.fit.fit import _make_step
+from gradsim_jax.fit.fit import _check_bounds, _make_step
 from gradsim_jax.fit.transforms import (Bounded, Log, Softplus, TransformSpec, field_names, get_field, replace_fields,
                                         resolve_free)
 
@@ -142,6 +142,7 @@ def fit_batched(
     map_batch_size: Optional[int] = None,
     mesh: Any = None,
     progress: bool = True,
+    bounds: Optional[dict[str, tuple]] = None,
 ) -> BatchedFitResult:
     """Minimize `loss_fn` for N members at once; each member is the `fit` that `params` with its own `batch`
     values would be.
@@ -160,6 +161,7 @@ def fit_batched(
       mesh: a `jax.sharding.Mesh` with axis `gradsim_jax.parallel.BATCH_AXIS` (`parallel.batch_mesh()`) to
         split the members over its devices; None: the default device.
       progress: a tqdm bar (the best loss so far and the number of live members); process 0 only.
+      bounds: as for `fit` ({field: (lo, hi)}, the same for every member; every member's start inside).
     Returns:
       BatchedFitResult.
     Raises:
@@ -200,6 +202,7 @@ def fit_batched(
                 raise ValueError(f"batch[{n!r}] has member shape {np.shape(batch[n])[1:]}, the field has shape "
                                  f"{np.shape(get_field(params, n))}")
             tf[n].check_domain(n, batch[n])
+    box = _check_bounds(bounds, tf, {n: batch[n] if n in batch else get_field(params, n) for n in tf})
     optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
     if clip_norm is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
@@ -224,7 +227,7 @@ def fit_batched(
     carry["prev"] = carry["state"]
     batched_values = {n: batch[n] for n in batch if n not in tf}
 
-    step = _make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False)
+    step = _make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False, box=box)
 
     def member(carry, values, shared):
         """One iteration of one member: `fit`'s step, its update kept only while the member is live."""

@@ -54,6 +54,7 @@ from gradsim_jax.fit.checkpoint import (
 from gradsim_jax.fit.transforms import (
     Transform,
     TransformSpec,
+    get_field,
     resolve_free,
     to_physical,
     to_unconstrained,
@@ -141,13 +142,14 @@ class FitResult:
 
 
 def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
-               checks=None, clip=None):
+               checks=None, clip=None, box=None):
     """The pure iteration `(state, base_params[, scale]) -> (state, loss, finite [1 + n_free], record, aux,
     error)`; `scale` multiplies the optimizer's update (None: not at all);
     record holds each free field (physical units), "grad_norm", the global norm of the loss's gradient
     with respect to the unconstrained parameters, and "grad_norms", {field: its own norm} (both before
-    clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; error is
-    `checks(params)` (a checkify Error) or None."""
+    clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; `box`
+    {field: (lo, hi)} clips the updated unconstrained values (projected steps); error is `checks(params)`
+    (a checkify Error) or None."""
 
     def step(state: FitState, base: Any, scale=None):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
@@ -172,6 +174,8 @@ def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, u
         if scale is not None:
             updates = jax.tree_util.tree_map(lambda d: d * scale, updates)
         u = optax.apply_updates(state.u, updates)
+        if box:
+            u = {n: jnp.clip(v, *box[n]) if n in box else v for n, v in u.items()}
         finite = jnp.stack([jnp.isfinite(loss)] + [jnp.all(jnp.isfinite(grads[n])) for n in transforms])
         record = {}
         for n, t in transforms.items():
@@ -231,6 +235,34 @@ def _check_clip(clip, tf) -> Optional[dict]:
     return dict(sorted(out.items())) or None
 
 
+def _check_bounds(bounds, tf, starts: dict) -> Optional[dict]:
+    """{field: (lo, hi)} in the unconstrained space for `fit`'s `bounds` (free fields, lo < hi, the initial
+    values `starts` {field: array} inside), or None; ValueError otherwise."""
+    if not bounds:
+        return None
+    if not isinstance(bounds, dict):
+        raise ValueError(f"bounds must be a dict {{field: (lo, hi)}}; got {bounds!r}")
+    box = {}
+    for n, pair in bounds.items():
+        if n not in tf:
+            raise ValueError(f"bounds names {n!r}, which is not a free field; free: {list(tf)}")
+        try:
+            lo, hi = pair
+            lo, hi = (None if b is None else float(b) for b in (lo, hi))
+        except (TypeError, ValueError):
+            raise ValueError(f"bounds[{n!r}] must be a pair (lo, hi) of numbers or None; got {pair!r}") from None
+        if lo is not None and hi is not None and not lo < hi:
+            raise ValueError(f"bounds[{n!r}] needs lo < hi; got ({lo}, {hi})")
+        x = np.asarray(starts[n], np.float64)
+        if (lo is not None and np.any(x < lo)) or (hi is not None and np.any(x > hi)):
+            raise ValueError(f"field {n!r} starts outside its bounds ({lo}, {hi}): {x.ravel()[:4]}")
+        t = tf[n]
+        dtype = jnp.asarray(starts[n]).dtype
+        edge = lambda b, inf: jnp.asarray(inf if b is None else t.forward(jnp.asarray(b, dtype)), dtype)  # noqa: E731
+        box[n] = (edge(lo, -jnp.inf), edge(hi, jnp.inf))
+    return box
+
+
 def _converged(losses: list[float], ftol: float, patience: int) -> bool:
     """True when each of the last `patience` iterations changed the loss by at most `ftol` relatively."""
     if len(losses) <= patience:
@@ -266,6 +298,7 @@ def fit(
     resume_anyway: bool = False,
     checks: Optional[Callable[[Any], Any]] = None,
     backoff: int = 4,
+    bounds: Optional[dict[str, tuple]] = None,
 ) -> FitResult:
     """Minimize `loss_fn` over the free fields of `params`.
 
@@ -307,6 +340,11 @@ def fit(
       backoff: how many times in all an update that reached a non-finite loss or gradient is redone at half
         its length (later updates keep the reduced length); 0 raises FitDiverged at the first one. The
         scale and the iterations travel in checkpoints, so a resumed fit goes on as the uninterrupted one.
+      bounds: {field: (lo, hi)} in physical units (None: that side open): every update that would leave the
+        interval stops at its edge (a projected step, in the transform's space); the optimizer's state is
+        kept, so it leaves the edge once the gradient turns. For limits a transform cannot carry because they
+        depend on the problem, e.g. the damping that the explicit step allows (`sysid`); the initial values
+        must lie inside. A checkpoint resumes only with the same bounds.
     Returns:
       FitResult.
     Raises:
@@ -336,6 +374,7 @@ def fit(
     # right field when one turns non-finite.
     tf = dict(sorted(resolve_free(params, free, transforms).items()))
     clip = _check_clip(clip, tf)
+    box = _check_bounds(bounds, tf, {n: get_field(params, n) for n in tf})
     optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
     if clip_norm is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
@@ -345,6 +384,8 @@ def fit(
     extra = {"transforms": {n: repr(t) for n, t in tf.items()}}
     if clip:
         extra["clip"] = clip
+    if bounds:
+        extra["bounds"] = {n: [None if b is None else float(b) for b in bounds[n]] for n in sorted(bounds)}
     if metadata is not None:
         extra["metadata"] = metadata
     ckpt_file = checkpoint_path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -364,6 +405,9 @@ def fit(
         if ckpt.extra.get("clip") != extra.get("clip"):
             raise CheckpointError(f"{ckpt_file}: checkpoint was written with gradient clipping "
                                   f"{ckpt.extra.get('clip')}, this fit uses {extra.get('clip')}")
+        if ckpt.extra.get("bounds") != extra.get("bounds"):
+            raise CheckpointError(f"{ckpt_file}: checkpoint was written with bounds {ckpt.extra.get('bounds')}, "
+                                  f"this fit uses {extra.get('bounds')}")
         state, history = ckpt.state, ckpt.history
         # Per-field norms travel in the checkpoint's JSON extras (exact for floats); none in older ones.
         history["grad_norms"] = {n: [float(v) for v in vs] for n, vs in ckpt.extra.get("grad_norms", {}).items()}
@@ -375,7 +419,8 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
+    step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip,
+                                    box)))
 
     def save():
         save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {}),
