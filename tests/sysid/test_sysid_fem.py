@@ -1,15 +1,18 @@
 """The FEM soft-body system-identification scenes (`scenes/fem.py`) and quantities: names and
-aliases, density expands to lumped masses (the material's recovery from 50 % off on a reduced demo scene:
+aliases, density expands to lumped masses, a fit of the damping stays under the explicit step's limit (the material's recovery from 50 % off on a reduced demo scene:
 tests/cli/test_cli_fem.py)."""
 
 import types
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from gradsim_jax import sysid
 from gradsim_jax.geometry import soft_body
 from gradsim_jax.geometry.tets import box_tets, tet_volumes
+from gradsim_jax.physics.stability import DAMPING_MARGIN, StepWarning, step_report
+from gradsim_jax.sysid.identify import stable_damping
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 
 
@@ -34,3 +37,39 @@ def test_density_expands_to_lumped_masses_summing_to_density_times_volume():
     assert abs(mass.sum() - 1234.0 * tet_volumes(x, t).sum()) < 1e-4 * mass.sum()
     np.testing.assert_allclose(mass, np.asarray(params.particles.mass) * 1234.0 / 700.0, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(new.fem.k_mu), 5.0)
+
+
+def _cube_experiment(substeps):
+    x, t = box_tets((1, 1, 1), (0.1, 0.1, 0.1), pattern=5)
+    topology, params, state0 = soft_body(x, t, density=1000.0, k_mu=2e3, k_lambda=5e3, k_damp=100.0).build()
+    return types.SimpleNamespace(topology=topology, params=params, state0=state0, dtype=jnp.float32,
+                                 frame_dt=1.0 / 30.0, substeps=substeps)
+
+
+def test_a_fit_of_fem_damping_is_bounded_under_the_explicit_step_limit():
+    exp = _cube_experiment(substeps=64)
+    free = ("fem_mu", "fem_damping")
+    theta = sysid.default_theta(exp.topology, exp.params, exp.state0, list(free))
+    same, bounds = stable_damping(exp, theta, free)
+    assert same is theta and set(bounds) == {"fem_damping"} and bounds["fem_damping"][0] is None
+    hi = bounds["fem_damping"][1]
+    assert hi > 100.0
+    # At the bound, the step's criterion is DAMPING_MARGIN of the limit (4).
+    params, _ = assemble(exp, {**theta, "fem_damping": jnp.asarray(hi)})
+    dt = exp.frame_dt / exp.substeps
+    assert step_report(exp.topology, params, dt=dt).criterion == pytest.approx(4.0 * DAMPING_MARGIN, rel=1e-3)
+    # No bound when the damping is not free.
+    assert stable_damping(exp, theta, ("fem_mu",))[1] == {}
+
+
+def test_a_start_past_the_stable_damping_moves_under_it_with_a_warning():
+    exp = _cube_experiment(substeps=4)  # 100 Pa s is past the limit at dt = 1 / 120 s
+    free = ("fem_damping",)
+    theta = sysid.default_theta(exp.topology, exp.params, exp.state0, list(free))
+    params, _ = assemble(exp, theta)
+    assert not step_report(exp.topology, params, dt=exp.frame_dt / 4).stable
+    with pytest.warns(StepWarning, match="initial fem_damping 100 Pa s is beyond"):
+        moved, bounds = stable_damping(exp, theta, free)
+    assert float(moved["fem_damping"]) < bounds["fem_damping"][1] < 100.0
+    params, _ = assemble(exp, moved)
+    assert step_report(exp.topology, params, dt=exp.frame_dt / 4).stable

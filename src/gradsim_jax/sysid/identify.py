@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from typing import Any, Callable, Optional
 
 import jax
@@ -30,6 +31,7 @@ from gradsim_jax.fit import least_squares, silhouette_loss
 from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
+from gradsim_jax.physics.stability import DAMPING_MARGIN, StepWarning, damping_limit, step_report
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           vertices)
 from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, shape_roughness, transforms_for,
@@ -392,6 +394,38 @@ def truncation_windows(exp: Experiment, config: FitConfig):
     return Windows(exp.frames, min(int(config.window), exp.frames), 0, config.frame_stride)
 
 
+def stable_damping(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
+    """(theta, bounds) for the Adam stage: a free `fem_damping` stays under the explicit step's stability
+    limit (`physics.stability`), at `DAMPING_MARGIN` of the limit made with the other quantities at `theta`
+    (a stiffer estimate lowers the limit a little: the margin covers a tenth of the criterion); a start
+    beyond that bound moves under it, with a `StepWarning`. Past the limit the rollout turns NaN within
+    frames, and Adam's momentum can carry the damping there while the stiffnesses are still off (a ball of
+    tets: from 1.5x its truth to the limit, 1.9x, then `FitDiverged`). Per-tet damping is bounded by the
+    limit of its largest element scaled alike. No bound without tets or damping (bounds {}).
+    """
+    if "fem_damping" not in free or not exp.topology.fem.tets.shape[0]:
+        return theta, {}
+    params, state0 = assemble(exp, theta)
+    report = step_report(exp.topology, params, state0, dt=exp.frame_dt / exp.substeps)
+    start = np.asarray(theta["fem_damping"], np.float64)
+    hi = damping_limit(report) * float(start.max())
+    if not math.isfinite(hi):
+        return theta, {}
+    if hi <= 0.0:
+        raise ValueError(f"the step is unstable for the tets' stiffness alone, whatever their damping: "
+                         f"{report.message or 'lower the stiffness or use more substeps'}")
+    if start.max() >= hi:
+        theta = dict(theta)
+        moved = start * (0.9 * hi / start.max())
+        warnings.warn(f"the initial fem_damping {start.max():.4g} Pa s is beyond the explicit step's stable damping "
+                      f"({hi / DAMPING_MARGIN:.4g} Pa s at dt {report.dt:.3g} s; the rollout would blow up): the fit "
+                      f"starts at {moved.max():.4g} Pa s and keeps it under {hi:.4g} (use more substeps to fit a "
+                      f"larger damping)", StepWarning, stacklevel=3)
+        theta["fem_damping"] = jnp.asarray(moved.reshape(np.shape(theta["fem_damping"])),
+                                           jnp.asarray(theta["fem_damping"]).dtype)
+    return theta, {"fem_damping": (None, hi)}
+
+
 def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> SysIdResult:
     """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`."""
     started = time.perf_counter()
@@ -415,12 +449,13 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
             def callback(it, params, loss, aux):
                 return config.callback(it, _split_data(exp, params)[0], loss, aux)
         schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
+        theta0, bounds = stable_damping(exp, theta0, free)
         result = run_fit(
             loss_fn, _with_data(theta0, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
             steps=config.iterations, checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every,
             resume=config.resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
             metadata=inputs, resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
-            clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None,
+            clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None, bounds=bounds,
         )
         resumed = result.resume
         theta = _split_data(exp, result.params)[0]

@@ -16,12 +16,13 @@ import dataclasses
 from typing import Any, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, _with_data
-from gradsim_jax.sysid.identify import FitConfig, check_config, fit_loss
+from gradsim_jax.sysid.identify import FitConfig, check_config, fit_loss, stable_damping
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, transforms_for, with_camera_pose
 
 Array = Any
@@ -116,7 +117,10 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     tf = transforms_for(free)
     key = jax.random.key(0) if key is None else key
     draw_key, fit_key = jax.random.split(key)
+    theta0, bounds = stable_damping(exp, theta0, free)
     starts = random_starts({n: theta0[n] for n in free}, free, restarts, key=draw_key, spread=spread, transforms=tf)
+    for n, (_, hi) in bounds.items():  # a start past the stable damping would blow up: it starts under it
+        starts[n] = jnp.minimum(starts[n], jnp.asarray(0.9 * hi, starts[n].dtype))
     ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
 
     loss_fn = fit_loss(exp, config, ramp)
@@ -126,7 +130,8 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
     result = fit_batched(loss_fn, _with_data(theta0, exp, target), batch=starts, free=free, transforms=tf,
                          optimizer=optax.adam(schedule), steps=config.iterations, uses_iteration=ramp is not None,
-                         key=fit_key, mode=mode, map_batch_size=map_batch_size, mesh=mesh, progress=config.progress)
+                         key=fit_key, mode=mode, map_batch_size=map_batch_size, mesh=mesh, progress=config.progress,
+                         bounds=bounds)
     return RestartsResult(starts={n: np.asarray(v) for n, v in starts.items()}, fit=result, free=free)
 
 
