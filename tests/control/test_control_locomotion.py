@@ -1,7 +1,8 @@
 """Locomotion demos (`scenes.locomotion`) and control-fem at reduced size: the bell mesh and the actuator
 groups, the mechanisms the policies exploit (a hand-made gait walks either way, drag turns strokes into net
 motion and without it the centre of mass stays put), and a few Adam steps on each demo's physics beating the
-mean of random policies (short horizons, near targets).
+mean of random policies (short horizons, near targets), and the state term's target read from the target
+image (`pose_from_image`).
 
 Cost: one gradient compile per task, so the training tests minimize the demos' state term (the final
 centre-of-mass error) and leave out their image term, whose gradient the control_loss tests and the (slow)
@@ -21,6 +22,8 @@ from gradsim_jax.scenes.control import gear_task
 from gradsim_jax.scenes.locomotion import (
     bell_hinge_groups, jellyfish_bell, jellyfish_task, walker_groups, walker_task,
 )
+from gradsim_jax.sysid.control import place_rigidly, pose_from_image
+from gradsim_jax.sysid.experiment import render_frames
 
 
 def test_jellyfish_bell_is_a_valid_outward_mesh():
@@ -135,3 +138,18 @@ def test_training_beats_random_policies(name, request):
         task = request.getfixturevalue("walker" if name == "control-walker" else "jellyfish")
     trained, random_mean = _trained_vs_random(task)
     assert trained < 0.5 * random_mean, (trained, random_mean)
+
+
+def test_the_state_target_is_read_from_the_target_image(jellyfish, walker):
+    # The demos' state term pulls to where the target image shows the body, not to the scene's truth.
+    pose = jellyfish.target_pose
+    assert np.linalg.norm(jellyfish.state_target - np.asarray(jellyfish.target_com)) < 1e-3  # 15 mm up, 16 px
+    assert pose["loss"] < 1e-2 * pose["initial_loss"]
+    # A target the demos do not make: the walker turned by 0.3 rad and moved 4 cm, rendered at 16 px.
+    e = walker.exp
+    x0 = jnp.asarray(e.state0.particles.x)
+    shift = jnp.asarray([0.04, 0.0, -0.02], x0.dtype)
+    image = jax.jit(lambda x: render_frames(e, x[None])[0])(place_rigidly(x0, shift, jnp.asarray(0.3, x0.dtype)))
+    found = pose_from_image(e, x0, np.asarray(image), iterations=300)
+    assert abs(found["yaw"] - 0.3) < 0.02
+    np.testing.assert_allclose(found["translation"], np.asarray(shift), atol=2e-3)

@@ -49,6 +49,44 @@ def control_loss(pred: Array, target: Array, levels: int = 5) -> Array:
     return loss + jnp.mean(jnp.sum(jnp.square(silhouette_moments(pred) - silhouette_moments(target)), axis=-1))
 
 
+def place_rigidly(x_rest: Array, translation: Array, yaw: Array) -> Array:
+    """x_rest [n, 3] turned by `yaw` (rad) about the vertical (+y) axis through its centroid and moved by
+    `translation` [3] m."""
+    centre = jnp.mean(x_rest, axis=0)
+    c, s = jnp.cos(yaw), jnp.sin(yaw)
+    z, o = jnp.zeros_like(c), jnp.ones_like(c)
+    rot = jnp.stack([jnp.stack([c, z, s]), jnp.stack([z, o, z]), jnp.stack([-s, z, c])])
+    return (x_rest - centre) @ rot.T + centre + translation
+
+
+def pose_from_image(exp: Experiment, x_rest, target_image, *, iterations: int = 150, learning_rate: float = 0.02,
+                    progress: bool = False) -> dict:
+    """Where `target_image` [H, W, 4] shows the body: the placement (a translation [3] m and a turn about the
+    vertical, `place_rigidly`) of its rest shape `x_rest` [n, 3] (every particle of `exp`) whose render
+    through `exp`'s camera matches the image (`control_loss`, which pulls from afar through the silhouette
+    centroids; Adam from the rest placement, cosine-decayed `learning_rate` in m and rad per step). A target
+    image that shows the body at rest somewhere, undeformed, is what this reads exactly; a deformed body
+    gives the best rigid fit. Returns {"x": placed positions [n, 3], "com": their mean [3], "translation",
+    "yaw", "loss": the image loss left, "initial_loss"} (numpy / floats)."""
+    x_rest = jnp.asarray(x_rest, exp.dtype)
+    target = jnp.asarray(target_image, exp.dtype)[None]
+
+    def loss_fn(p):
+        p, e, (tgt, xr) = _split_data(exp, p)
+        return control_loss(render_frames(e, place_rigidly(xr, p["translation"], p["yaw"])[None]), tgt)
+
+    params = _with_data({"translation": jnp.zeros(3, exp.dtype), "yaw": jnp.zeros((), exp.dtype)}, exp,
+                        (target, x_rest))
+    schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.02)
+    result = run_fit(loss_fn, params, free=("translation", "yaw"), optimizer=optax.adam(schedule), steps=iterations,
+                     progress=progress)
+    x = place_rigidly(x_rest, result.params["translation"], result.params["yaw"])
+    return {"x": np.asarray(x), "com": np.asarray(jnp.mean(x, axis=0)),
+            "translation": np.asarray(result.params["translation"]), "yaw": float(result.params["yaw"]),
+            "loss": float(result.loss), "initial_loss": float(result.history["loss"][0]) if result.history["loss"]
+            else float(result.loss)}
+
+
 def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iterations: int = 60,
                 learning_rate: float = 0.1, checkpoint_dir=None, checkpoint_every: int = 25, resume: bool = False,
                 resume_anyway: bool = False, progress: bool = True):
