@@ -32,6 +32,17 @@ def _amplitude_ratio(top, par, st, dt, steps=400):
     return np.linalg.norm(end - [0.0, -1.0, 0.0]) / 0.01
 
 
+def _decays_below_and_blows_up_above(growth, limit, margin, blown):
+    """growth(dt) (the motion's end over its start) is below 1 at (1 - margin) x the limit, with no StepWarning,
+    and above `blown` (or non-finite) at (1 + margin) x, with one that names the remedy."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepWarning)
+        assert growth((1.0 - margin) * limit) < 1.0
+    with pytest.warns(StepWarning, match="too long for the elastic elements.*substeps"):
+        grown = growth((1.0 + margin) * limit)
+    assert not np.isfinite(grown) or grown > blown
+
+
 @pytest.mark.parametrize("ke,kd", [(1.0e3, 5.0), (10.0, 50.0)], ids=["stiffness-bound", "damping-bound"])
 def test_a_spring_blows_up_just_past_the_reported_step_and_not_before(ke, kd):
     top, par, st = _spring(ke, kd)
@@ -41,12 +52,7 @@ def test_a_spring_blows_up_just_past_the_reported_step_and_not_before(ke, kd):
     k, c = report.stiffness_rate, report.damping_rate
     limit = report.max_stable_dt
     assert limit * limit * k + 2.0 * limit * c == pytest.approx(4.0, rel=1e-9)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", StepWarning)
-        assert _amplitude_ratio(top, par, st, 0.97 * limit) < 1.0
-    with pytest.warns(StepWarning, match="substeps"):
-        ratio = _amplitude_ratio(top, par, st, 1.03 * limit)
-    assert not np.isfinite(ratio) or ratio > 10.0
+    _decays_below_and_blows_up_above(lambda dt: _amplitude_ratio(top, par, st, dt), limit, 0.03, 10.0)
 
 
 def _soft_cube(k_damp, pinned=None, activation=0.0):
@@ -91,12 +97,7 @@ def test_a_damped_soft_body_blows_up_past_the_reported_step_and_decays_before_it
     top, par, st = _soft_cube(k_damp=200.0)
     limit = step_report(top, par).max_stable_dt
     assert np.isfinite(limit)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", StepWarning)
-        assert _kinetic_growth(top, par, st, 0.95 * limit) < 1.0
-    with pytest.warns(StepWarning, match="too long for the elastic elements"):
-        growth = _kinetic_growth(top, par, st, 1.05 * limit)
-    assert not np.isfinite(growth) or growth > 100.0
+    _decays_below_and_blows_up_above(lambda dt: _kinetic_growth(top, par, st, dt), limit, 0.05, 100.0)
     at = step_report(top, par, dt=0.5 * limit)
     factor = damping_limit(at, margin=1.0)
     assert factor > 1.0
@@ -110,3 +111,44 @@ def test_nothing_to_check_and_stable_scenes_report_no_message():
     assert report.elements == 0 and report.stable and report.message == "" and math.isinf(report.max_stable_dt)
     top, par, st = _soft_cube(k_damp=1.0)
     assert step_report(top, par, st, dt=1e-4).message == ""
+
+
+def test_cloth_rates_are_the_largest_eigenvalues_of_the_force_derivatives_float64():
+    # A membrane with bending, per-triangle stiffness and an activation, on a curved rest shape (the hinges at
+    # their rest angles), one corner pinned.
+    from gradsim_jax.physics import bending_forces, membrane_forces
+    from gradsim_jax.physics.cloth import dihedral_angle
+
+    rng = np.random.default_rng(0)
+    scene = gs.cloth_grid(3, 2, 0.1, 0.12, mass=0.01, tri_ke=100.0, tri_ka=150.0, tri_kd=0.5, bend_ke=0.05,
+                          bend_kd=0.01, fix_left=True)
+    with jax.enable_x64(True):
+        top, par, st = scene.build()
+        par = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+                           par)
+        n, t = st.particles.x.shape[0], top.cloth.triangles.shape[0]
+        x = np.array(par.cloth.rest_x, np.float64)
+        x[:, 2] += 0.02 * rng.standard_normal(n)
+        hinges = np.asarray(top.cloth.bend_edges)
+        rest = jax.vmap(dihedral_angle)(*(jnp.asarray(x)[hinges[:, k]] for k in range(4)))
+        par = replace_paths(par, {"cloth.rest_x": jnp.asarray(x), "cloth.bend_rest": rest,
+                                  "cloth.tri_ke": jnp.asarray(100.0 * (1.0 + rng.random(t))),
+                                  "cloth.tri_activation": jnp.asarray(0.05 * rng.random(t))})
+        x = jnp.asarray(x)
+
+        def force(y, v):
+            return (membrane_forces(top, par, y, v) + bending_forces(top, par, y, v)).ravel()
+
+        zero = jnp.zeros_like(x)
+        stiffness = -jax.jacobian(lambda y: force(y.reshape(n, 3), zero))(x.ravel())
+        damping = -jax.jacobian(lambda v: force(x, v.reshape(n, 3)))(zero.ravel())
+        mass = np.asarray(par.particles.mass, np.float64)
+        free = ~np.asarray(top.particles.pinned) & (mass > 0)
+        s = np.repeat(np.where(free, 1.0 / np.sqrt(np.where(free, mass, 1.0)), 0.0), 3)
+        expect = [float(np.linalg.eigvalsh(s[:, None] * np.asarray(a) * s[None, :]).max())
+                  for a in (stiffness, damping)]
+        report = step_report(top, par, replace_paths(st, {"particles.x": x}))
+    assert np.abs(np.asarray(stiffness) - np.asarray(stiffness).T).max() < 1e-9 * np.abs(np.asarray(stiffness)).max()
+    assert report.stiffness_rate == pytest.approx(expect[0], rel=1e-5)
+    assert report.damping_rate == pytest.approx(expect[1], rel=1e-5)
+    assert report.elements == t + hinges.shape[0]

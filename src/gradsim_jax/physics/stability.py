@@ -3,20 +3,24 @@
 Semi-implicit Euler on the linear system M x'' = -K x - C x' is stable, for one mode of stiffness k, damping
 c and mass m (a = dt^2 k / m, b = dt c / m), exactly when a + 2 b < 4: the step's matrix on (x, dt v),
 [[1 - a, 1 - b], [-a, 1 - b]], has determinant 1 - b and trace 2 - a - b (Jury's test: 0 < b < 2 and
-a + 2 b < 4). For a mesh, `step_report` takes the largest eigenvalues of M^-1 K and of M^-1 C (power
-iteration on M^-1/2 K M^-1/2, which has the same spectrum) and checks
+a + 2 b < 4). For a mesh, `step_report` takes the largest eigenvalues of M^-1 K and of M^-1 C (those of
+M^-1/2 K M^-1/2 and M^-1/2 C M^-1/2, by Lanczos on their products with vectors) and checks
 
     dt^2 lambda_max(M^-1 K) + 2 dt lambda_max(M^-1 C) < 4,
 
 which is the exact limit when the stiffest and the most damped mode coincide (they do for a mesh of
 similar elements: both are the lightest particles' local modes) and otherwise errs on the safe side.
 
-K and C are linearized about the rest shape of the tets (F = I; PHYSICS.md "FEM soft bodies"): there the
-stable Neo-Hookean elasticity tensor is dP/dF = (3/4) mu (I + T) + (mu / 8 + lambda) vec(I) vec(I)^T +
-lambda (1 - alpha + a) (vec(I) vec(I)^T - T) (T: dF^T/dF, a: the activation) and the damping tensor
-c (I + vec(I) vec(I)^T) (the two relative-velocity terms at F = I). Springs count along their axis at the
-current positions (ke and kd). Cloth triangles, bending and ground contact are not counted here
-(`contact_report` checks the contact).
+K and C are the forces' derivatives at the rest shape (where the tests compare them with JAX's, float64):
+- tets (PHYSICS.md "FEM soft bodies"), at F = I: the stable Neo-Hookean elasticity tensor dP/dF =
+  (3/4) mu (I + T) + (mu / 8 + lambda) vec(I) vec(I)^T + lambda (1 - alpha + a) (vec(I) vec(I)^T - T)
+  (T: dF^T/dF, a: the activation) and the damping tensor c (I + vec(I) vec(I)^T);
+- membrane triangles (`physics.cloth`): A0 ke G^-1 (x) I plus the area term's ka (g g^T / A0 + c Hess(area))
+  (g = grad(area), c = its value at rest), and A0 kd (G^-1 (x) I + g g^T / A0^2);
+- bending hinges: |e| ke d d^T and |e| kd d d^T along the force direction d (exact where the angle is at
+  its rest value);
+- springs along their axis at the current positions (ke and kd).
+Ground contact is not counted here (`contact_report` checks it), nor aerodynamics or rigid bodies.
 
 Why: the damping of a light particle bounds the step long before its stiffness does when k_damp is large
 relative to dt k_lambda (a 2.2 g particle of a ball of tets at 32 substeps: its motion turned NaN at
@@ -44,13 +48,13 @@ DAMPING_MARGIN = 0.98
 
 @dataclasses.dataclass(frozen=True)
 class StepReport:
-    """Explicit-step stability of a scene's tets and springs (`step_report`); rates in 1/s^2 and 1/s.
+    """Explicit-step stability of a scene's elastic elements (`step_report`); rates in 1/s^2 and 1/s.
 
     stiffness_rate: lambda_max(M^-1 K) (1/s^2; its square root is the highest angular frequency).
     damping_rate: lambda_max(M^-1 C) (1/s).
     dt: the step checked (s; None: not checked). criterion: dt^2 stiffness_rate + 2 dt damping_rate (< 4 is
     stable; 0 when unchecked). max_stable_dt: the largest step for which the criterion holds (s).
-    elements: how many tets and springs were counted (0: nothing to check).
+    elements: how many tets, springs, triangles and hinges were counted (0: nothing to check).
     """
 
     stiffness_rate: float = 0.0
@@ -114,10 +118,73 @@ def _sum_into(elements, forces, n: int) -> np.ndarray:
     return np.stack([np.bincount(idx, weights=flat[:, a], minlength=n) for a in range(3)], axis=-1)
 
 
+def _cross_matrix(a):
+    """[..., 3, 3] matrices [a]x with [a]x b = a x b, for a [..., 3]."""
+    z = np.zeros(a.shape[:-1])
+    return np.stack([np.stack([z, -a[..., 2], a[..., 1]], -1), np.stack([a[..., 2], z, -a[..., 0]], -1),
+                     np.stack([-a[..., 1], a[..., 0], z], -1)], -2)
+
+
+def _membrane_matrices(rest_x, tris, cloth):
+    """Per-triangle (K, C) [t, 6, 6] on the edge displacements (de_q, de_r) = (u_q - u_p, u_r - u_p), at rest
+    (`physics.cloth`): K = A0 ke G^-1 (x) I + ka (g g^T / A0 + c Hess(area)), C = A0 kd (G^-1 (x) I + g g^T / A0^2)
+    with g = grad(area) and c = 1 - alpha + activation the area term's value at rest."""
+    p, q, r = (rest_x[tris[:, k]] for k in range(3))
+    e1, e2 = q - p, r - p
+    cross = np.cross(e1, e2)
+    twice = np.linalg.norm(cross, axis=-1)
+    ok = twice > 0.0
+    area = 0.5 * twice
+    n_hat = np.divide(cross, twice[:, None], out=np.zeros_like(cross), where=ok[:, None])
+    gram = np.stack([np.stack([np.sum(e1 * e1, -1), np.sum(e1 * e2, -1)], -1),
+                     np.stack([np.sum(e2 * e1, -1), np.sum(e2 * e2, -1)], -1)], -2)
+    gram_inv = np.zeros_like(gram)
+    gram_inv[ok] = np.linalg.inv(gram[ok])
+    eye = np.eye(3)
+    membrane = np.einsum("tij,ab->tiajb", gram_inv, eye).reshape(-1, 6, 6)  # G^-1 (x) I3
+    grad = 0.5 * np.concatenate([np.cross(e2, n_hat), np.cross(n_hat, e1)], axis=-1)  # d area / d(e1, e2)
+    jac = np.concatenate([-_cross_matrix(e2), _cross_matrix(e1)], axis=-1)  # d(e1 x e2) / d(e1, e2) [t, 3, 6]
+    proj = eye - n_hat[:, :, None] * n_hat[:, None, :]
+    m = -_cross_matrix(n_hat)
+    hess = np.einsum("tki,tkl,tlj->tij", jac, proj, jac) / np.where(ok, 2.0 * twice, 1.0)[:, None, None]
+    hess[:, :3, 3:] += 0.5 * m
+    hess[:, 3:, :3] += 0.5 * m.swapaxes(1, 2)
+    ke, ka, kd, act = (np.asarray(a, np.float64) for a in (cloth.tri_ke, cloth.tri_ka, cloth.tri_kd,
+                                                           cloth.tri_activation))
+    c = -np.divide(ke, ka, out=np.zeros_like(ke), where=ka != 0.0) + act
+    a0 = np.where(ok, area, 0.0)
+    inv_a0 = np.divide(1.0, a0, out=np.zeros_like(a0), where=ok)
+    outer = grad[:, :, None] * grad[:, None, :]
+    k = (a0 * ke)[:, None, None] * membrane + (ka * inv_a0)[:, None, None] * outer + (ka * c)[:, None, None] * hess
+    damp = (a0 * kd)[:, None, None] * membrane + (kd * inv_a0)[:, None, None] * outer
+    return k * ok[:, None, None], damp * ok[:, None, None]
+
+
+def _hinge_gradients(x, edges):
+    """The bending forces' direction d [e, 4, 3] per hinge (x1, x2 opposite the edge x3-x4) and |e| [e], at
+    positions x (`physics.cloth.bending_force`; 0 for a degenerate hinge)."""
+    x1, x2, x3, x4 = (x[edges[:, k]] for k in range(4))
+    n1, n2, e = np.cross(x3 - x1, x4 - x1), np.cross(x4 - x2, x3 - x2), x4 - x3
+    n1_sq, n2_sq, e_sq = (np.sum(a * a, -1) for a in (n1, n2, e))
+    valid = (n1_sq > 1e-12 * e_sq * e_sq) & (n2_sq > 1e-12 * e_sq * e_sq) & (e_sq > 0.0)
+    n1p = n1 / np.where(valid, n1_sq, 1.0)[:, None]
+    n2p = n2 / np.where(valid, n2_sq, 1.0)[:, None]
+    e_len = np.sqrt(e_sq)
+    e_hat = e / np.where(valid, e_len, 1.0)[:, None]
+    dot = lambda a, b: np.sum(a * b, -1)[:, None]  # noqa: E731
+    d = np.stack([e_len[:, None] * n1p, e_len[:, None] * n2p,
+                  n1p * dot(x1 - x4, e_hat) + n2p * dot(x2 - x4, e_hat),
+                  n1p * dot(x3 - x1, e_hat) + n2p * dot(x3 - x2, e_hat)], axis=1)
+    return d * valid[:, None, None], e_len
+
+
 def _operators(topology, params, positions):
-    """(K u, C u) of the tets and springs for displacements u [n, 3], or None when there are none."""
+    """(op(u, "k") = K u, op(u, "c") = C u) of the tets, springs, membrane triangles and bending hinges for
+    displacements u [n, 3], and the number of elements; None when there are none."""
     tets = np.asarray(topology.fem.tets, np.int64)
     pairs = np.asarray(topology.springs.pairs, np.int64)
+    tris = np.asarray(topology.cloth.triangles, np.int64)
+    hinges = np.asarray(topology.cloth.bend_edges, np.int64)
     n = positions.shape[0]
     parts = []
     if tets.shape[0]:
@@ -153,40 +220,97 @@ def _operators(topology, params, positions):
             return _sum_into(pairs, np.stack([f, -f], axis=1), n)
 
         parts.append(spring_op)
+    if tris.shape[0]:
+        cloth_rest = np.asarray(params.cloth.rest_x, np.float64)
+        k_tri, c_tri = _membrane_matrices(cloth_rest if cloth_rest.shape[0] == n else positions, tris,
+                                          params.cloth)
+        tri_mats = {"k": k_tri, "c": c_tri}
+
+        def membrane_op(u, which):
+            de = np.concatenate([u[tris[:, 1]] - u[tris[:, 0]], u[tris[:, 2]] - u[tris[:, 0]]], axis=-1)
+            f = (tri_mats[which] @ de[:, :, None])[:, :, 0].reshape(-1, 2, 3)
+            return _sum_into(tris, np.concatenate([-f.sum(axis=1, keepdims=True), f], axis=1), n)
+
+        parts.append(membrane_op)
+    if hinges.shape[0]:
+        d, e_len = _hinge_gradients(positions, hinges)
+        cl = params.cloth
+        coef = {"k": e_len * np.asarray(cl.bend_ke, np.float64), "c": e_len * np.asarray(cl.bend_kd, np.float64)}
+
+        def bending_op(u, which):
+            along = np.sum(d * u[hinges], axis=(1, 2)) * coef[which]
+            return _sum_into(hinges, along[:, None, None] * d, n)
+
+        parts.append(bending_op)
     if not parts:
         return None
-    return lambda u, which: sum(op(u, which) for op in parts), int(tets.shape[0] + pairs.shape[0])
+    count = sum(int(a.shape[0]) for a in (tets, pairs, tris, hinges))
+    return (lambda u, which: sum(op(u, which) for op in parts)), count
 
 
-def _largest_eigenvalue(matvec, s, iterations: int, rtol: float) -> float:
-    """lambda_max of the symmetric positive semidefinite S A S (S = diag(s), s [n]) by power iteration with
-    the Rayleigh quotient; 0 when it is zero."""
-    rng = np.random.default_rng(0)
-    u = rng.standard_normal((s.shape[0], 3)) * s[:, None]
-    lam = 0.0
-    for _ in range(iterations):
-        norm = np.linalg.norm(u)
-        if norm == 0.0:
-            return 0.0
-        u = u / norm
-        w = s[:, None] * matvec(s[:, None] * u)
-        new = float(np.sum(u * w))
-        if abs(new - lam) <= rtol * abs(new):
-            return max(new, 0.0)
-        lam, u = new, w
-    return max(lam, 0.0)
+#: Up to this many free coordinates the eigenvalues come from the dense matrix (numpy), beyond it from Lanczos.
+DENSE_MAX = 90
 
 
-def step_report(topology, params, state=None, dt: Optional[float] = None, *, iterations: int = 500,
-                rtol: float = 1e-6) -> StepReport:
-    """Host-side stability check of the explicit step `dt` (s; None: rates only) for the tets and springs of
-    a scene (module docstring). `state`: positions of the springs (None: the tets' rest positions, or the
-    zeros). Inputs must be concrete (not traced). Cost: `iterations` passes over the elements at most."""
+def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str) -> float:
+    """lambda_max of the symmetric positive semidefinite S A S (S = diag(s), s [n]; A u = matvec(u) for u
+    [n, 3]) over the free particles (s > 0); 0 for none. A few of them: the dense matrix's largest
+    eigenvalue. Else `method` "lanczos" (scipy's ARPACK: `iterations` restarts at most, relative tolerance
+    `rtol`) or "power" (power iteration, `iterations` steps at most, stopping when the Rayleigh quotient
+    changes by less than `rtol`; fast, and low by up to a few % when the top eigenvalues cluster)."""
+    free = np.flatnonzero(s > 0.0)
+    n, dims = s.shape[0], 3 * free.size
+    if dims == 0:
+        return 0.0
+    scale = s[free, None]
+
+    def apply(flat):
+        u = np.zeros((n, 3))
+        u[free] = np.reshape(flat, (-1, 3)) * scale
+        return (scale * matvec(u)[free]).ravel()
+
+    if dims <= DENSE_MAX:
+        dense = np.stack([apply(col) for col in np.eye(dims)], axis=1)
+        return max(float(np.linalg.eigvalsh(0.5 * (dense + dense.T))[-1]), 0.0)
+    start = np.random.default_rng(0).standard_normal(dims)
+    if method == "power":
+        u, lam = start / np.linalg.norm(start), 0.0
+        for _ in range(iterations):
+            w = apply(u)
+            new, norm = float(u @ w), float(np.linalg.norm(w))
+            if norm == 0.0:
+                return 0.0
+            if abs(new - lam) <= rtol * abs(new):
+                return max(new, 0.0)
+            lam, u = new, w / norm
+        return max(lam, 0.0)
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    operator = LinearOperator((dims, dims), matvec=apply, dtype=np.float64)
+    try:
+        values = eigsh(operator, k=1, which="LA", tol=rtol, maxiter=iterations, v0=start,
+                       return_eigenvectors=False)
+    except ArpackNoConvergence as e:  # the best estimate so far (from below), or the start's Rayleigh quotient
+        values = e.eigenvalues if len(e.eigenvalues) else [float(start @ apply(start)) / float(start @ start)]
+    return max(float(np.max(values)), 0.0)
+
+
+def step_report(topology, params, state=None, dt: Optional[float] = None, *, method: str = "lanczos",
+                iterations: int = 500, rtol: float = 1e-3) -> StepReport:
+    """Host-side stability check of the explicit step `dt` (s; None: rates only) for the tets, springs,
+    membrane triangles and bending hinges of a scene (module docstring). `state`: positions of the springs
+    and hinges (None: the tets' or the cloth's rest positions, or the zeros). Inputs must be concrete (not
+    traced). `method`, `iterations`, `rtol`: how the largest eigenvalues are found (`_largest_eigenvalue`;
+    up to 30 free particles, exactly; with "lanczos" at rtol 1e-3 the eigenvalues come out within about 3e-4
+    of the converged ones). Cost with "lanczos": 0.04 s for the demo cloth's 400 triangles, 6 s for 33k;
+    `simulate`'s own check uses "power" with 30 steps (20 ms and 2 s, about 2 % low on those grids)."""
     n = int(np.asarray(params.particles.mass).shape[0])
     if state is not None:
         positions = np.asarray(state.particles.x, np.float64)
     elif np.asarray(params.fem.rest_x).shape[0] == n:
         positions = np.asarray(params.fem.rest_x, np.float64)
+    elif np.asarray(params.cloth.rest_x).shape[0] == n:
+        positions = np.asarray(params.cloth.rest_x, np.float64)
     else:
         positions = np.zeros((n, 3))
     ops = _operators(topology, params, positions)
@@ -194,8 +318,10 @@ def step_report(topology, params, state=None, dt: Optional[float] = None, *, ite
         return StepReport(dt=None if dt is None else float(dt))
     op, count = ops
     s = _free_inverse_sqrt_mass(topology, params)
-    k = _largest_eigenvalue(lambda u: op(u, "k"), s, iterations, rtol)
-    c = _largest_eigenvalue(lambda u: op(u, "c"), s, iterations, rtol)
+    if method not in ("lanczos", "power"):
+        raise ValueError(f"method must be 'lanczos' or 'power'; got {method!r}")
+    k = _largest_eigenvalue(lambda u: op(u, "k"), s, iterations, rtol, method)
+    c = _largest_eigenvalue(lambda u: op(u, "c"), s, iterations, rtol, method)
     return StepReport(stiffness_rate=k, damping_rate=c, dt=None if dt is None else float(dt), elements=count)
 
 
