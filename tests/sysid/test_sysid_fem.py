@@ -12,7 +12,7 @@ from gradsim_jax import sysid
 from gradsim_jax.geometry import soft_body
 from gradsim_jax.geometry.tets import box_tets, tet_volumes
 from gradsim_jax.physics.stability import DAMPING_MARGIN, StepWarning, step_report
-from gradsim_jax.sysid.identify import stable_damping
+from gradsim_jax.sysid.identify import stable_bounds
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 
 
@@ -50,7 +50,7 @@ def test_a_fit_of_fem_damping_is_bounded_under_the_explicit_step_limit():
     exp = _cube_experiment(substeps=64)
     free = ("fem_mu", "fem_damping")
     theta = sysid.default_theta(exp.topology, exp.params, exp.state0, list(free))
-    same, bounds = stable_damping(exp, theta, free)
+    same, bounds = stable_bounds(exp, theta, free)
     assert same is theta and set(bounds) == {"fem_damping"} and bounds["fem_damping"][0] is None
     hi = bounds["fem_damping"][1]
     assert hi > 100.0
@@ -59,17 +59,45 @@ def test_a_fit_of_fem_damping_is_bounded_under_the_explicit_step_limit():
     dt = exp.frame_dt / exp.substeps
     assert step_report(exp.topology, params, dt=dt).criterion == pytest.approx(4.0 * DAMPING_MARGIN, rel=1e-3)
     # No bound when the damping is not free.
-    assert stable_damping(exp, theta, ("fem_mu",))[1] == {}
+    assert stable_bounds(exp, theta, ("fem_mu",))[1] == {}
 
 
-def test_a_start_past_the_stable_damping_moves_under_it_with_a_warning():
+def test_a_start_past_the_stable_bounds_moves_under_it_with_a_warning():
     exp = _cube_experiment(substeps=4)  # 100 Pa s is past the limit at dt = 1 / 120 s
     free = ("fem_damping",)
     theta = sysid.default_theta(exp.topology, exp.params, exp.state0, list(free))
     params, _ = assemble(exp, theta)
     assert not step_report(exp.topology, params, dt=exp.frame_dt / 4).stable
-    with pytest.warns(StepWarning, match="initial fem_damping 100 Pa s is beyond"):
-        moved, bounds = stable_damping(exp, theta, free)
+    with pytest.warns(StepWarning, match="past its stability limit.*starts from fem_damping .* instead of 100"):
+        moved, bounds = stable_bounds(exp, theta, free)
     assert float(moved["fem_damping"]) < bounds["fem_damping"][1] < 100.0
     params, _ = assemble(exp, moved)
     assert step_report(exp.topology, params, dt=exp.frame_dt / 4).stable
+    # Far past the limit (3 substeps would need the damping below half its start): an error naming the remedy.
+    with pytest.raises(ValueError, match="no free quantity within 2x.*substeps"):
+        stable_bounds(_cube_experiment(substeps=2), theta, free)
+
+
+def test_cloth_stiffness_and_mass_fits_are_bounded_where_the_step_turns_unstable():
+    import gradsim_jax as gs
+    from gradsim_jax.render import RenderSettings, look_at_camera
+
+    topology, params, state0 = gs.cloth_grid(4, 4, 0.05, 0.05, mass=0.01, tri_ke=50.0, tri_ka=50.0, tri_kd=0.1, bend_ke=1e-3,
+                                             fix_top=True).build()
+    exp = sysid.Experiment(topology=topology, params=params, state0=state0, camera=look_at_camera(1.0, 20.0, 0.0),
+                           faces=topology.cloth.triangles, colors=None, lights=None, background=jnp.zeros(3),
+                           settings=RenderSettings(), frames=2, substeps=16, frame_dt=1.0 / 60.0, theta={})
+    free = ("stiffness", "mass", "damping")
+    theta = sysid.default_theta(topology, params, state0, list(free))
+    same, bounds = stable_bounds(exp, theta, free)
+    assert same is theta and bounds["stiffness"][0] is None and bounds["mass"][1] is None
+    hi, lo = bounds["stiffness"][1], bounds["mass"][0]
+    assert hi > float(theta["stiffness"]) and lo < float(theta["mass"])
+    dt = exp.frame_dt / exp.substeps
+    for changed in ({"stiffness": hi}, {"mass": lo}):
+        params_at, _ = assemble(exp, {**theta, **{k: jnp.asarray(v) for k, v in changed.items()}})
+        assert step_report(topology, params_at, dt=dt).criterion == pytest.approx(4.0 * DAMPING_MARGIN, rel=3e-3)
+    # The criterion is the masses' inverse: the lowest stable mass is the start's criterion over the bound's.
+    params0, _ = assemble(exp, theta)
+    base = step_report(topology, params0, dt=dt).criterion
+    assert lo == pytest.approx(float(theta["mass"]) * base / (4.0 * DAMPING_MARGIN), rel=3e-3)

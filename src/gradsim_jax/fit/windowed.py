@@ -60,7 +60,7 @@ from gradsim_jax.physics.checkpointing import PerFrame
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           trajectory)
-from gradsim_jax.sysid.identify import _traced_checks, image_loss, stable_damping
+from gradsim_jax.sysid.identify import _traced_checks, image_loss, stable_bounds
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, camera_for, canonical, transforms_for
 
 Array = Any
@@ -464,7 +464,7 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
             return callback(it, _split_data(exp, params)[0], loss)
 
     schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.02)
-    theta0, bounds = stable_damping(exp, theta0, free)
+    theta0, bounds = stable_bounds(exp, theta0, free)
     result = fit(loss_fn, _with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
                  optimizer=optax.adam(schedule), steps=iterations, progress=progress, callback=fit_callback,
                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,

@@ -25,8 +25,8 @@ Ground contact is not counted here (`contact_report` checks it), nor aerodynamic
 Why: the damping of a light particle bounds the step long before its stiffness does when k_damp is large
 relative to dt k_lambda (a 2.2 g particle of a ball of tets at 32 substeps: its motion turned NaN at
 k_damp 18.9 Pa s, where this criterion gives 3.99), and an explicit rollout past the limit does not
-degrade gracefully: it blows up within frames. `simulate` warns (`StepWarning`) from this report, and a
-fit of `fem_damping` keeps the damping under the limit (`sysid`).
+degrade gracefully: it blows up within frames. `simulate` warns (`StepWarning`) from this report, and the
+system-identification fits keep their quantities inside it (`sysid.identify.stable_bounds`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class StepWarning(UserWarning):
     """The time step is too long for the stiffness and damping of the elastic elements (`step_report`)."""
 
 
-#: Fraction of the stable limit that a fit of the damping may reach (`damping_limit`).
+#: Fraction of the stable limit that a fit may reach (`damping_limit`, `sysid.identify.stable_bounds`).
 DAMPING_MARGIN = 0.98
 
 
@@ -90,7 +90,7 @@ class StepReport:
                 f"2 dt lambda_max(M^-1 C) = {self.criterion:.3g} (stiffness {self.dt ** 2 * self.stiffness_rate:.3g}, "
                 f"damping {2.0 * self.dt * self.damping_rate:.3g}) must stay under 4, so the explicit step will blow "
                 f"up; the stable step is {self.max_stable_dt:.3g} s: use {factor} times as many substeps, or lower "
-                f"the stiffness or damping (k_damp of the tets, kd of the springs)")
+                f"the stiffness or damping (k_damp of the tets, tri_kd and bend_kd of the cloth, kd of the springs)")
 
 
 def _free_inverse_sqrt_mass(topology, params) -> np.ndarray:

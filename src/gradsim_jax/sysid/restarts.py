@@ -22,7 +22,7 @@ import optax
 
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, _with_data
-from gradsim_jax.sysid.identify import FitConfig, check_config, fit_loss, stable_damping
+from gradsim_jax.sysid.identify import FitConfig, check_config, fit_loss, stable_bounds
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, transforms_for, with_camera_pose
 
 Array = Any
@@ -117,10 +117,13 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     tf = transforms_for(free)
     key = jax.random.key(0) if key is None else key
     draw_key, fit_key = jax.random.split(key)
-    theta0, bounds = stable_damping(exp, theta0, free)
+    theta0, bounds = stable_bounds(exp, theta0, free)
     starts = random_starts({n: theta0[n] for n in free}, free, restarts, key=draw_key, spread=spread, transforms=tf)
-    for n, (_, hi) in bounds.items():  # a start past the stable damping would blow up: it starts under it
-        starts[n] = jnp.minimum(starts[n], jnp.asarray(0.9 * hi, starts[n].dtype))
+    for n, (lo, hi) in bounds.items():  # a start past the step's limit would blow up: it starts inside
+        if hi is not None:
+            starts[n] = jnp.minimum(starts[n], jnp.asarray(0.9 * hi, starts[n].dtype))
+        if lo is not None:
+            starts[n] = jnp.maximum(starts[n], jnp.asarray(lo / 0.9, starts[n].dtype))
     ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
 
     loss_fn = fit_loss(exp, config, ramp)
