@@ -11,7 +11,7 @@ import pytest
 from gradsim_jax import sysid
 from gradsim_jax.geometry import soft_body
 from gradsim_jax.geometry.tets import box_tets, tet_volumes
-from gradsim_jax.physics.stability import DAMPING_MARGIN, StepWarning, step_report
+from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
 from gradsim_jax.sysid.identify import stable_bounds
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 
@@ -54,10 +54,10 @@ def test_a_fit_of_fem_damping_is_bounded_under_the_explicit_step_limit():
     assert same is theta and set(bounds) == {"fem_damping"} and bounds["fem_damping"][0] is None
     hi = bounds["fem_damping"][1]
     assert hi > 100.0
-    # At the bound, the step's criterion is DAMPING_MARGIN of the limit (4).
+    # At the bound, the step's criterion is STABILITY_MARGIN of the limit (4).
     params, _ = assemble(exp, {**theta, "fem_damping": jnp.asarray(hi)})
     dt = exp.frame_dt / exp.substeps
-    assert step_report(exp.topology, params, dt=dt).criterion == pytest.approx(4.0 * DAMPING_MARGIN, rel=1e-3)
+    assert step_report(exp.topology, params, dt=dt).criterion == pytest.approx(4.0 * STABILITY_MARGIN, rel=1e-3)
     # No bound when the damping is not free.
     assert stable_bounds(exp, theta, ("fem_mu",))[1] == {}
 
@@ -96,8 +96,8 @@ def test_cloth_stiffness_and_mass_fits_are_bounded_where_the_step_turns_unstable
     dt = exp.frame_dt / exp.substeps
     for changed in ({"stiffness": hi}, {"mass": lo}):
         params_at, _ = assemble(exp, {**theta, **{k: jnp.asarray(v) for k, v in changed.items()}})
-        assert step_report(topology, params_at, dt=dt).criterion == pytest.approx(4.0 * DAMPING_MARGIN, rel=3e-3)
+        assert step_report(topology, params_at, dt=dt).criterion == pytest.approx(4.0 * STABILITY_MARGIN, rel=3e-3)
     # The criterion is the masses' inverse: the lowest stable mass is the start's criterion over the bound's.
     params0, _ = assemble(exp, theta)
     base = step_report(topology, params0, dt=dt).criterion
-    assert lo == pytest.approx(float(theta["mass"]) * base / (4.0 * DAMPING_MARGIN), rel=3e-3)
+    assert lo == pytest.approx(float(theta["mass"]) * base / (4.0 * STABILITY_MARGIN), rel=3e-3)

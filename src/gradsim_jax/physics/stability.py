@@ -43,7 +43,7 @@ class StepWarning(UserWarning):
 
 
 #: Fraction of the stable limit that a fit may reach (`damping_limit`, `sysid.identify.stable_bounds`).
-DAMPING_MARGIN = 0.98
+STABILITY_MARGIN = 0.98
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +325,7 @@ def step_report(topology, params, state=None, dt: Optional[float] = None, *, met
     return StepReport(stiffness_rate=k, damping_rate=c, dt=None if dt is None else float(dt), elements=count)
 
 
-def damping_limit(report: StepReport, damping_scale: float = 1.0, margin: float = DAMPING_MARGIN) -> float:
+def damping_limit(report: StepReport, damping_scale: float = 1.0, margin: float = STABILITY_MARGIN) -> float:
     """The largest factor on every element's damping that keeps `report`'s step (its dt) within `margin` of
     the stability limit: (4 margin - dt^2 k) / (2 dt c) times `damping_scale` (the damping the report was
     made with, as the same factor); inf when nothing is damped or no dt was checked, 0 when the stiffness

@@ -31,7 +31,7 @@ from gradsim_jax.fit import least_squares, silhouette_loss
 from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
-from gradsim_jax.physics.stability import DAMPING_MARGIN, StepWarning, step_report
+from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           vertices)
 from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, shape_roughness, transforms_for,
@@ -395,13 +395,11 @@ def truncation_windows(exp: Experiment, config: FitConfig):
 
 
 #: Scalar quantities that stiffen or damp the explicit step as they grow (+1) or shrink (-1): a fit of any
-#: of them is bounded where the step's stability criterion reaches `DAMPING_MARGIN` of its limit.
+#: of them is bounded where the step's stability criterion reaches `STABILITY_MARGIN` of its limit.
 STEP_QUANTITIES = {"fem_mu": 1, "fem_lambda": 1, "fem_damping": 1, "stiffness": 1, "damping": 1, "bending": 1,
                    "mass": -1, "density": -1}
 #: A bound further than this factor from the start is left out (no fit from a sensible start gets there).
 BOUND_REACH = 100.0
-
-
 #: A start past the step's limit moves under it by at most this factor (then: a ValueError, use more substeps).
 MAX_START_MOVE = 2.0
 
@@ -434,7 +432,7 @@ def _stable_factor(criterion, base: float, goal: float) -> Optional[float]:
 def stable_bounds(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
     """(theta, bounds) for the Adam stage: every free scalar quantity of `STEP_QUANTITIES` (FEM moduli and
     damping, cloth stiffness, damping and bending, mass, density) is bounded where the explicit step's
-    stability criterion (`physics.stability.step_report`) reaches `DAMPING_MARGIN` of its limit, each with the
+    stability criterion (`physics.stability.step_report`) reaches `STABILITY_MARGIN` of its limit, each with the
     others at `theta` (what a joint change of several does is left to the margin, 2 % of the criterion, and to
     `fit`'s back-off). Past the limit the rollout turns NaN within frames, and Adam's momentum can carry a
     quantity there while the others are still off (a ball of tets: its damping from 1.5x its truth to the
@@ -449,7 +447,7 @@ def stable_bounds(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
     if not names:
         return theta, {}
     dt = exp.frame_dt / exp.substeps
-    goal = 4.0 * DAMPING_MARGIN
+    goal = 4.0 * STABILITY_MARGIN
 
     def report(th):
         params, state0 = assemble(exp, th)
