@@ -344,7 +344,8 @@ def fit(
         interval stops at its edge (a projected step, in the transform's space); the optimizer's state is
         kept, so it leaves the edge once the gradient turns. For limits a transform cannot carry because they
         depend on the problem, e.g. the damping that the explicit step allows (`sysid`); the initial values
-        must lie inside. A checkpoint resumes only with the same bounds.
+        must lie inside. A checkpoint resumes only with the same bounds (or with `resume_anyway`, under the
+        new ones).
     Returns:
       FitResult.
     Raises:
@@ -406,8 +407,11 @@ def fit(
             raise CheckpointError(f"{ckpt_file}: checkpoint was written with gradient clipping "
                                   f"{ckpt.extra.get('clip')}, this fit uses {extra.get('clip')}")
         if ckpt.extra.get("bounds") != extra.get("bounds"):
-            raise CheckpointError(f"{ckpt_file}: checkpoint was written with bounds {ckpt.extra.get('bounds')}, "
-                                  f"this fit uses {extra.get('bounds')}")
+            text = f"{ckpt_file}: checkpoint was written with bounds {ckpt.extra.get('bounds')}, this fit uses " \
+                   f"{extra.get('bounds')}"
+            if not resume_anyway:
+                raise CheckpointError(text)
+            warnings.warn(text + "; resuming anyway with this fit's bounds", stacklevel=2)
         state, history = ckpt.state, ckpt.history
         # Per-field norms travel in the checkpoint's JSON extras (exact for floats); none in older ones.
         history["grad_norms"] = {n: [float(v) for v in vs] for n, vs in ckpt.extra.get("grad_norms", {}).items()}

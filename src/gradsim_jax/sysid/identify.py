@@ -440,8 +440,8 @@ def stable_bounds(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
     free quantity that gets there within MAX_START_MOVE. Per-element quantities are not bounded. Returns
     bounds {name: (lo, hi)} in physical units ({} when nothing needs one).
 
-    Raises ValueError when the start is past the limit itself and no single quantity's move within
-    MAX_START_MOVE brings it back (the step needs more substeps).
+    When the start is past the limit itself and no single quantity's move within MAX_START_MOVE brings it
+    back, it warns (the step needs more substeps) and bounds nothing.
     """
     names = [n for n in free if n in STEP_QUANTITIES and np.size(theta[n]) == 1]
     if not names:
@@ -470,8 +470,10 @@ def stable_bounds(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
                 theta, base = moved, report(moved).criterion
                 break
         if base >= 4.0:
-            raise ValueError(f"at the initial guess the simulation is unstable and no free quantity within "
-                             f"{MAX_START_MOVE:g}x of its start makes it stable: {start.message}")
+            warnings.warn(f"at the initial guess the simulation is unstable and no free quantity within "
+                          f"{MAX_START_MOVE:g}x of its start makes it stable, so the fit runs unbounded: "
+                          f"{start.message}", StepWarning, stacklevel=3)
+            return theta, {}
     bounds = {}
     for n in names:
         value = float(np.asarray(theta[n]))
