@@ -16,7 +16,7 @@ The objective is an image loss of the final frame against the target (`sysid.con
 RGBA MSE at several scales plus the silhouettes' centroids and sizes, so it still pulls when the shapes do
 not overlap), a small effort penalty, and (both demos, by default; `state_weight=0` drops it) a STATE TERM:
 |final centre of mass - the one the target image shows|^2 / (0.1 m)^2, that centre read from the image by
-fitting the placement of the body's start shape to it (`ControlTask.target_pose`: the gear's within 0.5 mm,
+fitting the placement of the body's start shape to it (`ControlTask.target_pose`: the gear's within 0.04 mm,
 the cloth's within 0.05 mm at 64 px). With the image loss alone the fits stall in local minima
 (measured at the defaults: control-fem 47 mm final error, 5x below random; control-cloth 380 mm, 1.5x), so
 the reports say which objective was used. The landscape is rough (contact, hopping): the learning rate is
@@ -113,8 +113,8 @@ class ControlTask:
 
     @functools.cached_property
     def target_pose(self) -> dict:
-        """`pose_from_image` of the start shape in the target image (computed once, eagerly, also when first
-        asked for inside a trace)."""
+        """`pose_from_image` of the start shape in the target image, computed once. Ask for it outside a trace
+        (`run_demo` does, before training): `loss` reads it."""
         with jax.ensure_compile_time_eval():
             return pose_from_image(self.exp, self.exp.state0.particles.x, self.target_image, iterations=300)
 
