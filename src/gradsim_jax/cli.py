@@ -74,7 +74,7 @@ FEM_DEMOS = {
         "A soft box of tets (stable Neo-Hookean, known density) is dropped level onto the ground: it lands, "
         "squashes, bulges and wobbles. The squash and bulge show k_lambda and k_mu, the "
         "wobble's decay k_damp (gradSim's Table 3 material experiment). Default: all three, jointly.",
-        ",".join(FEM_MATERIAL_ESTIMATES), {"iterations": 60, "polish": 10, "horizon": 10, "learning_rate": 0.1}),
+        ",".join(FEM_MATERIAL_ESTIMATES), {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.1}),
     "fem-mass": (
         "recover every particle's mass of a soft body from a rendered video (gradSim's demo_fem)",
         "A soft box of tets thrown up in free fall, each particle pushed by its own known force during the "
