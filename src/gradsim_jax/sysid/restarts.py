@@ -119,11 +119,13 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     draw_key, fit_key = jax.random.split(key)
     theta0, bounds = stable_bounds(exp, theta0, free)
     starts = random_starts({n: theta0[n] for n in free}, free, restarts, key=draw_key, spread=spread, transforms=tf)
-    for n, (lo, hi) in bounds.items():  # a start past the step's limit would blow up: it starts inside
+    for n, (lo, hi) in bounds.items():  # a draw past the step's limit would blow up: it starts inside
+        drawn = starts[n][1:]  # member 0 is the (bounded) start itself
         if hi is not None:
-            starts[n] = jnp.minimum(starts[n], jnp.asarray(0.9 * hi, starts[n].dtype))
+            drawn = jnp.minimum(drawn, jnp.asarray(0.9 * hi, drawn.dtype))
         if lo is not None:
-            starts[n] = jnp.maximum(starts[n], jnp.asarray(lo / 0.9, starts[n].dtype))
+            drawn = jnp.maximum(drawn, jnp.asarray(lo / 0.9, drawn.dtype))
+        starts[n] = starts[n].at[1:].set(drawn)
     ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
 
     loss_fn = fit_loss(exp, config, ramp)
