@@ -186,8 +186,10 @@ def dihedral_angle(x1, x2, x3, x4):
     return _hinge(x1, x2, x3, x4)[3]
 
 
-def bending_force(xs, vs, ke, kd, rest):
-    """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge (xs, vs: [4, 3]); zero when degenerate."""
+def bending_directions(xs):
+    """(d [4, 3], |e|, valid, theta) of one bending edge (xs: [4, 3] positions of x1, x2, x3, x4): the force
+    direction d of each vertex (the forces are -|e| (ke (theta - rest) + kd sum d . v) d), the edge length,
+    whether the hinge is non-degenerate (else d means nothing) and the dihedral angle."""
     x1, x2, x3, x4 = xs
     n1, n2, e, theta = _hinge(x1, x2, x3, x4)
     n1_sq, n2_sq, e_sq = jnp.dot(n1, n1), jnp.dot(n2, n2), jnp.dot(e, e)
@@ -203,6 +205,12 @@ def bending_force(xs, vs, ke, kd, rest):
         n1p * jnp.dot(x1 - x4, e_hat) + n2p * jnp.dot(x2 - x4, e_hat),
         n1p * jnp.dot(x3 - x1, e_hat) + n2p * jnp.dot(x3 - x2, e_hat),
     ])
+    return d, e_len, valid, theta
+
+
+def bending_force(xs, vs, ke, kd, rest):
+    """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge (xs, vs: [4, 3]); zero when degenerate."""
+    d, e_len, valid, theta = bending_directions(xs)
     f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * vs))
     return jnp.where(valid, d * f_total, 0.0)
 

@@ -39,7 +39,14 @@ import dataclasses
 import math
 from typing import Optional
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from gradsim_jax.physics.cloth import bending_directions
+from gradsim_jax.physics.cloth import rest_shapes as membrane_rest_shapes
+from gradsim_jax.physics.fem import rest_shapes as fem_rest_shapes
+from gradsim_jax.physics.particles import free_inverse_mass
 
 
 class StepWarning(UserWarning):
@@ -57,7 +64,8 @@ class StepReport:
     stiffness_rate: lambda_max(M^-1 K) (1/s^2; its square root is the highest angular frequency).
     damping_rate: lambda_max(M^-1 C) (1/s).
     damping_of_stiffest, stiffness_of_most_damped: the damping rate of the stiffest mode and the stiffness rate
-    of the most damped one (their Rayleigh quotients; NaN: unknown, then the largest of each is used).
+    of the most damped one (their Rayleigh quotients, the largest over a repeated eigenvalue's eigenspace; NaN:
+    unknown, then the largest of each is used).
     dt: the step checked (s; None: not checked). criterion: the larger of dt^2 k + 2 dt c over those two modes
     (< 4 is stable; 0 when unchecked). max_stable_dt: the largest step for which it holds (s).
     elements: how many tets, springs, triangles and hinges were counted (0: nothing to check).
@@ -116,21 +124,16 @@ def _root(k: float, c: float) -> float:
 
 
 def _free_inverse_sqrt_mass(topology, params) -> np.ndarray:
-    """[n] 1 / sqrt(m) of the free particles, 0 for pinned and massless ones (they do not move)."""
-    mass = np.asarray(params.particles.mass, np.float64)
-    free = ~np.asarray(topology.particles.pinned) & (mass > 0.0)
-    return np.where(free, 1.0 / np.sqrt(np.where(free, mass, 1.0)), 0.0)
+    """[n] 1 / sqrt(m) of the free particles, 0 for pinned and massless ones (`free_inverse_mass`)."""
+    return np.sqrt(np.asarray(free_inverse_mass(topology.particles, params.particles), np.float64))
 
 
 def _tet_gradients(rest_x, tets):
-    """Shape-function gradients [k, 4, 3] (1/m) and rest volumes [k] (m^3) of the tets."""
-    x = rest_x[tets]  # [k, 4, 3]
-    d = np.stack([x[:, i] - x[:, 0] for i in (1, 2, 3)], axis=-1)  # columns
-    det = np.linalg.det(d)
-    ok = np.abs(det) > 0.0
-    dm = np.zeros_like(d)
-    dm[ok] = np.linalg.inv(d[ok])  # rows: gradients of the shape functions of x1, x2, x3
-    return np.concatenate([-dm.sum(axis=1, keepdims=True), dm], axis=1), det / 6.0
+    """Shape-function gradients [k, 4, 3] (1/m) and rest volumes [k] (m^3) of the tets: the rows of
+    `fem.rest_shapes`' Dm are those of x1, x2, x3 (0 for a degenerate tet)."""
+    with jax.enable_x64(True):  # host-side analysis in float64, whatever the scene's dtype
+        dm, volume = (np.asarray(a, np.float64) for a in fem_rest_shapes(rest_x, tets))
+    return np.concatenate([-dm.sum(axis=1, keepdims=True), dm], axis=1), volume
 
 
 def _per(value, count: int) -> np.ndarray:
@@ -156,17 +159,14 @@ def _membrane_matrices(rest_x, tris, cloth):
     """Per-triangle (K, C) [t, 6, 6] on the edge displacements (de_q, de_r) = (u_q - u_p, u_r - u_p), at rest
     (`physics.cloth`): K = A0 ke G^-1 (x) I + ka (g g^T / A0 + c Hess(area)), C = A0 kd (G^-1 (x) I + g g^T / A0^2)
     with g = grad(area) and c = 1 - alpha + activation the area term's value at rest."""
+    with jax.enable_x64(True):
+        gram_inv, area = (np.asarray(a, np.float64) for a in membrane_rest_shapes(rest_x, tris))
     p, q, r = (rest_x[tris[:, k]] for k in range(3))
     e1, e2 = q - p, r - p
     cross = np.cross(e1, e2)
     twice = np.linalg.norm(cross, axis=-1)
-    ok = twice > 0.0
-    area = 0.5 * twice
+    ok = (twice > 0.0) & (area > 0.0)
     n_hat = np.divide(cross, twice[:, None], out=np.zeros_like(cross), where=ok[:, None])
-    gram = np.stack([np.stack([np.sum(e1 * e1, -1), np.sum(e1 * e2, -1)], -1),
-                     np.stack([np.sum(e2 * e1, -1), np.sum(e2 * e2, -1)], -1)], -2)
-    gram_inv = np.zeros_like(gram)
-    gram_inv[ok] = np.linalg.inv(gram[ok])
     eye = np.eye(3)
     membrane = np.einsum("tij,ab->tiajb", gram_inv, eye).reshape(-1, 6, 6)  # G^-1 (x) I3
     grad = 0.5 * np.concatenate([np.cross(e2, n_hat), np.cross(n_hat, e1)], axis=-1)  # d area / d(e1, e2)
@@ -188,21 +188,11 @@ def _membrane_matrices(rest_x, tris, cloth):
 
 
 def _hinge_gradients(x, edges):
-    """The bending forces' direction d [e, 4, 3] per hinge (x1, x2 opposite the edge x3-x4) and |e| [e], at
-    positions x (`physics.cloth.bending_force`; 0 for a degenerate hinge)."""
-    x1, x2, x3, x4 = (x[edges[:, k]] for k in range(4))
-    n1, n2, e = np.cross(x3 - x1, x4 - x1), np.cross(x4 - x2, x3 - x2), x4 - x3
-    n1_sq, n2_sq, e_sq = (np.sum(a * a, -1) for a in (n1, n2, e))
-    valid = (n1_sq > 1e-12 * e_sq * e_sq) & (n2_sq > 1e-12 * e_sq * e_sq) & (e_sq > 0.0)
-    n1p = n1 / np.where(valid, n1_sq, 1.0)[:, None]
-    n2p = n2 / np.where(valid, n2_sq, 1.0)[:, None]
-    e_len = np.sqrt(e_sq)
-    e_hat = e / np.where(valid, e_len, 1.0)[:, None]
-    dot = lambda a, b: np.sum(a * b, -1)[:, None]  # noqa: E731
-    d = np.stack([e_len[:, None] * n1p, e_len[:, None] * n2p,
-                  n1p * dot(x1 - x4, e_hat) + n2p * dot(x2 - x4, e_hat),
-                  n1p * dot(x3 - x1, e_hat) + n2p * dot(x3 - x2, e_hat)], axis=1)
-    return d * valid[:, None, None], e_len
+    """The bending forces' direction d [e, 4, 3] per hinge and |e| [e] at positions x
+    (`cloth.bending_directions`; 0 for a degenerate hinge)."""
+    with jax.enable_x64(True):
+        d, e_len, valid, _ = jax.vmap(bending_directions)(jnp.asarray(x, jnp.float64)[jnp.asarray(edges)])
+        return np.asarray(d, np.float64) * np.asarray(valid)[:, None, None], np.asarray(e_len, np.float64)
 
 
 def _operators(topology, params, positions):
@@ -279,7 +269,7 @@ DENSE_MAX = 90
 
 
 def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str):
-    """(lambda_max, its unit eigenvector [n, 3] or None) of the symmetric positive semidefinite S A S
+    """(lambda_max, its unit eigenvectors [m, n, 3] or None) of the symmetric positive semidefinite S A S
     (S = diag(s), s [n]; A u = matvec(u) for u [n, 3]) over the free particles (s > 0); (0, None) for none. A
     few of them: the dense matrix's. Else `method` "lanczos" (scipy's ARPACK: `iterations` restarts at most,
     relative tolerance `rtol`) or "power" (power iteration, `iterations` steps at most, stopping when the
@@ -297,14 +287,17 @@ def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str):
         return (scale * matvec(u)[free]).ravel()
 
     def full(vec):
-        out = np.zeros((n, 3))
-        out[free] = np.reshape(vec, (-1, 3)) / max(float(np.linalg.norm(vec)), 1e-300)
+        out = np.zeros((1, n, 3))
+        out[0, free] = np.reshape(vec, (-1, 3)) / max(float(np.linalg.norm(vec)), 1e-300)
         return out
 
     if dims <= DENSE_MAX:
         dense = np.stack([apply(col) for col in np.eye(dims)], axis=1)
         values, vectors = np.linalg.eigh(0.5 * (dense + dense.T))
-        return max(float(values[-1]), 0.0), full(vectors[:, -1])
+        # The whole top eigenspace (a symmetric mesh repeats its top eigenvalue): which vector of it eigh
+        # returns depends on rounding, its span does not.
+        top = np.flatnonzero(values >= values[-1] - 1e-9 * abs(values[-1]))
+        return max(float(values[-1]), 0.0), np.concatenate([full(vectors[:, j]) for j in top])
     start = np.random.default_rng(0).standard_normal(dims)
     if method == "power":
         u, lam = start / np.linalg.norm(start), 0.0
@@ -331,11 +324,14 @@ def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str):
     return max(float(values[best]), 0.0), full(vectors[:, best])
 
 
-def _rayleigh(matvec, s, u) -> float:
-    """u^T S A S u for a unit vector u [n, 3] (0 when None)."""
-    if u is None:
+def _rayleigh(matvec, s, modes) -> float:
+    """The largest u^T S A S u over unit vectors u in the span of the orthonormal `modes` [m, n, 3] (for one
+    mode its Rayleigh quotient; 0 when None)."""
+    if modes is None:
         return 0.0
-    return float(np.sum(u * (s[:, None] * matvec(s[:, None] * u))))
+    images = np.stack([s[:, None] * matvec(s[:, None] * u) for u in modes])
+    gram = np.einsum("inc,jnc->ij", modes, images)
+    return float(np.linalg.eigvalsh(0.5 * (gram + gram.T))[-1])
 
 
 def step_report(topology, params, state=None, dt: Optional[float] = None, *, method: str = "lanczos",
