@@ -74,7 +74,8 @@ FEM_DEMOS = {
         "A soft box of tets (stable Neo-Hookean, known density) is dropped level onto the ground: it lands, "
         "squashes, bulges and wobbles. The squash and bulge show k_lambda and k_mu, the "
         "wobble's decay k_damp (gradSim's Table 3 material experiment). Default: all three, jointly.",
-        ",".join(FEM_MATERIAL_ESTIMATES), {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.1}),
+        ",".join(FEM_MATERIAL_ESTIMATES), {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.1,
+                                           "rounds": 5, "round_iterations": 20}),
     "fem-mass": (
         "recover every particle's mass of a soft body from a rendered video (gradSim's demo_fem)",
         "A soft box of tets thrown up in free fall, each particle pushed by its own known force during the "
@@ -132,6 +133,12 @@ def _fit_flags(p, *, iterations=None, polish=None):
                    help="Adam learning rate, cosine-decayed (log space for positive quantities)")
     p.add_argument("--polish", type=_count(0), default=polish, metavar="N",
                    help="Levenberg-Marquardt steps on the pixel residuals after Adam (few free scalars)")
+    p.add_argument("--rounds", type=_count(1), default=None, metavar="R",
+                   help="up to R rounds of Adam then the polish: while the loss stays over 4 x the target's noise "
+                        "floor (a local minimum), another round of --round-iterations Adam iterations over all "
+                        "frames starts from the estimate (default 1; fem-material: 5)")
+    p.add_argument("--round-iterations", type=_count(1), default=None, metavar="N",
+                   help="Adam iterations of each later round (default: half of --iterations; fem-material: 20)")
     p.add_argument("--loss", choices=("rgba", "rgb", "silhouette"), default=None,
                    help="image loss (default: rgba when the target's alpha is observed: an alpha channel, a "
                         "mask or a key colour; else rgb against the render over the known background)")
@@ -371,7 +378,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"gradsim-jax: warning: {message}", file=sys.stderr if file is None else file)
 
 
-def _config(args, free, *, iterations, learning_rate, polish):
+def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_iterations=None):
     from gradsim_jax.sysid import FitConfig
 
     return FitConfig(
@@ -381,6 +388,9 @@ def _config(args, free, *, iterations, learning_rate, polish):
         loss=args.loss or "rgba",  # the demos render their own targets, alpha included
         frame_stride=args.frame_stride if args.frame_stride is not None else 1,
         polish=args.polish if args.polish is not None else polish,
+        rounds=args.rounds if getattr(args, "rounds", None) is not None else rounds,
+        round_iterations=(args.round_iterations if getattr(args, "round_iterations", None) is not None
+                          else round_iterations),
         horizon=args.horizon,
         window=getattr(args, "window", None),
         checkpoint_dir=str(Path(args.out) / "checkpoint"),
@@ -425,7 +435,7 @@ def _estimates(args, default=None):
 
 
 def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polish, horizon=None,
-              extra=None) -> int:
+              extra=None, rounds=1, round_iterations=None) -> int:
     """One synthetic system-identification demo: check OUT, build the experiment (`build()`, ValueError is a
     usage error), render the target from its theta, perturb the free quantities by --perturb, fit, write
     every output and the total time."""
@@ -442,7 +452,8 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
         return _fail(str(e))
     print(f"demo {label}: estimating {', '.join(free)} ({exp.camera.height} px, {exp.frames} frames)")
     truth = dict(exp.theta)
-    config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish)
+    config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish, rounds=rounds,
+                     round_iterations=round_iterations)
     if args.horizon is None and config.window is None:  # a demo's own growing horizon, unless windowed
         config.horizon = horizon
     status = _preflight(exp, args, config)
@@ -514,7 +525,8 @@ def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment) -> 
     return _run_demo(args, args.demo, free,
                      lambda: experiment(args.demo, free, size=args.size, frames=args.frames),
                      iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
-                     polish=defaults["polish"], horizon=defaults["horizon"])
+                     polish=defaults["polish"], horizon=defaults["horizon"], rounds=defaults.get("rounds", 1),
+                     round_iterations=defaults.get("round_iterations"))
 
 
 def cmd_demo_rigid(args) -> int:
@@ -627,7 +639,8 @@ def cmd_fit(args) -> int:
             raise ValueError(f"--out: {e}") from None
         job = load_fit_job(
             args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
-            iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, loss=args.loss,
+            iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, rounds=args.rounds,
+            round_iterations=args.round_iterations, loss=args.loss,
             frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None), clip=args.clip,
             checkpoint_dir=str(Path(args.out) / "checkpoint"),
             checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,

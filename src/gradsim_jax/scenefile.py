@@ -212,6 +212,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "frame_stride": Field("int", 1, "use every k-th frame in the loss"),
         "horizon": Field("int", None, "fit the first frames first, growing to all over half the iterations"),
         "polish": Field("int", 10, "Levenberg-Marquardt steps after Adam (few free scalars only)"),
+        "rounds": Field("int", 1, "up to this many rounds of Adam then the polish, while the loss stays over 4 x "
+                                  "the target's noise floor"),
+        "round_iterations": Field("int", None, "Adam iterations of each later round (default: half of iterations)"),
         "window": Field("int", None, "long recordings: truncated backpropagation, gradients reach back at most "
                                      "this many frames (see `gradsim-jax horizon`)"),
     },
@@ -398,7 +401,8 @@ class SceneSpec:
             raise SceneFileError(f"{self.path}: [fit] free must name at least one quantity")
         if f["loss"] is not None and f["loss"] not in LOSSES:
             raise SceneFileError(f"{self.path}: [fit] loss must be one of {LOSSES}, got {f['loss']!r}")
-        for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1), ("window", 1)):
+        for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1), ("window", 1),
+                           ("rounds", 1), ("round_iterations", 1)):
             if f[key] is not None and f[key] < least:
                 allowed = "0 or more" if least == 0 else f"at least {least}"
                 raise SceneFileError(f"{self.path}: [fit] {key} must be {allowed}, got {f[key]}")
@@ -407,7 +411,7 @@ class SceneSpec:
                                  f"climbs the loss), got {f['learning_rate']}")
         return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"] or "auto",
                          frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"],
-                         window=f["window"])
+                         window=f["window"], rounds=f["rounds"], round_iterations=f["round_iterations"])
 
     def content_sha256(self) -> str:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
@@ -1015,9 +1019,9 @@ def background_warning(spec: SceneSpec, target, exp: Experiment) -> Optional[str
 def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: bool = False,
                  **overrides) -> FitJob:
     """Read the scene file, load and prepare the target video, build the experiment and the fit
-    configuration ([fit] with the command line's `overrides`: iterations, learning_rate, polish, loss,
-    frame_stride, horizon, window, checkpoint_dir, checkpoint_every, resume, resume_anyway, progress; None keeps the
-    scene's) and the initial guess. SceneFileError or ValueError on any problem, before anything compiles."""
+    configuration ([fit] with the command line's `overrides`: iterations, learning_rate, polish, rounds,
+    round_iterations, loss, frame_stride, horizon, window, checkpoint_dir, checkpoint_every, resume,
+    resume_anyway, progress; None keeps the scene's) and the initial guess. SceneFileError or ValueError on any problem, before anything compiles."""
     from gradsim_jax.sysid import with_camera_pose
 
     spec = load_scene(scene)

@@ -99,6 +99,8 @@ def test_render_refuses_an_unknown_video_suffix(tmp_path, capsys, no_simulation)
     ("polish = 0", "polish = -1", ["[fit] polish", "-1"]),
     ("polish = 0", "polish = 0\nframe_stride = 0", ["[fit] frame_stride", "at least 1"]),
     ("polish = 0", "polish = 0\nhorizon = 0", ["[fit] horizon", "at least 1"]),
+    ("polish = 0", "polish = 0\nrounds = 0", ["[fit] rounds", "at least 1"]),
+    ("polish = 0", "polish = 0\nround_iterations = 0", ["[fit] round_iterations", "at least 1"]),
     ("polish = 0", "polish = 0\nlearning_rate = -0.05", ["[fit] learning_rate", "positive", "-0.05"]),
     ("polish = 0", "polish = 0\nlearning_rate = 0.0", ["[fit] learning_rate", "positive"]),
     ("polish = 0", "polish = 0\nlearning_rate = nan", ["[fit] learning_rate", "positive"]),

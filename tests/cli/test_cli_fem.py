@@ -24,7 +24,8 @@ def test_fem_material_demo_recovers_mu_and_lambda_and_writes_every_output(tmp_pa
     this test needs)."""
     out = tmp_path / "fem-material"
     rc = main(["demo", "fem-material", "--estimate", "fem_mu,k_lambda", "--size", "32", "--frames", "8",
-               "--iterations", "40", "--learning-rate", "0.1", "--polish", "0", "--out", str(out), "--no-progress"])
+               "--iterations", "40", "--learning-rate", "0.1", "--polish", "0", "--rounds", "1", "--out", str(out),
+               "--no-progress"])
     assert rc == 0
     for name in OUTPUTS:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -39,6 +40,7 @@ def test_fem_material_demo_recovers_mu_and_lambda_and_writes_every_output(tmp_pa
                 "total_wall_time_s"):
         assert key in report
     assert report["iterations"]["adam"] == 40
+    assert report["iterations"]["rounds"] == 1 and report["iterations"]["best_round"] == 1
     assert str(out.resolve()) in capsys.readouterr().out
 
 

@@ -71,3 +71,42 @@ def test_joint_without_push_is_flagged(recording):
     for name in ALL:
         assert f"log({name})" in combo
     assert np.all(np.isinf(report.stderr))
+
+
+def test_rounds_continue_from_a_stall_and_keep_the_best(recording):
+    """A round that ends above the noise floor starts another from its estimate (all frames, a fresh
+    schedule); each round's history follows the last, and the estimate is the best round's."""
+    exp, truth, target = recording
+    initial = sysid.perturbed(truth, ("damping",), seed=2, low=0.4, high=0.5)
+    config = sysid.FitConfig(free=("damping",), iterations=2, learning_rate=0.05, polish=0, rounds=3,
+                             round_iterations=8, progress=False, report=False)
+    result = sysid.identify(exp, target, initial, config)
+    history = result.history
+    assert history["rounds"] >= 2
+    assert result.adam_iterations == 2 + 8 * (history["rounds"] - 1)
+    assert np.all(np.diff(history["iteration"]) > 0)
+    # Round 1's end: its 2 iterations and the state after them.
+    first_loss = history["loss"][2]
+    assert result.loss < 0.5 * first_loss
+    ends = [history["loss"][2 + 9 * k] for k in range(history["rounds"])]
+    assert history["best_round"] == 1 + int(np.argmin(ends))
+    assert result.loss == min(ends)
+    err = sysid.relative_error("damping", result.theta["damping"], truth["damping"])
+    start = sysid.relative_error("damping", initial["damping"], truth["damping"])
+    assert err < 0.5 * start
+
+
+def test_rounds_end_at_the_noise_floor(recording):
+    exp, truth, target = recording
+    config = sysid.FitConfig(free=("damping",), iterations=1, learning_rate=1e-4, polish=0, rounds=4,
+                             progress=False, report=False)
+    result = sysid.identify(exp, target, dict(truth), config)
+    assert result.history["rounds"] == 1 and result.history["best_round"] == 1
+    assert result.adam_iterations == 1
+
+
+def test_rounds_must_be_positive():
+    with pytest.raises(ValueError, match="rounds"):
+        sysid.check_config(sysid.FitConfig(free=("mass",), rounds=0))
+    with pytest.raises(ValueError, match="round_iterations"):
+        sysid.check_config(sysid.FitConfig(free=("mass",), round_iterations=0))

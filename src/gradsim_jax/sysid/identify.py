@@ -17,6 +17,7 @@ import dataclasses
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import jax
@@ -28,7 +29,8 @@ from gradsim_jax.fit import content_sha256, gauss_newton_report, rgba_mse
 from gradsim_jax.fit.identifiability import scalar_labels, report_from_jacobian
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import least_squares, silhouette_loss
-from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
+from gradsim_jax.fit.checkpoint import checkpoint_path
+from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
@@ -87,7 +89,15 @@ class FitConfig:
     (`fit`'s per-field clipping); None: none.
     resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
     scene_file_sha256: content hash of the scene file the experiment was built from, recorded with the
-    fit's inputs (None: no scene file)."""
+    fit's inputs (None: no scene file).
+    rounds: at most this many rounds of Adam then the polish. A rendered target is fitted to its noise
+    floor; when a round ends above `FLOOR_FACTOR` times the target's noise floor (a local minimum, or a
+    stall), the next round starts from its estimate with `round_iterations` Adam iterations over all
+    frames (a fresh cosine schedule; None: half of `iterations`) and polishes again. The rounds end at the
+    floor, after a round that lowers the loss by less than 1 % (`ROUND_GAIN`), or after `rounds`; the
+    round with the lowest loss gives the estimate (`history["rounds"]`, `history["best_round"]`). Against a
+    real video, which a model never explains to its noise floor, they run until one gains under 1 % or
+    all are spent. 1: one round (Adam, then the polish)."""
 
     free: tuple[str, ...]
     iterations: int = 100
@@ -107,6 +117,8 @@ class FitConfig:
     smoothness: float = 0.0
     clip: Optional[dict] = None
     window: Optional[int] = None
+    rounds: int = 1
+    round_iterations: Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -131,7 +143,8 @@ class SysIdResult:
 def check_config(config: FitConfig) -> None:
     """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
     for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
-                       ("checkpoint_every", 1), ("window", 1)):
+                       ("checkpoint_every", 1), ("window", 1), ("rounds", 1),
+                       ("round_iterations", 1)):
         value = getattr(config, key)
         if value is not None and (not isinstance(value, (int, np.integer)) or value < least):
             raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
@@ -484,51 +497,116 @@ def stable_bounds(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
     return theta, bounds
 
 
+#: A later round (`FitConfig.rounds`) must lower the loss below this fraction of the best so far, or the
+#: rounds end.
+ROUND_GAIN = 0.99
+
+
 def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> SysIdResult:
-    """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`."""
+    """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`:
+    Adam, then the Levenberg-Marquardt polish, in up to `config.rounds` rounds (see `FitConfig`)."""
     started = time.perf_counter()
     free = tuple(canonical(n) for n in config.free)
     check_config(config)
     theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     inputs = fit_inputs(exp, target, theta0, config)
     target = jnp.asarray(target, theta0["push"].dtype)
-    tf = transforms_for(free)
+    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
+    floor = noise_floor(np.asarray(target)[_frames_of(exp, config.frame_stride)], channels)
     history = {"iteration": [], "loss": [], "params": {n: [] for n in free}, "stage": []}
-    theta = theta0
-    adam_iterations = 0
-    grad_norm = float("nan")
-    resumed = None
-    if config.iterations > 0:
-        ramp = None if config.horizon is None else (config.horizon, config.iterations // 2)
+    iterations = config.round_iterations or max(config.iterations // 2, 1)
+    done = [_fit_round(exp, target, theta0, config, free, history, iterations=config.iterations,
+                       horizon=config.horizon, checkpoint_dir=config.checkpoint_dir, metadata=inputs,
+                       resume=config.resume)]
+    best = done[0]
+    while len(done) < config.rounds and np.isfinite(best["loss"]) and best["loss"] > FLOOR_FACTOR * floor:
+        if config.progress:
+            print(f"  round {len(done) + 1}: the loss {best['loss']:.3g} is {best['loss'] / max(floor, 1e-300):.3g} x "
+                  f"the noise floor: {iterations} more Adam iterations over all frames, then the polish")
+        checkpoints = (None if config.checkpoint_dir is None
+                       else str(Path(config.checkpoint_dir) / f"round{len(done) + 1}"))
+        done.append(_fit_round(exp, target, best["theta"], config, free, history, iterations=iterations,
+                               horizon=None, checkpoint_dir=checkpoints,
+                               metadata={**fit_inputs(exp, target, best["theta"], config), "round": len(done) + 1,
+                                         "iterations": iterations, "horizon": None},
+                               resume=config.resume and checkpoints is not None
+                               and Path(checkpoint_path(checkpoints)).exists()))
+        gained = done[-1]["loss"] < ROUND_GAIN * best["loss"]
+        if done[-1]["loss"] < best["loss"]:
+            best = done[-1]
+        if not gained:
+            break
+    theta, info, final_loss = best["theta"], best["info"], best["loss"]
+    history["rounds"] = len(done)
+    history["best_round"] = 1 + next(k for k, r in enumerate(done) if r is best)
+    n_scalars = sum(int(np.size(theta[n])) for n in free)
+    report = None
+    if config.report and n_scalars <= REPORT_MAX_SCALARS and "jacobian" in info:
+        # The polish's last Jacobian is the report's (same residuals, all frames, same coordinates).
+        report = report_from_jacobian(info["jacobian"], info["residual"], info["labels"], info["values"],
+                                      info["dxdz"])
+    elif config.report and n_scalars <= REPORT_MAX_SCALARS:
+
+        def residual(th):
+            th, e, tgt = _split_data(exp, th)
+            return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
+
+        report = gauss_newton_report(residual, _with_data(theta, exp, target), free=free,
+                                     transforms=transforms_for(free))
+    initial_loss = history["loss"][0] if history["loss"] else final_loss
+    convergence = assess(initial_loss=initial_loss, final_loss=final_loss, floor=floor,
+                         grad_norm=best["grad_norm"], last_step=best["last_step"], loss_kind=config.loss)
+    return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
+                       wall_time=time.perf_counter() - started,
+                       adam_iterations=sum(r["adam_iterations"] for r in done),
+                       lm_iterations=sum(r["lm_steps"] for r in done), loss=final_loss, convergence=convergence,
+                       inputs=inputs, resume=done[0]["resumed"])
+
+
+def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, free, history: dict, *,
+               iterations: int, horizon, checkpoint_dir, metadata: dict, resume: bool) -> dict:
+    """One round of `identify` from `theta`: `iterations` Adam iterations (growing `horizon`), then the
+    polish; appends to `history` and returns theta, loss (the image loss at the end of the round), info (the
+    polish's), grad_norm, last_step, adam_iterations, lm_steps and resumed."""
+    tf = transforms_for(free)
+    round_start = len(history["loss"])
+    adam_iterations, grad_norm, resumed = 0, float("nan"), None
+    next_iteration = history["iteration"][-1] + 1 if history["iteration"] else 0
+    if iterations > 0:
+        ramp = None if horizon is None else (horizon, iterations // 2)
 
         loss_fn = fit_loss(exp, config, ramp)
         callback = None
         if config.callback is not None:
             def callback(it, params, loss, aux):
-                return config.callback(it, _split_data(exp, params)[0], loss, aux)
-        schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
-        theta0, bounds = stable_bounds(exp, theta0, free)
+                return config.callback(next_iteration + it, _split_data(exp, params)[0], loss, aux)
+        schedule = optax.cosine_decay_schedule(config.learning_rate, max(iterations, 1), alpha=0.02)
+        theta, bounds = stable_bounds(exp, theta, free)
         result = run_fit(
-            loss_fn, _with_data(theta0, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
-            steps=config.iterations, checkpoint_dir=config.checkpoint_dir, checkpoint_every=config.checkpoint_every,
-            resume=config.resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
-            metadata=inputs, resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
+            loss_fn, _with_data(theta, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
+            steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
+            resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
+            metadata=metadata,
+            resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
             clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None, bounds=bounds,
         )
         resumed = result.resume
         theta = _split_data(exp, result.params)[0]
         adam_iterations = result.iterations
         grad_norm = result.grad_norm
-        history["grad_norm"] = list(result.history.get("grad_norm", []))
-        history["grad_norms"] = {n: list(v) for n, v in result.history.get("grad_norms", {}).items()}
-        history["backoffs"] = list(result.history.get("backoffs", []))
-        history["iteration"] = list(result.history["iteration"])
-        history["loss"] = list(result.history["loss"])
+        history.setdefault("grad_norm", []).extend(result.history.get("grad_norm", []))
+        norms = history.setdefault("grad_norms", {})
+        for n, v in result.history.get("grad_norms", {}).items():
+            norms.setdefault(n, []).extend(v)
+        history.setdefault("backoffs", []).extend(
+            next_iteration + b if isinstance(b, (int, np.integer)) else b for b in result.history.get("backoffs", []))
+        history["iteration"].extend(next_iteration + i for i in result.history["iteration"])
+        history["loss"].extend(result.history["loss"])
         for n in free:
-            history["params"][n] = list(result.history["params"][n])
-        history["stage"] = ["adam"] * len(history["iteration"])
+            history["params"][n].extend(result.history["params"][n])
+        history["stage"].extend(["adam"] * len(result.history["iteration"]))
         # The state after the last update, as the next entry.
-        history["iteration"].append(adam_iterations)
+        history["iteration"].append(next_iteration + adam_iterations)
         history["loss"].append(result.loss)
         for n in free:
             history["params"][n].append(_record(theta[n]))
@@ -554,7 +632,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
                                              frame_stride=config.frame_stride, progress=config.progress, info=info)
         grad_norm = info.get("grad_norm", grad_norm)
         last_step = info.get("gn_step")
-        if config.iterations == 0 and not records:
+        if iterations == 0 and not records:
             history["loss"].append(float(np.sum(np.square(info["residual"]))))  # no step taken: at the start
     if records is not None:
         start = history["iteration"][-1] + 1 if history["iteration"] else 0
@@ -566,33 +644,11 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
             history["stage"].append("lm")
         lm_steps = len(records)
     # |r|^2 of the last LM step (over all frames) is the image loss; else the fit's own final loss.
-    final_loss = history["loss"][-1] if history["loss"] else float("nan")
-    report = None
-    if config.report and n_scalars <= REPORT_MAX_SCALARS and "jacobian" in info:
-        # The polish's last Jacobian is the report's (same residuals, all frames, same coordinates).
-        report = report_from_jacobian(info["jacobian"], info["residual"], info["labels"], info["values"],
-                                      info["dxdz"])
-    elif config.report and n_scalars <= REPORT_MAX_SCALARS:
-
-        def residual(th):
-            th, e, tgt = _split_data(exp, th)
-            return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
-
-        report = gauss_newton_report(residual, _with_data(theta, exp, target), free=free, transforms=tf)
-    if history["loss"]:
-        initial_loss = history["loss"][0]
-    else:
-        initial_loss = final_loss
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
-    convergence = assess(initial_loss=initial_loss, final_loss=final_loss,
-                         floor=noise_floor(np.asarray(target)[_frames_of(exp, config.frame_stride)], channels),
-                         grad_norm=grad_norm,
-                         last_step=relative_last_step(history["params"]) if last_step is None else last_step,
-                         loss_kind=config.loss)
-    return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
-                       wall_time=time.perf_counter() - started, adam_iterations=adam_iterations,
-                       lm_iterations=lm_steps, loss=final_loss, convergence=convergence, inputs=inputs,
-                       resume=resumed)
+    loss = history["loss"][-1] if len(history["loss"]) > round_start else float("nan")
+    if last_step is None:
+        last_step = relative_last_step({n: v[round_start:] for n, v in history["params"].items()})
+    return {"theta": theta, "loss": loss, "info": info, "grad_norm": grad_norm, "last_step": last_step,
+            "adam_iterations": adam_iterations, "lm_steps": lm_steps, "resumed": resumed}
 
 
 def _record(x):

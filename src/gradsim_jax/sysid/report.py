@@ -81,7 +81,9 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
         "estimated": {n: _summary(result.theta[n]) for n in free},
         "initial": {n: _summary(initial[n]) for n in free},
         "units": {n: QUANTITIES[n].unit for n in free},
-        "iterations": {"adam": result.adam_iterations, "levenberg_marquardt": result.lm_iterations},
+        "iterations": {"adam": result.adam_iterations, "levenberg_marquardt": result.lm_iterations,
+                       "rounds": int(result.history.get("rounds", 1)),
+                       "best_round": int(result.history.get("best_round", 1))},
         "final_loss": result.loss,
         "wall_time_s": result.wall_time,
         "versions": _versions(),
@@ -207,10 +209,17 @@ def plot_loss(path, history: dict) -> Path:
     ax = fig.add_subplot(1, 1, 1)
     it, loss = np.asarray(history["iteration"]), np.asarray(history["loss"])
     stages = np.asarray(history.get("stage", ["adam"] * len(it)))
-    for stage, style in (("adam", "-"), ("lm", "o-")):
-        sel = stages == stage
-        if sel.any():
-            ax.semilogy(it[sel], np.maximum(loss[sel], 1e-30), style, label=stage.upper() if stage == "lm" else "Adam")
+    # One line per contiguous stage (a fit of several rounds alternates Adam and LM), one legend entry each.
+    cuts = np.flatnonzero(stages[1:] != stages[:-1]) + 1
+    colors = {"adam": "C0", "lm": "C1"}
+    labelled = set()
+    for run in np.split(np.arange(it.size), cuts):
+        if run.size == 0:
+            continue
+        stage = str(stages[run[0]])
+        ax.semilogy(it[run], np.maximum(loss[run], 1e-30), "o-" if stage == "lm" else "-", color=colors.get(stage),
+                    label=None if stage in labelled else ("LM" if stage == "lm" else "Adam"))
+        labelled.add(stage)
     ax.set_xlabel("iteration")
     ax.set_ylabel("image loss")
     if it.size:

@@ -62,7 +62,9 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
                                       fitted_video=fitted_video, report=report, result=result, truth=truth)
     write_report(report["outputs"]["report"], report)
     echo(f"fit finished in {result.wall_time:.1f} s ({result.adam_iterations} Adam iterations, "
-         f"{result.lm_iterations} Levenberg-Marquardt steps), final loss {result.loss:.3e}")
+         f"{result.lm_iterations} Levenberg-Marquardt steps"
+         + (f", {result.history['rounds']} rounds, the estimate from round {result.history['best_round']}"
+            if result.history.get("rounds", 1) > 1 else "") + f"), final loss {result.loss:.3e}")
     for line in summary_lines(report):
         echo(line)
     if report.get("backoffs"):
