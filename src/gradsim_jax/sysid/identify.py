@@ -598,8 +598,7 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
         norms = history.setdefault("grad_norms", {})
         for n, v in result.history.get("grad_norms", {}).items():
             norms.setdefault(n, []).extend(v)
-        history.setdefault("backoffs", []).extend(
-            next_iteration + b if isinstance(b, (int, np.integer)) else b for b in result.history.get("backoffs", []))
+        history.setdefault("backoffs", []).extend(next_iteration + int(b) for b in result.history.get("backoffs", []))
         history["iteration"].extend(next_iteration + i for i in result.history["iteration"])
         history["loss"].extend(result.history["loss"])
         for n in free:
