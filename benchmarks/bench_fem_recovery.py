@@ -93,6 +93,7 @@ def fit_rows(demo: str, scene: str, size: int) -> list:
         initial[q] = jnp.asarray(value, jnp.asarray(truth[q]).dtype)
     config = sysid.FitConfig(free=free, iterations=settings["iterations"], learning_rate=settings["learning_rate"],
                              loss="rgba", frame_stride=1, polish=settings["polish"], horizon=settings["horizon"],
+                             rounds=settings.get("rounds", 1), round_iterations=settings.get("round_iterations"),
                              progress=True, report=False)
     result = sysid.identify(exp, target, initial, config)
     wall = time.perf_counter() - started
@@ -107,6 +108,7 @@ def fit_rows(demo: str, scene: str, size: int) -> list:
             "meets_target": None if targets[q] is None else bool(err < targets[q]),
             "converged": bool(result.convergence.converged), "reasons": list(result.convergence.reasons),
             "final_loss": float(result.convergence.final_loss), "wall_time_s": wall,
+            "rounds": int(result.history.get("rounds", 1)), "best_round": int(result.history.get("best_round", 1)),
             "scene_kwargs": {} if scene == "demo" else dict(OTHER_SCENES[demo][scene]),
             "size": size, "frames": exp.frames, "substeps": exp.substeps, "settings": dict(settings),
         })
