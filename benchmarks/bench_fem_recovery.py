@@ -91,10 +91,7 @@ def fit_rows(demo: str, scene: str, size: int) -> list:
         else:
             value = value * factors[k]
         initial[q] = jnp.asarray(value, jnp.asarray(truth[q]).dtype)
-    config = sysid.FitConfig(free=free, iterations=settings["iterations"], learning_rate=settings["learning_rate"],
-                             loss="rgba", frame_stride=1, polish=settings["polish"], horizon=settings["horizon"],
-                             rounds=settings.get("rounds", 1), round_iterations=settings.get("round_iterations"),
-                             progress=True, report=False)
+    config = cli.demo_fit_config(free, settings, progress=True, report=False)
     result = sysid.identify(exp, target, initial, config)
     wall = time.perf_counter() - started
     mean = lambda v: float(np.mean(np.asarray(v, np.float64)))  # noqa: E731

@@ -119,10 +119,8 @@ def fit_row(quantity: str, scene: str, sign: int, size: int) -> dict:
     initial = dict(truth)
     value = np.asarray(truth[quantity], np.float64) * (1.0 + 0.5 * sign)
     initial[quantity] = jnp.asarray(value, jnp.asarray(truth[quantity]).dtype)
-    # The CLI demos' FitConfig (cli._config with no flags given), without checkpoints or output files.
-    config = sysid.FitConfig(free=(quantity,), iterations=settings["iterations"],
-                             learning_rate=settings["learning_rate"], loss="rgba", frame_stride=1,
-                             polish=settings["polish"], horizon=settings["horizon"], progress=False, report=False)
+    # The CLI demos' FitConfig (no flags given), without checkpoints or output files.
+    config = cli.demo_fit_config((quantity,), settings, progress=False, report=False)
     result = sysid.identify(exp, target, initial, config)
     wall = time.perf_counter() - started
     err = sysid.relative_error(quantity, result.theta[quantity], truth[quantity])

@@ -85,6 +85,15 @@ FEM_DEMOS = {
 }
 
 
+def demo_fit_config(free, defaults: dict, **fields):
+    """The `FitConfig` of a table demo (RIGID_DEMOS, FEM_DEMOS) run with no fit flags: its fit `defaults`
+    (FitConfig fields by name), the RGBA loss on every frame, and any other `fields` (progress, report, ...).
+    The benchmarks fit with exactly this, so a setting added to a demo's defaults reaches them too."""
+    from gradsim_jax.sysid import FitConfig
+
+    return FitConfig(free=tuple(free), loss="rgba", frame_stride=1, **{**defaults, **fields})
+
+
 def _count(least: int):
     """argparse type: an integer >= `least` (the message says what is allowed)."""
     def parse(text):
@@ -523,10 +532,7 @@ def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment) -> 
     except ValueError as e:
         return _fail(str(e))
     return _run_demo(args, args.demo, free,
-                     lambda: experiment(args.demo, free, size=args.size, frames=args.frames),
-                     iterations=defaults["iterations"], learning_rate=defaults["learning_rate"],
-                     polish=defaults["polish"], horizon=defaults["horizon"], rounds=defaults.get("rounds", 1),
-                     round_iterations=defaults.get("round_iterations"))
+                     lambda: experiment(args.demo, free, size=args.size, frames=args.frames), **defaults)
 
 
 def cmd_demo_rigid(args) -> int:
