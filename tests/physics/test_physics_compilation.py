@@ -1,11 +1,15 @@
 """gs.jit: jax.jit with gradsim-jax's XLA options (`gradsim_jax.compilation`)."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import gradsim_jax as gs
-from gradsim_jax.compilation import COMPILER_OPTIONS, jit
+import pytest
+
+from gradsim_jax.compilation import COMPILER_OPTIONS, DEFAULT_OPTIONS, OPTIONS_VARIABLE, jit, options_from_environment
 
 
 def _hanging_cloth_loss():
@@ -32,6 +36,16 @@ def test_jit_compiles_with_the_options_and_merges_the_callers():
     # XLA refuses an unknown or malformed option when compiling, so compiling proves the options are valid.
     compiled = jit(lambda x: jnp.sum(x * x, axis=0)).lower(jnp.ones((3, 5))).compile()
     np.testing.assert_allclose(compiled(jnp.ones((3, 5))), np.full(5, 3.0))
-    assert COMPILER_OPTIONS == {"xla_cpu_experimental_ynn_fusion_type": ""}
+    assert DEFAULT_OPTIONS == {"xla_cpu_experimental_ynn_fusion_type": ""}
+    assert COMPILER_OPTIONS == {**DEFAULT_OPTIONS, **options_from_environment(os.environ.get(OPTIONS_VARIABLE))}
     merged = jit(lambda x: x + 1, compiler_options={"xla_cpu_enable_fast_math": False}, static_argnums=())
     assert float(merged(jnp.float32(1.0))) == 2.0
+
+
+def test_options_from_the_environment_are_checked():
+    assert options_from_environment(None) == {} and options_from_environment("") == {}
+    assert options_from_environment('{"xla_cpu_use_fusion_emitters": false}') == {
+        "xla_cpu_use_fusion_emitters": False}
+    for bad in ("xla_cpu_use_fusion_emitters=false", "[1, 2]", '{"a": [1]}'):
+        with pytest.raises(ValueError, match="GRADSIM_JAX_COMPILER_OPTIONS"):
+            options_from_environment(bad)
