@@ -1,6 +1,7 @@
 """The fit loop on analytic problems: recovery, compile once, free/fixed fields, guards, history, options."""
 
 import dataclasses
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from gradsim_jax.fit import FitBackoffWarning, FitDiverged, fit
+from gradsim_jax.fit import FitBackoffWarning, FitDiverged, cosine_schedule, fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,49 @@ def test_recovers_oscillator_parameters_and_compiles_once():
     assert r.iterations == 250 and r.stop_reason == "steps" and not r.converged
     assert r.loss < 1e-7 and r.loss < r.history["loss"][0] * 1e-4
     assert r.wall_time > 0
+
+
+def test_a_host_schedule_makes_the_updates_of_the_same_schedule_inside_adam():
+    steps, lr, alpha = 40, 0.05, 0.02
+    inside = fit(oscillator_loss, GUESS, free=("k", "c"), transforms={"k": "log", "c": "softplus"}, steps=steps,
+                 optimizer=optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=alpha)), progress=False)
+    host = fit(oscillator_loss, GUESS, free=("k", "c"), transforms={"k": "log", "c": "softplus"}, steps=steps,
+               optimizer=optax.adam(lr), schedule=cosine_schedule(steps, alpha=alpha), progress=False)
+    np.testing.assert_allclose(host.history["loss"], inside.history["loss"], rtol=1e-5)
+    np.testing.assert_allclose([host.params.k, host.params.c], [inside.params.k, inside.params.c], rtol=1e-5)
+    factor = cosine_schedule(10, alpha=0.1)
+    assert factor(0) == 1.0 and abs(factor(5) - 0.55) < 1e-12 and factor(10) == factor(99) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="steps"):
+        cosine_schedule(0)
+    with pytest.raises(ValueError, match="schedule"):
+        fit(oscillator_loss, GUESS, free=("k",), steps=1, schedule=0.5, progress=False)
+
+
+def test_fits_differing_in_length_schedule_and_bounds_compile_one_program(tmp_path, caplog):
+    """The schedule's factors and the bounds are data of the compiled step: a second fit of the same loss with
+    other bounds (or none) and a schedule of another length finds the first one's program (here in a fresh
+    persistent cache; a `sysid` fit's later rounds and fits from other starts are such fits)."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    old_dir, old_time = jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs
+    common = dict(free=("k", "c"), transforms={"k": "log", "c": "softplus"}, optimizer=optax.adam(0.05),
+                  progress=False)
+    try:
+        cc.reset_cache()
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        with caplog.at_level(logging.DEBUG, logger="jax._src.compiler"):
+            fit(oscillator_loss, GUESS, steps=3, schedule=cosine_schedule(3), bounds={"k": (1.0, 10.0)}, **common)
+            caplog.clear()
+            fit(oscillator_loss, GUESS, steps=6, schedule=cosine_schedule(6, alpha=0.1),
+                bounds={"k": (0.5, 20.0), "c": (None, 2.0)}, **common)
+            fit(oscillator_loss, GUESS, steps=2, **common)
+        messages = [r.getMessage() for r in caplog.records if "jit_step" in r.getMessage()]
+        assert messages and all("cache hit" in m for m in messages), messages
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", old_time)
+        cc.reset_cache()
 
 
 def test_least_squares_on_a_dict_with_fixed_fields_never_differentiated():

@@ -20,7 +20,7 @@ from gradsim_jax.fit.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from gradsim_jax.fit.fit import FitBackoffWarning, FitDiverged, FitResult, fit
+from gradsim_jax.fit.fit import FitBackoffWarning, FitDiverged, FitResult, cosine_schedule, fit
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.fit.identifiability import IdentifiabilityReport, gauss_newton_report
 from gradsim_jax.fit.losses import (
@@ -63,6 +63,7 @@ __all__ = [
     "check_resume",
     "checkpoint_path",
     "content_sha256",
+    "cosine_schedule",
     "fit",
     "fit_batched",
     "fit_windowed",

@@ -227,7 +227,7 @@ def fit_batched(
     carry["prev"] = carry["state"]
     batched_values = {n: batch[n] for n in batch if n not in tf}
 
-    step = _make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False, box=box)
+    step = _make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False)
 
     def member(carry, values, shared):
         """One iteration of one member: `fit`'s step, its update kept only while the member is live."""
@@ -235,7 +235,7 @@ def fit_batched(
         if typed:
             state = state._replace(key=jax.random.wrap_key_data(state.key, impl=impl))
         base = replace_fields(shared, values)
-        new, loss, finite, record, _, _ = step(state, base)
+        new, loss, finite, record, _, _ = step(state, base, None, box)
         if typed:
             new = new._replace(key=jax.random.key_data(new.key))
         ok = jnp.all(finite)

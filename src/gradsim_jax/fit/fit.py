@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 import warnings
 from typing import Any, Callable, Optional
@@ -142,16 +143,17 @@ class FitResult:
 
 
 def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
-               checks=None, clip=None, box=None):
-    """The pure iteration `(state, base_params[, scale]) -> (state, loss, finite [1 + n_free], record, aux,
-    error)`; `scale` multiplies the optimizer's update (None: not at all);
+               checks=None, clip=None):
+    """The pure iteration `(state, base_params[, scale[, box]]) -> (state, loss, finite [1 + n_free], record,
+    aux, error)`; `scale` multiplies the optimizer's update (None: not at all);
     record holds each free field (physical units), "grad_norm", the global norm of the loss's gradient
     with respect to the unconstrained parameters, and "grad_norms", {field: its own norm} (both before
     clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; `box`
-    {field: (lo, hi)} clips the updated unconstrained values (projected steps); error is `checks(params)`
-    (a checkify Error) or None."""
+    {field: (lo, hi)} clips the updated unconstrained values (projected steps; None or a missing field: not
+    clipped); error is `checks(params)` (a checkify Error) or None. Scale and box are arguments, so fits that
+    differ only in them (a schedule's length, bounds from another start) are one program."""
 
-    def step(state: FitState, base: Any, scale=None):
+    def step(state: FitState, base: Any, scale=None, box=None):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
 
         def objective(u):
@@ -272,6 +274,20 @@ def _converged(losses: list[float], ftol: float, patience: int) -> bool:
     return bool(np.all(change <= ftol))
 
 
+def cosine_schedule(steps: int, alpha: float = 0.0) -> Callable[[int], float]:
+    """The factor `i -> (1 - alpha) (1 + cos(pi min(i, steps) / steps)) / 2 + alpha` for `fit(schedule=...)`:
+    from 1 down to `alpha` over `steps` updates, as `optax.cosine_decay_schedule(1.0, steps, alpha)`."""
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive int; got {steps!r}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1]; got {alpha}")
+
+    def factor(i: int) -> float:
+        return (1.0 - alpha) * 0.5 * (1.0 + math.cos(math.pi * min(int(i), steps) / steps)) + alpha
+
+    return factor
+
+
 def fit(
     loss_fn: Callable[..., Any],
     params: Any,
@@ -299,6 +315,7 @@ def fit(
     checks: Optional[Callable[[Any], Any]] = None,
     backoff: int = 4,
     bounds: Optional[dict[str, tuple]] = None,
+    schedule: Optional[Callable[[int], float]] = None,
 ) -> FitResult:
     """Minimize `loss_fn` over the free fields of `params`.
 
@@ -346,6 +363,11 @@ def fit(
         depend on the problem, e.g. the damping that the explicit step allows (`sysid`); the initial values
         must lie inside. A checkpoint resumes only with the same bounds (or with `resume_anyway`, under the
         new ones).
+      schedule: `schedule(i)`, a factor of update i + 1 (the one from the parameters after i updates), e.g.
+        `cosine_schedule(steps)`: evaluated here and passed to the compiled step as data, so fits that differ in
+        their length, their bounds or their start compile one program (a schedule inside `optimizer`, such as
+        `optax.cosine_decay_schedule`, is a constant of the program). For Adam, `optax.adam(lr)` with
+        `schedule=s` makes the updates of `optax.adam(lambda i: lr * s(i))`. None: 1.
     Returns:
       FitResult.
     Raises:
@@ -366,6 +388,9 @@ def fit(
         raise ValueError("uses_key=True needs an explicit key, e.g. key=jax.random.key(0)")
     if patience < 1:
         raise ValueError(f"patience must be >= 1; got {patience}")
+    if schedule is not None and not callable(schedule):
+        raise ValueError(f"schedule must be a function of the iteration (e.g. cosine_schedule(steps)); got "
+                         f"{schedule!r}")
     if not isinstance(backoff, (int, np.integer)) or backoff < 0:
         raise ValueError(f"backoff must be a non-negative int; got {backoff!r}")
     started = time.perf_counter()
@@ -423,8 +448,17 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip,
-                                    box)))
+    step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
+    # Every field is clipped (by -inf, inf where it has no bounds), so bounded and unbounded fits share a program.
+    box = {n: box[n] if box and n in box else tuple(jnp.asarray(b, u0[n].dtype) for b in (-jnp.inf, jnp.inf))
+           for n in tf}
+
+    def factor(i, backoffs):
+        """The update's scale at iteration i: the schedule's factor, halved for each back-off so far."""
+        value = 0.5 ** backoffs * (1.0 if schedule is None else float(schedule(i)))
+        if not np.isfinite(value):
+            raise ValueError(f"schedule({i}) is {value}; it must be a finite number")
+        return value
 
     def save():
         save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {}),
@@ -456,8 +490,9 @@ def fit(
         while True:
             # Iteration `it` evaluates the loss at `state` (the parameters after `it` updates); past the last
             # iteration, or once stopped, that evaluation is the result's loss and its update is dropped.
-            scale = 0.5 ** len(history["backoffs"])  # each back-off halves the updates from then on
-            new_state, loss, finite, record, aux, error = step(state, params, scale)
+            # Each back-off halves the updates from then on.
+            new_state, loss, finite, record, aux, error = step(state, params, factor(it, len(history["backoffs"])),
+                                                               box)
             # The only host sync of the iteration: loss, flags, checks and the recorded values in one transfer.
             loss, finite, record, error = jax.device_get((loss, finite, record, error))
             check(it, error)
@@ -465,12 +500,12 @@ def fit(
                 if prev is None or len(history["backoffs"]) >= backoff:
                     raise diverged(it, loss, finite, prev)
                 history["backoffs"].append(it)
-                scale = 0.5 ** len(history["backoffs"])
+                scale = factor(it - 1, len(history["backoffs"]))  # update `it` again, from `prev`
                 warnings.warn(FitBackoffWarning(
                     f"fit iteration {it}: the loss or gradient is non-finite at the parameters the last update "
-                    f"reached; that update is redone at {scale:g} of its length (later ones too; "
+                    f"reached; that update is redone at {0.5 ** len(history['backoffs']):g} of its length (later ones too; "
                     f"{backoff - len(history['backoffs'])} more halvings allowed)"), stacklevel=2)
-                state = step(prev._replace(opt_state=_clear_momentum(prev.opt_state)), params, scale)[0]
+                state = step(prev._replace(opt_state=_clear_momentum(prev.opt_state)), params, scale, box)[0]
                 continue
             # `state` is finite here, so a checkpoint of it resumes past any back-off it needed.
             if ckpt_file is not None and it != saved_at and (

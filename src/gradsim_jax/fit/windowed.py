@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gradsim_jax.fit.fit import FitResult, fit
+from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
 from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.transforms import Transform, resolve_transform
 from gradsim_jax.physics import Control, ParticleControl, SemiImplicitEuler, State
@@ -463,10 +463,10 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
         def fit_callback(it, params, loss, aux):
             return callback(it, _split_data(exp, params)[0], loss)
 
-    schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.02)
     theta0, bounds = stable_bounds(exp, theta0, free)
     result = fit(loss_fn, _with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
-                 optimizer=optax.adam(schedule), steps=iterations, progress=progress, callback=fit_callback,
+                 optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
+                 steps=iterations, progress=progress, callback=fit_callback,
                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
                  checks=_traced_checks(exp),
                  metadata={"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride, **loss_of},

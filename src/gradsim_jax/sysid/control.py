@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gradsim_jax.fit import cosine_schedule
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import rgba_mse
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, render_frames,
@@ -77,9 +78,8 @@ def pose_from_image(exp: Experiment, x_rest, target_image, *, iterations: int = 
 
     params = _with_data({"translation": jnp.zeros(3, exp.dtype), "yaw": jnp.zeros((), exp.dtype)}, exp,
                         (target, x_rest))
-    schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.02)
-    result = run_fit(loss_fn, params, free=("translation", "yaw"), optimizer=optax.adam(schedule), steps=iterations,
-                     progress=progress)
+    result = run_fit(loss_fn, params, free=("translation", "yaw"), optimizer=optax.adam(learning_rate),
+                     schedule=cosine_schedule(max(iterations, 1), alpha=0.02), steps=iterations, progress=progress)
     x = place_rigidly(x_rest, result.params["translation"], result.params["yaw"])
     return {"x": np.asarray(x), "com": np.asarray(jnp.mean(x, axis=0)),
             "translation": np.asarray(result.params["translation"]), "yaw": float(result.params["yaw"]),
@@ -107,9 +107,9 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
 
     config = FitConfig(free=("velocity",), iterations=iterations, learning_rate=learning_rate, loss="control")
     inputs = fit_inputs(exp, tgt, {"velocity": jnp.asarray(v_guess, tgt.dtype)}, config)
-    schedule = optax.cosine_decay_schedule(learning_rate, max(iterations, 1), alpha=0.05)
     params = _with_data({"v": jnp.asarray(v_guess, tgt.dtype)}, exp, (tgt, base))
-    result = run_fit(loss_fn, params, free=("v",), optimizer=optax.adam(schedule), steps=iterations,
+    result = run_fit(loss_fn, params, free=("v",), optimizer=optax.adam(learning_rate),
+                     schedule=cosine_schedule(max(iterations, 1), alpha=0.05), steps=iterations,
                      checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
                      progress=progress, metadata=inputs, resume_anyway=resume_anyway)
     return np.asarray(result.params["v"]), result

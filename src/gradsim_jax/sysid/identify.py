@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gradsim_jax.fit import content_sha256, gauss_newton_report, rgba_mse
+from gradsim_jax.fit import content_sha256, cosine_schedule, gauss_newton_report, rgba_mse
 from gradsim_jax.fit.identifiability import scalar_labels, report_from_jacobian
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import least_squares, silhouette_loss
@@ -580,11 +580,10 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
         if config.callback is not None:
             def callback(it, params, loss, aux):
                 return config.callback(next_iteration + it, _split_data(exp, params)[0], loss, aux)
-        schedule = optax.cosine_decay_schedule(config.learning_rate, max(iterations, 1), alpha=0.02)
         theta, bounds = stable_bounds(exp, theta, free)
         result = run_fit(
-            loss_fn, _with_data(theta, exp, target), free=free, transforms=tf, optimizer=optax.adam(schedule),
-            steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
+            loss_fn, _with_data(theta, exp, target), free=free, transforms=tf, optimizer=optax.adam(config.learning_rate),
+            schedule=cosine_schedule(max(iterations, 1), alpha=0.02), steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
             resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
             metadata=metadata,
             resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
