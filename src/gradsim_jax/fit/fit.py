@@ -503,8 +503,8 @@ def fit(
                 scale = factor(it - 1, len(history["backoffs"]))  # update `it` again, from `prev`
                 warnings.warn(FitBackoffWarning(
                     f"fit iteration {it}: the loss or gradient is non-finite at the parameters the last update "
-                    f"reached; that update is redone at {0.5 ** len(history['backoffs']):g} of its length (later ones too; "
-                    f"{backoff - len(history['backoffs'])} more halvings allowed)"), stacklevel=2)
+                    f"reached; that update is redone at {0.5 ** len(history['backoffs']):g} of its length (later "
+                    f"ones too; {backoff - len(history['backoffs'])} more halvings allowed)"), stacklevel=2)
                 state = step(prev._replace(opt_state=_clear_momentum(prev.opt_state)), params, scale, box)[0]
                 continue
             # `state` is finite here, so a checkpoint of it resumes past any back-off it needed.

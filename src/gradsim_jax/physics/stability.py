@@ -46,6 +46,7 @@ import numpy as np
 from gradsim_jax.physics.cloth import bending_directions
 from gradsim_jax.physics.cloth import rest_shapes as membrane_rest_shapes
 from gradsim_jax.physics.fem import rest_shapes as fem_rest_shapes
+from gradsim_jax.physics.gather import eager_if_concrete
 from gradsim_jax.physics.particles import free_inverse_mass
 
 
@@ -126,14 +127,15 @@ def _root(k: float, c: float) -> float:
 def _free_inverse_sqrt_mass(topology, params) -> np.ndarray:
     """[n] 1 / sqrt(m) of the free particles, 0 for pinned and massless ones (`free_inverse_mass`)."""
     with jax.enable_x64(True), jax.ensure_compile_time_eval():
-        return np.sqrt(np.asarray(free_inverse_mass(topology.particles, params.particles), np.float64))
+        inverse = eager_if_concrete(free_inverse_mass, topology.particles, params.particles)
+        return np.sqrt(np.asarray(inverse, np.float64))
 
 
 def _tet_gradients(rest_x, tets):
     """Shape-function gradients [k, 4, 3] (1/m) and rest volumes [k] (m^3) of the tets: the rows of
     `fem.rest_shapes`' Dm are those of x1, x2, x3 (0 for a degenerate tet)."""
     with jax.enable_x64(True), jax.ensure_compile_time_eval():  # on the host in float64, also inside a trace
-        dm, volume = (np.asarray(a, np.float64) for a in fem_rest_shapes(rest_x, tets))
+        dm, volume = (np.asarray(a, np.float64) for a in eager_if_concrete(fem_rest_shapes, rest_x, tets))
     return np.concatenate([-dm.sum(axis=1, keepdims=True), dm], axis=1), volume
 
 
@@ -161,7 +163,8 @@ def _membrane_matrices(rest_x, tris, cloth):
     (`physics.cloth`): K = A0 ke G^-1 (x) I + ka (g g^T / A0 + c Hess(area)), C = A0 kd (G^-1 (x) I + g g^T / A0^2)
     with g = grad(area) and c = 1 - alpha + activation the area term's value at rest."""
     with jax.enable_x64(True), jax.ensure_compile_time_eval():
-        gram_inv, area = (np.asarray(a, np.float64) for a in membrane_rest_shapes(rest_x, tris))
+        shapes = eager_if_concrete(membrane_rest_shapes, rest_x, tris)
+        gram_inv, area = (np.asarray(a, np.float64) for a in shapes)
     p, q, r = (rest_x[tris[:, k]] for k in range(3))
     e1, e2 = q - p, r - p
     cross = np.cross(e1, e2)
@@ -192,8 +195,13 @@ def _hinge_gradients(x, edges):
     """The bending forces' direction d [e, 4, 3] per hinge and |e| [e] at positions x
     (`cloth.bending_directions`; 0 for a degenerate hinge)."""
     with jax.enable_x64(True), jax.ensure_compile_time_eval():
-        d, e_len, valid, _ = jax.vmap(bending_directions)(jnp.asarray(x, jnp.float64)[jnp.asarray(edges)])
+        d, e_len, valid, _ = eager_if_concrete(_hinge_directions, np.asarray(x, np.float64), edges)
         return np.asarray(d, np.float64) * np.asarray(valid)[:, None, None], np.asarray(e_len, np.float64)
+
+
+def _hinge_directions(x, edges):
+    """`bending_directions` of every hinge `edges` [e, 4] at positions x [n, 3] (one compiled program)."""
+    return jax.vmap(bending_directions)(x[edges])
 
 
 def _operators(topology, params, positions):
