@@ -21,10 +21,9 @@ the time, as in the test suite, which sets it; the library's default keeps XLA's
 
 from __future__ import annotations
 
-from typing import Callable
-
 import json
 import os
+from typing import Callable
 
 import jax
 

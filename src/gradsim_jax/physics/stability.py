@@ -40,7 +40,6 @@ import math
 from typing import Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.cloth import bending_directions

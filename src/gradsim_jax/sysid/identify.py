@@ -582,8 +582,9 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
                 return config.callback(next_iteration + it, _split_data(exp, params)[0], loss, aux)
         theta, bounds = stable_bounds(exp, theta, free)
         result = run_fit(
-            loss_fn, _with_data(theta, exp, target), free=free, transforms=tf, optimizer=optax.adam(config.learning_rate),
-            schedule=cosine_schedule(max(iterations, 1), alpha=0.02), steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
+            loss_fn, _with_data(theta, exp, target), free=free, transforms=tf,
+            optimizer=optax.adam(config.learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
+            steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
             resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
             metadata=metadata,
             resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
