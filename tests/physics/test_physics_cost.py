@@ -12,7 +12,7 @@ import pytest
 
 import gradsim_jax as gs
 from gradsim_jax import cli, sysid
-from gradsim_jax.physics import estimate_cost
+from gradsim_jax.physics import estimate_cost, gather
 from gradsim_jax.scenefile import load_scene
 from gradsim_jax.sysid import experiment as sysid_experiment
 
@@ -47,7 +47,8 @@ class _Lowered(Exception):
 
 @pytest.fixture
 def lower_only(monkeypatch):
-    """`jax.jit` that lowers the program (where JAX counts its captured constants) and stops there."""
+    """`jax.jit` that lowers the program (where JAX counts its captured constants) and stops there; its
+    `lower` is the real one (the rest-shape helpers are compiled ahead of time: `physics.gather`)."""
     real_jit = jax.jit
 
     def jit(fun, **options):
@@ -57,11 +58,13 @@ def lower_only(monkeypatch):
             jitted.lower(*args, **kwargs)
             raise _Lowered
 
+        call.lower = jitted.lower
         return call
 
     monkeypatch.setattr(jax, "jit", jit)
-    # sysid keeps its jitted functions for the process: these lower-only ones must not outlive the test.
+    # sysid and the helpers keep their jitted functions for the process: lower-only ones must not outlive the test.
     monkeypatch.setattr(sysid_experiment, "_COMPILED", collections.OrderedDict())
+    gather._compiled.cache_clear()
 
 
 def test_cli_programs_capture_no_scene_arrays_as_constants(tmp_path, lower_only):

@@ -11,7 +11,8 @@ import pytest
 from jax.test_util import check_grads
 
 import gradsim_jax as gs
-from gradsim_jax.physics.gather import corner_incidence, gather_corners, incidence_mismatch, scatter_corners
+from gradsim_jax.physics.gather import (corner_incidence, eager_if_concrete, gather_corners, incidence_mismatch,
+                                       scatter_corners)
 
 ELEMENTS = np.array([[0, 1, 2], [2, 1, 3], [3, 4, 2], [4, 0, 2]], np.int32)
 N = 6  # particle 5 belongs to no element
@@ -96,3 +97,38 @@ def test_by_default_only_large_element_arrays_get_a_table():
     assert large.cloth.tri_incidence is not None and large.cloth.bend_incidence is not None
     none, _, _ = gs.cloth_grid(64, 64, 0.01, 0.01, fix_top=True).build(incidence=False)
     assert none.cloth.tri_incidence is None
+
+
+def test_concrete_rest_shapes_run_as_one_program_of_their_shapes_also_under_compile_time_eval():
+    # Called while a jit traces its caller, under `ensure_compile_time_eval` (as the step check is), the helper
+    # program must hold no fills as constants, give the op-by-op values, and serve other values of one shape.
+    import warnings
+
+    from gradsim_jax.physics.cloth import rest_shapes
+
+    rng = np.random.default_rng(0)
+    x, tris = rng.normal(size=(600, 3)), np.stack([np.arange(1000) % 600, (np.arange(1000) + 7) % 600,
+                                                   (np.arange(1000) + 301) % 600], -1)
+    seen = {}
+
+    def caller(y):
+        with jax.enable_x64(True), jax.ensure_compile_time_eval():
+            for scale in (1.0, 2.0):
+                seen[scale] = [np.asarray(a) for a in eager_if_concrete(rest_shapes, scale * x, tris)]
+        return y
+
+    previous = jax.config.jax_captured_constants_warn_bytes
+    jax.config.update("jax_captured_constants_warn_bytes", 4_000)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*constants were captured")
+            jax.jit(caller).lower(1.0)
+    finally:
+        jax.config.update("jax_captured_constants_warn_bytes", previous)
+    with jax.enable_x64(True):
+        expected = [np.asarray(a) for a in rest_shapes(jnp.asarray(x), jnp.asarray(tris))]
+    assert seen[1.0][0].dtype == np.float64
+    np.testing.assert_allclose(seen[1.0][0], expected[0], rtol=1e-12)
+    np.testing.assert_allclose(seen[1.0][1], expected[1], rtol=1e-12)
+    np.testing.assert_allclose(seen[2.0][1], 4.0 * expected[1], rtol=1e-12)
+    assert eager_if_concrete(rest_shapes, x.astype(np.float32), tris)[1].dtype == np.float32
