@@ -10,7 +10,7 @@ from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
 from gradsim_jax.physics import (
     bending_forces, ground_contact, membrane_energy, membrane_forces, spring_energy, spring_forces,
 )
-from gradsim_jax.physics.cloth import bending_force, dihedral_angle
+from gradsim_jax.physics.cloth import bending_force, dihedral_angle, rest_shapes, triangle_force
 from gradsim_jax.physics import replace_paths
 
 
@@ -115,3 +115,24 @@ def test_degenerate_triangles_and_bends_give_finite_forces_and_gradients(x64):
         value, grad = value_and_grad(x)
         assert np.isfinite(float(value))
         assert np.isfinite(np.asarray(grad)).all()
+
+
+def test_membrane_kernel_keeps_float32_accuracy_on_thin_triangles():
+    """The kernel forms |e_q x e_r|^2 from the cross product's components: on slivers (heights 1e-3 of
+    their bases) its float32 forces match a float64 evaluation of the same float32 inputs to 2e-4 of their
+    size (the kernel with cross products: 1.3e-4; both err as eps / sin of the small angle), where the
+    Lagrange identity |e_q|^2 |e_r|^2 - (e_q . e_r)^2 loses 7e-2 (its error grows as eps / sin^2)."""
+    x_rest = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.4, 1e-3, 0.0], [0.3, -1e-3, 2e-4]], np.float32)
+    tris = np.array([[0, 1, 2], [1, 0, 3]], np.int32)
+    top, par, st = gs.cloth_mesh(x_rest, tris, tri_ke=300.0, tri_ka=200.0, tri_kd=0.0, bend_ke=0.0).build()
+    gram_inv, rest_area = rest_shapes(par.cloth.rest_x, top.cloth.triangles)
+    x = (x_rest * np.array([1.02, 1.3, 1.0], np.float32) + np.float32(1e-4) * x_rest[:, :1] * [0, 0, 1])
+    corners = [x[tris[:, k]] for k in range(3)]
+    zeros = [np.zeros_like(c) for c in corners]
+    c = par.cloth
+    args = (*corners, *zeros, gram_inv, rest_area, c.tri_ke, c.tri_ka, c.tri_kd, c.tri_activation)
+    f32 = np.asarray(jax.vmap(triangle_force)(*args), np.float64)
+    with jax.enable_x64(True):
+        f64 = np.asarray(jax.vmap(triangle_force)(*(jnp.asarray(np.asarray(a), jnp.float64) for a in args)))
+    assert np.abs(f64).max() > 1.0
+    np.testing.assert_allclose(f32, f64, atol=5e-4 * np.abs(f64).max())

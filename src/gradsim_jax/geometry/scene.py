@@ -27,8 +27,12 @@ from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
 #: `Scene.build(incidence=None)` gives an element array a corner incidence table from this many corners on
-#: (elements x corners per element): about 4000 triangles.
+#: (elements x corners per element): 6144 springs, 3072 bending edges or tets.
 INCIDENCE_MIN_CORNERS = 12288
+#: The same for membrane triangles, whose corner-major kernel gains from the table much sooner: from 342
+#: triangles (gradSim's 400-triangle demo cloth: forward 20 -> 11 ms, gradient 114 -> 70 ms for 960
+#: steps; at 128 triangles even, at 18 the scatter-add is faster and compiles 0.6 s sooner).
+TRIANGLE_INCIDENCE_MIN_CORNERS = 1024
 
 # dflex/Warp's defaults for cloth materials.
 DEFAULT_TRI_KE = 100.0
@@ -224,8 +228,8 @@ class Scene:
         with each other.
         `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
         table, so that its forces are summed by gathers instead of a scatter-add (`physics.gather`): True,
-        False, or None (default) for arrays of at least `INCIDENCE_MIN_CORNERS` corners, where the faster
-        steps repay the longer compile (a 128 x 128 cloth: 1.15x faster steps, 1.3x faster gradients; a
+        False, or None (default) for arrays of at least `INCIDENCE_MIN_CORNERS` corners
+        (`TRIANGLE_INCIDENCE_MIN_CORNERS` for triangles), where the faster steps repay the longer compile (a
         16-triangle cloth's gradient compiles in 4.6 s instead of 3.5 s for no gain).
         """
         if aerodynamics is None:
@@ -234,10 +238,10 @@ class Scene:
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
         n = len(self.x)
 
-        def table(elements, width):
+        def table(elements, width, min_corners=INCIDENCE_MIN_CORNERS):
             # Checked against its elements by validate_scene below; out-of-range elements fail there first.
             rows = np.asarray(elements, np.int64).reshape(-1, width)
-            wanted = rows.size >= INCIDENCE_MIN_CORNERS if incidence is None else bool(incidence)
+            wanted = rows.size >= min_corners if incidence is None else bool(incidence)
             if not wanted or rows.size == 0 or rows.min() < 0 or rows.max() >= n:
                 return None
             return jnp.asarray(corner_incidence(rows, n))
@@ -247,7 +251,7 @@ class Scene:
             springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32), incidence=table(self.springs, 2)),
             cloth=ClothTopology(triangles=jnp.asarray(self.triangles, jnp.int32),
                                 bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics),
-                                tri_incidence=table(self.triangles, 3),
+                                tri_incidence=table(self.triangles, 3, TRIANGLE_INCIDENCE_MIN_CORNERS),
                                 bend_incidence=table(self.bend_edges, 4)),
             rigid=RigidTopology(vertex_body=jnp.asarray(self.vertex_body, jnp.int32),
                                 push_body=jnp.asarray(self.push_body, jnp.int32),

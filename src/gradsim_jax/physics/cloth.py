@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
-from gradsim_jax.physics.gather import eager_if_concrete, gather_corners, scatter_corners
+from gradsim_jax.physics.gather import (eager_if_concrete, gather_corners, gather_corners_major,
+                                        scatter_corners, scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
+from gradsim_jax.vectors import unstack
 
 
 @pytree_dataclass(meta=("aerodynamics",))
@@ -88,33 +90,48 @@ def rest_shapes(rest_x, triangles):
     return gram_inv, area
 
 
-def triangle_force(xs, vs, gram_inv, rest_area, ke, ka, kd, activation):
-    """Elastic, damping and area forces [3, 3] on the vertices (p, q, r) of one membrane triangle.
+def _dot(a, b):
+    return jnp.sum(a * b, axis=-1)
 
-    xs, vs: [3, 3] positions and velocities of (p, q, r); gram_inv [2, 2]; the rest scalars.
+
+def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activation):
+    """Elastic, damping and area forces (f_p, f_q, f_r), each [3], on the corners of one membrane triangle.
+
+    p, q, r, vp, vq, vr: [3] positions and velocities of its corners; gram_inv [2, 2]; the rest scalars.
+    Written without short-axis stacks (so that, vmapped over corner-major [t, 3] blocks, XLA's CPU backend
+    emits it as whole-array loops): with e_q = q - p, e_r = r - p, only the squared norm of n = e_q x e_r
+    is formed, from its components (as accurate for thin triangles as the cross product, unlike
+    |e_q|^2 |e_r|^2 - (e_q . e_r)^2), and the area gradients e_r x n and n x e_q are expanded as
+    e_q |e_r|^2 - e_r (e_q . e_r) and e_r |e_q|^2 - e_q (e_q . e_r), over |n|.
     """
     k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
-    edges = xs[1:] - xs[0]  # rows e_q, e_r
-    rates = vs[1:] - vs[0]
-    h = gram_inv @ (k_mu * edges + k_damp * rates)  # rows f_q, f_r (G^-1 is symmetric)
+    e_q, e_r = q - p, r - p
+    rate_q, rate_r = vq - vp, vr - vp
+    a_q, a_r = k_mu * e_q + k_damp * rate_q, k_mu * e_r + k_damp * rate_r
+    (g_qq, g_qr), (_, g_rr) = (unstack(row) for row in unstack(gram_inv))  # G^-1 is symmetric
 
-    n = jnp.cross(edges[0], edges[1])
-    n_len = safe_norm(n)
-    n_hat = n * safe_div(1.0, n_len)
+    qq, rr, qr = _dot(e_q, e_q), _dot(e_r, e_r), _dot(e_q, e_r)
+    (qx, qy, qz), (rx, ry, rz) = unstack(e_q, -1), unstack(e_r, -1)
+    n_sq = (qy * rz - qz * ry) ** 2 + (qz * rx - qx * rz) ** 2 + (qx * ry - qy * rx) ** 2
+    pos = n_sq > 0.0
+    n_len = jnp.where(pos, jnp.sqrt(jnp.where(pos, n_sq, 1.0)), 0.0)
     inv_a0 = safe_div(1.0, rest_area)
     c = 0.5 * n_len * inv_a0 - (1.0 + safe_div(ke, ka)) + activation
-    dc = jnp.stack([jnp.cross(edges[1], n_hat), jnp.cross(n_hat, edges[0])]) * (0.5 * inv_a0)  # dc/dq, dc/dr
-    area_force = k_lambda * c + k_damp * jnp.sum(dc * rates)
-    f = h + dc * area_force
-    return jnp.concatenate([jnp.sum(f, 0, keepdims=True), -f])
+    scale = 0.5 * inv_a0 * safe_div(1.0, n_len)
+    dc_q, dc_r = (e_q * rr - e_r * qr) * scale, (e_r * qq - e_q * qr) * scale  # dc/dq, dc/dr
+    area_force = k_lambda * c + k_damp * (_dot(dc_q, rate_q) + _dot(dc_r, rate_r))
+    f_q = g_qq * a_q + g_qr * a_r + dc_q * area_force
+    f_r = g_qr * a_q + g_rr * a_r + dc_r * area_force
+    return f_q + f_r, -f_q, -f_r
 
 
-def triangle_air_force(xs, vs, drag, lift):
-    """Aerodynamic force [3] that each vertex of one triangle receives (drag + lift, negated)."""
-    n = jnp.cross(xs[1] - xs[0], xs[2] - xs[0])
+def triangle_air_force(p, q, r, vp, vq, vr, drag, lift):
+    """Aerodynamic force [3] that each corner of one triangle (positions p, q, r, velocities vp, vq, vr [3])
+    receives (drag + lift, negated)."""
+    n = jnp.cross(q - p, r - p)
     area = 0.5 * safe_norm(n)
     n_hat = safe_normalize(n)
-    v_mid = jnp.mean(vs, axis=0)
+    v_mid = (vp + vq + vr) / 3.0
     f_drag = v_mid * (drag * area * jnp.abs(jnp.dot(n_hat, v_mid)))
     attack = 0.5 * math.pi - safe_acos(jnp.dot(n_hat, safe_normalize(v_mid)))
     f_lift = n_hat * (lift * area * attack) * jnp.dot(v_mid, v_mid)
@@ -143,12 +160,15 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     gram_inv, rest_area = prepare_membrane(topology, params) if prepared is None else prepared
     topology, params = topology.cloth, params.cloth
     act = params.tri_activation if activation is None else params.tri_activation + activation
-    # One gather per quantity (its transpose, in the gradient, is one scatter-add).
-    xs, vs = gather_corners(x, tris, topology.tri_incidence), gather_corners(v, tris, topology.tri_incidence)
-    f = jax.vmap(triangle_force)(xs, vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act)
+    # One corner-major gather per quantity (its transpose, in the gradient, is one sum of gathers or one
+    # scatter-add); each corner is a contiguous [t, 3] block.
+    xs = unstack(gather_corners_major(x, tris, topology.tri_incidence))
+    vs = unstack(gather_corners_major(v, tris, topology.tri_incidence))
+    f = jax.vmap(triangle_force)(*xs, *vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act)
     if topology.aerodynamics:
-        f = f + jax.vmap(triangle_air_force)(xs, vs, params.tri_drag, params.tri_lift)[:, None, :]
-    return scatter_corners(f, tris, x.shape[0], topology.tri_incidence)
+        air = jax.vmap(triangle_air_force)(*xs, *vs, params.tri_drag, params.tri_lift)
+        f = tuple(fc + air for fc in f)
+    return scatter_corners_major(jnp.stack(f), tris, x.shape[0], topology.tri_incidence)
 
 
 def membrane_energy(topology, params, x):

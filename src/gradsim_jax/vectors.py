@@ -1,0 +1,69 @@
+"""`unstack`: an array's slices along an axis, with a gradient that stacks their cotangents once.
+
+`a[i]` along a short axis (the corner axis of [3, t, 3] corner-major positions) is a slice, and the
+transpose of a slice is a pad: a gradient through `p, q, r = a[0], a[1], a[2]` materializes three
+zero-padded copies of the whole array and adds them up. `unstack(a, axis)` is one linear primitive whose
+transpose is a single `jnp.stack` of the slices' cotangents (zeros where a slice has none) and whose
+tangent is the same split of the tangent, so forward mode (`jax.linearize` in the Levenberg-Marquardt
+polish), reverse mode, `vmap` and higher derivatives all work. Its forward is the slices themselves.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+_unstack_p = Primitive("unstack")
+_unstack_p.multiple_results = True
+
+
+def _unstack_impl(a, *, axis: int):
+    return [lax.index_in_dim(a, i, axis, keepdims=False) for i in range(a.shape[axis])]
+
+
+def _unstack_abstract(a, *, axis: int):
+    shape = a.shape[:axis] + a.shape[axis + 1:]
+    return [jax.core.ShapedArray(shape, a.dtype, weak_type=a.weak_type)] * a.shape[axis]
+
+
+def _unstack_jvp(primals, tangents, *, axis: int):
+    (a,), (t,) = primals, tangents
+    out = _unstack_p.bind(a, axis=axis)
+    if type(t) is ad.Zero:
+        return out, [ad.Zero.from_primal_value(o) for o in out]
+    return out, _unstack_p.bind(t, axis=axis)
+
+
+def _unstack_transpose(cts, a, *, axis: int):
+    if all(type(ct) is ad.Zero for ct in cts):
+        return [ad.Zero(a.aval)]
+    part = _unstack_abstract(a.aval, axis=axis)[0]
+    return [jnp.stack([jnp.zeros(part.shape, part.dtype) if type(ct) is ad.Zero else ct for ct in cts], axis=axis)]
+
+
+def _unstack_batch(args, dims, *, axis: int):
+    (a,), (d,) = args, dims
+    moved = axis + 1 if axis >= d else axis  # `axis` counts the unbatched dimensions
+    return _unstack_p.bind(a, axis=moved), [d if d < moved else d - 1] * a.shape[moved]
+
+
+_unstack_p.def_impl(_unstack_impl)
+_unstack_p.def_abstract_eval(_unstack_abstract)
+mlir.register_lowering(_unstack_p, mlir.lower_fun(_unstack_impl, multiple_results=True))
+ad.primitive_jvps[_unstack_p] = _unstack_jvp
+ad.primitive_transposes[_unstack_p] = _unstack_transpose
+batching.primitive_batchers[_unstack_p] = _unstack_batch
+
+
+def unstack(a, axis: int = 0) -> tuple:
+    """The slices of `a` along `axis`: a tuple of a.shape[axis] arrays, as `tuple(jnp.moveaxis(a, axis, 0))`,
+    whose gradient is one stack of their cotangents instead of a pad for each."""
+    a = jnp.asarray(a)
+    if a.ndim == 0:
+        raise ValueError("unstack needs an array of at least one dimension")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {a.ndim} dimensions")
+    return tuple(_unstack_p.bind(a, axis=axis % a.ndim))
