@@ -1,4 +1,6 @@
-"""`unstack`: an array's slices along an axis, with a gradient that stacks their cotangents once.
+"""Two primitives that shape how XLA's CPU backend compiles the force kernels' gradients.
+
+`unstack`: an array's slices along an axis, with a gradient that stacks their cotangents once.
 
 `a[i]` along a short axis (the corner axis of [3, t, 3] corner-major positions) is a slice, and the
 transpose of a slice is a pad: a gradient through `p, q, r = a[0], a[1], a[2]` materializes three
@@ -6,6 +8,14 @@ zero-padded copies of the whole array and adds them up. `unstack(a, axis)` is on
 transpose is a single `jnp.stack` of the slices' cotangents (zeros where a slice has none) and whose
 tangent is the same split of the tangent, so forward mode (`jax.linearize` in the Levenberg-Marquardt
 polish), reverse mode, `vmap` and higher derivatives all work. Its forward is the slices themselves.
+
+`materialize`: the identity, as a value XLA computes once into a buffer of its own. XLA's CPU fusion copies
+cheap elementwise producers into every consumer, so a per-triangle scalar (a [t] array) that feeds [t, 3]
+vectors is recomputed for each component, and in a gradient a chain of such scalar cotangents is
+recomputed for every corner and component of the cotangents it feeds. `materialize` is a sum over a stacked
+zero (a reduction, which XLA's CPU fusion does not copy into consumers), and its tangent and transpose are
+`materialize` again, so the cotangent chains of a kernel's scalars are cut into buffers too: on the
+membrane kernel's five scalar quantities it made a 128 x 128 cloth's gradient 3.07 -> 2.44 ms a step.
 """
 
 from __future__ import annotations
@@ -67,3 +77,36 @@ def unstack(a, axis: int = 0) -> tuple:
     if not -a.ndim <= axis < a.ndim:
         raise ValueError(f"axis {axis} is out of range for an array of {a.ndim} dimensions")
     return tuple(_unstack_p.bind(a, axis=axis % a.ndim))
+
+
+_materialize_p = Primitive("materialize")
+
+
+def _materialize_impl(a):
+    return jnp.sum(jnp.stack([a, jnp.zeros_like(a)]), axis=0)
+
+
+def _materialize_jvp(primals, tangents):
+    (a,), (t,) = primals, tangents
+    out = _materialize_p.bind(a)
+    if type(t) is ad.Zero:
+        return out, ad.Zero.from_primal_value(out)
+    return out, _materialize_p.bind(t)
+
+
+def _materialize_transpose(ct, a):
+    return [ad.Zero(a.aval) if type(ct) is ad.Zero else _materialize_p.bind(ct)]
+
+
+_materialize_p.def_impl(_materialize_impl)
+_materialize_p.def_abstract_eval(lambda a: jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak_type))
+mlir.register_lowering(_materialize_p, mlir.lower_fun(_materialize_impl, multiple_results=False))
+ad.primitive_jvps[_materialize_p] = _materialize_jvp
+ad.primitive_transposes[_materialize_p] = _materialize_transpose
+batching.primitive_batchers[_materialize_p] = lambda args, dims: (_materialize_p.bind(args[0]), dims[0])
+
+
+def materialize(a):
+    """`a`, computed once into a buffer of its own rather than copied into each consumer by XLA's fusion;
+    its tangents and cotangents are materialized too (see the module docstring)."""
+    return _materialize_p.bind(jnp.asarray(a))

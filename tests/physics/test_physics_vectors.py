@@ -10,7 +10,7 @@ from jax.test_util import check_grads
 
 from gradsim_jax.physics.gather import (corner_incidence, corner_major_incidence, gather_corners,
                                        gather_corners_major, scatter_corners, scatter_corners_major)
-from gradsim_jax.vectors import unstack
+from gradsim_jax.vectors import materialize, unstack
 
 ELEMENTS = np.array([[0, 1, 2], [2, 1, 3], [3, 4, 2], [4, 0, 2]], np.int32)
 N = 6  # particle 5 belongs to no element
@@ -65,6 +65,24 @@ def test_unstack_rejects_scalars_and_axes_out_of_range():
         unstack(jnp.float32(1.0))
     with pytest.raises(ValueError, match="out of range"):
         unstack(jnp.ones((2, 3)), 2)
+
+
+def test_materialize_is_the_identity_in_every_mode_and_a_reduction_in_the_program(x64):
+    del x64
+    a = jax.random.normal(jax.random.key(3), (4, 3), jnp.float64)
+    np.testing.assert_array_equal(materialize(a), a)
+    f = lambda a: jnp.sin(materialize(a * a)) * a  # noqa: E731
+    g = lambda a: jnp.sin(a * a) * a  # noqa: E731
+    check_grads(f, (a,), order=2, modes=("fwd", "rev"))
+    np.testing.assert_allclose(jax.jacfwd(f)(a), jax.jacrev(g)(a), rtol=1e-14)
+    np.testing.assert_allclose(jax.jacrev(f)(a), jax.jacrev(g)(a), rtol=1e-14)
+    np.testing.assert_allclose(jax.vmap(f, in_axes=1, out_axes=1)(a), g(a), rtol=1e-14)
+    # forward and gradient keep a reduction per materialized value (tangent, cotangent), not fused away
+    def reductions(fn):
+        return jax.jit(fn).lower(a).compile().as_text().count(" reduce(")
+
+    assert reductions(f) == reductions(g) + 1
+    assert reductions(jax.grad(lambda a: jnp.sum(f(a)))) == reductions(jax.grad(lambda a: jnp.sum(g(a)))) + 2
 
 
 def test_corner_major_incidence_renumbers_every_corner_and_keeps_the_padding():

@@ -29,7 +29,7 @@ from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
 from gradsim_jax.physics.gather import (eager_if_concrete, gather_corners, gather_corners_major,
                                         scatter_corners, scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
-from gradsim_jax.vectors import unstack
+from gradsim_jax.vectors import materialize, unstack
 
 
 @pytree_dataclass(meta=("aerodynamics",))
@@ -102,7 +102,8 @@ def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activat
     emits it as whole-array loops): with e_q = q - p, e_r = r - p, only the squared norm of n = e_q x e_r
     is formed, from its components (as accurate for thin triangles as the cross product, unlike
     |e_q|^2 |e_r|^2 - (e_q . e_r)^2), and the area gradients e_r x n and n x e_q are expanded as
-    e_q |e_r|^2 - e_r (e_q . e_r) and e_r |e_q|^2 - e_q (e_q . e_r), over |n|.
+    e_q |e_r|^2 - e_r (e_q . e_r) and e_r |e_q|^2 - e_q (e_q . e_r), over |n|. Its scalars are
+    `materialize`d, so that neither they nor their cotangents are recomputed per corner and component.
     """
     k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
     e_q, e_r = q - p, r - p
@@ -110,16 +111,16 @@ def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activat
     a_q, a_r = k_mu * e_q + k_damp * rate_q, k_mu * e_r + k_damp * rate_r
     (g_qq, g_qr), (_, g_rr) = (unstack(row) for row in unstack(gram_inv))  # G^-1 is symmetric
 
-    qq, rr, qr = _dot(e_q, e_q), _dot(e_r, e_r), _dot(e_q, e_r)
+    qq, rr, qr = (materialize(_dot(a, b)) for a, b in ((e_q, e_q), (e_r, e_r), (e_q, e_r)))
     (qx, qy, qz), (rx, ry, rz) = unstack(e_q, -1), unstack(e_r, -1)
-    n_sq = (qy * rz - qz * ry) ** 2 + (qz * rx - qx * rz) ** 2 + (qx * ry - qy * rx) ** 2
+    n_sq = materialize((qy * rz - qz * ry) ** 2 + (qz * rx - qx * rz) ** 2 + (qx * ry - qy * rx) ** 2)
     pos = n_sq > 0.0
-    n_len = jnp.where(pos, jnp.sqrt(jnp.where(pos, n_sq, 1.0)), 0.0)
+    n_len = materialize(jnp.where(pos, jnp.sqrt(jnp.where(pos, n_sq, 1.0)), 0.0))
     inv_a0 = safe_div(1.0, rest_area)
     c = 0.5 * n_len * inv_a0 - (1.0 + safe_div(ke, ka)) + activation
-    scale = 0.5 * inv_a0 * safe_div(1.0, n_len)
+    scale = materialize(0.5 * inv_a0 * safe_div(1.0, n_len))
     dc_q, dc_r = (e_q * rr - e_r * qr) * scale, (e_r * qq - e_q * qr) * scale  # dc/dq, dc/dr
-    area_force = k_lambda * c + k_damp * (_dot(dc_q, rate_q) + _dot(dc_r, rate_r))
+    area_force = materialize(k_lambda * c + k_damp * (_dot(dc_q, rate_q) + _dot(dc_r, rate_r)))
     f_q = g_qq * a_q + g_qr * a_r + dc_q * area_force
     f_r = g_qr * a_q + g_rr * a_r + dc_r * area_force
     return f_q + f_r, -f_q, -f_r
