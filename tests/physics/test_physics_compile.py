@@ -2,9 +2,11 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import gradsim_jax as gs
 from gradsim_jax.physics.cloth import prepare_membrane
+from gradsim_jax.physics.gather import corner_major_incidence
 
 
 def _cloth(n, incidence=None):
@@ -47,4 +49,19 @@ def test_rest_shapes_of_a_closed_over_scene_are_computed_while_tracing():
 
     jax.jit(loss).lower(st.particles.v, par.cloth.rest_x)
     assert not any(isinstance(a, jax.core.Tracer) for a in seen["closed"])
-    assert all(isinstance(a, jax.core.Tracer) for a in seen["traced"])
+    assert all(isinstance(a, jax.core.Tracer) for a in seen["traced"][:2])  # G^-1 and A0
+    assert seen["closed"][2] is None  # no incidence table on so small a cloth
+
+
+def test_the_corner_major_table_of_a_closed_over_scene_is_computed_while_tracing():
+    top, par, st = gs.cloth_grid(3, 3, 0.1, 0.1).build(incidence=True)
+    seen = {}
+
+    def loss(v0):
+        seen["prepared"] = prepare_membrane(top, par)
+        return jnp.sum(v0)
+
+    jax.jit(loss).lower(st.particles.v)
+    table = seen["prepared"][2]
+    assert not isinstance(table, jax.core.Tracer)
+    np.testing.assert_array_equal(table, corner_major_incidence(top.cloth.tri_incidence, 18, 3))

@@ -26,6 +26,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -149,18 +150,24 @@ def scatter_corners(f: Array, elements: Array, num_particles: int, incidence: Op
     return _sum_p.bind(flat_f, elements.reshape(-1), incidence)
 
 
-def corner_major_incidence(incidence: Array, num_elements: int, corners: int) -> Array:
+def corner_major_incidence(incidence: Optional[Array], num_elements: int, corners: int) -> Optional[Array]:
     """A `corner_incidence` table of elements [E, k] (flat corners e * k + s) renumbered for the corner-major
-    order s * E + e of `gather_corners_major`; padding (E * k) stays padding. Integer arithmetic on [K, n],
-    so it costs nothing next to the gathers and works on traced tables."""
+    order s * E + e of `gather_corners_major`; padding (E * k) stays padding; None stays None. Integer
+    arithmetic on [K, n] that works on traced tables: compute it once per rollout (the membrane's
+    `prepare_membrane` does), not in every step."""
+    if incidence is None:
+        return None
     pad = num_elements * corners
-    return jnp.where(incidence >= pad, pad, (incidence % corners) * num_elements + incidence // corners
-                     ).astype(incidence.dtype)
+    incidence = jnp.asarray(incidence)
+    k = jnp.asarray(corners, incidence.dtype)
+    major = lax.rem(incidence, k) * jnp.asarray(num_elements, incidence.dtype) + lax.div(incidence, k)
+    return jnp.where(incidence >= pad, jnp.asarray(pad, incidence.dtype), major)
 
 
-def gather_corners_major(x: Array, elements: Array, incidence: Optional[Array] = None) -> Array:
+def gather_corners_major(x: Array, elements: Array, major_incidence: Optional[Array] = None) -> Array:
     """x[elements.T]: [k, e, ...], corner by corner, from x [n, ...] and in-range elements [e, k]; with
-    `incidence` (`corner_incidence(elements, n)`, the element-major table) its transpose is a gather too.
+    `major_incidence` (`corner_major_incidence` of the elements' `corner_incidence` table) its transpose is
+    a gather too.
 
     Corner-major rows let a force kernel take each corner as a contiguous [e, ...] block (`unstack` along
     axis 0) and hand its per-corner forces back as one `jnp.stack`: no slicing or stacking along a short
@@ -169,26 +176,25 @@ def gather_corners_major(x: Array, elements: Array, incidence: Optional[Array] =
     x = jnp.asarray(x)
     e, k = elements.shape
     flat = elements.T.reshape(-1)
-    if incidence is None:
+    if major_incidence is None:
         rows = x.at[flat].get(mode="promise_in_bounds", wrap_negative_indices=False)
     else:
-        rows = _gather_p.bind(x, flat, corner_major_incidence(incidence, e, k))
+        rows = _gather_p.bind(x, flat, major_incidence)
     return rows.reshape((k, e) + x.shape[1:])
 
 
-def scatter_corners_major(f: Array, elements: Array, num_particles: int, incidence: Optional[Array] = None
-                          ) -> Array:
+def scatter_corners_major(f: Array, elements: Array, num_particles: int,
+                          major_incidence: Optional[Array] = None) -> Array:
     """Per-particle sum [n, ...] of corner-major forces f [k, e, ...] (`gather_corners_major`'s layout) at
-    in-range elements [e, k]; with `incidence` (the element-major `corner_incidence` table) a sum of
-    gathers instead of a scatter-add."""
+    in-range elements [e, k]; with `major_incidence` (as for `gather_corners_major`) a sum of gathers
+    instead of a scatter-add."""
     f = jnp.asarray(f)
-    e, k = elements.shape
     flat_f = f.reshape((-1,) + f.shape[2:])
     flat = elements.T.reshape(-1)
-    if incidence is None:
+    if major_incidence is None:
         return jnp.zeros((num_particles,) + f.shape[2:], f.dtype).at[flat].add(
             flat_f, mode="promise_in_bounds", wrap_negative_indices=False)
-    return _sum_p.bind(flat_f, flat, corner_major_incidence(incidence, e, k))
+    return _sum_p.bind(flat_f, flat, major_incidence)
 
 
 def eager_if_concrete(fn, *args):
