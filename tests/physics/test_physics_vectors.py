@@ -10,7 +10,7 @@ from jax.test_util import check_grads
 
 from gradsim_jax.physics.gather import (corner_incidence, corner_major_incidence, gather_corners,
                                        gather_corners_major, scatter_corners, scatter_corners_major)
-from gradsim_jax.vectors import materialize, unstack
+from gradsim_jax.vectors import materialize, materialize_cotangent, unstack
 
 ELEMENTS = np.array([[0, 1, 2], [2, 1, 3], [3, 4, 2], [4, 0, 2]], np.int32)
 N = 6  # particle 5 belongs to no element
@@ -83,6 +83,25 @@ def test_materialize_is_the_identity_in_every_mode_and_a_reduction_in_the_progra
 
     assert reductions(f) == reductions(g) + 1
     assert reductions(jax.grad(lambda a: jnp.sum(f(a)))) == reductions(jax.grad(lambda a: jnp.sum(g(a)))) + 2
+
+
+def test_materialize_cotangent_is_the_identity_and_a_reduction_only_in_the_gradient(x64):
+    del x64
+    a = jax.random.normal(jax.random.key(4), (4, 3), jnp.float64)
+    f = lambda a: jnp.sin(materialize_cotangent(a * a)) * a  # noqa: E731
+    g = lambda a: jnp.sin(a * a) * a  # noqa: E731
+    np.testing.assert_array_equal(f(a), g(a))
+    check_grads(f, (a,), order=2, modes=("fwd", "rev"))
+    np.testing.assert_allclose(jax.jacfwd(f)(a), jax.jacrev(g)(a), rtol=1e-14)
+    np.testing.assert_allclose(jax.jacrev(f)(a), jax.jacrev(g)(a), rtol=1e-14)
+    per_row = [jax.vmap(jax.grad(lambda r, fn=fn: jnp.sum(fn(r))))(a) for fn in (f, g)]
+    np.testing.assert_allclose(*per_row, rtol=1e-14)
+
+    def reductions(fn):
+        return jax.jit(fn).lower(a).compile().as_text().count(" reduce(")
+
+    assert reductions(f) == reductions(g)
+    assert reductions(jax.grad(lambda a: jnp.sum(f(a)))) == reductions(jax.grad(lambda a: jnp.sum(g(a)))) + 1
 
 
 def test_corner_major_incidence_renumbers_every_corner_and_keeps_the_padding():

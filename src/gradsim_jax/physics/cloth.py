@@ -29,7 +29,7 @@ from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
 from gradsim_jax.physics.gather import (corner_major_incidence, eager_if_concrete, gather_corners,
                                         gather_corners_major, scatter_corners, scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
-from gradsim_jax.vectors import materialize, unstack
+from gradsim_jax.vectors import materialize, materialize_cotangent, unstack
 
 
 @pytree_dataclass(meta=("aerodynamics",))
@@ -108,7 +108,7 @@ def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activat
     k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
     e_q, e_r = q - p, r - p
     rate_q, rate_r = vq - vp, vr - vp
-    a_q, a_r = k_mu * e_q + k_damp * rate_q, k_mu * e_r + k_damp * rate_r
+    a_q, a_r = (materialize_cotangent(k_mu * e + k_damp * rate) for e, rate in ((e_q, rate_q), (e_r, rate_r)))
     (g_qq, g_qr), (_, g_rr) = (unstack(row) for row in unstack(gram_inv))  # G^-1 is symmetric
 
     qq, rr, qr = (materialize(_dot(a, b)) for a, b in ((e_q, e_q), (e_r, e_r), (e_q, e_r)))
@@ -119,10 +119,11 @@ def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activat
     inv_a0 = safe_div(1.0, rest_area)
     c = 0.5 * n_len * inv_a0 - (1.0 + safe_div(ke, ka)) + activation
     scale = materialize(0.5 * inv_a0 * safe_div(1.0, n_len))
-    dc_q, dc_r = (e_q * rr - e_r * qr) * scale, (e_r * qq - e_q * qr) * scale  # dc/dq, dc/dr
+    dc_q = materialize_cotangent((e_q * rr - e_r * qr) * scale)  # dc/dq
+    dc_r = materialize_cotangent((e_r * qq - e_q * qr) * scale)  # dc/dr
     area_force = materialize(k_lambda * c + k_damp * (_dot(dc_q, rate_q) + _dot(dc_r, rate_r)))
-    f_q = g_qq * a_q + g_qr * a_r + dc_q * area_force
-    f_r = g_qr * a_q + g_rr * a_r + dc_r * area_force
+    f_q = materialize_cotangent(g_qq * a_q + g_qr * a_r + dc_q * area_force)
+    f_r = materialize_cotangent(g_qr * a_q + g_rr * a_r + dc_r * area_force)
     return f_q + f_r, -f_q, -f_r
 
 
