@@ -26,8 +26,9 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
-from gradsim_jax.physics.gather import (corner_major_incidence, eager_if_concrete, gather_corners,
-                                        gather_corners_major, scatter_corners, scatter_corners_major)
+from gradsim_jax.physics.gather import (corner_major_flat, corner_major_incidence, eager_if_concrete,
+                                        gather_corners, gather_corners_major, scatter_corners,
+                                        scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
 from gradsim_jax.vectors import materialize, materialize_cotangent, unstack
 
@@ -141,9 +142,10 @@ def triangle_air_force(p, q, r, vp, vq, vr, drag, lift):
 
 
 def prepare_membrane(topology, params):
-    """What membrane forces need that does not change over a rollout: G^-1 [t, 2, 2] (1/m^2), A0 [t] (m^2)
-    and the triangles' incidence table renumbered corner-major (`gather.corner_major_incidence`; None
-    without a table). `simulate` computes it once, before the time loop.
+    """What membrane forces need that does not change over a rollout: G^-1 [t, 2, 2] (1/m^2), A0 [t] (m^2),
+    the triangles' corners in corner-major order (`gather.corner_major_flat`) and their incidence table
+    renumbered for it (`gather.corner_major_incidence`; None without a table). `simulate` computes it
+    once, before the time loop.
 
     With concrete rest positions and triangles (a scene closed over by a jitted loss, rest shapes not
     differentiated) they are evaluated right away while tracing (`jax.ensure_compile_time_eval`): staged
@@ -153,7 +155,7 @@ def prepare_membrane(topology, params):
     table = topology.cloth.tri_incidence
     if table is not None:
         table = eager_if_concrete(corner_major_incidence, table, tris.shape[0], 3)
-    return gram_inv, rest_area, table
+    return gram_inv, rest_area, eager_if_concrete(corner_major_flat, tris), table
 
 
 def membrane_forces(topology, params, x, v, activation=None, prepared=None):
@@ -165,17 +167,17 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     tris = topology.cloth.triangles
     if tris.shape[0] == 0:
         return jnp.zeros_like(x)
-    gram_inv, rest_area, table = prepare_membrane(topology, params) if prepared is None else prepared
+    gram_inv, rest_area, flat, table = prepare_membrane(topology, params) if prepared is None else prepared
     topology, params = topology.cloth, params.cloth
     act = params.tri_activation if activation is None else params.tri_activation + activation
     # One corner-major gather per quantity (its transpose, in the gradient, is one sum of gathers or one
     # scatter-add); each corner is a contiguous [t, 3] block.
-    xs, vs = unstack(gather_corners_major(x, tris, table)), unstack(gather_corners_major(v, tris, table))
+    xs, vs = (unstack(gather_corners_major(a, tris, table, flat)) for a in (x, v))
     f = jax.vmap(triangle_force)(*xs, *vs, gram_inv, rest_area, params.tri_ke, params.tri_ka, params.tri_kd, act)
     if topology.aerodynamics:
         air = jax.vmap(triangle_air_force)(*xs, *vs, params.tri_drag, params.tri_lift)
         f = tuple(fc + air for fc in f)
-    return scatter_corners_major(jnp.stack(f), tris, x.shape[0], table)
+    return scatter_corners_major(jnp.stack(f), tris, x.shape[0], table, flat)
 
 
 def membrane_energy(topology, params, x):
