@@ -44,7 +44,7 @@ def test_bending_directions_are_the_gradient_of_the_dihedral_angle(x64):
     @jax.vmap
     def directions(p):
         # With ke = 1, kd = 0, rest = theta - 1: f_k = -|e| d_k, so d_k = -f_k / |e|.
-        f = bending_force(p, jnp.zeros((4, 3)), 1.0, 0.0, dihedral_angle(*p) - 1.0)
+        f = jnp.stack(bending_force(*p, *jnp.zeros((4, 3)), 1.0, 0.0, dihedral_angle(*p) - 1.0))
         return -f / jnp.linalg.norm(p[3] - p[2]), jax.grad(lambda q: dihedral_angle(*q))(p)
 
     d, grad = jax.jit(directions)(pts)
@@ -136,3 +136,30 @@ def test_membrane_kernel_keeps_float32_accuracy_on_thin_triangles():
         f64 = np.asarray(jax.vmap(triangle_force)(*(jnp.asarray(np.asarray(a), jnp.float64) for a in args)))
     assert np.abs(f64).max() > 1.0
     np.testing.assert_allclose(f32, f64, atol=5e-4 * np.abs(f64).max())
+
+
+def test_bending_kernel_equals_the_formula_of_bending_directions_with_damping(x64):
+    """The component-wise kernel against -|e| (ke (theta - rest) + kd sum d . v) d from `bending_directions`
+    (cross products and stacks), with damping, at random hinges and velocities, and in its gradient."""
+    from gradsim_jax.physics.cloth import bending_directions
+
+    rng = np.random.default_rng(7)
+    xs = jnp.asarray(rng.standard_normal((64, 4, 3)))
+    vs = jnp.asarray(rng.standard_normal((64, 4, 3)))
+    ke, kd, rest = jnp.asarray(rng.uniform(0.5, 2.0, 64)), jnp.asarray(rng.uniform(0.0, 0.3, 64)), jnp.asarray(
+        rng.uniform(-1.0, 1.0, 64))
+
+    def reference(x, v, ke, kd, rest):
+        d, e_len, valid, theta = bending_directions(x)
+        return jnp.where(valid, d * (-e_len * (ke * (theta - rest) + kd * jnp.sum(d * v))), 0.0)
+
+    def kernel(x, v, ke, kd, rest):
+        return jnp.stack(bending_force(*x, *v, ke, kd, rest))
+
+    np.testing.assert_allclose(jax.vmap(kernel)(xs, vs, ke, kd, rest), jax.vmap(reference)(xs, vs, ke, kd, rest),
+                               rtol=1e-10, atol=1e-12)
+    w = jnp.asarray(rng.standard_normal((64, 4, 3)))
+    grads = [jax.grad(lambda x, v, fn=fn: jnp.sum(w * jax.vmap(fn)(x, v, ke, kd, rest)), argnums=(0, 1))(xs, vs)
+             for fn in (kernel, reference)]
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)

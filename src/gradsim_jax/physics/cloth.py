@@ -237,22 +237,74 @@ def bending_directions(xs):
     return d, e_len, valid, theta
 
 
-def bending_force(xs, vs, ke, kd, rest):
-    """Forces [4, 3] on (x1, x2, x3, x4) of one bending edge (xs, vs: [4, 3]); zero when degenerate."""
-    d, e_len, valid, theta = bending_directions(xs)
-    f_total = -e_len * (ke * (theta - rest) + kd * jnp.sum(d * vs))
-    return jnp.where(valid, d * f_total, 0.0)
+def _vsub(a, b):
+    return tuple(ai - bi for ai, bi in zip(a, b))
 
 
-def bending_forces(topology, params, x, v, rest_offset=None):
+def _vdot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _vcross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
+    """Forces (f1, f2, f3, f4), each [3], on the vertices of one bending edge (positions x1..x4 and
+    velocities v1..v4 [3]; x3-x4 the shared edge, as `bending_directions`); zero when degenerate.
+
+    The same forces as -|e| (ke (theta - rest) + kd sum d . v) d with `bending_directions`' d, written on
+    the vectors' components (`vectors.unstack`, no cross products or stacks of 3-vectors inside), its
+    shared scalars `materialize`d and its inputs' cotangents too, so that XLA's CPU backend neither slices
+    nor recomputes per component (vmapped over corner-major [e, 3] blocks)."""
+    xs = [tuple(materialize_cotangent(c) for c in unstack(x, -1)) for x in (x1, x2, x3, x4)]
+    vs = [tuple(materialize_cotangent(c) for c in unstack(v, -1)) for v in (v1, v2, v3, v4)]
+    p1, p2, p3, p4 = xs
+    n1 = tuple(materialize(c) for c in _vcross(_vsub(p3, p1), _vsub(p4, p1)))
+    n2 = tuple(materialize(c) for c in _vcross(_vsub(p4, p2), _vsub(p3, p2)))
+    e = _vsub(p4, p3)
+    n1_sq, n2_sq, e_sq = materialize(_vdot(n1, n1)), materialize(_vdot(n2, n2)), materialize(_vdot(e, e))
+    e_len = materialize(jnp.where(e_sq > 0.0, jnp.sqrt(jnp.where(e_sq > 0.0, e_sq, 1.0)), 0.0))
+    # acos(n1_hat . n2_hat) with the sign of (n2 x n1) . e, as one atan2 (see `_hinge`)
+    sin_term = _vdot(_vcross(n2, n1), e)
+    cos_term = _vdot(n1, n2) * e_len
+    degenerate = (sin_term == 0.0) & (cos_term == 0.0)
+    theta = jnp.where(degenerate, 0.0, jnp.arctan2(sin_term, jnp.where(degenerate, 1.0, cos_term)))
+    valid = (n1_sq > 1e-12 * e_sq * e_sq) & (n2_sq > 1e-12 * e_sq * e_sq) & (e_sq > 0.0)
+    inv1 = materialize(1.0 / jnp.where(valid, n1_sq, 1.0))
+    inv2 = materialize(1.0 / jnp.where(valid, n2_sq, 1.0))
+    inv_e = materialize(1.0 / jnp.where(valid, e_len, 1.0))
+    n1p, n2p = tuple(c * inv1 for c in n1), tuple(c * inv2 for c in n2)
+    s13, s23 = _vdot(_vsub(p1, p4), e) * inv_e, _vdot(_vsub(p2, p4), e) * inv_e
+    s31, s32 = _vdot(_vsub(p3, p1), e) * inv_e, _vdot(_vsub(p3, p2), e) * inv_e
+    d = [tuple(e_len * c for c in n1p), tuple(e_len * c for c in n2p),
+         tuple(a * s13 + b * s23 for a, b in zip(n1p, n2p)), tuple(a * s31 + b * s32 for a, b in zip(n1p, n2p))]
+    d = [tuple(materialize(c) for c in dk) for dk in d]
+    rate = sum(_vdot(dk, vk) for dk, vk in zip(d, vs))
+    f_total = materialize(jnp.where(valid, -e_len * (ke * (theta - rest) + kd * rate), 0.0))
+    return tuple(jnp.stack([c * f_total for c in dk]) for dk in d)
+
+
+def prepare_bending(topology, params):
+    """The bending edges' corners in corner-major order and their incidence table renumbered for it (None
+    without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene."""
+    del params
+    edges = topology.cloth.bend_edges
+    table = topology.cloth.bend_incidence
+    if table is not None:
+        table = eager_if_concrete(corner_major_incidence, table, edges.shape[0], 4)
+    return eager_if_concrete(corner_major_flat, edges), table
+
+
+def bending_forces(topology, params, x, v, rest_offset=None, prepared=None):
     """Dihedral bending forces per particle: [n, 3] N. `rest_offset` [e] rad is added to
-    `params.cloth.bend_rest`."""
-    topology, params = topology.cloth, params.cloth
-    edges = topology.bend_edges
+    `params.cloth.bend_rest`; `prepared`: `prepare_bending(topology, params)` (computed here when None)."""
+    edges = topology.cloth.bend_edges
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)
+    flat, table = prepare_bending(topology, params) if prepared is None else prepared
+    params = params.cloth
     rest = params.bend_rest if rest_offset is None else params.bend_rest + rest_offset
-    incidence = topology.bend_incidence
-    f = jax.vmap(bending_force)(gather_corners(x, edges, incidence), gather_corners(v, edges, incidence),
-                                params.bend_ke, params.bend_kd, rest)
-    return scatter_corners(f, edges, x.shape[0], incidence)
+    xs, vs = (unstack(gather_corners_major(a, edges, table, flat)) for a in (x, v))
+    f = jax.vmap(bending_force)(*xs, *vs, params.bend_ke, params.bend_kd, rest)
+    return scatter_corners_major(jnp.stack(f), edges, x.shape[0], table, flat)

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import jax.numpy as jnp
 
-from gradsim_jax.physics.cloth import bending_forces, membrane_forces, prepare_membrane
+from gradsim_jax.physics.cloth import bending_forces, membrane_forces, prepare_bending, prepare_membrane
 from gradsim_jax.physics.contact import ground_contact
 from gradsim_jax.physics.fem import fem_forces, prepare_fem
 from gradsim_jax.physics.springs import spring_forces
@@ -63,7 +63,8 @@ register_force(ForceTerm("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
                          lambda t, p, x, v, c, aux: membrane_forces(t, p, x, v, _activation(c), prepared=aux),
                          prepare_membrane))
 register_force(ForceTerm("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
-                         lambda t, p, x, v, c: bending_forces(t, p, x, v, _bend_rest_offset(c))))
+                         lambda t, p, x, v, c, aux: bending_forces(t, p, x, v, _bend_rest_offset(c), prepared=aux),
+                         prepare_bending))
 register_force(ForceTerm("fem", lambda t: t.fem.tets.shape[0] > 0,
                          lambda t, p, x, v, c, aux: fem_forces(t, p, x, v, _tet_activation(c), prepared=aux),
                          prepare_fem))
