@@ -1,8 +1,8 @@
 """gradsim-jax against NVIDIA Warp 1.8.1 (`warp.sim`, CPU) on the same cloth scenes, in one run.
 
 Cases: gradSim's demo cloth (233 particles, 400 triangles, two anchor springs; 2880 steps of
-dt = (1/60)/32) and a 128 x 128 cloth hanging from its top row (16,641 particles, 32,768 triangles,
-32,512 bending edges with ke = 0; 100 steps of dt = 1/1920, reported per step). Loss: mean(x_final^2);
+dt = (1/60)/32) and a 128 x 128 cloth hanging from its top row (16,641 particles, 32,768 triangles, no
+bending edges (bend_ke = 0); 100 steps of dt = 1/1920, reported per step). Loss: mean(x_final^2);
 the gradient is w.r.t. the initial velocities (and, in both engines, the membrane materials).
 
 The Warp model is built from the very arrays of our scene (positions, velocities, masses, triangles,
@@ -17,6 +17,10 @@ interpreter with --warp-python (a venv with `pip install warp-lang==1.8.1 numpy`
 
     python -m venv /tmp/warpvenv && /tmp/warpvenv/bin/pip install warp-lang==1.8.1 numpy
     python benchmarks/bench_warp.py --warp-python /tmp/warpvenv/bin/python   # -> results/warp_compare.json
+    python benchmarks/bench_warp.py --table      # only rewrite the README's table from that JSON
+
+A run writes its table (ratios, the issue's targets, memory, the machine) into the README between
+<!-- warp:start --> and <!-- warp:end --> (`--no-readme` to leave the README alone).
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ from rss import peak_rss_mb, reset_peak_rss
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
+START, END = "<!-- warp:start -->", "<!-- warp:end -->"
+#: (case, mode): the issue's target for the speedup and, per step, for our time.
+TARGETS = {("demo", "forward"): (6.0, None), ("demo", "value_and_grad"): (4.0, None),
+           ("grid128", "forward"): (2.0, 1.2e-3), ("grid128", "value_and_grad"): (2.0, 4.0e-3)}
+#: Our gradient's time over our forward's, at most.
+GRAD_OVER_FORWARD = 4.0
+LABELS = {"demo": "demo 20 x 10", "grid128": "grid 128 x 128"}
 
 # name: (frames, substeps, frame_dt, repeats)
 CASES = {
@@ -195,6 +207,62 @@ def _child(python: str, engine: str, case: str, mode: str, scene: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def readme_table(data: dict) -> str:
+    """The README's table of a `warp_compare.json`: each case and mode with both engines' times, the
+    speedup and whether it meets the issue's target, compile time and memory; then the gradient-over-forward
+    ratios and the memory target."""
+    load = data.get("load_average_at_start", [float("nan")])[0]
+    end = data.get("load_average_at_end", [float("nan")])[0]
+    lines = [f"{data['machine']}, {data['date']} (load {load:.1f} at the start, {end:.1f} at the end; "
+             "`benchmarks/bench_warp.py`):", "",
+             "| case | steps | mode | Warp | ours | speedup | target | met | our compile (s) | Warp RSS (MB) | "
+             "our RSS (MB) |",
+             "|---|---:|---|---:|---:|---:|---|---|---:|---:|---:|"]
+    met_all = True
+    for r in data["rows"]:
+        steps, per_step = r["steps"], r["case"] != "demo"
+        w, o = r["warp"]["run_s"], r["ours"]["run_s"]
+        fmt = (lambda t: f"{t / steps * 1e3:.2f} ms/step") if per_step else (lambda t: f"{t:.3f} s")  # noqa: E731
+        ratio, limit = TARGETS.get((r["case"], r["mode"]), (None, None))
+        target = [] if ratio is None else [f">= {ratio:g}x"]
+        met = ratio is None or r["speedup"] >= ratio
+        if limit is not None:
+            target.append(f"<= {limit * 1e3:g} ms")
+            met = met and o / steps <= limit
+        met_all = met_all and met
+        mode = "forward" if r["mode"] == "forward" else "forward + gradient"
+        lines.append(f"| {LABELS.get(r['case'], r['case'])} | {steps} | {mode} | {fmt(w)} | {fmt(o)} | "
+                     f"{r['speedup']:.1f}x | {', '.join(target) or '-'} | {'yes' if met else 'no'} | "
+                     f"{r['ours']['compile_s']:.1f} | {r['warp']['run_peak_rss_mb']:.0f} | "
+                     f"{r['ours']['run_peak_rss_mb']:.0f} |")
+    notes = []
+    for r in data["rows"]:
+        if "ours_grad_over_forward" in r:
+            ok = r["ours_grad_over_forward"] <= GRAD_OVER_FORWARD
+            met_all = met_all and ok
+            notes.append(f"{LABELS.get(r['case'], r['case'])}: our gradient {r['ours_grad_over_forward']:.2f}x our "
+                         f"forward (target <= {GRAD_OVER_FORWARD:g}x: {'met' if ok else 'missed'}; Warp's "
+                         f"{r['warp_grad_over_forward']:.2f}x)")
+        if r["case"] == "grid128" and r["mode"] == "value_and_grad":
+            ok = r["ours"]["run_peak_rss_mb"] <= r["warp"]["run_peak_rss_mb"]
+            met_all = met_all and ok
+            notes.append(f"128 x 128 gradient memory {r['ours']['run_peak_rss_mb']:.0f} MB against Warp's "
+                         f"{r['warp']['run_peak_rss_mb']:.0f} MB (target <= Warp's: {'met' if ok else 'missed'})")
+    lines += [""] + [f"- {n}" for n in notes]
+    lines.append(f"- Every target {'met' if met_all else 'is not met'} in this run.")
+    return "\n".join(lines)
+
+
+def write_readme_table(data: dict, readme: Path = README) -> None:
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme} lacks the markers {START} ... {END}")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(head + START + "\n" + readme_table(data) + "\n" + END + tail)
+    print(f"updated the Warp table in {readme}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--warp-python", default=os.environ.get("WARP_PYTHON", "/tmp/warpvenv/bin/python"),
@@ -205,8 +273,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="processes per engine and case, interleaved; the fastest is kept (default 3: this "
                              "machine's speed drifts by 1.5x over minutes)")
+    parser.add_argument("--table", action="store_true", help="only rewrite the README's table from --out")
+    parser.add_argument("--no-readme", action="store_true", help="do not write the README's table")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.table:
+        write_readme_table(json.loads(args.out.read_text()))
+        return
     if args.child:
         engine, case, mode, scene = args.child
         row = measure_ours(case, mode) if engine == "ours" else measure_warp(case, mode, Path(scene))
@@ -255,6 +328,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     print(f"machine: {out['machine']}; load {load[0]:.1f} -> {out['load_average_at_end'][0]:.1f}\nwrote {args.out}")
+    if not args.no_readme:
+        write_readme_table(out)
 
 
 if __name__ == "__main__":
