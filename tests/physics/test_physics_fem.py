@@ -257,3 +257,45 @@ def test_forces_match_warp(x64):
     np.add.at(expected, tets.reshape(-1), shift.reshape(-1, 3))
     np.testing.assert_allclose(expected, ref["forces_damped"], rtol=0, atol=1e-6 * np.abs(ref["forces_damped"]).max())
     assert np.abs(np.asarray(ours) - ref["forces_damped"]).max() > 1e-3 * np.abs(ref["forces_damped"]).max()
+
+
+def test_entrywise_kernel_equals_the_matrix_kernel_with_all_derivatives(x64):
+    """`tet_force` (entry-wise, materialized, for large meshes) against `tet_force_matrices` (3 x 3
+    products, for small ones) at random deformed tets and velocities: values, and gradients w.r.t.
+    positions, velocities and every material quantity, in float64."""
+    rng = np.random.default_rng(11)
+    k = 16
+    xs = jnp.asarray(np.array(ONE_TET[0])[None] + 0.03 * rng.standard_normal((k, 4, 3)))
+    vs = jnp.asarray(rng.standard_normal((k, 4, 3)))
+    dm, rest_volume = fem.rest_shapes(jnp.asarray(ONE_TET[0]), jnp.asarray(ONE_TET[1]))
+    dm, rest_volume = jnp.repeat(dm, k, 0), jnp.repeat(rest_volume, k, 0)
+    mats = [jnp.asarray(1e4 * rng.uniform(0.5, 2.0, k)), jnp.asarray(1e4 * rng.uniform(0.5, 2.0, k)),
+            jnp.asarray(rng.uniform(0.5, 2.0, k)), jnp.asarray(rng.uniform(-0.2, 0.2, k))]
+
+    def entrywise(xs, vs, *m):
+        return jnp.stack(jax.vmap(fem.tet_force)(*jnp.swapaxes(xs, 0, 1), *jnp.swapaxes(vs, 0, 1), dm,
+                                                  rest_volume, *m), axis=1)
+
+    def matrices(xs, vs, *m):
+        return jax.vmap(fem.tet_force_matrices)(xs, vs, dm, rest_volume, *m)
+
+    np.testing.assert_allclose(entrywise(xs, vs, *mats), matrices(xs, vs, *mats), rtol=1e-11, atol=1e-9)
+    w = jnp.asarray(rng.standard_normal((k, 4, 3)))
+    grads = [jax.grad(lambda *a, fn=fn: jnp.sum(w * fn(*a)), argnums=tuple(range(6)))(xs, vs, *mats)
+             for fn in (entrywise, matrices)]
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * float(jnp.abs(b).max()))
+
+
+def test_a_large_mesh_runs_the_entrywise_kernel_and_its_forces_are_minus_the_energy_gradient(x64):
+    dims = (8, 8, 6)  # 2304 tets: at least ENTRYWISE_MIN_TETS
+    vertices, tets = gs.box_tets(dims, (0.4, 0.4, 0.3))
+    assert len(tets) >= fem.ENTRYWISE_MIN_TETS
+    top, par, st = gs.soft_body(vertices, tets, k_mu=1e4, k_lambda=2e4, k_damp=0.0).build(gravity=(0.0, 0.0, 0.0))
+    prepared = fem.prepare_fem(top, par)
+    assert prepared[2] is not None  # the corner-major indices of the entry-wise path
+    rng = np.random.default_rng(5)
+    x = jnp.asarray(np.asarray(st.particles.x) + 0.01 * rng.standard_normal(st.particles.x.shape))
+    f = fem_forces(top, par, x, jnp.zeros_like(x))
+    g = jax.grad(lambda y: fem_energy(top, par, y))(x)
+    np.testing.assert_allclose(f, -g, rtol=1e-10, atol=1e-10 * float(jnp.abs(f).max()))
