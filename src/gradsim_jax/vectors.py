@@ -82,60 +82,43 @@ def unstack(a, axis: int = 0) -> tuple:
     return tuple(_unstack_p.bind(a, axis=axis % a.ndim))
 
 
-_materialize_p = Primitive("materialize")
-
-
 def _materialize_impl(a):
     return jnp.sum(jnp.stack([a, jnp.zeros_like(a)]), axis=0)
 
 
-def _materialize_jvp(primals, tangents):
-    (a,), (t,) = primals, tangents
-    out = _materialize_p.bind(a)
-    if type(t) is ad.Zero:
-        return out, ad.Zero.from_primal_value(out)
-    return out, _materialize_p.bind(t)
+def _identity_primitive(name: str, impl) -> Primitive:
+    """A primitive that is the identity in value, lowered as `impl`, whose tangent goes through the
+    primitive itself and whose cotangent is materialized (by `_materialize_p`, looked up when a gradient is
+    transposed)."""
+    prim = Primitive(name)
+
+    def jvp(primals, tangents):
+        (a,), (t,) = primals, tangents
+        out = prim.bind(a)
+        if type(t) is ad.Zero:
+            return out, ad.Zero.from_primal_value(out)
+        return out, prim.bind(t)
+
+    def transpose(ct, a):
+        return [ad.Zero(a.aval) if type(ct) is ad.Zero else _materialize_p.bind(ct)]
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(lambda a: jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak_type))
+    mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=False))
+    ad.primitive_jvps[prim] = jvp
+    ad.primitive_transposes[prim] = transpose
+    batching.primitive_batchers[prim] = lambda args, dims: (prim.bind(args[0]), dims[0])
+    return prim
 
 
-def _materialize_transpose(ct, a):
-    return [ad.Zero(a.aval) if type(ct) is ad.Zero else _materialize_p.bind(ct)]
-
-
-_materialize_p.def_impl(_materialize_impl)
-_materialize_p.def_abstract_eval(lambda a: jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak_type))
-mlir.register_lowering(_materialize_p, mlir.lower_fun(_materialize_impl, multiple_results=False))
-ad.primitive_jvps[_materialize_p] = _materialize_jvp
-ad.primitive_transposes[_materialize_p] = _materialize_transpose
-batching.primitive_batchers[_materialize_p] = lambda args, dims: (_materialize_p.bind(args[0]), dims[0])
+_materialize_p = _identity_primitive("materialize", _materialize_impl)
+_cotangent_p = _identity_primitive("materialize_cotangent", lambda a: a)
 
 
 def materialize(a):
     """`a`, computed once into a buffer of its own rather than copied into each consumer by XLA's fusion;
     its tangents and cotangents are materialized too (see the module docstring)."""
     return _materialize_p.bind(jnp.asarray(a))
-
-
-_cotangent_p = Primitive("materialize_cotangent")
-
-
-def _cotangent_jvp(primals, tangents):
-    (a,), (t,) = primals, tangents
-    out = _cotangent_p.bind(a)
-    if type(t) is ad.Zero:
-        return out, ad.Zero.from_primal_value(out)
-    return out, _cotangent_p.bind(t)
-
-
-def _cotangent_transpose(ct, a):
-    return [ad.Zero(a.aval) if type(ct) is ad.Zero else _materialize_p.bind(ct)]
-
-
-_cotangent_p.def_impl(lambda a: a)
-_cotangent_p.def_abstract_eval(lambda a: jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak_type))
-mlir.register_lowering(_cotangent_p, mlir.lower_fun(lambda a: a, multiple_results=False))
-ad.primitive_jvps[_cotangent_p] = _cotangent_jvp
-ad.primitive_transposes[_cotangent_p] = _cotangent_transpose
-batching.primitive_batchers[_cotangent_p] = lambda args, dims: (_cotangent_p.bind(args[0]), dims[0])
 
 
 def materialize_cotangent(a):
