@@ -30,7 +30,7 @@ from gradsim_jax.physics.gather import (corner_major_flat, corner_major_incidenc
                                         gather_corners, gather_corners_major, scatter_corners,
                                         scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
-from gradsim_jax.vectors import materialize, materialize_cotangent, unstack
+from gradsim_jax.vectors import cross3, dot3, materialize, materialize_cotangent, sub3, unstack
 
 
 @pytree_dataclass(meta=("aerodynamics",))
@@ -237,18 +237,6 @@ def bending_directions(xs):
     return d, e_len, valid, theta
 
 
-def _vsub(a, b):
-    return tuple(ai - bi for ai, bi in zip(a, b))
-
-
-def _vdot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-def _vcross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
 def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
     """Forces (f1, f2, f3, f4), each [3], on the vertices of one bending edge (positions x1..x4 and
     velocities v1..v4 [3]; x3-x4 the shared edge, as `bending_directions`); zero when degenerate.
@@ -260,14 +248,14 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
     xs = [tuple(materialize_cotangent(c) for c in unstack(x, -1)) for x in (x1, x2, x3, x4)]
     vs = [tuple(materialize_cotangent(c) for c in unstack(v, -1)) for v in (v1, v2, v3, v4)]
     p1, p2, p3, p4 = xs
-    n1 = tuple(materialize(c) for c in _vcross(_vsub(p3, p1), _vsub(p4, p1)))
-    n2 = tuple(materialize(c) for c in _vcross(_vsub(p4, p2), _vsub(p3, p2)))
-    e = _vsub(p4, p3)
-    n1_sq, n2_sq, e_sq = materialize(_vdot(n1, n1)), materialize(_vdot(n2, n2)), materialize(_vdot(e, e))
+    n1 = tuple(materialize(c) for c in cross3(sub3(p3, p1), sub3(p4, p1)))
+    n2 = tuple(materialize(c) for c in cross3(sub3(p4, p2), sub3(p3, p2)))
+    e = sub3(p4, p3)
+    n1_sq, n2_sq, e_sq = materialize(dot3(n1, n1)), materialize(dot3(n2, n2)), materialize(dot3(e, e))
     e_len = materialize(jnp.where(e_sq > 0.0, jnp.sqrt(jnp.where(e_sq > 0.0, e_sq, 1.0)), 0.0))
     # acos(n1_hat . n2_hat) with the sign of (n2 x n1) . e, as one atan2 (see `_hinge`)
-    sin_term = _vdot(_vcross(n2, n1), e)
-    cos_term = _vdot(n1, n2) * e_len
+    sin_term = dot3(cross3(n2, n1), e)
+    cos_term = dot3(n1, n2) * e_len
     degenerate = (sin_term == 0.0) & (cos_term == 0.0)
     theta = jnp.where(degenerate, 0.0, jnp.arctan2(sin_term, jnp.where(degenerate, 1.0, cos_term)))
     valid = (n1_sq > 1e-12 * e_sq * e_sq) & (n2_sq > 1e-12 * e_sq * e_sq) & (e_sq > 0.0)
@@ -275,12 +263,12 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
     inv2 = materialize(1.0 / jnp.where(valid, n2_sq, 1.0))
     inv_e = materialize(1.0 / jnp.where(valid, e_len, 1.0))
     n1p, n2p = tuple(c * inv1 for c in n1), tuple(c * inv2 for c in n2)
-    s13, s23 = _vdot(_vsub(p1, p4), e) * inv_e, _vdot(_vsub(p2, p4), e) * inv_e
-    s31, s32 = _vdot(_vsub(p3, p1), e) * inv_e, _vdot(_vsub(p3, p2), e) * inv_e
+    s13, s23 = dot3(sub3(p1, p4), e) * inv_e, dot3(sub3(p2, p4), e) * inv_e
+    s31, s32 = dot3(sub3(p3, p1), e) * inv_e, dot3(sub3(p3, p2), e) * inv_e
     d = [tuple(e_len * c for c in n1p), tuple(e_len * c for c in n2p),
          tuple(a * s13 + b * s23 for a, b in zip(n1p, n2p)), tuple(a * s31 + b * s32 for a, b in zip(n1p, n2p))]
     d = [tuple(materialize(c) for c in dk) for dk in d]
-    rate = sum(_vdot(dk, vk) for dk, vk in zip(d, vs))
+    rate = sum(dot3(dk, vk) for dk, vk in zip(d, vs))
     f_total = materialize(jnp.where(valid, -e_len * (ke * (theta - rest) + kd * rate), 0.0))
     return tuple(jnp.stack([c * f_total for c in dk]) for dk in d)
 

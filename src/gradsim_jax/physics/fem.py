@@ -37,7 +37,7 @@ from gradsim_jax.physics.gather import (corner_major_flat, corner_major_incidenc
                                         gather_corners, gather_corners_major, scatter_corners,
                                         scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
-from gradsim_jax.vectors import materialize, materialize_cotangent, unstack
+from gradsim_jax.vectors import cross3, materialize, materialize_cotangent, unstack
 
 
 @pytree_dataclass
@@ -153,7 +153,7 @@ def tet_force(x0, x1, x2, x3, v0, v1, v2, v3, dm, rest_volume, k_mu, k_lambda, k
     f = tuple(tuple(materialize(e) for e in row) for row in _columns_times(ds, d))
     f_dot = tuple(tuple(materialize(e) for e in row) for row in _columns_times(ds_dot, d))
     col = [tuple(f[i][j] for i in range(3)) for j in range(3)]
-    cof_cols = [_cross3(col[1], col[2]), _cross3(col[2], col[0]), _cross3(col[0], col[1])]
+    cof_cols = [cross3(col[1], col[2]), cross3(col[2], col[0]), cross3(col[0], col[1])]
     cof = tuple(tuple(materialize(cof_cols[j][i]) for j in range(3)) for i in range(3))  # [i][j]
     ic = materialize(sum(f[i][j] * f[i][j] for i in range(3) for j in range(3)))
     det = sum(f[i][0] * cof[i][0] for i in range(3))  # det F, expanded along the first column
@@ -166,10 +166,6 @@ def tet_force(x0, x1, x2, x3, v0, v1, v2, v3, dm, rest_volume, k_mu, k_lambda, k
     h = tuple(tuple(-rest_volume * sum(p[i][b] * d[j][b] for b in range(3)) for j in range(3)) for i in range(3))
     forces = [jnp.stack([h[i][j] for i in range(3)]) for j in range(3)]
     return (-(forces[0] + forces[1] + forces[2]), *forces)
-
-
-def _cross3(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
 def _activation(params, activation):
