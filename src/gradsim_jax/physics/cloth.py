@@ -243,14 +243,16 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
 
     The same forces as -|e| (ke (theta - rest) + kd sum d . v) d with `bending_directions`' d, written on
     the vectors' components (`vectors.unstack`, no cross products or stacks of 3-vectors inside), its
-    shared scalars `materialize`d and its inputs' cotangents too, so that XLA's CPU backend neither slices
-    nor recomputes per component (vmapped over corner-major [e, 3] blocks)."""
-    xs = [tuple(materialize_cotangent(c) for c in unstack(x, -1)) for x in (x1, x2, x3, x4)]
-    vs = [tuple(materialize_cotangent(c) for c in unstack(v, -1)) for v in (v1, v2, v3, v4)]
+    shared scalars `materialize`d and the cotangents of its edge vectors too, so that XLA's CPU backend
+    neither slices nor recomputes per component (vmapped over corner-major [e, 3] blocks)."""
+    xs = [unstack(x, -1) for x in (x1, x2, x3, x4)]
+    vs = [unstack(v, -1) for v in (v1, v2, v3, v4)]
     p1, p2, p3, p4 = xs
-    n1 = tuple(materialize(c) for c in cross3(sub3(p3, p1), sub3(p4, p1)))
-    n2 = tuple(materialize(c) for c in cross3(sub3(p4, p2), sub3(p3, p2)))
-    e = sub3(p4, p3)
+    # the hinge's edge vectors, whose cotangents are materialized (each a few terms of the corners')
+    a31, a41, a42, a32, e = (tuple(materialize_cotangent(c) for c in sub3(u, w))
+                             for u, w in ((p3, p1), (p4, p1), (p4, p2), (p3, p2), (p4, p3)))
+    n1 = tuple(materialize(c) for c in cross3(a31, a41))
+    n2 = tuple(materialize(c) for c in cross3(a42, a32))
     n1_sq, n2_sq, e_sq = materialize(dot3(n1, n1)), materialize(dot3(n2, n2)), materialize(dot3(e, e))
     e_len = materialize(jnp.where(e_sq > 0.0, jnp.sqrt(jnp.where(e_sq > 0.0, e_sq, 1.0)), 0.0))
     # acos(n1_hat . n2_hat) with the sign of (n2 x n1) . e, as one atan2 (see `_hinge`)
@@ -263,8 +265,8 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
     inv2 = materialize(1.0 / jnp.where(valid, n2_sq, 1.0))
     inv_e = materialize(1.0 / jnp.where(valid, e_len, 1.0))
     n1p, n2p = tuple(c * inv1 for c in n1), tuple(c * inv2 for c in n2)
-    s13, s23 = dot3(sub3(p1, p4), e) * inv_e, dot3(sub3(p2, p4), e) * inv_e
-    s31, s32 = dot3(sub3(p3, p1), e) * inv_e, dot3(sub3(p3, p2), e) * inv_e
+    s13, s23 = -dot3(a41, e) * inv_e, -dot3(a42, e) * inv_e  # (x1 - x4) . e_hat, (x2 - x4) . e_hat
+    s31, s32 = dot3(a31, e) * inv_e, dot3(a32, e) * inv_e
     d = [tuple(e_len * c for c in n1p), tuple(e_len * c for c in n2p),
          tuple(a * s13 + b * s23 for a, b in zip(n1p, n2p)), tuple(a * s31 + b * s32 for a, b in zip(n1p, n2p))]
     d = [tuple(materialize(c) for c in dk) for dk in d]
