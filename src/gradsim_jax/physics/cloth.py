@@ -26,8 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
-from gradsim_jax.physics.gather import (corner_major_flat, corner_major_incidence, eager_if_concrete,
-                                        gather_corners, gather_corners_major, scatter_corners,
+from gradsim_jax.physics.gather import (corner_major_layout, eager_if_concrete, gather_corners_major,
                                         scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
 from gradsim_jax.vectors import cross3, dot3, materialize, materialize_cotangent, sub3, unstack
@@ -152,10 +151,7 @@ def prepare_membrane(topology, params):
     into the program, XLA would constant-fold them at compile time, which takes minutes on a large mesh."""
     tris = topology.cloth.triangles
     gram_inv, rest_area = eager_if_concrete(rest_shapes, params.cloth.rest_x, tris)
-    table = topology.cloth.tri_incidence
-    if table is not None:
-        table = eager_if_concrete(corner_major_incidence, table, tris.shape[0], 3)
-    return gram_inv, rest_area, eager_if_concrete(corner_major_flat, tris), table
+    return (gram_inv, rest_area) + corner_major_layout(tris, topology.cloth.tri_incidence)
 
 
 def membrane_forces(topology, params, x, v, activation=None, prepared=None):
@@ -279,11 +275,7 @@ def prepare_bending(topology, params):
     """The bending edges' corners in corner-major order and their incidence table renumbered for it (None
     without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene."""
     del params
-    edges = topology.cloth.bend_edges
-    table = topology.cloth.bend_incidence
-    if table is not None:
-        table = eager_if_concrete(corner_major_incidence, table, edges.shape[0], 4)
-    return eager_if_concrete(corner_major_flat, edges), table
+    return corner_major_layout(topology.cloth.bend_edges, topology.cloth.bend_incidence)
 
 
 def bending_forces(topology, params, x, v, rest_offset=None, prepared=None):

@@ -33,9 +33,8 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.mathutil import safe_div
-from gradsim_jax.physics.gather import (corner_major_flat, corner_major_incidence, eager_if_concrete,
-                                        gather_corners, gather_corners_major, scatter_corners,
-                                        scatter_corners_major)
+from gradsim_jax.physics.gather import (corner_major_layout, eager_if_concrete, gather_corners,
+                                        gather_corners_major, scatter_corners, scatter_corners_major)
 from gradsim_jax.typing import Array, pytree_dataclass
 from gradsim_jax.vectors import cross3, materialize, materialize_cotangent, unstack
 
@@ -179,12 +178,9 @@ def prepare_fem(topology, params):
     tracing when the rest positions and tets are concrete (no constant folding by XLA)."""
     tets = topology.fem.tets
     dm, rest_volume = eager_if_concrete(rest_shapes, params.fem.rest_x, tets)
-    flat = table = None
-    if tets.shape[0] >= ENTRYWISE_MIN_TETS:
-        flat = eager_if_concrete(corner_major_flat, tets)
-        if topology.fem.incidence is not None:
-            table = eager_if_concrete(corner_major_incidence, topology.fem.incidence, tets.shape[0], 4)
-    return dm, rest_volume, flat, table
+    if tets.shape[0] < ENTRYWISE_MIN_TETS:
+        return dm, rest_volume, None, None
+    return (dm, rest_volume) + corner_major_layout(tets, topology.fem.incidence)
 
 
 def fem_forces(topology, params, x, v, activation=None, prepared=None):

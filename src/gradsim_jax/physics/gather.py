@@ -129,32 +129,43 @@ for _p, _other, _impl in ((_gather_p, _sum_p, _gather_rows), (_sum_p, _gather_p,
     batching.primitive_batchers[_p] = _batched(_p, _impl)
 
 
+def _gather_flat(x: Array, flat: Array, incidence: Optional[Array]) -> Array:
+    """x[flat] for in-range flat corner indices; with their incidence table its transpose is a gather."""
+    x = jnp.asarray(x)
+    if incidence is None:
+        return x.at[flat].get(mode="promise_in_bounds", wrap_negative_indices=False)
+    return _gather_p.bind(x, flat, incidence)
+
+
+def _sum_flat(flat_f: Array, flat: Array, num_particles: int, incidence: Optional[Array]) -> Array:
+    """Per-particle sum of the rows flat_f at flat corner indices: a scatter-add, or with their incidence
+    table a sum of gathers."""
+    if incidence is None:
+        return jnp.zeros((num_particles,) + flat_f.shape[1:], flat_f.dtype).at[flat].add(
+            flat_f, mode="promise_in_bounds", wrap_negative_indices=False)
+    return _sum_p.bind(flat_f, flat, incidence)
+
+
 def gather_corners(x: Array, elements: Array, incidence: Optional[Array] = None) -> Array:
     """x[elements]: [e, k, ...] from x [n, ...] and in-range indices elements [e, k]; with `incidence`
     (`corner_incidence(elements, n)`) its transpose in a gradient is a gather too."""
-    x = jnp.asarray(x)
-    if incidence is None:
-        return x.at[elements].get(mode="promise_in_bounds", wrap_negative_indices=False)
     e, k = elements.shape
-    return _gather_p.bind(x, elements.reshape(-1), incidence).reshape((e, k) + x.shape[1:])
+    rows = _gather_flat(x, elements.reshape(-1), incidence)
+    return rows.reshape((e, k) + rows.shape[1:])
 
 
 def scatter_corners(f: Array, elements: Array, num_particles: int, incidence: Optional[Array] = None) -> Array:
     """Per-particle sum [n, ...] of per-corner forces f [e, k, ...] at in-range indices elements [e, k]; with
     `incidence` (`corner_incidence(elements, n)`) a sum of gathers instead of a scatter-add."""
     f = jnp.asarray(f)
-    flat_f = f.reshape((-1,) + f.shape[2:])
-    if incidence is None:
-        return jnp.zeros((num_particles,) + f.shape[2:], f.dtype).at[elements.reshape(-1)].add(
-            flat_f, mode="promise_in_bounds", wrap_negative_indices=False)
-    return _sum_p.bind(flat_f, elements.reshape(-1), incidence)
+    return _sum_flat(f.reshape((-1,) + f.shape[2:]), elements.reshape(-1), num_particles, incidence)
 
 
 def corner_major_incidence(incidence: Optional[Array], num_elements: int, corners: int) -> Optional[Array]:
     """A `corner_incidence` table of elements [E, k] (flat corners e * k + s) renumbered for the corner-major
     order s * E + e of `gather_corners_major`; padding (E * k) stays padding; None stays None. Integer
-    arithmetic on [K, n] that works on traced tables: compute it once per rollout (the membrane's
-    `prepare_membrane` does), not in every step."""
+    arithmetic on [K, n] that works on traced tables: compute it once per rollout (`corner_major_layout`),
+    not in every step."""
     if incidence is None:
         return None
     pad = num_elements * corners
@@ -170,25 +181,32 @@ def corner_major_flat(elements: Array) -> Array:
     return jnp.asarray(elements).T.reshape(-1)
 
 
+def _corner_major_layout(elements, incidence):
+    e, k = elements.shape
+    return corner_major_flat(elements), corner_major_incidence(incidence, e, k)
+
+
+def corner_major_layout(elements: Array, incidence: Optional[Array]) -> tuple:
+    """(`corner_major_flat(elements)`, `corner_major_incidence` of their table or None): what the
+    corner-major gathers and sums take, computed once per rollout by a force term's `prepare` and
+    evaluated right away for a closed-over scene (`eager_if_concrete`)."""
+    return eager_if_concrete(_corner_major_layout, elements, incidence)
+
+
 def gather_corners_major(x: Array, elements: Array, major_incidence: Optional[Array] = None,
                          flat: Optional[Array] = None) -> Array:
     """x[elements.T]: [k, e, ...], corner by corner, from x [n, ...] and in-range elements [e, k]; with
     `major_incidence` (`corner_major_incidence` of the elements' `corner_incidence` table) its transpose is
-    a gather too. `flat`: `corner_major_flat(elements)` if computed already (once per rollout rather than
-    in every step).
+    a gather too. `flat`: `corner_major_flat(elements)` if computed already (`corner_major_layout`, once
+    per rollout rather than in every step).
 
     Corner-major rows let a force kernel take each corner as a contiguous [e, ...] block (`unstack` along
     axis 0) and hand its per-corner forces back as one `jnp.stack`: no slicing or stacking along a short
     minor axis, which XLA's CPU backend emits element by element (a 128 x 128 cloth's membrane step went
     0.90 -> 0.59 ms with the kernel written this way)."""
-    x = jnp.asarray(x)
     e, k = elements.shape
-    flat = corner_major_flat(elements) if flat is None else flat
-    if major_incidence is None:
-        rows = x.at[flat].get(mode="promise_in_bounds", wrap_negative_indices=False)
-    else:
-        rows = _gather_p.bind(x, flat, major_incidence)
-    return rows.reshape((k, e) + x.shape[1:])
+    rows = _gather_flat(x, corner_major_flat(elements) if flat is None else flat, major_incidence)
+    return rows.reshape((k, e) + rows.shape[1:])
 
 
 def scatter_corners_major(f: Array, elements: Array, num_particles: int,
@@ -197,12 +215,8 @@ def scatter_corners_major(f: Array, elements: Array, num_particles: int,
     in-range elements [e, k]; with `major_incidence` (as for `gather_corners_major`) a sum of gathers
     instead of a scatter-add; `flat` as there."""
     f = jnp.asarray(f)
-    flat_f = f.reshape((-1,) + f.shape[2:])
     flat = corner_major_flat(elements) if flat is None else flat
-    if major_incidence is None:
-        return jnp.zeros((num_particles,) + f.shape[2:], f.dtype).at[flat].add(
-            flat_f, mode="promise_in_bounds", wrap_negative_indices=False)
-    return _sum_p.bind(flat_f, flat, major_incidence)
+    return _sum_flat(f.reshape((-1,) + f.shape[2:]), flat, num_particles, major_incidence)
 
 
 def eager_if_concrete(fn, *args):
