@@ -80,8 +80,9 @@ FEM_DEMOS = {
         "recover every particle's mass of a soft body from a rendered video (gradSim's demo_fem)",
         "A soft box of tets thrown up in free fall, each particle pushed by its own known force during the "
         "first frames (F / m per particle is what shows its mass); the material is known. Fits "
-        "particle_mass (one mass per particle) and reports their mean relative error.",
-        None, {"iterations": 300, "polish": 0, "horizon": None, "learning_rate": 0.1}),
+        "particle_mass (one mass per particle) and reports their mean relative error: first one density for "
+        "every particle (mass = density x lumped rest volume; --density-first), then every mass on its own.",
+        None, {"iterations": 300, "polish": 0, "horizon": None, "learning_rate": 0.01, "density_first": 100}),
 }
 
 
@@ -177,6 +178,12 @@ def _table_demo_parsers(demos, table: dict, estimates) -> None:
         p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
         p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
         _fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
+        if "density_first" in fit_defaults:
+            first = fit_defaults["density_first"]
+            p.add_argument("--density-first", type=_count(0), default=first, metavar="N",
+                           help=f"first fit one density to every particle's mass in N Adam iterations (learning "
+                                f"rate 0.1), then every mass from there at --learning-rate (default {first} and "
+                                f"{fit_defaults['learning_rate']}; 0: per-particle masses from the start)")
         _progress_flags(p)
         _force_flag(p)
 
@@ -387,7 +394,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"gradsim-jax: warning: {message}", file=sys.stderr if file is None else file)
 
 
-def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_iterations=None):
+def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_iterations=None, density_first=0):
     from gradsim_jax.sysid import FitConfig
 
     return FitConfig(
@@ -402,6 +409,7 @@ def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_it
                           else round_iterations),
         horizon=args.horizon,
         window=getattr(args, "window", None),
+        density_first=(args.density_first if getattr(args, "density_first", None) is not None else density_first),
         checkpoint_dir=str(Path(args.out) / "checkpoint"),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
@@ -444,7 +452,7 @@ def _estimates(args, default=None):
 
 
 def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polish, horizon=None,
-              extra=None, rounds=1, round_iterations=None) -> int:
+              extra=None, rounds=1, round_iterations=None, density_first=0) -> int:
     """One synthetic system-identification demo: check OUT, build the experiment (`build()`, ValueError is a
     usage error), render the target from its theta, perturb the free quantities by --perturb, fit, write
     every output and the total time."""
@@ -462,7 +470,7 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
     print(f"demo {label}: estimating {', '.join(free)} ({exp.camera.height} px, {exp.frames} frames)")
     truth = dict(exp.theta)
     config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish, rounds=rounds,
-                     round_iterations=round_iterations)
+                     round_iterations=round_iterations, density_first=density_first)
     if args.horizon is None and config.window is None:  # a demo's own growing horizon, unless windowed
         config.horizon = horizon
     status = _preflight(exp, args, config)

@@ -16,6 +16,7 @@ OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.pn
 def test_fem_demo_help_lists_options(demo, capsys):
     text = demo_help(main, demo, capsys)
     assert ("--estimate" in text) == (demo == "fem-material")
+    assert ("--density-first" in text) == (demo == "fem-mass")
 
 
 def test_fem_material_demo_recovers_mu_and_lambda_and_writes_every_output(tmp_path, capsys):

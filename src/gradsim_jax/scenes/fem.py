@@ -13,9 +13,11 @@ Each builder returns a `gradsim_jax.sysid.Experiment` whose `theta` holds the tr
   of the truth and a joint fit stalls at ~1e-3 (vs ~1e-6 dropped level).
 - `fem_mass`: the soft box pushed by known forces: a different push on every particle during the first
   frames (known, in theta["push"]), in free fall; each particle's response to its push, F / m, is what
-  shows its mass (gradSim's demo_fem estimates per-particle masses). The material is known. Measured
-  (64 px, 20 frames, every mass 50 % off): mean relative error 2.4e-3 after 300 Adam steps (gradSim: 0.048);
-  a Levenberg-Marquardt polish over 36 masses is too slow on a CPU (a 36-column Jacobian per step).
+  shows its mass (gradSim's demo_fem estimates per-particle masses). The material is known. The demo fits
+  one density first (`FitConfig.density_first`), then every mass; a per-particle fit from 50 % off alone
+  ends in one of many local minima (light particles, of one tet, hardly move apart from their neighbours).
+  `density_gradient` and `mass_jitter` make masses that are not one density's. Measured figures: README,
+  "FEM soft bodies".
 
 Units SI, y up, the ground the plane y = 0. Render setup (`scenes.demos.finish_experiment`): per-face
 checker colours (deformation inside the silhouette shows), an oblique light, a camera framed on the true
@@ -34,6 +36,7 @@ from gradsim_jax.geometry import soft_body
 from gradsim_jax.geometry.tets import box_tets, sphere_tets
 from gradsim_jax.scenes.demos import finish_experiment
 from gradsim_jax.sysid import Experiment, default_theta
+from gradsim_jax.typing import replace_paths
 
 #: Quantities `fem_material` can estimate (its theta holds their true values).
 MATERIAL_QUANTITIES = ("fem_mu", "fem_lambda", "fem_damping")
@@ -93,16 +96,28 @@ def fem_mass(*, size: int = 64, frames: int = 20, substeps: int = 16, frame_dt: 
              cells=(3, 2, 2), extent=(0.3, 0.2, 0.2), density: float = 1000.0, k_mu: float = 2.0e3,
              k_lambda: float = 3.0e3, k_damp: float = 5.0, push: float = 3.0, push_frames: int = 4,
              velocity=(0.0, 1.5, 0.0), gravity: Optional[float] = None, seed: int = 0,
+             density_gradient: float = 0.0, mass_jitter: float = 0.0,
              elevation: float = 20.0, azimuth: float = 25.0) -> Experiment:
     """A soft box (as `fem_material`'s) thrown up with `velocity` m/s, each particle pushed by its own known
     force (`mass_push`, `push` N on average) during the first `push_frames` frames; no ground. theta holds
     "particle_mass" (every particle's mass, lumped from `density`) and the known push. `gravity`: m/s^2
-    (default 9.81)."""
+    (default 9.81). Masses that are not one density's: `density_gradient` g makes the density rise linearly
+    along x from (1 - g) to (1 + g) x `density` across the box, and `mass_jitter` j multiplies every
+    particle's mass by its own factor drawn uniformly from [1 - j, 1 + j] (seeded by `seed`)."""
+    if not (0.0 <= density_gradient < 1.0 and 0.0 <= mass_jitter < 1.0):
+        raise ValueError(f"density_gradient and mass_jitter must be in [0, 1), got {density_gradient}, {mass_jitter}")
     x, t = _body_mesh("box", cells, extent)
     body = soft_body(x, t, density=density, k_mu=k_mu, k_lambda=k_lambda, k_damp=k_damp,
                      pos=(0.0, 0.0, 0.0), vel=velocity, name="fem_mass body")
     g = 9.81 if gravity is None else gravity
     topology, params, state0 = body.build(gravity=(0.0, -g, 0.0))
+    if density_gradient or mass_jitter:
+        rest = np.asarray(x, np.float64)
+        across = rest[:, 0] - 0.5 * (rest[:, 0].min() + rest[:, 0].max())
+        factor = 1.0 + density_gradient * across / max(float(np.abs(across).max()), 1e-12)
+        factor = factor * np.random.default_rng(seed + 1).uniform(1.0 - mass_jitter, 1.0 + mass_jitter, len(rest))
+        mass = np.asarray(params.particles.mass, np.float64) * factor
+        params = replace_paths(params, {"particles.mass": jnp.asarray(mass, jnp.asarray(params.particles.mass).dtype)})
     theta = default_theta(topology, params, state0, ["particle_mass"])
     theta["push"] = jnp.asarray(mass_push(body.x, scale=push, seed=seed))
     return finish_experiment("fem_mass", topology, params, state0, theta, size=size, frames=frames,

@@ -36,8 +36,9 @@ from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           vertices)
-from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, shape_roughness, transforms_for,
-                                          with_camera_pose)
+from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, density_field_coordinates,
+                                          lumped_volumes, shape_roughness, transforms_for, with_camera_pose)
+from gradsim_jax.typing import replace_paths
 
 Array = Any
 
@@ -97,7 +98,17 @@ class FitConfig:
     floor, after a round that lowers the loss by less than 1 % (`ROUND_GAIN`), or after `rounds`; the
     round with the lowest loss gives the estimate (`history["rounds"]`, `history["best_round"]`). Against a
     real video, which a model never explains to its noise floor, they run until one gains under 1 % or
-    all are spent. 1: one round (Adam, then the polish)."""
+    all are spent. 1: one round (Adam, then the polish).
+    density_first: with "particle_mass" free in a scene with soft bodies, first fit a density field to the
+    soft-body particles' masses (mass = density x lumped rest volume, the density log-linear across the
+    bodies: the quantity "density_field", 4 numbers; the other free quantities with it) in this many Adam
+    iterations at `density_learning_rate` (then the polish), starting from the initial masses' total over
+    their lumped volume everywhere; the per-particle fit then starts from the masses of that field (the
+    particles of no tet keep their initial masses). 0: none. A body's masses
+    follow from its density; single-view video at 64 px then fixes the deviations of single particles only
+    weakly (light particles, of one tet, hardly move apart from their neighbours), and a per-particle fit
+    started far off ends in one of many local minima. Give the per-particle stage a small learning rate
+    (0.01): Adam's first steps move every mass by about the learning rate."""
 
     free: tuple[str, ...]
     iterations: int = 100
@@ -119,6 +130,8 @@ class FitConfig:
     window: Optional[int] = None
     rounds: int = 1
     round_iterations: Optional[int] = None
+    density_first: int = 0
+    density_learning_rate: float = 0.1
 
 
 @dataclasses.dataclass
@@ -144,12 +157,19 @@ def check_config(config: FitConfig) -> None:
     """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
     for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
                        ("checkpoint_every", 1), ("window", 1), ("rounds", 1),
-                       ("round_iterations", 1)):
+                       ("round_iterations", 1), ("density_first", 0)):
         value = getattr(config, key)
         if value is not None and (not isinstance(value, (int, np.integer)) or value < least):
             raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
-    if not (math.isfinite(config.learning_rate) and config.learning_rate > 0):
-        raise ValueError(f"learning_rate must be a positive number, got {config.learning_rate}")
+    for key in ("learning_rate", "density_learning_rate"):
+        value = getattr(config, key)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{key} must be a positive number, got {value}")
+    if config.density_first and "particle_mass" not in (canonical(n) for n in config.free):
+        raise ValueError("density_first fits a density before the per-particle masses: particle_mass must be free")
+    if config.density_first and {"density", "density_field"} & {canonical(n) for n in config.free}:
+        raise ValueError("density_first: density (or density_field) and particle_mass both set the particles' "
+                         "masses; free one")
     if config.loss not in LOSSES:
         raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
     if not (math.isfinite(config.smoothness) and config.smoothness >= 0):
@@ -192,6 +212,8 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
         inputs["window"] = int(config.window)
     if config.clip:
         inputs["clip"] = {canonical(k): float(v) for k, v in sorted(config.clip.items())}
+    if config.density_first:
+        inputs["density_first"] = [int(config.density_first), float(config.density_learning_rate)]
     return inputs
 
 
@@ -510,6 +532,11 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     check_config(config)
     theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     inputs = fit_inputs(exp, target, theta0, config)
+    density = None
+    if config.density_first:
+        if not bool(np.any(np.asarray(lumped_volumes(exp.topology, exp.params)) > 0)):
+            raise ValueError("density_first needs a soft body (tets): this scene has none")
+        theta0, density = _density_first(exp, target, theta0, config, free)
     target = jnp.asarray(target, theta0["push"].dtype)
     channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
     floor = noise_floor(np.asarray(target)[_frames_of(exp, config.frame_stride)], channels)
@@ -539,6 +566,8 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     theta, info, final_loss = best["theta"], best["info"], best["loss"]
     history["rounds"] = len(done)
     history["best_round"] = 1 + next(k for k, r in enumerate(done) if r is best)
+    if density is not None:
+        history["density_first"] = density
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     report = None
     if config.report and n_scalars <= REPORT_MAX_SCALARS and "jacobian" in info:
@@ -561,6 +590,45 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
                        adam_iterations=sum(r["adam_iterations"] for r in done),
                        lm_iterations=sum(r["lm_steps"] for r in done), loss=final_loss, convergence=convergence,
                        inputs=inputs, resume=done[0]["resumed"])
+
+
+def _density_first(exp: Experiment, target: Array, theta0: dict, config: FitConfig, free) -> tuple[dict, dict]:
+    """The first stage of `FitConfig.density_first`: (theta0 with "particle_mass" the masses of the fitted
+    density field and the other free quantities as fitted with it, {"density": kg/m^3 at the bodies'
+    centroid, "field": the fitted "density_field", "range": [least, largest] density of a particle, "loss":
+    the stage's final image loss, "start": the density it started from})."""
+    volume, coordinates = (np.asarray(a, np.float64) for a in density_field_coordinates(exp.topology, exp.params))
+    masses = np.asarray(theta0["particle_mass"], np.float64)
+    soft = volume > 0
+    start = float(masses[soft].sum() / volume[soft].sum())
+    # The stage's scene: the particles of no tet keep the initial masses (not the scene's own), and nothing
+    # of the scene's own per-particle masses is left to fill in a quantity the stage does not set.
+    params = replace_paths(exp.params, {"particles.mass": jnp.asarray(masses, exp.dtype)})
+    stage_exp = dataclasses.replace(exp, params=params,
+                                    theta={k: v for k, v in exp.theta.items() if k != "particle_mass"})
+    stage_free = tuple("density_field" if n == "particle_mass" else n for n in free)
+    stage_theta = {k: v for k, v in theta0.items() if k != "particle_mass"}
+    stage_theta["density_field"] = jnp.asarray([math.log(start), 0.0, 0.0, 0.0], exp.dtype)
+    stage = dataclasses.replace(config, free=stage_free, iterations=config.density_first,
+                                learning_rate=config.density_learning_rate, density_first=0, rounds=1,
+                                checkpoint_dir=None, resume=False, callback=None, report=False, clip=None)
+    if config.progress:
+        print(f"  density first: a density field for the soft bodies ({config.density_first} Adam iterations "
+              f"from {start:.4g} kg/m^3 everywhere)")
+    result = identify(stage_exp, target, stage_theta, stage)
+    field = np.asarray(result.theta["density_field"], np.float64)
+    density = np.exp(field[0] + coordinates @ field[1:])
+    theta = dict(theta0)
+    for n in stage_free:
+        if n != "density_field":
+            theta[n] = jnp.asarray(result.theta[n], exp.dtype)
+    theta["particle_mass"] = jnp.asarray(np.where(soft, density * volume, masses), exp.dtype)
+    least, largest = float(density[soft].min()), float(density[soft].max())
+    if config.progress:
+        print(f"  density first: {math.exp(field[0]):.6g} kg/m^3 at the centroid ({least:.4g} to {largest:.4g}; "
+              f"loss {result.loss:.3e}); now every particle's mass")
+    return theta, {"density": math.exp(field[0]), "field": field.tolist(), "range": [least, largest],
+                   "loss": float(result.loss), "start": start}
 
 
 def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, free, history: dict, *,

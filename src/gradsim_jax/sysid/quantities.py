@@ -313,6 +313,29 @@ def _expand_density(exp, value):
     return {"particles.mass": jnp.where(vol > 0, value * vol, exp.params.particles.mass)}
 
 
+def density_field_coordinates(topology, params):
+    """(lumped volumes [n], s [n, 3]): the rest positions of the soft bodies' particles relative to their
+    volume-weighted centroid, over the largest such distance (|s| <= 1; 0 for particles of no tet)."""
+    vol = lumped_volumes(topology, params)
+    x = params.fem.rest_x
+    soft = vol > 0
+    centroid = jnp.sum(vol[:, None] * x, 0) / jnp.maximum(jnp.sum(vol), 1e-30)
+    r = jnp.where(soft[:, None], x - centroid, 0.0)
+    reach = jnp.max(jnp.sqrt(jnp.sum(r * r, 1)))
+    return vol, r / jnp.maximum(reach, 1e-30)
+
+
+def _read_density_field(topology, params, state0):
+    return np.array([np.log(_read_density(topology, params, state0)), 0.0, 0.0, 0.0])
+
+
+def _expand_density_field(exp, value):
+    # density(s) = exp(value[0] + value[1:] . s), s the rest position scaled to the body (|s| <= 1).
+    vol, s = density_field_coordinates(exp.topology, exp.params)
+    density = jnp.exp(value[0] + s @ value[1:])
+    return {"particles.mass": jnp.where(vol > 0, density * vol, exp.params.particles.mass)}
+
+
 for _q in (
     _tet_quantity("fem_mu", "fem.k_mu", "Pa", "FEM shear modulus k_mu (Lame mu) of every tet",
                   aliases=("k_mu", "tet_k_mu")),
@@ -327,6 +350,11 @@ for _q in (
     Quantity("density", "particles.mass", "kg/m^3", "log", ("density", "fem_density"),
              "density of the soft bodies: each particle's mass = density x its lumped rest volume (the sum of "
              "V0 / 4 over its tets)", read=_read_density, expand=_expand_density, applies=_has_tets),
+    Quantity("density_field", "particles.mass", "log(kg/m^3), 1", "identity", ("density_field",),
+             "a density varying across the soft bodies, [4]: log density(s) = value[0] + value[1:] . s, s the "
+             "rest position from the volume-weighted centroid over the largest such distance; each particle's "
+             "mass = density(s) x its lumped rest volume", read=_read_density_field, expand=_expand_density_field,
+             applies=_has_tets),
 ):
     register(_q)
 del _q
