@@ -80,8 +80,8 @@ FEM_DEMOS = {
         "recover every particle's mass of a soft body from a rendered video (gradSim's demo_fem)",
         "A soft box of tets thrown up in free fall, each particle pushed by its own known force during the "
         "first frames (F / m per particle is what shows its mass); the material is known. Fits "
-        "particle_mass (one mass per particle) and reports their mean relative error: first one density for "
-        "every particle (mass = density x lumped rest volume; --density-first), then every mass on its own.",
+        "particle_mass (one mass per particle) and reports their mean relative error: first a density field "
+        "across the body (mass = density x lumped rest volume; --density-first), then every mass on its own.",
         None, {"iterations": 300, "polish": 0, "horizon": None, "learning_rate": 0.01, "density_first": 100}),
 }
 
@@ -181,9 +181,10 @@ def _table_demo_parsers(demos, table: dict, estimates) -> None:
         if "density_first" in fit_defaults:
             first = fit_defaults["density_first"]
             p.add_argument("--density-first", type=_count(0), default=first, metavar="N",
-                           help=f"first fit one density to every particle's mass in N Adam iterations (learning "
-                                f"rate 0.1), then every mass from there at --learning-rate (default {first} and "
-                                f"{fit_defaults['learning_rate']}; 0: per-particle masses from the start)")
+                           help=f"first fit a density field (log-linear across the body; mass = density x "
+                                f"lumped volume) in N Adam iterations (learning rate 0.1), then every mass from "
+                                f"there at --learning-rate (default {first} and {fit_defaults['learning_rate']}; "
+                                f"0: per-particle masses from the start)")
         _progress_flags(p)
         _force_flag(p)
 
