@@ -30,6 +30,7 @@ from gradsim_jax.fit.identifiability import scalar_labels, report_from_jacobian
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import least_squares, silhouette_loss
 from gradsim_jax.fit.checkpoint import checkpoint_path
+from gradsim_jax.fit.fit import HISTORY_FULL_SIZE
 from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
@@ -104,11 +105,15 @@ class FitConfig:
     bodies: the quantity "density_field", 4 numbers; the other free quantities with it) in this many Adam
     iterations at `density_learning_rate` (then the polish), starting from the initial masses' total over
     their lumped volume everywhere; the per-particle fit then starts from the masses of that field (the
-    particles of no tet keep their initial masses). 0: none. A body's masses
-    follow from its density; single-view video at 64 px then fixes the deviations of single particles only
-    weakly (light particles, of one tet, hardly move apart from their neighbours), and a per-particle fit
-    started far off ends in one of many local minima. Give the per-particle stage a small learning rate
-    (0.01): Adam's first steps move every mass by about the learning rate."""
+    particles of no tet keep their initial masses). Without a growing horizon the estimate is the iterate of
+    the lowest loss (the per-particle steps bounce near a minimum), and the field's masses when no iterate
+    beats them (`history["density_first"]`: the field, its losses, "kept", "best_iteration"); the convergence
+    is judged from the per-particle stage's first loss (the field's last). A resumed fit runs the field stage again (it is
+    deterministic, and has no checkpoints). 0: none. Why: a body's masses follow from its density;
+    single-view video at 64 px fixes the deviations of single particles only weakly (light particles, of one
+    tet, hardly move apart from their neighbours), and a per-particle fit started far off ends in one of many
+    local minima. Give the per-particle stage a small learning rate (0.01): Adam's first steps move every
+    mass by about the learning rate."""
 
     free: tuple[str, ...]
     iterations: int = 100
@@ -567,6 +572,25 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     history["rounds"] = len(done)
     history["best_round"] = 1 + next(k for k, r in enumerate(done) if r is best)
     if density is not None:
+        # The per-particle steps bounce near the minimum (the loss is not continuous in the masses at the
+        # default depth blend): the lowest-loss iterate is the estimate. Every entry of the history is a loss
+        # over all frames when no horizon grows, and holds the whole values of quantities up to 64 elements.
+        losses = np.asarray(history["loss"], np.float64)
+        whole = all(np.size(theta[n]) <= HISTORY_FULL_SIZE for n in free)
+        if config.horizon is None and whole and losses.size and np.nanmin(losses) < final_loss:
+            k = int(np.nanargmin(losses))
+            theta = {**theta, **{n: jnp.asarray(history["params"][n][k], exp.dtype) for n in free}}
+            final_loss, info = float(losses[k]), {}
+            density["best_iteration"] = int(history["iteration"][k])
+        # When they end no lower than the density field left the loss, the field's masses (and the quantities
+        # fitted with it) are the estimate.
+        density["kept"] = bool(np.isfinite(density["loss"]) and not final_loss < density["loss"])
+        if density["kept"]:
+            if config.progress:
+                print(f"  the per-particle fit ended at loss {final_loss:.3e}, no lower than the density field's "
+                      f"{density['loss']:.3e}: the field's masses are the estimate")
+            theta = {**theta, **{n: theta0[n] for n in free}}
+            final_loss, info = density["loss"], {}  # the polish's Jacobian was made elsewhere
         history["density_first"] = density
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     report = None
@@ -582,6 +606,8 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
 
         report = gauss_newton_report(residual, _with_data(theta, exp, target), free=free,
                                      transforms=transforms_for(free))
+    # With density_first: the per-particle stage's start, so that a stage that explains little more of the
+    # video than the field did is not called converged by the loss ratio (the field stage's start is far off).
     initial_loss = history["loss"][0] if history["loss"] else final_loss
     convergence = assess(initial_loss=initial_loss, final_loss=final_loss, floor=floor,
                          grad_norm=best["grad_norm"], last_step=best["last_step"], loss_kind=config.loss)
@@ -596,7 +622,8 @@ def _density_first(exp: Experiment, target: Array, theta0: dict, config: FitConf
     """The first stage of `FitConfig.density_first`: (theta0 with "particle_mass" the masses of the fitted
     density field and the other free quantities as fitted with it, {"density": kg/m^3 at the bodies'
     centroid, "field": the fitted "density_field", "range": [least, largest] density of a particle, "loss":
-    the stage's final image loss, "start": the density it started from})."""
+    the stage's final image loss, "initial_loss": its first, "losses": all of its losses, "start": the density it
+    started from})."""
     volume, coordinates = (np.asarray(a, np.float64) for a in density_field_coordinates(exp.topology, exp.params))
     masses = np.asarray(theta0["particle_mass"], np.float64)
     soft = volume > 0
@@ -627,8 +654,10 @@ def _density_first(exp: Experiment, target: Array, theta0: dict, config: FitConf
     if config.progress:
         print(f"  density first: {math.exp(field[0]):.6g} kg/m^3 at the centroid ({least:.4g} to {largest:.4g}; "
               f"loss {result.loss:.3e}); now every particle's mass")
+    initial_loss = float(result.history["loss"][0]) if result.history["loss"] else float(result.loss)
     return theta, {"density": math.exp(field[0]), "field": field.tolist(), "range": [least, largest],
-                   "loss": float(result.loss), "start": start}
+                   "loss": float(result.loss), "initial_loss": initial_loss, "start": start,
+                   "losses": [float(v) for v in result.history["loss"]]}
 
 
 def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, free, history: dict, *,

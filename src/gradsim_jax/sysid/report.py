@@ -222,9 +222,14 @@ def plot_loss(path, history: dict) -> Path:
         ax.semilogy(it[run], np.maximum(loss[run], 1e-30), "o-" if stage == "lm" else "-", color=colors.get(stage),
                     label=None if stage in labelled else ("LM" if stage == "lm" else "Adam"))
         labelled.add(stage)
-    ax.set_xlabel("iteration")
+    first = (history.get("density_first") or {}).get("losses")
+    if first:  # `FitConfig.density_first`: its stage ran before iteration 0
+        ax.semilogy(np.arange(-len(first), 0), np.maximum(np.asarray(first, np.float64), 1e-30), "-", color="C2",
+                    label="density field (Adam)")
+        ax.axvline(0.0, color="0.6", lw=0.8)
+    ax.set_xlabel("iteration" + (" (the density field's before 0)" if first else ""))
     ax.set_ylabel("image loss")
-    if it.size:
+    if it.size or first:
         ax.legend()
     else:
         ax.text(0.5, 0.5, "no iterations", ha="center", va="center", transform=ax.transAxes)
