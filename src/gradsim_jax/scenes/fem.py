@@ -14,7 +14,7 @@ Each builder returns a `gradsim_jax.sysid.Experiment` whose `theta` holds the tr
 - `fem_mass`: the soft box pushed by known forces: a different push on every particle during the first
   frames (known, in theta["push"]), in free fall; each particle's response to its push, F / m, is what
   shows its mass (gradSim's demo_fem estimates per-particle masses). The material is known. The demo fits
-  one density first (`FitConfig.density_first`), then every mass; a per-particle fit from 50 % off alone
+  a density field first (`FitConfig.density_first`), then every mass; a per-particle fit from 50 % off alone
   ends in one of many local minima (light particles, of one tet, hardly move apart from their neighbours).
   `density_gradient` and `mass_jitter` make masses that are not one density's. Measured figures: README,
   "FEM soft bodies".
@@ -105,7 +105,8 @@ def fem_mass(*, size: int = 64, frames: int = 20, substeps: int = 16, frame_dt: 
     along x from (1 - g) to (1 + g) x `density` across the box, and `mass_jitter` j multiplies every
     particle's mass by its own factor drawn uniformly from [1 - j, 1 + j] (seeded by `seed`)."""
     if not (0.0 <= density_gradient < 1.0 and 0.0 <= mass_jitter < 1.0):
-        raise ValueError(f"density_gradient and mass_jitter must be in [0, 1), got {density_gradient}, {mass_jitter}")
+        raise ValueError(f"density_gradient and mass_jitter must be in [0, 1), got {density_gradient} and "
+                         f"{mass_jitter}")
     x, t = _body_mesh("box", cells, extent)
     body = soft_body(x, t, density=density, k_mu=k_mu, k_lambda=k_lambda, k_damp=k_damp,
                      pos=(0.0, 0.0, 0.0), vel=velocity, name="fem_mass body")
@@ -116,8 +117,9 @@ def fem_mass(*, size: int = 64, frames: int = 20, substeps: int = 16, frame_dt: 
         across = rest[:, 0] - 0.5 * (rest[:, 0].min() + rest[:, 0].max())
         factor = 1.0 + density_gradient * across / max(float(np.abs(across).max()), 1e-12)
         factor = factor * np.random.default_rng(seed + 1).uniform(1.0 - mass_jitter, 1.0 + mass_jitter, len(rest))
+        dtype = jnp.asarray(params.particles.mass).dtype
         mass = np.asarray(params.particles.mass, np.float64) * factor
-        params = replace_paths(params, {"particles.mass": jnp.asarray(mass, jnp.asarray(params.particles.mass).dtype)})
+        params = replace_paths(params, {"particles.mass": jnp.asarray(mass, dtype)})
     theta = default_theta(topology, params, state0, ["particle_mass"])
     theta["push"] = jnp.asarray(mass_push(body.x, scale=push, seed=seed))
     return finish_experiment("fem_mass", topology, params, state0, theta, size=size, frames=frames,

@@ -86,7 +86,7 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
                        "best_round": int(result.history.get("best_round", 1))},
         "final_loss": result.loss,
         "wall_time_s": result.wall_time,
-        # `FitConfig.density_first`: the density fitted first ({"density", "loss", "start"}), or None.
+        # `FitConfig.density_first`: its density field stage (`identify._density_first`), or None.
         "density_first": result.history.get("density_first"),
         "versions": _versions(),
     }
