@@ -217,6 +217,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "round_iterations": Field("int", None, "Adam iterations of each later round (default: half of iterations)"),
         "window": Field("int", None, "long recordings: truncated backpropagation, gradients reach back at most "
                                      "this many frames (see `gradsim-jax horizon`)"),
+        "density_first": Field("int", 0, "with particle_mass free: first fit a density field of the soft bodies in "
+                                         "this many Adam iterations, then every mass from there (0: none)"),
+        "density_learning_rate": Field("float", 0.1, "Adam learning rate of the density field stage"),
     },
     "initial": {
         "mass": Field("float", None, "initial guess of the mass per particle, kg"),
@@ -402,16 +405,23 @@ class SceneSpec:
         if f["loss"] is not None and f["loss"] not in LOSSES:
             raise SceneFileError(f"{self.path}: [fit] loss must be one of {LOSSES}, got {f['loss']!r}")
         for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1), ("window", 1),
-                           ("rounds", 1), ("round_iterations", 1)):
+                           ("rounds", 1), ("round_iterations", 1), ("density_first", 0)):
             if f[key] is not None and f[key] < least:
                 allowed = "0 or more" if least == 0 else f"at least {least}"
                 raise SceneFileError(f"{self.path}: [fit] {key} must be {allowed}, got {f[key]}")
         if not (math.isfinite(f["learning_rate"]) and f["learning_rate"] > 0):
             raise SceneFileError(f"{self.path}: [fit] learning_rate must be a positive number (a negative one "
                                  f"climbs the loss), got {f['learning_rate']}")
+        if not (math.isfinite(f["density_learning_rate"]) and f["density_learning_rate"] > 0):
+            raise SceneFileError(f"{self.path}: [fit] density_learning_rate must be a positive number, got "
+                                 f"{f['density_learning_rate']}")
+        if f["density_first"] and "particle_mass" not in free:
+            raise SceneFileError(f"{self.path}: [fit] density_first fits a density field before every particle's "
+                                 f"mass: particle_mass must be in free")
         return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"] or "auto",
                          frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"],
-                         window=f["window"], rounds=f["rounds"], round_iterations=f["round_iterations"])
+                         window=f["window"], rounds=f["rounds"], round_iterations=f["round_iterations"],
+                         density_first=f["density_first"], density_learning_rate=f["density_learning_rate"])
 
     def content_sha256(self) -> str:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]

@@ -108,3 +108,18 @@ def test_bad_soft_bodies_are_named(tmp_path, table, message):
 def test_help_lists_soft_bodies():
     text = help_text()
     assert "[[soft_body]]" in text and "fem_mu" in text
+
+
+def test_fit_table_sets_the_density_field_stage_of_a_mass_fit(tmp_path):
+    text = "[scene]\nground = true\n" + SOFT + TAIL.replace('free = ["mass"]', 'free = ["particle_mass"]\n'
+                                                            'density_first = 40\ndensity_learning_rate = 0.2')
+    config = load_scene(write_scene(tmp_path, text)).fit_config
+    assert (config.density_first, config.density_learning_rate) == (40, 0.2)
+    assert load_scene(write_scene(tmp_path, "[scene]\n" + SOFT + TAIL)).fit_config.density_first == 0
+    bad = TAIL.replace('free = ["mass"]', 'free = ["fem_mu"]\ndensity_first = 40')
+    with pytest.raises(SceneFileError, match=r"\[fit\] density_first .*particle_mass must be in free"):
+        load_scene(write_scene(tmp_path, "[scene]\n" + SOFT + bad)).fit_config
+    bad = TAIL.replace('free = ["mass"]', 'free = ["particle_mass"]\ndensity_learning_rate = 0.0')
+    with pytest.raises(SceneFileError, match=r"\[fit\] density_learning_rate must be a positive number"):
+        load_scene(write_scene(tmp_path, "[scene]\n" + SOFT + bad)).fit_config
+    assert "density_first" in help_text()
