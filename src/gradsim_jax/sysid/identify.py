@@ -38,7 +38,7 @@ from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_re
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
                                           vertices)
 from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, density_field_coordinates,
-                                          lumped_volumes, shape_roughness, transforms_for, with_camera_pose)
+                                          shape_roughness, transforms_for, with_camera_pose)
 from gradsim_jax.typing import replace_paths
 
 Array = Any
@@ -539,8 +539,6 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     inputs = fit_inputs(exp, target, theta0, config)
     density = None
     if config.density_first:
-        if not bool(np.any(np.asarray(lumped_volumes(exp.topology, exp.params)) > 0)):
-            raise ValueError("density_first needs a soft body (tets): this scene has none")
         theta0, density = _density_first(exp, target, theta0, config, free)
     target = jnp.asarray(target, theta0["push"].dtype)
     channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
@@ -627,6 +625,8 @@ def _density_first(exp: Experiment, target: Array, theta0: dict, config: FitConf
     volume, coordinates = (np.asarray(a, np.float64) for a in density_field_coordinates(exp.topology, exp.params))
     masses = np.asarray(theta0["particle_mass"], np.float64)
     soft = volume > 0
+    if not soft.any():
+        raise ValueError("density_first needs a soft body (tets): this scene has none")
     start = float(masses[soft].sum() / volume[soft].sum())
     # The stage's scene: the particles of no tet keep the initial masses (not the scene's own), and nothing
     # of the scene's own per-particle masses is left to fill in a quantity the stage does not set.
@@ -644,13 +644,13 @@ def _density_first(exp: Experiment, target: Array, theta0: dict, config: FitConf
               f"from {start:.4g} kg/m^3 everywhere)")
     result = identify(stage_exp, target, stage_theta, stage)
     field = np.asarray(result.theta["density_field"], np.float64)
-    density = np.exp(field[0] + coordinates @ field[1:])
+    rho = np.exp(field[0] + coordinates @ field[1:])
     theta = dict(theta0)
     for n in stage_free:
         if n != "density_field":
             theta[n] = jnp.asarray(result.theta[n], exp.dtype)
-    theta["particle_mass"] = jnp.asarray(np.where(soft, density * volume, masses), exp.dtype)
-    least, largest = float(density[soft].min()), float(density[soft].max())
+    theta["particle_mass"] = jnp.asarray(np.where(soft, rho * volume, masses), exp.dtype)
+    least, largest = float(rho[soft].min()), float(rho[soft].max())
     if config.progress:
         print(f"  density first: {math.exp(field[0]):.6g} kg/m^3 at the centroid ({least:.4g} to {largest:.4g}; "
               f"loss {result.loss:.3e}); now every particle's mass")
