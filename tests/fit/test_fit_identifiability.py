@@ -111,3 +111,14 @@ def test_rtol_sets_the_threshold(rtol, flagged):
     X = jnp.stack([T, T + 0.02 * T**2], axis=1)
     rep = gauss_newton_report(lambda p: X @ p["w"], {"w": jnp.ones(2)}, rtol=rtol, sigma2=1.0)
     assert len(rep.unidentifiable) == flagged
+
+
+def test_a_non_finite_jacobian_gives_an_honest_report_not_an_exception():
+    """eigh does not converge on NaN: the report says nothing is known instead of raising, and does not call
+    the parameters identifiable."""
+    jac = np.array([[1.0, np.nan], [0.5, 2.0], [0.0, 1.0]])
+    report = identifiability.report_from_jacobian(jac, np.zeros(3), ("log(a)", "log(b)"), [1.0, 2.0], [1.0, 2.0])
+    assert np.isnan(report.condition_number) and not report.identifiable
+    assert np.all(np.isnan(report.stderr)) and "not finite" in str(report)
+    zero = identifiability.report_from_jacobian(np.zeros((3, 2)), np.zeros(3), ("a", "b"), [1.0, 2.0], [1.0, 1.0])
+    assert not zero.identifiable and zero.condition_number == float("inf") and np.all(np.isinf(zero.stderr))

@@ -40,3 +40,19 @@ def test_masked_unknowns_keep_their_values():
     assert result.z[1] == 0.8
     np.testing.assert_allclose(result.z[0], 1.7, rtol=1e-9)
     assert result.jacobian.shape == (T.size, 1)
+
+
+def test_zero_rank_deficient_and_non_finite_jacobians_stop_without_an_exception():
+    """Issue 34's audit of the linear solves: a quantity the video does not see (a zero column), two that
+    only act together (equal columns) and a Jacobian of a simulation that blew up (NaN) each end the polish
+    with a result, never a LinAlgError; the known parts still move."""
+    zero = least_squares.levenberg_marquardt(None, lambda z: (np.ones(4), np.zeros((4, 2))), [1.0, 2.0])
+    assert zero.steps == [] and np.all(zero.z == [1.0, 2.0]) and np.all(np.isfinite(zero.gauss_newton_step))
+
+    def twins(z):  # r = (z0 + z1) - 3 at every point: only the sum is determined
+        return np.full(5, z[0] + z[1] - 3.0), np.ones((5, 2))
+
+    both = least_squares.levenberg_marquardt(None, twins, [0.0, 0.0], steps=20, tol=1e-14)
+    assert abs(both.z.sum() - 3.0) < 1e-6 and both.cost < 1e-10
+    broken = least_squares.levenberg_marquardt(None, lambda z: (np.ones(3), np.full((3, 2), np.nan)), [1.0, 2.0])
+    assert broken.steps == [] and np.all(np.isnan(broken.gauss_newton_step))

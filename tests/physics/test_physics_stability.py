@@ -153,3 +153,28 @@ def test_cloth_rates_are_the_largest_eigenvalues_of_the_force_derivatives_float6
     assert report.stiffness_rate == pytest.approx(expect[0], rel=1e-5)
     assert report.damping_rate == pytest.approx(expect[1], rel=1e-5)
     assert report.elements == t + hinges.shape[0]
+
+
+def test_undamped_and_sparsely_damped_meshes_of_any_size_are_checked_without_an_arpack_error():
+    """Issue 34, item 1: k_damp = 0 on a body of more than DENSE_MAX / 3 particles left ARPACK with an
+    all-zero Krylov space ("ARPACK error -9: Starting vector is zero"); one damped tet among 90 gives a
+    rank-12 damping matrix. Both now report their rates: 0 for no damping, and for the one tet the same rate
+    as the power iteration and as the dense matrix of its 4 particles."""
+    v, t = box_tets((3, 3, 2), (0.15, 0.15, 0.1), pattern=5)
+    top, par, st = gs.soft_body(v, t, k_damp=0.0).build()
+    assert top.particles.count * 3 > 90  # past the dense branch: Lanczos
+    report = step_report(top, par, dt=1e-3)
+    assert report.damping_rate == 0.0 and report.stiffness_rate > 0.0
+    assert report.criterion == pytest.approx(1e-6 * report.stiffness_rate, rel=1e-12)
+    for method in ("lanczos", "power"):
+        assert step_report(top, par, dt=1e-3, method=method).damping_rate == 0.0
+    damp = np.zeros(t.shape[0])
+    damp[7] = 10.0
+    one = replace_paths(par, {"fem.k_damp": jnp.asarray(damp, par.fem.k_damp.dtype)})
+    lanczos = step_report(top, one, dt=1e-3).damping_rate
+    power = step_report(top, one, dt=1e-3, method="power", iterations=2000, rtol=1e-9).damping_rate
+    assert lanczos > 0.0 and lanczos == pytest.approx(power, rel=1e-3)
+    undamped = replace_paths(par, {"fem.k_damp": jnp.zeros_like(par.fem.k_damp), "fem.k_mu": jnp.zeros_like(
+        par.fem.k_mu), "fem.k_lambda": jnp.zeros_like(par.fem.k_lambda)})
+    nothing = step_report(top, undamped, dt=1e-3)
+    assert nothing.stable and nothing.criterion == 0.0 and nothing.max_stable_dt == math.inf

@@ -45,7 +45,8 @@ class IdentifiabilityReport:
     jacobian: [N, P] d residual / d scaled parameters.
     jtj: [P, P] Gauss-Newton matrix J^T J.
     eigenvalues: [P] of J^T J, ascending; eigenvectors: [P, P], column k for eigenvalues[k].
-    condition_number: max / min eigenvalue of J^T J (inf when singular); the square of cond(J).
+    condition_number: max / min eigenvalue of J^T J (inf when singular; nan, with every other number, when the
+      Jacobian is not finite); the square of cond(J).
     unidentifiable: readable combinations (one per eigenvalue <= rtol * max), e.g.
       "+0.71 log(mass) -0.71 log(k)"; empty when every parameter is determined.
     sigma2: residual variance used for the errors (nan when N <= P and none was given).
@@ -68,8 +69,8 @@ class IdentifiabilityReport:
 
     @property
     def identifiable(self) -> bool:
-        """True when no parameter combination was flagged."""
-        return not self.unidentifiable
+        """True when no parameter combination was flagged (False when the Jacobian was not finite: unknown)."""
+        return not self.unidentifiable and not np.isnan(self.condition_number)
 
     def __str__(self) -> str:
         width = max(len(s) for s in self.labels)
@@ -80,6 +81,8 @@ class IdentifiabilityReport:
         ]
         for lab, v, s, sp in zip(self.labels, self.values, self.stderr, self.stderr_physical):
             lines.append(f"  {lab:<{width}}  {v:>11.4g}  {s:>15.3g}  {sp:>11.3g}")
+        if np.isnan(self.condition_number):
+            lines.append("  the Jacobian is not finite (the simulation blew up near the estimate): nothing is known")
         if self.unidentifiable:
             lines.append("  not separable by the data:")
             lines.extend(f"    {c}" for c in self.unidentifiable)
@@ -166,6 +169,14 @@ def report_from_jacobian(jacobian, residuals, labels, values, dxdz, *, rtol: flo
     if len(labels) != num_params or r.size != jac.shape[0]:
         raise ValueError(f"jacobian {jac.shape} does not match {len(labels)} labels and {r.size} residuals")
     jtj = jac.T @ jac
+    if not np.all(np.isfinite(jtj)):
+        # A non-finite Jacobian (a simulation that blew up at the estimate) says nothing about what is
+        # identifiable: every number of the report is NaN (eigh's iteration would not converge on it).
+        nan = np.full(num_params, np.nan)
+        return IdentifiabilityReport(labels=labels, values=np.asarray(values, np.float64), residuals=r,
+                                     jacobian=jac, jtj=jtj, eigenvalues=nan, eigenvectors=np.eye(num_params),
+                                     condition_number=float("nan"), unidentifiable=(), sigma2=float("nan"),
+                                     stderr=nan, stderr_physical=nan)
     eigenvalues, eigenvectors = np.linalg.eigh(jtj)
     lam_max = eigenvalues[-1]
     condition = float(lam_max / eigenvalues[0]) if eigenvalues[0] > 0 else float("inf")

@@ -72,6 +72,8 @@ def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *
         diag = np.diag(H).copy()
         diag[diag <= 0] = 1e-12
         accepted = False
+        if not (np.all(np.isfinite(H)) and np.all(np.isfinite(g))):
+            break  # a non-finite Jacobian gives no step (solve would return NaN, or fail on a singular matrix)
         for _ in range(10):
             dz = np.linalg.solve(H + lam * np.diag(diag), -g)
             trial = zf.copy()
@@ -96,6 +98,8 @@ def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *
             on_step(len(records), cost)
         if improvement < tol or np.max(np.abs(dz)) < 1e-7:
             break
+    finite = bool(np.all(np.isfinite(J)) and np.all(np.isfinite(r)))
+    # lstsq's SVD does not converge on non-finite entries: then the step is unknown (NaN), not an exception.
+    step = np.linalg.lstsq(J, -r, rcond=None)[0] if finite else np.full(J.shape[1], np.nan)
     return LeastSquaresResult(z=zf, steps=records, cost=cost, residual=r, jacobian=J,
-                              grad_norm=float(np.linalg.norm(2.0 * (J.T @ r))),
-                              gauss_newton_step=np.linalg.lstsq(J, -r, rcond=None)[0])
+                              grad_norm=float(np.linalg.norm(2.0 * (J.T @ r))), gauss_newton_step=step)

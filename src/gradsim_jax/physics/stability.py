@@ -308,7 +308,7 @@ def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str):
         return max(float(values[-1]), 0.0), np.concatenate([full(vectors[:, j]) for j in top])
     start = np.random.default_rng(0).standard_normal(dims)
     if method == "power":
-        u, lam = start / np.linalg.norm(start), 0.0
+        u, lam, new = start / np.linalg.norm(start), 0.0, 0.0
         for _ in range(iterations):
             w = apply(u)
             new, norm = float(u @ w), float(np.linalg.norm(w))
@@ -318,8 +318,11 @@ def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str):
                 break
             lam, u = new, w / norm
         return max(new, 0.0), full(u)
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
+    image = apply(start)
+    if not np.any(image):  # nothing is stiff (or damped): ARPACK would stop on an all-zero Krylov space
+        return 0.0, None
     operator = LinearOperator((dims, dims), matvec=apply, dtype=np.float64)
     try:
         values, vectors = eigsh(operator, k=1, which="LA", tol=rtol, maxiter=iterations, v0=start)
@@ -327,7 +330,11 @@ def _largest_eigenvalue(matvec, s, iterations: int, rtol: float, method: str):
         if len(e.eigenvalues):
             values, vectors = e.eigenvalues, e.eigenvectors
         else:
-            values, vectors = [float(start @ apply(start)) / float(start @ start)], start[:, None]
+            values, vectors = [float(start @ image) / float(start @ start)], start[:, None]
+    except ArpackError:
+        # A rank-deficient operator (a few damped elements in a large mesh) can exhaust its Krylov space
+        # before ARPACK converges: the power iteration has no such failure.
+        return _largest_eigenvalue(matvec, s, max(iterations, 200), rtol, "power")
     best = int(np.argmax(values))
     return max(float(values[best]), 0.0), full(vectors[:, best])
 
