@@ -62,14 +62,24 @@ def test_pinned_particles_and_no_ground_are_not_reported():
 
 
 def test_unstable_contact_time_step_is_reported():
-    # Scene.build's default contact (ke 1e4, kd 100) on 10 g particles needs a step below 2e-4 s.
+    # Scene.build's default contact (ke 1e4, kd 100) on 10 g particles: taken explicitly (Warp's), it needs a
+    # step below 2e-4 s; with the damping taken backward (the default integrator), below 2 sqrt(m / ke) = 2 ms.
     top, par, st = _flat_cloth(0.26, contact_ke=1.0e4, contact_kd=100.0)
-    report = contact_report(top, par, st, dt=1.0 / 60.0 / 16)
+    report = contact_report(top, par, st, dt=1.0 / 60.0 / 16, implicit=False)
     assert not report.deep and not report.stable
     # Semi-implicit Euler on m x'' = -ke x - kd x' is stable for dt^2 ke / m + 2 dt kd / m < 4.
     gamma, omega_sq = 100.0 / 0.01, 1.0e4 / 0.01
     assert report.max_stable_dt == pytest.approx((np.sqrt(gamma**2 + 4.0 * omega_sq) - gamma) / omega_sq, rel=1e-4)
-    assert "substeps" in report.message
+    assert "substeps" in report.message and "contact_kd" in report.message
     with pytest.warns(ContactWarning, match="time step"):
+        gs.simulate(top, par, st, frames=1, substeps=16, integrator=gs.physics.SemiImplicitEuler(implicit_contact=False))
+    assert contact_report(top, par, st, dt=1.0e-4, implicit=False).stable
+    implicit = contact_report(top, par, st, dt=1.0 / 60.0 / 16)
+    assert implicit.stable and implicit.max_stable_dt == pytest.approx(2.0 * np.sqrt(0.01 / 1.0e4), rel=1e-6)  # m: 0.01 in float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContactWarning)
         gs.simulate(top, par, st, frames=1, substeps=16)
-    assert contact_report(top, par, st, dt=1.0e-4).stable
+    late = contact_report(top, par, st, dt=1.0 / 60.0 / 4)
+    assert not late.stable and "dt^2 ke / m < 4" in late.message and "contact_kd" not in late.message
+    with pytest.warns(ContactWarning, match="time step"):
+        gs.simulate(top, par, st, frames=1, substeps=4)

@@ -7,13 +7,17 @@ from gradsim_jax.physics.cloth import (
     ClothControl, ClothParams, ClothTopology, bending_forces, membrane_energy, membrane_forces,
 )
 from gradsim_jax.physics.contact import (
-    ContactParams, ContactReport, ContactWarning, contact_report, ground_contact, penalty_force,
+    ContactParams, ContactReport, ContactWarning, contact_report, ground_contact, implicit_penalty_force,
+    penalty_force,
 )
 from gradsim_jax.physics.cost import CostEstimate, available_memory_bytes, estimate_cost
 from gradsim_jax.physics.fem import (
     FemControl, FemParams, FemTopology, fem_energy, fem_forces, fem_stress, fem_volumes,
 )
-from gradsim_jax.physics.forces import PARTICLE_FORCES, ForceTerm, particle_forces, register_force
+from gradsim_jax.physics.forces import (
+    CONTACT_FORCES, PARTICLE_FORCES, ContactTerm, ForceTerm, contact_forces, particle_forces, register_contact,
+    register_force,
+)
 from gradsim_jax.physics.integrators import SemiImplicitEuler, euler_step
 from gradsim_jax.physics.particles import (
     ParticleControl, ParticleParams, ParticleState, ParticleTopology, free_inverse_mass, kinetic_energy,
@@ -30,7 +34,8 @@ from gradsim_jax.physics.world import World
 from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
-    "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactReport", "ContactWarning", "Control",
+    "CONTACT_FORCES", "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactTerm", "contact_forces",
+    "implicit_penalty_force", "register_contact", "ContactReport", "ContactWarning", "Control",
     "StepReport", "StepWarning", "damping_limit", "step_report",
     "CostEstimate", "FemControl", "FemParams", "FemTopology", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
     "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",

@@ -7,11 +7,33 @@ vt: magnitude min(kf |vt|, mu |fn|), opposing vt; written as -vt min(kf, mu |fn|
 is linear (viscous) at vt = 0 and its gradient is finite there (the dflex/Warp per-axis clamp is replaced
 by this isotropic cone). Force on the particle: -n fn - friction; zero out of contact, continuous at c = 0.
 
+Integration of the contact's damping (`SemiImplicitEuler(implicit_contact=...)`). The normal damping kd and
+the viscous friction kf act on a particle like dampers of rates b = dt kd / m and dt kf / m per step; taken
+at the step's start velocity (Warp's explicit penalty, `ground_contact(..., v_free=None)`) they overshoot
+for b > 1 and blow up for b > 2, and together with the cloth's own stiffness sooner (the step's criterion
+dt^2 k / m + 2 b < 4 of `physics.stability`). Warp's defaults reach those rates on light particles (kf 100
+on 10 g at 32 substeps of 30 fps: b = 10.4): a cloth sliding to rest then chatters in the stick regime, its
+motion is continuous but its derivative by any parameter grows ~9x per step (a skidding cloth's gradient
+of friction was 1.3x off its finite differences in float64, float32 98 % off float64). `implicit_penalty_force`
+(the default) takes them backward: on the velocity `v_free` the step would give without the contact
+(every other force, gravity and the elastic normal penalty applied), the damper of rate b divides the
+velocity it acts on by (1 + b), i.e. kd and kf act as kd / (1 + b) and kf / (1 + b) on v_free; friction
+stops a sticking particle without reversing it, the Coulomb limit uses the damped normal force, and both
+laws are the explicit ones where b << 1. The stick-slip switch stays continuous (both sides give
+|v1_t| = |v_free,t| / (1 + b) at the switch). The skidding cloth's gradient then agrees with central
+differences in float64 to within their own error, and float32 with float64 (tests/physics/
+test_physics_friction.py; benchmarks/bench_friction.py). Warp's body contact smooths |vt| with a Huber norm
+(`wp.norm_huber(vt, delta)`, friction vt / H(vt) min(kf H, mu |fn|)); below delta its friction exceeds the
+Coulomb limit (2 mu |fn| / |vt| for |vt| < 2 delta when sliding), and on the skidding cloth its gradient
+was 1e200 (delta 1 and 0.1): not used.
+
 A particle at rest on the plane sits at n . x = h + r (less its sag m g / ke). One placed deeper, e.g. a
 cloth laid at y = ground_height, starts with a compressed penalty spring that releases ke c^2 / 2 with no
 damping (kd acts only while vn < 0): it leaves at c sqrt(ke / m). `contact_report` finds such states on
 the host before a run, and checks the step against the penalty spring's stability limit: semi-implicit
-Euler on m c'' = -ke c - kd c' is stable for dt^2 ke / m + 2 dt kd / m < 4.
+Euler on m c'' = -ke c - kd c' is stable for dt^2 ke / m + 2 dt kd / m < 4 with explicit damping, and for
+dt^2 ke / m < 4 with the backward damping (it only shrinks the approach velocity; a particle leaving the
+plane is undamped).
 """
 
 from __future__ import annotations
@@ -55,12 +77,41 @@ def penalty_force(normal, c, v, ke, kd, kf, mu):
     return -fn[..., None] * normal - friction
 
 
-def ground_contact(topology, params, x, v):
-    """Ground contact forces per particle: [n, 3] N."""
+def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu):
+    """The penalty contact force [..., 3] of `penalty_force` with its damping (kd) and viscous friction (kf)
+    integrated backward over the step dt (s) for points of inverse mass `inv_mass` [...] (1/kg; 0: kinematic)
+    whose velocity at the end of the step without this force would be `v_free` [..., 3] (module docstring):
+    the elastic normal force c ke is the explicit one; the approach damping acts on the normal velocity after
+    it, at the rate kd / (1 + dt kd / m); friction on the tangential part of v_free, at the viscous slope
+    kf / (1 + dt kf / m) up to mu |fn|, fn the damped normal force. Adding the force to the step's other
+    forces never reverses a tangential velocity nor an approach."""
+    c = jnp.minimum(c, 0.0)
+    in_contact = c < 0.0
+    elastic = c * ke
+    vn = v_free @ normal - dt * inv_mass * elastic  # the normal velocity after the elastic push (c ke <= 0)
+    vt = v_free - (v_free @ normal)[..., None] * normal
+    damping = kd / (1.0 + dt * kd * inv_mass)
+    fn = jnp.where(in_contact, elastic + jnp.minimum(vn, 0.0) * damping, 0.0)
+    slope = kf / (1.0 + dt * kf * inv_mass)
+    limit = mu * jnp.abs(fn)
+    vt_len = safe_norm(vt)
+    sticking = slope * vt_len <= limit
+    coefficient = jnp.where(sticking, slope, safe_div(limit, vt_len))
+    friction = vt * jnp.where(in_contact, coefficient, 0.0)[..., None]
+    return -fn[..., None] * normal - friction
+
+
+def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=None):
+    """Ground contact forces per particle at positions x [n, 3] m: [n, 3] N. Without `v_free`, Warp's
+    explicit penalty at the velocities v [n, 3] m/s (`penalty_force`); with `v_free` [n, 3] (the velocities
+    the step of length `dt` s would reach without contact) and `inv_mass` [n] 1/kg, its damping and friction
+    integrated backward (`implicit_penalty_force`, what `SemiImplicitEuler` uses by default)."""
     world, contact = params.world, params.contact
     n = safe_normalize(world.ground_normal)
     c = x @ n - world.ground_height - params.particles.radius  # [n]
-    return penalty_force(n, c, v, contact.ke, contact.kd, contact.kf, contact.mu)
+    if v_free is None:
+        return penalty_force(n, c, v, contact.ke, contact.kd, contact.kf, contact.mu)
+    return implicit_penalty_force(n, c, v_free, inv_mass, dt, contact.ke, contact.kd, contact.kf, contact.mu)
 
 
 class ContactWarning(UserWarning):
@@ -96,6 +147,7 @@ class ContactReport:
     contact_ke: float = 0.0
     contact_kd: float = 0.0
     lightest_mass: float = math.inf
+    implicit: bool = True
 
     @property
     def stable(self) -> bool:
@@ -115,16 +167,22 @@ class ContactReport:
                 f"ground_height + particle_radius or above, or make particle_radius smaller")
         if not self.stable:
             factor = math.ceil(self.dt / (0.8 * self.max_stable_dt))
+            if self.implicit:
+                what, rule, fix = f"contact_ke {self.contact_ke:.4g}", "dt^2 ke / m < 4", "contact_ke"
+            else:
+                what = f"contact_ke {self.contact_ke:.4g} and contact_kd {self.contact_kd:.4g}"
+                rule, fix = "dt^2 ke / m + 2 dt kd / m < 4", "contact_ke / contact_kd"
             parts.append(
-                f"the ground contact is too stiff for the time step: contact_ke {self.contact_ke:.4g} and "
-                f"contact_kd {self.contact_kd:.4g} on a {self.lightest_mass:.3g} kg particle need a step below "
-                f"{self.max_stable_dt:.3g} s (dt^2 ke / m + 2 dt kd / m < 4), the step is {self.dt:.3g} s: use "
-                f"{factor} times as many substeps, or a smaller contact_ke / contact_kd")
+                f"the ground contact is too stiff for the time step: {what} on a {self.lightest_mass:.3g} kg "
+                f"particle need a step below {self.max_stable_dt:.3g} s ({rule}), the step is {self.dt:.3g} s: use "
+                f"{factor} times as many substeps, or a smaller {fix}")
         return "; ".join(parts)
 
 
-def contact_report(topology, params, state, dt: Optional[float] = None) -> ContactReport:
-    """Host-side check of the initial `state`'s ground contact (and, given `dt` in s, of the step).
+def contact_report(topology, params, state, dt: Optional[float] = None, *, implicit: bool = True) -> ContactReport:
+    """Host-side check of the initial `state`'s ground contact (and, given `dt` in s, of the step; `implicit`:
+    the integrator takes the contact's damping backward, `SemiImplicitEuler(implicit_contact=True)`, the
+    default, so that only ke bounds the step).
 
     Only free particles count (pinned and massless ones do not move). A scene without ground gives an
     empty report. Inputs must be concrete (not traced).
@@ -148,11 +206,11 @@ def contact_report(topology, params, state, dt: Optional[float] = None) -> Conta
     deep = c - sag > DEEP_FRACTION * r
     k = int(np.argmax(c))
     index = np.flatnonzero(free)
-    gamma, omega_sq = kd / m.min(), ke / m.min()
+    gamma, omega_sq = (0.0 if implicit else kd / m.min()), ke / m.min()
     rate = gamma + math.sqrt(gamma * gamma + 4.0 * omega_sq)  # 4 / rate: largest stable step (s)
     return ContactReport(
         ground_height=h, particle_radius=r, particles_in_contact=int(np.count_nonzero(c > 0.0)),
         depth=float(c[k]), particle=int(index[k]) if c[k] > 0 else None,
         release_speed=float(np.max(c * np.sqrt(ke / m))), deep=bool(deep.any()),
         max_stable_dt=4.0 / rate if rate > 0 else math.inf, dt=None if dt is None else float(dt),
-        contact_ke=ke, contact_kd=kd, lightest_mass=float(m.min()))
+        contact_ke=ke, contact_kd=kd, lightest_mass=float(m.min()), implicit=bool(implicit))

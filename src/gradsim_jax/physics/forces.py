@@ -9,6 +9,10 @@ A term may also have `prepare(topology, params) -> aux`: what its forces need th
 rollout (rest shapes). `prepare_forces` evaluates them once, before the time loop
 (`simulate` does), and `forces(..., control, aux)` then receives its aux; so the gradient accumulates the
 rest shapes' cotangents over the steps and differentiates their construction once.
+
+Contact terms (`CONTACT_FORCES`, `ContactTerm`) come after: the integrator gives them the step's length, the
+particles' inverse masses and the velocities the step would reach under every other force, so that their
+damping and friction can be integrated backward (`physics.contact`); `contact_forces` sums them.
 """
 
 from __future__ import annotations
@@ -68,7 +72,46 @@ register_force(ForceTerm("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
 register_force(ForceTerm("fem", lambda t: t.fem.tets.shape[0] > 0,
                          lambda t, p, x, v, c, aux: fem_forces(t, p, x, v, _tet_activation(c), prepared=aux),
                          prepare_fem))
-register_force(ForceTerm("ground", lambda t: t.ground, lambda t, p, x, v, c: ground_contact(t, p, x, v)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ContactTerm:
+    """name; present(topology) -> bool (static); forces(topology, params, x, v, v_free, inv_mass, dt) -> [n, 3] N,
+    where v_free [n, 3] m/s is what the step of length dt would make of v without contact forces (None: take
+    the contact explicitly, at v) and inv_mass [n] 1/kg (0 for kinematic particles)."""
+
+    name: str
+    present: Callable
+    forces: Callable
+
+
+#: Particle contact terms by name, summed after the other forces (`contact_forces`).
+CONTACT_FORCES: dict[str, ContactTerm] = {}
+
+
+def register_contact(term: ContactTerm) -> ContactTerm:
+    """Add (or replace) a particle contact term."""
+    CONTACT_FORCES[term.name] = term
+    return term
+
+
+register_contact(ContactTerm("ground", lambda t: t.ground,
+                             lambda t, p, x, v, v_free, inv_mass, dt: ground_contact(t, p, x, v, v_free=v_free,
+                                                                                      inv_mass=inv_mass, dt=dt)))
+
+
+def has_contact(topology) -> bool:
+    """Whether the scene has a particle contact term (static)."""
+    return any(term.present(topology) for term in CONTACT_FORCES.values())
+
+
+def contact_forces(topology, params, x, v, v_free=None, inv_mass=None, dt=None):
+    """Sum of the contact terms the scene has: [n, 3] N (`ContactTerm`; v_free None: explicit, at v)."""
+    f = jnp.zeros_like(x)
+    for term in CONTACT_FORCES.values():
+        if term.present(topology):
+            f = f + term.forces(topology, params, x, v, v_free, inv_mass, dt)
+    return f
 
 
 def prepare_forces(topology, params) -> dict:
@@ -78,7 +121,8 @@ def prepare_forces(topology, params) -> dict:
 
 
 def particle_forces(topology, params, x, v, control=None, prepared=None):
-    """Sum of the force terms the scene has, plus the external force of `control`: [n, 3] N.
+    """Sum of the force terms the scene has, plus the external force of `control`: [n, 3] N (contact terms
+    apart: `contact_forces`).
 
     `prepared`: `prepare_forces(topology, params)` (computed here when None)."""
     if prepared is None:

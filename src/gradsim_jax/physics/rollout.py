@@ -104,7 +104,8 @@ def simulate(
     validate_scene(topology, params, state0)
     dt = frame_dt / substeps
     if topology.ground and is_concrete(params, state0, frame_dt):
-        message = contact_report(topology, params, state0, dt=float(dt)).message
+        message = contact_report(topology, params, state0, dt=float(dt),
+                                 implicit=getattr(integrator, "implicit_contact", False)).message
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)
     elastic = (topology.fem.tets.shape[0] or topology.springs.pairs.shape[0] or topology.cloth.triangles.shape[0]
