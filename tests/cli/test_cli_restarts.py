@@ -109,6 +109,8 @@ def test_restarts_find_the_truth_where_a_single_start_stops_in_a_local_minimum(s
     # The best start, fitted again through the whole pipeline, recovers the truth.
     assert best != 0 and report["initial"]["stiffness"] == pytest.approx(members[best]["start"]["stiffness"])
     assert report["relative_error"]["stiffness"] < 0.01
-    assert report["estimated"]["stiffness"] == pytest.approx(members[best]["estimated"]["stiffness"], rel=1e-4)
+    # The refit runs other compiled programs from the same start (a single fit, not a batch member), so the two
+    # agree to what both fits resolve (about 1 % of the truth here), not to one machine's rounding.
+    assert report["estimated"]["stiffness"] == pytest.approx(members[best]["estimated"]["stiffness"], rel=2e-2)
     spread = restarts["spread"]["stiffness"]
     assert spread["min"] < 9.0 and spread["max"] > 19.0

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from tolerances import sum_rtol
 
 from gradsim_jax.fit import FitBackoffWarning, FitDiverged, cosine_schedule, fit
 
@@ -154,8 +155,9 @@ def test_history_records_scalars_small_and_large_arrays():
     assert h["final"]["big"].shape == (100,)
     np.testing.assert_array_equal(h["final"]["big"], r.params["big"])
     # Entry i is the value the loss of entry i was evaluated at: loss 0 is the loss of the initial guess.
-    assert h["loss"][0] == pytest.approx(float(loss(params)))
-    assert r.loss == pytest.approx(float(loss(r.params)), rel=1e-6)
+    # fit's compiled step and this separate evaluation sum the 104 squares in their own orders (tests/tolerances.py).
+    assert h["loss"][0] == pytest.approx(float(loss(params)), rel=sum_rtol(104))
+    assert r.loss == pytest.approx(float(loss(r.params)), rel=sum_rtol(104))
 
 
 def test_log_transform_keeps_a_positive_field_positive():
