@@ -81,7 +81,7 @@ FEM_DEMOS = {
         "A soft box of tets thrown up in free fall, each particle pushed by its own known force during the "
         "first frames (F / m per particle is what shows its mass); the material is known. Fits "
         "particle_mass (one mass per particle) and reports their mean relative error: first a density field "
-        "across the body (mass = density x lumped rest volume; --density-first), then every mass on its own.",
+        "across the body (mass = density x each particle's volume; --density-first), then every mass on its own.",
         None, {"iterations": 300, "polish": 0, "horizon": None, "learning_rate": 0.01, "density_first": 100}),
 }
 
@@ -323,6 +323,15 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--true", action="store_true",
                      help="the target was rendered from [material]: report errors against those values")
     fit.add_argument("--out", default="runs/fit", help="output folder (default runs/fit)")
+    fit.add_argument("--blur", type=_blur_mode, default=None, metavar="MODE",
+                     help="a Gaussian blur of the rendered frames, for a target whose edges are softer than the "
+                          "render's (a lens, another renderer): auto (fitted when they measure blurrier at the "
+                          "start), fit, off, or a fixed width in pixels (default: [fit] blur, else auto; off with "
+                          "--true)")
+    fit.add_argument("--edge-model", choices=("auto", "fixed"), default=None,
+                     help="auto: when the loss left lies on the outlines, try the other [render] coverage (box or "
+                          "softras) at the estimate and continue with it if it explains the video better (default: "
+                          "[fit] edge_model, else auto; fixed with --true)")
     _fit_flags(fit)
     from gradsim_jax.diagnostics.commands import parse_clip
 
@@ -635,6 +644,21 @@ def cmd_demo_policy(args) -> int:
     return run_demo(args)
 
 
+def _blur_mode(text: str):
+    """--blur: auto, fit, off, or a width in pixels in [0, BLUR_MAX]."""
+    from gradsim_jax.render.blur import BLUR_MAX
+
+    if text in ("auto", "fit", "off"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be auto, fit, off or a width in pixels, got {text!r}") from None
+    if not 0.0 <= value <= BLUR_MAX:
+        raise argparse.ArgumentTypeError(f"a width in pixels must be in [0, {BLUR_MAX:g}], got {text}")
+    return value
+
+
 def cmd_fit(args) -> int:
     """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`)."""
     from gradsim_jax import sysid
@@ -659,7 +683,7 @@ def cmd_fit(args) -> int:
             frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None), clip=args.clip,
             checkpoint_dir=str(Path(args.out) / "checkpoint"),
             checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
-            progress=not args.no_progress)
+            progress=not args.no_progress, blur=args.blur, edge_model=args.edge_model)
     except (SceneFileError, ValueError, FileNotFoundError) as e:
         return _fail(str(e))
     frames, config = job.frames, job.config

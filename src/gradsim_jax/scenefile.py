@@ -33,7 +33,8 @@ from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj, rigid_body
 from gradsim_jax.geometry import rigid as rigid_geometry
 from gradsim_jax.geometry.scene import combine, quat_rotate
 from gradsim_jax.fit.transforms import Bounded
-from gradsim_jax.physics import get_path
+from gradsim_jax.render.blur import BLUR_MAX
+from gradsim_jax.physics import SemiImplicitEuler, get_path, replace_paths
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.sysid import (LOSSES, QUANTITIES, Experiment, FitConfig, canonical, check_config, default_theta,
                                 with_camera_pose)
@@ -70,10 +71,12 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "pinned": Field("int[]", [], "indices of pinned (fixed) vertices"),
         "fix": Field("str[]", [], "grid sides to pin: any of left, right, top, bottom"),
         "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
-        "ground": Field("bool", False, "collide with the ground plane y = ground_height"),
+        "ground": Field("bool", None, "collide with the ground plane y = ground_height: every component (cloth, "
+                                      "soft bodies, rigid bodies); default: true when the file has [[body]] tables"),
         "ground_height": Field("float", 0.0, "height of the ground plane, m"),
-        "rigid_contact": Field("str", "penalty", "ground contact of the [[body]] bodies: \"penalty\" (their "
-                                                 "contact_ke/kd/kf/mu), \"impulse\" (restitution) or \"none\""),
+        "rigid_contact": Field("str", None, "ground contact of the [[body]] bodies: \"penalty\" (their "
+                                            "contact_ke/kd/kf/mu; the default with a ground), \"impulse\" "
+                                            "(restitution) or \"none\" (the default without one)"),
         "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
                                                 "at y = ground_height + particle_radius (one placed lower is "
                                                 "pushed out, fast)"),
@@ -138,6 +141,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "height": Field("float", None, "cylinder: height (axis y), m"),
         "segments": Field("int", 12, "cylinder: segments around the axis"),
         "density": Field("float", 1000.0, "kg/m^3 (lumped: density V0 / 4 per tet vertex)"),
+        "mass_model": Field("str", "lumped", "how density makes the particles' masses: \"lumped\" (density V0 / 4 "
+                                             "from each tet to each of its vertices) or \"cell\" (box: a whole "
+                                             "cell's mass to every particle, as Warp's add_soft_grid)"),
+        "masses": Field("float[]", None, "the mass of every particle of this body's mesh, kg, instead of "
+                                         "density's (a fitted density would replace them)"),
         "k_mu": Field("float", 1.0e5, "shear stiffness (Lame mu), Pa (quantity fem_mu)"),
         "k_lambda": Field("float", 1.0e5, "volume stiffness (Lame lambda), Pa (quantity fem_lambda)"),
         "k_damp": Field("float", 10.0, "damping, Pa s (quantity fem_damping)"),
@@ -196,6 +204,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "fps": Field("float", 60.0, "frames per second of the video"),
         "substeps": Field("int", 16, "integration steps per frame"),
         "frames": Field("int", None, "frames to simulate (default: target frames - 1)"),
+        "contact": Field("str", "implicit", "how the ground contact's damping and friction are integrated: "
+                                            "\"implicit\" (backward: stable, smooth gradients through sliding "
+                                            "to rest) or \"explicit\" (as Warp 1.8 does: chatters and loses its "
+                                            "gradient when dt kd / m or dt kf / m nears 1)"),
     },
     "target": {
         "video": Field("str", None, "target video: .mp4, .gif, or a folder of images (--target overrides)"),
@@ -220,18 +232,63 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "density_first": Field("int", 0, "with particle_mass free: first fit a density field of the soft bodies in "
                                          "this many Adam iterations, then every mass from there (0: none)"),
         "density_learning_rate": Field("float", 0.1, "Adam learning rate of the density field stage"),
+        "blur": Field("str|float", None, "a Gaussian blur of the rendered frames (the target's softer edges: a "
+                                         "lens's, another renderer's): \"auto\" (fitted when the target's edges "
+                                         "measure blurrier than the render's at the start), \"fit\", \"off\", or "
+                                         "a fixed width in pixels (default: auto, off with --true)"),
+        "edge_model": Field("str", None, "\"auto\" (when the loss left lies on the outlines, try the other [render] "
+                                         "coverage at the estimate and continue with it if it explains the video "
+                                         "better) or \"fixed\" (default: auto, fixed with --true)"),
     },
-    "initial": {
-        "mass": Field("float", None, "initial guess of the mass per particle, kg"),
-        **{name: Field("float", None, f"initial guess of {name} (as in [material])")
-           for name in ("tri_ke", "tri_kd", "bend_ke", "tri_drag", "tri_lift", "contact_mu")},
-        "velocity": Field("float[3]", None, "initial guess of the initial velocity (all particles), m/s"),
-        **{name: Field("float", None, f"initial guess of {name} (every body alike; as contact_{name[5:]} in "
-                                      "[[body]])" if name.startswith("body_") and name != "body_mass"
-                       else f"initial guess of {name} (every body alike)")
-           for name in ("body_mass", "body_ke", "body_kd", "body_kf", "body_mu", "restitution")},
-    },
+    # [initial]: one key per fittable quantity of the registry (`initial_fields`).
 }
+
+
+def _file_quantities():
+    """The registry's quantities that scene files name ([material] and [initial]), in registry order."""
+    return [q for q in QUANTITIES.values() if q.file_key and q.read is not None]
+
+
+def _values_doc(q) -> str:
+    one = {"float[3]": " (one for every particle)", "float[]": " (one per particle, in the scene's order)"}
+    return f"{q.doc}, {q.unit}{one.get(q.file_type, '')}"
+
+
+def initial_fields() -> dict:
+    """[initial]: the initial guess of every quantity a fit can estimate, from the registry."""
+    return {q.file_key: Field(q.file_type, None, f"initial guess of {q.name}: {_values_doc(q)}")
+            for q in _file_quantities()}
+
+
+def material_fields(builder: dict) -> dict:
+    """[material]: the builder's keys, then every other fittable quantity of the registry, which sets its
+    value in the built scene (over what the builders made)."""
+    extra = {q.file_key: Field(q.file_type, None, f"{q.name}: {_values_doc(q)}; sets it in the built scene "
+                                                  "(default: the builders' values)")
+             for q in _file_quantities() if q.file_key not in builder}
+    return {**builder, **extra}
+
+
+#: [material] keys that set a registered quantity in the built scene (the builders' own keys apart).
+MATERIAL_QUANTITIES = {q.file_key: q.name for q in _file_quantities() if q.file_key not in SCHEMA["material"]}
+SCHEMA["material"] = material_fields(SCHEMA["material"])
+SCHEMA["initial"] = initial_fields()
+
+
+def check_quantity_value(where: str, key: str, value) -> np.ndarray:
+    """float64 array of a [material] or [initial] value of a quantity, checked: finite, positive for those fitted
+    in log space, strictly inside a bounded one's range (SceneFileError naming `where` and the key)."""
+    q = QUANTITIES[canonical(key)]
+    a = np.asarray(value, np.float64)
+    if q.transform == "log" and not np.all(np.isfinite(a) & (a > 0)):
+        raise SceneFileError(f"{where} {key} must be positive and finite ({q.doc}, {q.unit}; fitted in log space), "
+                             f"got {value}")
+    if not np.all(np.isfinite(a)):
+        raise SceneFileError(f"{where} {key} must be finite, got {value}")
+    if isinstance(q.transform, Bounded) and not np.all((q.transform.lo < a) & (a < q.transform.hi)):
+        raise SceneFileError(f"{where} {key} must be strictly between {q.transform.lo:g} and {q.transform.hi:g} "
+                             f"({q.doc}; fitted through a logistic map), got {value}")
+    return a
 
 #: Sections that are arrays of tables ([[body]]): one entry per body or push.
 ARRAY_SECTIONS = ("body", "soft_body", "body_push")
@@ -290,6 +347,9 @@ def _check_type(path, section, key, value, ftype):
     elif ftype == "str":
         if not isinstance(value, str):
             fail("a string")
+    elif ftype == "str|float":
+        if not (isinstance(value, str) or is_num(value)):
+            fail("a string or a number")
     elif ftype == "float[4x4]":
         if not (isinstance(value, list) and len(value) == 4
                 and all(isinstance(r, list) and len(r) == 4 and all(is_num(v) for v in r) for r in value)):
@@ -412,6 +472,12 @@ class SceneSpec:
         if not (math.isfinite(f["learning_rate"]) and f["learning_rate"] > 0):
             raise SceneFileError(f"{self.path}: [fit] learning_rate must be a positive number (a negative one "
                                  f"climbs the loss), got {f['learning_rate']}")
+        if f["blur"] is not None and not (f["blur"] in ("auto", "fit", "off") or (
+                not isinstance(f["blur"], str) and 0.0 <= f["blur"] <= BLUR_MAX)):
+            raise SceneFileError(f'{self.path}: [fit] blur must be "auto", "fit", "off" or a width in pixels in [0, '
+                                 f'{BLUR_MAX:g}], got {f["blur"]!r}')
+        if f["edge_model"] is not None and f["edge_model"] not in ("auto", "fixed"):
+            raise SceneFileError(f'{self.path}: [fit] edge_model must be "auto" or "fixed", got {f["edge_model"]!r}')
         if not (math.isfinite(f["density_learning_rate"]) and f["density_learning_rate"] > 0):
             raise SceneFileError(f"{self.path}: [fit] density_learning_rate must be a positive number, got "
                                  f"{f['density_learning_rate']}")
@@ -421,7 +487,8 @@ class SceneSpec:
         return FitConfig(free=free, iterations=f["iterations"], learning_rate=f["learning_rate"], loss=f["loss"] or "auto",
                          frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"],
                          window=f["window"], rounds=f["rounds"], round_iterations=f["round_iterations"],
-                         density_first=f["density_first"], density_learning_rate=f["density_learning_rate"])
+                         density_first=f["density_first"], density_learning_rate=f["density_learning_rate"],
+                         **{k: f[k] for k in ("blur", "edge_model") if f[k] is not None})
 
     def content_sha256(self) -> str:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
@@ -430,19 +497,12 @@ class SceneSpec:
         return hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
 
     def check_initial(self) -> None:
-        """[initial] values must be finite, and positive for the quantities fitted in log space."""
-        for key, value in self.values["initial"].items():
-            if value is None:
-                continue
-            q = QUANTITIES[canonical(key)]
-            if q.transform == "log" and not (math.isfinite(value) and value > 0):
-                raise SceneFileError(f"{self.path}: [initial] {key} must be positive and finite ({q.doc}, {q.unit}; "
-                                     f"fitted in log space), got {value}")
-            if not np.all(np.isfinite(value)):
-                raise SceneFileError(f"{self.path}: [initial] {key} must be finite, got {value}")
-            if isinstance(q.transform, Bounded) and not q.transform.lo < value < q.transform.hi:
-                raise SceneFileError(f"{self.path}: [initial] {key} must be strictly between {q.transform.lo:g} and "
-                                     f"{q.transform.hi:g} ({q.doc}; fitted through a logistic map), got {value}")
+        """[initial] values, and [material] values of registered quantities, must be finite, positive for the
+        quantities fitted in log space, and inside a bounded quantity's range."""
+        for section in ("initial", "material"):
+            for key, value in self.values[section].items():
+                if value is not None and (section == "initial" or key in MATERIAL_QUANTITIES):
+                    check_quantity_value(f"{self.path}: [{section}]", key, value)
 
     def initial_theta(self, exp: Experiment) -> dict:
         """The experiment's theta with [initial] values for the free quantities."""
@@ -451,14 +511,47 @@ class SceneSpec:
             if value is None:
                 continue
             name = canonical(key)
-            if name not in exp.theta:
-                raise SceneFileError(f"{self.path}: [initial] {key}: the scene has no {QUANTITIES[name].doc}")
-            if name == "velocity":
-                value = np.broadcast_to(np.asarray(value, np.float32), np.shape(exp.state0.particles.x))
-            theta[name] = jnp.asarray(value, jnp.asarray(exp.theta[name]).dtype)
+            theta[name] = jnp.asarray(self._scene_value("initial", key, value, exp.topology, exp.state0), exp.dtype)
         if "camera_pose" in self.fit_config.free:
             theta = with_camera_pose(exp, theta)
         return theta
+
+    def _scene_value(self, section: str, key: str, value, topology, state0) -> np.ndarray:
+        """A [material] or [initial] value of a quantity, in the shape theta holds it for this scene: a velocity
+        [3] for every particle, one value per particle checked against their number; SceneFileError when the
+        scene has nothing the quantity sets."""
+        name = canonical(key)
+        q = QUANTITIES[name]
+        a = np.asarray(value, np.float64)
+        n = int(np.shape(state0.particles.x)[0])
+        if (q.applies is not None and not q.applies(topology)) or (q.field.startswith("particles.") and n == 0):
+            raise SceneFileError(f"{self.path}: [{section}] {key}: the scene has no {q.doc}")
+        if name == "velocity":
+            return np.broadcast_to(a, (n, 3))
+        if q.file_type == "float[]" and a.shape != (n,):
+            raise SceneFileError(f"{self.path}: [{section}] {key} needs one value per particle: {n} (the cloth's, then "
+                                 f"each soft body's in order), got {a.size}")
+        return a
+
+    def _material_quantities(self, topology, params, state0):
+        """(params, state0) with the [material] values of registered quantities set (`MATERIAL_QUANTITIES`: the
+        quantities the builders take no key for, e.g. fem_mu for every tet, body_mass for every body)."""
+        from gradsim_jax.sysid.quantities import scene_context
+
+        for key, name in MATERIAL_QUANTITIES.items():
+            value = self.values["material"][key]
+            if value is None:
+                continue
+            value = self._scene_value("material", key, value, topology, state0)
+            q = QUANTITIES[name]
+            ctx = scene_context(topology, params, state0)
+            updates = q.expand(ctx, jnp.asarray(value, ctx.dtype))
+            to_state = {k[len("state."):] if k.startswith("state.") else k: v for k, v in updates.items()
+                        if k.startswith("state.") or q.container == "state"}
+            to_params = {k: v for k, v in updates.items() if not (k.startswith("state.") or q.container == "state")}
+            params = replace_paths(params, to_params) if to_params else params
+            state0 = replace_paths(state0, to_state) if to_state else state0
+        return params, state0
 
     def calibration(self):
         """The intrinsics of [camera] (fx, fy, cx, cy, distortion, image_size, or a calibration file) as a
@@ -667,9 +760,16 @@ class SceneSpec:
         if not cloth and not v["body"] and not v["soft_body"]:
             raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
                                  "[[body]] tables (rigid bodies) or [[soft_body]] tables")
-        if sc["rigid_contact"] not in RIGID_CONTACTS:
+        if sc["rigid_contact"] is not None and sc["rigid_contact"] not in RIGID_CONTACTS:
             raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
                                  f"{sc['rigid_contact']!r}")
+        ground = sc["ground"] if sc["ground"] is not None else bool(v["body"])
+        if v["body"] and sc["rigid_contact"] is not None and (sc["rigid_contact"] != "none") != ground:
+            raise SceneFileError(
+                f"{path}: [scene] rigid_contact = {sc['rigid_contact']!r} contradicts ground = "
+                f"{str(ground).lower()}{'' if sc['ground'] is not None else ' (the default with [[body]] tables)'}: "
+                "one ground governs every component; set ground = true with \"penalty\" or \"impulse\", or "
+                "ground = false with \"none\"")
         pieces = ([self._cloth()] if cloth else []) + [self._soft_body(i, t) for i, t in enumerate(v["soft_body"])]
         pieces += [bodies] if bodies is not None else []
         scene = combine(*pieces)  # particles: the cloth's, then each soft body's; then the rigid bodies
@@ -677,13 +777,14 @@ class SceneSpec:
         n = scene.num_particles
         try:
             topology, params, state0 = scene.build(
-                gravity=tuple(mat["gravity"]), ground=sc["ground"], ground_height=sc["ground_height"],
+                gravity=tuple(mat["gravity"]), ground=ground, ground_height=sc["ground_height"],
                 particle_radius=sc["particle_radius"],
                 contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
                 contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None,
                 rigid_contact=sc["rigid_contact"])
         except ValueError as e:
             raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
+        params, state0 = self._material_quantities(topology, params, state0)
         theta = default_theta(topology, params, state0)
         self._check_free(topology, params)
         push = v["push"]
@@ -844,10 +945,21 @@ class SceneSpec:
             raise SceneFileError(f"{where} cells must be in [1, 64], got {b['cells']}")
         if not np.linalg.norm(b["rot"]) > 0:
             raise SceneFileError(f"{where} rot must be a nonzero quaternion (w, x, y, z)")
+        if b["mass_model"] not in ("lumped", "cell"):
+            raise SceneFileError(f'{where} mass_model must be "lumped" or "cell", got {b["mass_model"]!r}')
+        if b["mass_model"] == "cell" and b["shape"] != "box":
+            raise SceneFileError(f'{where} mass_model = "cell" gives every particle a box cell\'s mass: it needs '
+                                 f'shape = "box"')
+        if b["mass_model"] == "cell" and b["masses"] is not None:
+            raise SceneFileError(f'{where} give masses or mass_model = "cell", not both')
+        cell_volume = None
         try:
             if b["shape"] == "box":
                 size = np.asarray(b["size"], np.float64)
-                verts, tets = tetmesh.box_tets(b["cells"] or (2, 2, 2), size, pattern=b["pattern"], origin=-size / 2)
+                cells = b["cells"] or (2, 2, 2)
+                verts, tets = tetmesh.box_tets(cells, size, pattern=b["pattern"], origin=-size / 2)
+                if b["mass_model"] == "cell":
+                    cell_volume = float(np.prod(size / np.asarray(cells, np.float64)))
             elif b["shape"] == "sphere":
                 verts, tets = tetmesh.sphere_tets(b["radius"], (b["cells"] or (4,))[0])
             elif b["shape"] == "cylinder":
@@ -859,9 +971,13 @@ class SceneSpec:
                 surf_v, surf_f = rigid_geometry.load_mesh(self.resolve(b["surface"]))
                 verts, tets = tetmesh.tetrahedralize(surf_v * b["scale"], surf_f, max_volume=b["max_volume"],
                                                      name=b["surface"])
+            if b["masses"] is not None and len(b["masses"]) != len(verts):
+                raise SceneFileError(f"{where} masses needs one mass per particle of this body: {len(verts)}, got "
+                                     f"{len(b['masses'])}")
             return soft_body(verts, tets, density=b["density"], k_mu=b["k_mu"], k_lambda=b["k_lambda"],
                              k_damp=b["k_damp"], pos=b["pos"], rot=b["rot"], vel=b["velocity"],
                              pinned=np.asarray(b["pinned"], int) if b["pinned"] else None,
+                             particle_volume=cell_volume, masses=b["masses"],
                              name=b["mesh"] or b["surface"] or b["shape"])
         except (ValueError, ImportError) as e:  # MeshError is a ValueError
             raise SceneFileError(f"{where} {e}") from None
@@ -911,6 +1027,8 @@ class SceneSpec:
         elif frames < 1:
             raise SceneFileError(f"{path}: the target has {frames + 1} frame(s): a fit needs at least 2 (the initial "
                                  "state and one simulated frame)")
+        if sim["contact"] not in ("implicit", "explicit"):
+            raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim["contact"]!r}')
         for section, key in (("simulation", "fps"), ("simulation", "substeps")):  # render size: in camera()
             if not v[section][key] > 0:
                 raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
@@ -956,7 +1074,8 @@ class SceneSpec:
                                                   pixel_capacity=pixel_capacity,
                                                   coverage=ren["coverage"]), frames=int(frames),
                           substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
-                          push_frames=push["frames"] if push["particles"] else 0, name=path.stem)
+                          push_frames=push["frames"] if push["particles"] else 0, name=path.stem,
+                          integrator=SemiImplicitEuler(implicit_contact=sim["contact"] == "implicit"))
 
 
 @dataclasses.dataclass
@@ -1042,7 +1161,12 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     base = spec.fit_config
     given = {k: v for k, v in overrides.items() if v is not None}
     loss = resolve_loss(given.pop("loss", None) or base.loss, video_)
-    config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **given)
+    # A recorded video's edges are measured against the render's (blur, edge model); a target rendered from
+    # [material] by this renderer (--true) has the render's own.
+    fit = spec.values["fit"]
+    edges = {"blur": "off" if true_values else "auto", "edge_model": "fixed" if true_values else "auto"}
+    edges = {k: v for k, v in edges.items() if fit[k] is None and k not in given}
+    config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **edges, **given)
     check_config(config)  # combinations of settings (e.g. window with horizon), before anything compiles
     notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]
     if undistort is not None:

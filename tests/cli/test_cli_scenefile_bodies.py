@@ -167,3 +167,19 @@ def test_bad_bodies_name_table_index_and_key(tmp_path, edit, message):
 def test_body_quantities_must_fit_the_scene(tmp_path, text, message):
     with pytest.raises(SceneFileError, match=message):
         build(tmp_path, text)
+
+
+def test_one_ground_flag_governs_the_bodies_of_a_scene_file(tmp_path):
+    """Issue 34, item 4: [scene] ground governs the bodies too. With [[body]] tables the ground is on by
+    default (penalty contact); ground = false lets them fall; a rigid_contact that contradicts the ground is
+    refused before anything is built."""
+    exp = build(tmp_path, BOX + TAIL)
+    assert exp.topology.ground and exp.topology.rigid.contact == "penalty"
+    exp = build(tmp_path, "[scene]\nground = false\n" + BOX + TAIL)
+    assert not exp.topology.ground and exp.topology.rigid.contact == "none"
+    exp = build(tmp_path, '[scene]\nrigid_contact = "impulse"\n' + BOX + TAIL)
+    assert exp.topology.ground and exp.topology.rigid.contact == "impulse"
+    for text, message in (('[scene]\nground = false\nrigid_contact = "penalty"\n', "contradicts ground = false"),
+                          ('[scene]\nrigid_contact = "none"\n', "contradicts ground = true \\(the default")):
+        with pytest.raises(SceneFileError, match=message):
+            build(tmp_path, text + BOX + TAIL)

@@ -17,7 +17,7 @@ def test_builder_places_the_mesh_and_derives_mass_properties():
     verts, faces = gs.box_mesh(0.1, 0.2, 0.3)
     rot = gs.quat_from_axis_angle((0.0, 0.0, 1.0), np.pi / 2)
     scene = gs.rigid_body(verts + [1.0, 0.0, 0.0], faces, density=500.0, pos=(0.0, 2.0, 0.0), rot=rot)
-    top, par, st = scene.build()
+    top, par, st = scene.build(ground=True)
     assert float(par.rigid.mass[0]) == pytest.approx(500.0 * 0.2 * 0.4 * 0.6)
     # The mesh's centre (1, 0, 0) rotated by 90 deg about z, then moved up by 2.
     np.testing.assert_allclose(st.rigid.x[0], [0.0, 3.0, 0.0], atol=1e-6)
@@ -88,11 +88,40 @@ def test_diverged_body_is_named():
 def test_stiff_or_buried_body_is_warned_before_the_run():
     low = _box(mass=1.0, pos=(0.0, 0.0, 0.0))  # half of it below the ground
     with pytest.warns(gs.physics.ContactWarning, match="rigid body 0 starts 0.2 m below the ground"):
-        gs.simulate(*low.build(), frames=1, substeps=2)
+        gs.simulate(*low.build(ground=True), frames=1, substeps=2)
     stiff = _box(mass=0.01, pos=(0.0, 1.0, 0.0), contact_ke=1e6)
     with pytest.warns(gs.physics.ContactWarning, match="too stiff for the time step.*times as many substeps"):
-        gs.simulate(*stiff.build(), frames=1, substeps=2)
+        gs.simulate(*stiff.build(ground=True), frames=1, substeps=2)
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error", gs.physics.ContactWarning)
-        gs.simulate(*_box(mass=1.0, pos=(0.0, 1.0, 0.0), contact_ke=2e4).build(), frames=1, substeps=16)
+        gs.simulate(*_box(mass=1.0, pos=(0.0, 1.0, 0.0), contact_ke=2e4).build(ground=True), frames=1, substeps=16)
+
+
+def test_one_ground_flag_governs_the_bodies_too():
+    """Issue 34, item 4: without a ground a body half below y = 0 falls freely (no warning, no push out at
+    8 m/s); with one it meets it through the default penalty model; a contact model that contradicts the flag
+    is refused, naming both."""
+    import warnings
+
+    low = _box(mass=1.0, pos=(0.0, 0.0, 0.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gs.physics.ContactWarning)
+        top, par, st = low.build()  # ground=False, the default
+        traj = gs.simulate(top, par, st, frames=5, substeps=10, frame_dt=0.01)
+    assert top.rigid.contact == "none" and not top.ground
+    v = np.asarray(traj.rigid.v[-1, 0])
+    np.testing.assert_allclose(v, [0.0, -9.81 * 0.05, 0.0], rtol=1e-5, atol=1e-6)  # free fall, 50 steps
+    top, _, _ = low.build(ground=True)
+    assert top.ground and top.rigid.contact == "penalty"
+    assert low.build(ground=True, rigid_contact="impulse")[0].rigid.contact == "impulse"
+    for model in ("penalty", "impulse"):
+        with pytest.raises(ValueError, match=f"rigid_contact='{model}'.*ground=False"):
+            low.build(ground=False, rigid_contact=model)
+    with pytest.raises(ValueError, match="ground=True, but rigid_contact='none'"):
+        low.build(ground=True, rigid_contact="none")
+    with pytest.raises(ValueError, match="rigid_contact must be one of"):
+        low.build(ground=True, rigid_contact="sticky")
+    # A scene without bodies takes any model quietly: it has nothing to apply it to.
+    cloth = gs.cloth_grid(1, 1, 0.1, 0.1)
+    assert cloth.build(ground=False, rigid_contact="penalty")[0].rigid.contact == "penalty"

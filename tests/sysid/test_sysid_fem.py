@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax import sysid
+from tolerances import mse_tolerance
 from gradsim_jax.geometry import soft_body
 from gradsim_jax.geometry.tets import box_tets, tet_volumes
 from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
@@ -48,7 +49,8 @@ def test_density_field_is_one_density_at_zero_slope_and_log_linear_across_the_bo
     topology, params, state0 = soft_body(x, t, density=700.0, k_mu=1e3, k_lambda=1e3).build()
     exp = types.SimpleNamespace(topology=topology, params=params, state0=state0, dtype=jnp.float32)
     theta = sysid.default_theta(topology, params, state0, ["density_field"])
-    np.testing.assert_allclose(np.asarray(theta["density_field"]), [np.log(700.0), 0, 0, 0], rtol=1e-6)
+    # Read back by least squares from float32 masses: log(m / V) within ~1e-7 of the field's, so the slopes too.
+    np.testing.assert_allclose(np.asarray(theta["density_field"]), [np.log(700.0), 0, 0, 0], rtol=1e-6, atol=1e-6)
     flat, _ = assemble(exp, {"density_field": jnp.asarray([np.log(1234.0), 0.0, 0.0, 0.0])})
     one, _ = assemble(exp, {"density": jnp.asarray(1234.0)})
     np.testing.assert_allclose(np.asarray(flat.particles.mass), np.asarray(one.particles.mass), rtol=1e-5)
@@ -166,7 +168,11 @@ def test_density_first_fits_one_density_then_every_mass_from_it(tmp_path):
         assert result.loss == first["loss"]
     else:
         assert result.loss < first["loss"]
-    assert result.convergence.initial_loss == pytest.approx(first["loss"], rel=1e-3)
+    # Two compiled programs (the field stage's last evaluation, the per-particle stage's first) compute one float32
+    # loss of the same masses: equal up to their rounding (tests/tolerances.py), not to a tolerance tuned on one
+    # CPU (1.6e-3 apart on one, in relative terms, at this loss of 7e-8).
+    pixels = int(np.prod(np.shape(target[1:])))
+    assert abs(result.convergence.initial_loss - first["loss"]) <= mse_tolerance(first["loss"], pixels)
     assert first["initial_loss"] > 10 * first["loss"]
     assert len(first["losses"]) == 61 and first["losses"][0] == first["initial_loss"]  # 60 iterations, then the end
     assert sysid.plot_loss(tmp_path / "loss.png", result.history).stat().st_size > 0  # the stage drawn before 0

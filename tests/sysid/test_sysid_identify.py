@@ -110,3 +110,18 @@ def test_rounds_must_be_positive():
         sysid.check_config(sysid.FitConfig(free=("mass",), rounds=0))
     with pytest.raises(ValueError, match="round_iterations"):
         sysid.check_config(sysid.FitConfig(free=("mass",), round_iterations=0))
+
+
+def test_a_fit_never_returns_an_estimate_above_its_start(recording):
+    """Started at the truth with steps far too long, Adam ends far off with a higher loss than the start's:
+    the estimate is the start, with its loss, and the history says so."""
+    exp, truth, target = recording
+    config = sysid.FitConfig(free=("damping",), iterations=3, learning_rate=1.0, polish=0, progress=False,
+                             report=False)
+    result = sysid.identify(exp, target, dict(truth), config)
+    losses = result.history["loss"]
+    assert max(losses[1:]) > 10.0 * losses[0]  # the steps did climb
+    assert result.history["kept_start"] and result.history["start_loss"] == losses[0]
+    assert float(result.theta["damping"]) == float(truth["damping"])
+    assert result.loss == losses[0]
+    assert not result.convergence.converged or result.loss <= result.convergence.noise_floor

@@ -18,9 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.sysid import (
-    Experiment, _as_theta, _split_data, _with_data, camera_for, image_loss, make_loss, perturbed, render_frames,
+    Experiment, _as_theta, _split_data, _with_data, frames_for, image_loss, make_loss, perturbed,
     simulate_video, vertices, with_camera_pose,
 )
+from gradsim_jax.sysid.quantities import focused
 
 Array = Any
 
@@ -60,7 +61,7 @@ class SceneProblem:
         """[K] image loss of each loss frame; `dense`: through the reference renderer (forward mode)."""
         theta, e, tgt = _split_data(self.experiment, params)
         idx = self.loss_frames
-        pred = render_frames(e, vertices(e, theta)[idx], dense=dense, camera=camera_for(e, theta))
+        pred = frames_for(e, vertices(e, theta)[idx], theta, dense=dense)
         return jax.vmap(lambda p, t: image_loss(self.kind, p[None], t[None]))(pred, tgt[idx])
 
     def loss_dense(self, params: dict) -> Array:
@@ -107,6 +108,6 @@ def load_problem(scene, *, target=None, mask=None, key_color=None, perturb: Opti
             notes.append(f"[initial] is the truth, where the gradient vanishes: evaluated at the truth moved by "
                          f"{perturb:g} (relative, seed {seed})")
         notes.append(f"loss: {kind}")
-    theta = _as_theta(exp, initial)
+    exp, theta = focused(exp, _as_theta(exp, initial), config.free)
     return SceneProblem(experiment=exp, target=np.asarray(frames), free=tuple(config.free), theta=theta,
                         truth=truth, kind=kind, frame_stride=stride, notes=tuple(notes), path=str(spec.path))

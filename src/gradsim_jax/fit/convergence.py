@@ -20,6 +20,7 @@ local minimum.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
@@ -81,9 +82,34 @@ def relative_last_step(history_params: dict, fraction: float = 0.1) -> float:
     return worst
 
 
+#: The loss left lies on the outlines when at least this share of it is there, on at most a third as large a
+#: share of the pixels: then the advice names the edge model.
+EDGE_SHARE = 0.5
+
+
+def edge_advice(edges) -> list:
+    """What to try when the loss left lies on the target's outlines (`edges`: `sysid.identify._edge_residual`'s
+    numbers; none when it does not)."""
+    if not edges or not edges.get("pixel_share"):
+        return []
+    share, pixels = edges["residual_share"], edges["pixel_share"]
+    if not (share >= EDGE_SHARE and share >= 3.0 * pixels):
+        return []
+    model = edges.get("coverage", "box")
+    other = "softras" if model == "box" else "box"
+    blur = edges.get("blur")
+    now = f'[render] coverage = "{model}"' + ("" if blur is None else f", blur {blur:.2g} px")
+    tip = ('let the fit estimate a Gaussian blur of the edges ([fit] blur = "fit", --blur fit)' if blur is None else
+           "the blur did not explain them")
+    return [f"{100 * share:.0f} % of the loss left lies on the outlines ({100 * pixels:.0f} % of the pixels): the "
+            f"target's edges are not the renderer's ({now}); try [render] coverage = \"{other}\" (another soft "
+            f"rasterizer's edges, e.g. PyTorch3D's, are SoftRas's; a camera's are \"box\"), or {tip}"]
+
+
 def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: float, last_step: float,
-           loss_kind: str = "rgba") -> Convergence:
-    """The verdict of a fit from its numbers (see the module docstring)."""
+           loss_kind: str = "rgba", edges: Optional[dict] = None) -> Convergence:
+    """The verdict of a fit from its numbers (see the module docstring); `edges`: where the loss left lies
+    (the share on the outlines), for the advice."""
     reasons, advice = [], []
     moving = not last_step < STEP_TOL
     explained = final_loss <= FLOOR_FACTOR * floor or (initial_loss > 0 and final_loss <= RATIO_TOL * initial_loss)
@@ -93,6 +119,7 @@ def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: f
         reasons.append(f"the estimates were still moving: last relative step {last_step:.2g} >= {STEP_TOL:g}")
         advice.append("run more iterations (--iterations) or more Levenberg-Marquardt steps (--polish)")
     if not explained:
+        advice.extend(edge_advice(edges))
         reasons.append(
             f"the final loss {final_loss:.3g} is {final_loss / max(floor, 1e-300):.3g} x the target's noise floor "
             f"{floor:.3g} and {final_loss / max(initial_loss, 1e-300):.3g} x the initial loss: the video is not "
@@ -112,6 +139,7 @@ def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: f
         advice.pop(0)
     converged = bool(np.isfinite(final_loss) and (at_floor or not moving) and explained)
     if converged and final_loss > FLOOR_FACTOR * floor:
+        advice.extend(edge_advice(edges))
         # Explained by the ratio rule alone: right for an imperfect renderer against a real video, a local
         # minimum against a rendered one. Said, not hidden behind the verdict.
         advice.append(f"the final loss is {final_loss / max(floor, 1e-300):.3g} x the target's noise floor, "

@@ -55,13 +55,13 @@ import optax
 from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
 from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.transforms import Transform, resolve_transform
-from gradsim_jax.physics import Control, ParticleControl, SemiImplicitEuler, State
+from gradsim_jax.physics import Control, ParticleControl, State
 from gradsim_jax.physics.checkpointing import PerFrame
 from gradsim_jax.render.mesh import trajectory_vertices
-from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
+from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, frames_for,
                                           trajectory)
 from gradsim_jax.sysid.identify import _traced_checks, image_loss, stable_bounds
-from gradsim_jax.sysid.quantities import QUANTITIES, assemble, camera_for, canonical, transforms_for
+from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
 
 Array = Any
 
@@ -173,7 +173,7 @@ def _advance(exp: Experiment, params, state: State, frame, push) -> State:
         force = jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push))
         ctrl = Control(particles=ParticleControl(force=force))
     t0 = frame * exp.frame_dt
-    integrator = SemiImplicitEuler()
+    integrator = exp.integrator
 
     def substep(s, k):
         return integrator.step(exp.topology, params, s, ctrl, t0 + k * dt, dt), None
@@ -204,7 +204,7 @@ def _push(exp: Experiment, theta: dict):
 
 def _frame_losses(exp: Experiment, theta: dict, params, traj: State, target: Array, kind: str) -> Array:
     """Image loss of each state of `traj` (leaves [T, ...]) against `target` [T, H, W, 4]: [T]."""
-    pred = render_frames(exp, trajectory_vertices(exp.topology, params, traj), camera=camera_for(exp, theta))
+    pred = frames_for(exp, trajectory_vertices(exp.topology, params, traj), theta)
     return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, target)
 
 
@@ -326,7 +326,7 @@ def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") ->
         traj = _run(exp, params, state0, jnp.asarray(0), windows.frames, _push(exp, theta), jnp.asarray(cut))
         idx = np.arange(1, windows.frames + 1, windows.stride)
         x = trajectory_vertices(exp.topology, params, jax.tree.map(lambda a: a[idx], traj))
-        pred = render_frames(exp, x, dense=True, camera=camera_for(exp, theta))
+        pred = frames_for(exp, x, theta, dense=True)
         tgt = target[idx][..., channels]
         return jnp.ravel((pred[..., channels] - tgt) / math.sqrt(tgt.size))
 
@@ -440,7 +440,8 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     default_pos, default_vel = default_scales(exp)
     position_scale = default_pos if position_scale is None else position_scale
     velocity_scale = default_vel if velocity_scale is None else velocity_scale
-    theta0 = _as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")})
+    exp, theta0 = focused(exp, _as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
+                          [canonical(n) for n in free])
     given = {k: jnp.asarray(initial[k], exp.dtype) for k in (START_X, START_V) if k in initial}
     target = jnp.asarray(target, theta0["push"].dtype)
     transforms: dict = dict(transforms_for(free))

@@ -23,7 +23,7 @@ from gradsim_jax.physics import (
 )
 from gradsim_jax.geometry import tets as tetmesh
 from gradsim_jax.physics.gather import corner_incidence
-from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
+from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
 #: `Scene.build(incidence=None)` gives an element array a corner incidence table from this many corners on
@@ -103,7 +103,8 @@ def _short(value) -> str:
 class Scene:
     """A particle scene on the host (numpy). Build the device containers with `build`.
 
-    Per particle: x [n, 3] m, v [n, 3] m/s, mass [n] kg, pinned [n] bool.
+    Per particle: x [n, 3] m, v [n, 3] m/s, mass [n] kg, pinned [n] bool, volume [n] m^3 (the volume a soft
+    body's particle's mass stands for, mass = density x volume; 0 for other particles: `FemParams.particle_volume`).
     Springs [s, 2] with ke, kd, rest; triangles [t, 3] with tri_ke, tri_ka, tri_kd, tri_drag, tri_lift;
     bending edges [e, 4] with bend_ke, bend_kd, bend_rest (rad); tetrahedra [k, 4] with tet_k_mu, tet_k_lambda
     (Pa), tet_k_damp (Pa s) and their boundary triangles tet_surface [f, 3] (rendering).
@@ -113,6 +114,7 @@ class Scene:
     v: np.ndarray
     mass: np.ndarray
     pinned: np.ndarray
+    volume: np.ndarray = None  # type: ignore[assignment]  (None: zeros, set in __post_init__)
     springs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 2), np.int32))
     spring_ke: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     spring_kd: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
@@ -152,6 +154,10 @@ class Scene:
     push_point: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
     push_start: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     push_end: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self):
+        if self.volume is None:
+            object.__setattr__(self, "volume", np.zeros(self.x.shape[0]))
 
     @property
     def num_particles(self) -> int:
@@ -211,7 +217,7 @@ class Scene:
         contact_mu: float = 0.5,
         particle_radius: float = 0.01,
         aerodynamics: bool | None = None,
-        rigid_contact: str = "penalty",
+        rigid_contact: str | None = None,
         incidence: bool | None = None,
         dtype=None,
     ) -> tuple[Topology, Params, State]:
@@ -223,15 +229,18 @@ class Scene:
         `particle_radius` (m) along `ground_normal`; one placed lower starts compressed and is thrown out
         (`gradsim_jax.physics.contact_report` says by how much before a run). The default contact_ke / kd
         suit particles of 0.1 kg or more at 1 ms steps; lighter ones need smaller values or steps.
-        Rigid bodies meet the ground through `rigid_contact`: "penalty" (each body's contact_ke, kd, kf,
-        mu at its hull vertices), "impulse" (restitution) or "none"; they do not collide with the cloth or
-        with each other.
+        `ground` governs the ground of every component: with it, rigid bodies meet it through `rigid_contact`,
+        "penalty" (the default: each body's contact_ke, kd, kf, mu at its hull vertices) or "impulse"
+        (restitution); without it they fall through. They do not collide with the cloth or with each other.
+        A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
+        in a scene with bodies) is a ValueError.
         `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
         table, so that its forces are summed by gathers instead of a scatter-add (`physics.gather`): True,
         False, or None (default) for arrays of at least `INCIDENCE_MIN_CORNERS` corners
         (`TRIANGLE_INCIDENCE_MIN_CORNERS` for triangles), where the faster steps repay the longer compile (a
         16-triangle cloth's gradient compiles in 4.6 s instead of 3.5 s for no gain).
         """
+        rigid_contact = _rigid_contact(rigid_contact, bool(ground), self.num_bodies)
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
         dtype = dtype or jnp.zeros(()).dtype
@@ -280,13 +289,30 @@ class Scene:
                 push_point=arr(self.push_point).reshape(-1, 3), push_start=arr(self.push_start),
                 push_end=arr(self.push_end)),
             fem=FemParams(k_mu=arr(self.tet_k_mu), k_lambda=arr(self.tet_k_lambda), k_damp=arr(self.tet_k_damp),
-                          activation=arr(np.zeros(len(self.tets))), rest_x=arr(self.x)),
+                          activation=arr(np.zeros(len(self.tets))), rest_x=arr(self.x),
+                          particle_volume=arr(self.volume)),
         )
         state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)),
                       rigid=RigidState(x=arr(self.body_x).reshape(-1, 3), q=arr(self.body_q).reshape(-1, 4),
                                        v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
         validate_scene(topology, params, state)
         return topology, params, state
+
+
+def _rigid_contact(rigid_contact, ground: bool, bodies: int) -> str:
+    """The bodies' contact model for `Scene.build`: "penalty" with a ground, "none" without one; a given one
+    must agree with `ground` (ValueError)."""
+    if rigid_contact is None:
+        return "penalty" if ground else "none"
+    if rigid_contact not in CONTACT_MODELS:
+        raise ValueError(f"rigid_contact must be one of {', '.join(CONTACT_MODELS)}, got {rigid_contact!r}")
+    if bodies and not ground and rigid_contact != "none":
+        raise ValueError(f"rigid_contact={rigid_contact!r} is the bodies' contact with the ground, but ground=False: "
+                         "pass ground=True (one ground for every component), or rigid_contact='none'")
+    if bodies and ground and rigid_contact == "none":
+        raise ValueError("ground=True, but rigid_contact='none' lets the bodies fall through it: leave "
+                         "rigid_contact out (penalty) or choose 'penalty' or 'impulse', or pass ground=False")
+    return rigid_contact
 
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
@@ -484,6 +510,8 @@ def soft_body(
     rot=(1.0, 0.0, 0.0, 0.0),
     vel=(0.0, 0.0, 0.0),
     pinned=None,
+    particle_volume=None,
+    masses=None,
     name: str = "soft body",
 ) -> Scene:
     """An FEM soft body from a tetrahedral mesh (`gradsim_jax.geometry.tets`: box_tets, ...).
@@ -492,7 +520,10 @@ def soft_body(
     naming the first; `orient_tets` fixes a mesh written the other way round). The mesh is rotated by `rot`
     (unit quaternion w, x, y, z) about its own origin and moved by `pos` [3] m; that placement is also its
     rest shape. `vel`: [3] or [n, 3] m/s. `pinned`: optional [n] bool mask or vertex indices (kinematic).
-    Lumped mass: each tet gives density V0 / 4 (kg) to each vertex (`density` kg/m^3). Stable Neo-Hookean
+    Lumped mass: each tet gives density V0 / 4 (kg) to each vertex (`density` kg/m^3); `particle_volume`
+    (m^3, one value or [n]) makes every particle's mass density x its own volume instead (Warp's
+    `add_soft_grid` gives each particle a whole cell: the cell's volume), and `masses` [n] kg sets the masses
+    outright (the volumes then stay the lumped ones: a fitted "density" replaces such masses). Stable Neo-Hookean
     material per tet (`gradsim_jax.physics.fem`): k_mu, k_lambda (Pa, the Lame parameters) and k_damp (Pa s),
     one value or one per tet. Defaults: density 1000, k_mu = k_lambda = 1e5, k_damp = 10, a soft rubber that
     keeps its shape under gravity for bodies of 0.1-1 m (a 1 m cube on its base sags ~3 %). Semi-implicit
@@ -517,8 +548,26 @@ def soft_body(
             i = int(np.argmax(bad))
             raise ValueError(f"soft_body needs a finite {key} >= 0, got {material[key][i]} (tet {i})")
     x = quat_rotate(rot / np.linalg.norm(rot), x) + pos
-    mass = tetmesh.lumped_masses(x, t, material["density"])
-    piece = particles(x, vel, mass, _pinned_mask(pinned, n))
+    if particle_volume is None:
+        volume = tetmesh.lumped_masses(x, t, 1.0)
+        mass = tetmesh.lumped_masses(x, t, material["density"])
+    else:
+        if np.size(density) != 1:
+            raise ValueError("soft_body: particle_volume takes one density (kg/m^3), not one per tet")
+        volume = _f(particle_volume, (n,), "particle_volume")
+        bad = ~(np.isfinite(volume) & (volume > 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"soft_body needs a finite particle_volume > 0 (m^3), got {volume[i]} (particle {i})")
+        mass = material["density"][0] * volume
+    if masses is not None:
+        mass = _f(masses, (n,), "masses")
+        bad = ~(np.isfinite(mass) & (mass > 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"soft_body needs finite masses > 0 (kg; pin a particle to hold it), got {mass[i]} "
+                             f"(particle {i})")
+    piece = dataclasses.replace(particles(x, vel, mass, _pinned_mask(pinned, n)), volume=volume)
     return dataclasses.replace(piece, tets=t, tet_k_mu=material["k_mu"], tet_k_lambda=material["k_lambda"],
                                tet_k_damp=material["k_damp"], tet_surface=tetmesh.tet_surface(t))
 

@@ -55,13 +55,16 @@ class FemTopology:
 class FemParams:
     """Per tet [k]: k_mu (Pa, shear), k_lambda (Pa, volume), k_damp (Pa s), activation (target-volume
     shift, 1); all scaled by the rest volume. rest_x [n, 3] m: the rest configuration the tets take their
-    rest shapes from."""
+    rest shapes from. particle_volume [n] m^3: the volume each particle's mass stands for, mass = density x
+    particle_volume (the sum of V0 / 4 over its tets when lumped; a whole grid cell for Warp's soft grids; 0
+    for particles of no tet): what a density sets (`sysid` quantity "density"); the forces never read it."""
 
     k_mu: Array
     k_lambda: Array
     k_damp: Array
     activation: Array
     rest_x: Array
+    particle_volume: Array
 
 
 @pytree_dataclass

@@ -20,7 +20,7 @@ NONNEGATIVE = (
     "cloth.tri_ke", "cloth.tri_ka", "cloth.tri_kd", "cloth.tri_drag", "cloth.tri_lift", "cloth.bend_ke",
     "cloth.bend_kd", "contact.ke", "contact.kd", "contact.kf", "contact.mu", "rigid.mass", "rigid.contact_ke",
     "rigid.contact_kd", "rigid.contact_kf", "rigid.contact_mu", "rigid.restitution", "fem.k_mu", "fem.k_lambda",
-    "fem.k_damp",
+    "fem.k_damp", "fem.particle_volume",
 )
 
 
@@ -72,7 +72,7 @@ PARAM_SHAPES = {
     "cloth.bend_kd": ("e",), "cloth.bend_rest": ("e",),
     "contact.ke": (), "contact.kd": (), "contact.kf": (), "contact.mu": (),
     "fem.k_mu": ("k",), "fem.k_lambda": ("k",), "fem.k_damp": ("k",), "fem.activation": ("k",),
-    "fem.rest_x": ("n", 3),
+    "fem.rest_x": ("n", 3), "fem.particle_volume": ("n",),
 }
 
 

@@ -88,7 +88,7 @@ def rigid_mass(*, size: int = 64, frames: int = 24, substeps: int = 16, frame_dt
                 contact_ke=contact_ke, contact_kd=contact_kd, contact_kf=contact_kf, contact_mu=contact_mu)
     point = (0.0, 0.0, half_extents[2]) if push_point is None else push_point
     scene = body.add_push(0, push, point=point, start=0.0, end=push_frames * frame_dt)
-    topology, params, state0 = scene.build(rigid_contact="penalty")
+    topology, params, state0 = scene.build(ground=True, rigid_contact="penalty")
     theta = default_theta(topology, params, state0, ["body_mass"])
     return finish_experiment("rigid_mass", topology, params, state0, theta, size=size, frames=frames,
                              substeps=substeps, frame_dt=frame_dt, elevation=elevation, azimuth=azimuth)
@@ -146,7 +146,7 @@ def rigid_material(*, size: int = 64, frames: Optional[int] = None, substeps: in
                 omega=omega, contact_ke=contact_ke, contact_kd=contact_kd, contact_kf=contact_kf,
                 contact_mu=contact_mu)
     scene = body.add_push(0, push, point=point, start=0.0, end=push_frames * frame_dt)
-    topology, params, state0 = scene.build(rigid_contact="penalty")
+    topology, params, state0 = scene.build(ground=True, rigid_contact="penalty")
     theta = default_theta(topology, params, state0, list(estimate))
     return finish_experiment("rigid_material", topology, params, state0, theta, size=size, frames=frames,
                              substeps=substeps, frame_dt=frame_dt, elevation=elevation, azimuth=azimuth)
@@ -171,7 +171,7 @@ def rigid_restitution(*, size: int = 64, frames: int = 40, substeps: int = 8, fr
     several times, each bounce `restitution` times the speed of the last. Estimates restitution."""
     body = _box(half_extents, rot=_tilted((0.0, 0.0, 1.0), tilt), height=height, mass=mass, vel=velocity,
                 omega=omega, contact_mu=contact_mu, restitution=restitution)
-    topology, params, state0 = body.build(rigid_contact="impulse")
+    topology, params, state0 = body.build(ground=True, rigid_contact="impulse")
     theta = default_theta(topology, params, state0, ["restitution"])
     return finish_experiment("rigid_restitution", topology, params, state0, theta, size=size, frames=frames,
                              substeps=substeps, frame_dt=frame_dt, elevation=elevation, azimuth=azimuth)

@@ -22,11 +22,13 @@ import numpy as np
 
 from gradsim_jax.compilation import jit
 from gradsim_jax.physics import (
-    Control, Params, ParticleControl, State, Topology, check_finite, particle_state, simulate,
+    Control, Params, ParticleControl, SemiImplicitEuler, State, Topology, check_finite, particle_state, simulate,
 )
 from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
 from gradsim_jax.render.mesh import trajectory_vertices
-from gradsim_jax.sysid.quantities import assemble, camera_for, canonical_theta
+from gradsim_jax.render.blur import gaussian_blur
+from gradsim_jax.sysid.quantities import (assemble, blur_for, camera_for, canonical_theta, check_masses,
+                                          derived_values)
 
 Array = Any
 
@@ -40,6 +42,8 @@ class Experiment:
     theta: default values of the quantities (the truth for a synthetic demo, the initial guess otherwise);
       it always holds "push" ([n, 3] N, zeros for none).
     push_frames: number of leading frames during which theta["push"] acts.
+    integrator: the time integrator of the rollout (static; `SemiImplicitEuler()`: the contact's damping and
+      friction taken backward; `SemiImplicitEuler(implicit_contact=False)`: Warp's explicit contact).
     Derived on construction: free_particles ([n] bool, host), mass_ref (kg, the mean mass of the free
     particles: "mass" scales every mass by mass / mass_ref), area_ratio (tri_ka / tri_ke per triangle).
     """
@@ -59,20 +63,15 @@ class Experiment:
     theta: dict
     push_frames: int = 0
     name: str = "experiment"
+    integrator: Any = SemiImplicitEuler()
 
     def __post_init__(self):
-        mass = np.asarray(self.params.particles.mass)
-        free = np.asarray(~np.asarray(self.topology.particles.pinned) & (mass > 0))
-        if not free.any() and not (np.asarray(self.params.rigid.mass) > 0).any():
+        derived = derived_values(self.topology, self.params, self.dtype)
+        if not derived["free_particles"].any() and not (np.asarray(self.params.rigid.mass) > 0).any():
             raise ValueError("the experiment has no free particle and no free rigid body: nothing moves")
-        ke, ka = np.asarray(self.params.cloth.tri_ke), np.asarray(self.params.cloth.tri_ka)
-        derived = {
-            "free_particles": free,
-            "mass_ref": float(np.mean(mass[free])) if free.any() else 1.0,
-            "area_ratio": jnp.asarray(np.where(ke > 0, ka / np.where(ke > 0, ke, 1.0), 1.0), self.dtype),
-        }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
+        check_masses(self)
 
     @property
     def dtype(self):
@@ -87,7 +86,7 @@ ARRAY_FIELDS = ("topology", "params", "state0", "area_ratio", "camera", "faces",
                 "theta")
 #: The Experiment attributes a compiled function may read besides its arrays: hashable values, the key of
 #: the compiled-function cache with the arrays' shapes (which `jax.jit` keys on itself).
-STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref")
+STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref", "integrator")
 
 
 def experiment_arrays(exp: Experiment) -> dict:
@@ -191,14 +190,16 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
         return Control(particles=ParticleControl(force=force))
 
     return params, simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
-                            frame_dt=exp.frame_dt, control=control)
+                            frame_dt=exp.frame_dt, control=control, integrator=exp.integrator)
 
 
-def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None) -> Array:
+def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,
+                  blur=None) -> Array:
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense` uses the autodiff
     reference renderer (forward-mode differentiable, used for Jacobians); `camera` defaults to the
-    experiment's. A frame whose vertices are not all finite (a simulation that blew up) is NaN (the renderer's
+    experiment's; `blur`: a Gaussian point spread of that many pixels over each frame (`render.blur`; None:
+    none). A frame whose vertices are not all finite (a simulation that blew up) is NaN (the renderer's
     own rule), so a loss of it is NaN too."""
     renderer = render_dense if dense else render
     camera = exp.camera if camera is None else camera
@@ -207,21 +208,26 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     def one(vertices):
         image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
                          background=exp.background, settings=exp.settings)
-        if exp.settings.coverage == "box":
-            return image
-        return composite(image, exp.background)  # edges as a camera sees them (see `composite`)
+        if exp.settings.coverage != "box":
+            image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
+        return image if blur is None else gaussian_blur(image, blur)
 
     return jax.lax.map(one, x)
 
 
+def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False) -> Array:
+    """`render_frames` of render vertices x [T, V, 3] with theta's camera pose and blur, when it has them."""
+    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta))
+
+
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
     """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
-    return render_frames(exp, vertices(exp, theta), dense, camera_for(exp, theta))
+    return frames_for(exp, vertices(exp, theta), theta, dense)
 
 
 def _positions_and_video(exp: Experiment, theta: dict):
     x = vertices(exp, theta)
-    return x, render_frames(exp, x, camera=camera_for(exp, theta))
+    return x, frames_for(exp, x, theta)
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:

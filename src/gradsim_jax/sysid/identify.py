@@ -31,14 +31,15 @@ from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import least_squares, silhouette_loss
 from gradsim_jax.fit.checkpoint import checkpoint_path
 from gradsim_jax.fit.fit import HISTORY_FULL_SIZE
-from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, noise_floor, relative_last_step
+from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, edge_advice, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
-from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, render_frames,
-                                          vertices)
-from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, camera_for, canonical, density_field_coordinates,
-                                          shape_roughness, transforms_for, with_camera_pose)
+from gradsim_jax.render.blur import BLUR_MAX, edge_channel, edge_mask, matching_blur
+from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, frames_for,
+                                          simulate_video, vertices)
+from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, canonical, density_field_coordinates,
+                                          focused, shape_roughness, transforms_for, with_camera_pose)
 from gradsim_jax.typing import replace_paths
 
 Array = Any
@@ -101,7 +102,7 @@ class FitConfig:
     real video, which a model never explains to its noise floor, they run until one gains under 1 % or
     all are spent. 1: one round (Adam, then the polish).
     density_first: with "particle_mass" free in a scene with soft bodies, first fit a density field to the
-    soft-body particles' masses (mass = density x lumped rest volume, the density log-linear across the
+    soft-body particles' masses (mass = density x each particle's volume, the density log-linear across the
     bodies: the quantity "density_field", 4 numbers; the other free quantities with it) in this many Adam
     iterations at `density_learning_rate` (then the polish), starting from the initial masses' total over
     their lumped volume everywhere; the per-particle fit then starts from the masses of that field (the
@@ -113,7 +114,20 @@ class FitConfig:
     single-view video at 64 px fixes the deviations of single particles only weakly (light particles, of one
     tet, hardly move apart from their neighbours), and a per-particle fit started far off ends in one of many
     local minima. Give the per-particle stage a small learning rate (0.01): Adam's first steps move every
-    mass by about the learning rate."""
+    mass by about the learning rate.
+    blur: the edge model's nuisance, a Gaussian point spread over the rendered frames (quantity "blur", pixels
+    of the render; `render.blur`): "off" (none), a number (that blur, fixed), "fit" (free, from the blur that
+    gives the render at the start the target's edge sharpness, `render.blur.matching_blur`, at least
+    BLUR_START), or "auto" (that measurement; free from it when it exceeds BLUR_AUTO pixels, else none: a
+    target whose edges are softer than the renderer's, another renderer's or a lens's, gets the blur that
+    explains them; one as sharp keeps the fit as it was). A theta that holds "blur" already keeps it.
+    edge_model: "fixed" (the experiment's `RenderSettings.coverage`) or "auto": when the fit ends above
+    FLOOR_FACTOR x the noise floor with the loss left on the target's outlines (`fit.convergence.edge_advice`),
+    the other edge model ("softras" for "box", and back) is tried at the estimate, and when it explains the
+    video better the fit continues with it (`round_iterations` Adam iterations, then the polish; a free blur
+    starts again from BLUR_START); the result's `experiment` then renders with it (`history["edge_model"]`).
+    Another soft rasterizer's edges (PyTorch3D's) are SoftRas's, with faint seams along the faces' shared
+    edges that no blur of exact coverage makes."""
 
     free: tuple[str, ...]
     iterations: int = 100
@@ -137,6 +151,8 @@ class FitConfig:
     round_iterations: Optional[int] = None
     density_first: int = 0
     density_learning_rate: float = 0.1
+    blur: Any = "off"
+    edge_model: str = "fixed"
 
 
 @dataclasses.dataclass
@@ -144,7 +160,8 @@ class SysIdResult:
     """theta: fitted quantities; history: {"iteration", "loss", "params": {name: [...]}, "stage": [...]}
     (Adam iterations then LM steps); report: IdentifiabilityReport or None; wall_time (s); convergence:
     `gradsim_jax.fit.convergence.Convergence` (did the fit converge, and why not); inputs: `fit_inputs`;
-    resume: `FitResult.resume` (None unless resumed from a checkpoint)."""
+    resume: `FitResult.resume` (None unless resumed from a checkpoint); experiment: the experiment the
+    estimate belongs to (the one fitted, with the edge model `FitConfig.edge_model` chose)."""
 
     theta: dict
     history: dict
@@ -156,6 +173,7 @@ class SysIdResult:
     convergence: Any = None
     inputs: Optional[dict] = None
     resume: Optional[dict] = None
+    experiment: Any = None
 
 
 def check_config(config: FitConfig) -> None:
@@ -177,6 +195,12 @@ def check_config(config: FitConfig) -> None:
                          "masses; free one")
     if config.loss not in LOSSES:
         raise ValueError(f"unknown loss {config.loss!r}; choose from {LOSSES}")
+    if config.edge_model not in ("fixed", "auto"):
+        raise ValueError(f'edge_model must be "fixed" or "auto", got {config.edge_model!r}')
+    if not (config.blur in BLUR_MODES or (isinstance(config.blur, (int, float)) and not isinstance(config.blur, bool)
+                                         and 0.0 <= config.blur <= BLUR_MAX)):
+        raise ValueError(f"blur must be one of {', '.join(BLUR_MODES)} or a number of pixels in [0, {BLUR_MAX:g}], got "
+                         f"{config.blur!r}")
     if not (math.isfinite(config.smoothness) and config.smoothness >= 0):
         raise ValueError(f"smoothness must be a finite number >= 0, got {config.smoothness}")
     if config.smoothness > 0 and "shape" not in (canonical(n) for n in config.free):
@@ -201,7 +225,7 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
     that shape the Adam iterations."""
     free = tuple(canonical(n) for n in config.free)
     scene = (exp.topology, exp.params, exp.state0, exp.camera, exp.faces, exp.colors, exp.lights, exp.background,
-             exp.settings, exp.frames, exp.substeps, exp.frame_dt, exp.push_frames, exp.theta["push"])
+             exp.settings, exp.frames, exp.substeps, exp.frame_dt, exp.push_frames, exp.theta["push"], exp.integrator)
     inputs = {
         "target": content_sha256(np.asarray(target, np.float32)),
         "scene": content_sha256(scene),
@@ -238,7 +262,7 @@ def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: 
 
     def frame_losses(theta):
         x = vertices(exp, theta)[idx]
-        pred = render_frames(exp, x, camera=camera_for(exp, theta))
+        pred = frames_for(exp, x, theta)
         return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
 
     if horizon is None:
@@ -261,7 +285,7 @@ def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int 
     def residual(theta, target, weights=None):
         tgt = _residual_channels(kind, target[idx])
         x = vertices(exp, theta)[idx]
-        pred = render_frames(exp, x, dense=dense, camera=camera_for(exp, theta))
+        pred = frames_for(exp, x, theta, dense=dense)
         r = (_residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
         if weights is not None:
             r = r * jnp.sqrt(weights)[:, None, None, None]
@@ -533,9 +557,10 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`:
     Adam, then the Levenberg-Marquardt polish, in up to `config.rounds` rounds (see `FitConfig`)."""
     started = time.perf_counter()
-    free = tuple(canonical(n) for n in config.free)
     check_config(config)
-    theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    full = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in config.free else initial)
+    exp, theta0, config, blur = prepare(exp, target, initial, config)
+    free = tuple(config.free)
     inputs = fit_inputs(exp, target, theta0, config)
     density = None
     if config.density_first:
@@ -590,6 +615,20 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
             theta = {**theta, **{n: theta0[n] for n in free}}
             final_loss, info = density["loss"], {}  # the polish's Jacobian was made elsewhere
         history["density_first"] = density
+    start_loss, start_theta = done[0]["start_loss"], done[0]["start"]
+    if start_loss is None:  # the first entry is not a loss over all frames at the start: evaluate it
+        start_loss = _loss_at(exp, target, start_theta, config)
+    history["start_loss"] = start_loss
+    if blur is not None:
+        history["blur"] = blur
+    if math.isfinite(start_loss) and not final_loss <= start_loss:
+        # A fit never returns an estimate that explains the video worse than where it started.
+        if config.progress:
+            print(f"  the fit ended at loss {final_loss:.4e}, above its start's {start_loss:.4e}: the start is the "
+                  "estimate")
+        theta = {**theta, **{n: start_theta[n] for n in free}}
+        final_loss, info = start_loss, {}
+        history["kept_start"] = True
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     report = None
     if config.report and n_scalars <= REPORT_MAX_SCALARS and "jacobian" in info:
@@ -607,13 +646,148 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     # With density_first: the per-particle stage's start, so that a stage that explains little more of the
     # video than the field did is not called converged by the loss ratio (the field stage's start is far off).
     initial_loss = history["loss"][0] if history["loss"] else final_loss
+    edges = None
+    if np.isfinite(final_loss) and final_loss > FLOOR_FACTOR * floor:
+        edges = _edge_residual(exp, target, theta, config)
+        history["edges"] = edges
+        if config.edge_model == "auto" and edge_advice(edges):
+            other = _other_edge_model(exp, target, theta, config, free, final_loss, iterations)
+            history["edge_model"] = other["record"]
+            if other["result"] is not None:
+                sub = other["result"]
+                sub.history["edge_model"] = other["record"]
+                sub.history["first_fit"] = {"loss": history["loss"], "iteration": history["iteration"],
+                                            "params": history["params"]}
+                return dataclasses.replace(
+                    sub, wall_time=time.perf_counter() - started, inputs=inputs, resume=done[0]["resumed"],
+                    adam_iterations=sub.adam_iterations + sum(r["adam_iterations"] for r in done),
+                    lm_iterations=sub.lm_iterations + sum(r["lm_steps"] for r in done))
     convergence = assess(initial_loss=initial_loss, final_loss=final_loss, floor=floor,
-                         grad_norm=best["grad_norm"], last_step=best["last_step"], loss_kind=config.loss)
+                         grad_norm=best["grad_norm"], last_step=best["last_step"], loss_kind=config.loss, edges=edges)
+    # The quantities left out as restating the scene come back with their values; those a free one superseded
+    # do not (their values would contradict the fit).
+    superseded = {QUANTITIES[n].field for n in free}
+    theta = {**{k: v for k, v in full.items() if k in QUANTITIES and QUANTITIES[k].field not in superseded}, **theta}
     return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
                        wall_time=time.perf_counter() - started,
                        adam_iterations=sum(r["adam_iterations"] for r in done),
                        lm_iterations=sum(r["lm_steps"] for r in done), loss=final_loss, convergence=convergence,
-                       inputs=inputs, resume=done[0]["resumed"])
+                       inputs=inputs, resume=done[0]["resumed"], experiment=exp)
+
+
+#: FitConfig.blur's modes besides a number of pixels.
+BLUR_MODES = ("off", "auto", "fit")
+#: "auto" fits a blur when the target's edges measure at least this much blurrier (pixels) than the render's
+#: at the start. A target rendered by this scene's own renderer measures up to about 0.2 px at a start 50 %
+#: off (its outlines moved and turned, not blurred); SoftRas's edges against "box" coverage 0.55 px.
+BLUR_AUTO = 0.35
+#: The least blur a free one starts from (pixels): log space needs a start above 0.
+BLUR_START = 0.25
+
+
+def prepare(exp: Experiment, target: Array, initial: dict, config: FitConfig):
+    """(exp, theta0, config, blur) as `identify` fits them: the thetas `focused` on the free quantities, the
+    blur decided (`FitConfig.blur`: measured, and added to the free quantities when fitted; blur: what was
+    decided, or None), the free names canonical."""
+    free = tuple(canonical(n) for n in config.free)
+    full = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    exp, theta0 = focused(exp, full, free)
+    theta0, blur = _blur_start(exp, target, theta0, config)
+    if blur is not None and blur["free"] and "blur" not in free:
+        free = free + ("blur",)
+    return exp, theta0, dataclasses.replace(config, free=free), blur
+
+
+def _blur_start(exp: Experiment, target: Array, theta0: dict, config: FitConfig) -> tuple[dict, Optional[dict]]:
+    """(theta0, what was decided about the blur or None) for `FitConfig.blur`."""
+    mode = config.blur
+    if "blur" in theta0 or mode == "off":
+        return theta0, None
+    if mode not in BLUR_MODES:
+        return {**theta0, "blur": jnp.asarray(float(mode), exp.dtype)}, {"mode": "fixed", "value": float(mode),
+                                                                          "free": False}
+    from gradsim_jax.physics import SimulationDiverged
+
+    alpha = config.loss in ("rgba", "silhouette")
+    try:
+        _, start = simulate_video(exp, theta0)
+    except SimulationDiverged as e:
+        warnings.warn(f"blur {mode}: the start does not simulate ({e}); no blur measured or fitted")
+        return theta0, {"mode": mode, "measured": None, "free": False}
+    frames = _frames_of(exp, config.frame_stride)
+    measured = matching_blur(edge_channel(np.asarray(target)[frames], alpha), edge_channel(start[frames], alpha))
+    free = mode == "fit" or measured > BLUR_AUTO
+    info = {"mode": mode, "measured": measured, "channel": "alpha" if alpha else "luminance", "free": free}
+    if config.progress:
+        what = (f"fitting a Gaussian blur from {max(measured, BLUR_START):.2f} px" if free else "no blur")
+        print(f"  edges: the target's measure {measured:.2f} px blurrier than the render's ({exp.settings.coverage} "
+              f"coverage, {info['channel']}): {what}")
+    if free:
+        info["start"] = max(measured, BLUR_START)
+        theta0 = {**theta0, "blur": jnp.asarray(info["start"], exp.dtype)}
+    return theta0, info
+
+
+def _other_edge_model(exp: Experiment, target: Array, theta: dict, config: FitConfig, free, loss: float,
+                      iterations: int) -> dict:
+    """`FitConfig.edge_model` "auto": {"record": what was tried and measured, "result": the fit continued with the
+    other edge model when that explains the video better than `loss`, else None}."""
+    other = "softras" if exp.settings.coverage == "box" else "box"
+    switched = dataclasses.replace(exp, settings=dataclasses.replace(exp.settings, coverage=other))
+    start = dict(theta)
+    if "blur" in free:
+        start["blur"] = jnp.asarray(BLUR_START, exp.dtype)
+    at_estimate = _loss_at(switched, target, start, config)
+    record = {"from": exp.settings.coverage, "to": other, "loss": float(loss), "loss_at_estimate": at_estimate,
+              "switched": False}
+    if config.progress:
+        print(f"  edges: the loss left lies on the outlines; at the estimate {other} coverage gives {at_estimate:.3e} "
+              f"against {exp.settings.coverage}'s {loss:.3e}")
+    if not at_estimate < loss:
+        return {"record": record, "result": None}
+    if config.progress:
+        print(f"  edges: continuing with [render] coverage = \"{other}\"")
+    sub_config = dataclasses.replace(config, edge_model="fixed", blur="off", iterations=iterations, horizon=None,
+                                     density_first=0, checkpoint_dir=None, resume=False, callback=None)
+    sub = identify(switched, target, start, sub_config)
+    record["final_loss"] = float(sub.loss)
+    if not sub.loss < loss:
+        return {"record": record, "result": None}
+    record["switched"] = True
+    return {"record": record, "result": sub}
+
+
+def _edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig) -> dict:
+    """Where the loss left at theta lies: {"residual_share": the fraction of the squared residual on the target's
+    outlines (`render.blur.edge_mask`), "pixel_share": the fraction of the pixels they are, "coverage": the
+    render's edge model, "blur": the blur applied (pixels) or None}."""
+    from gradsim_jax.physics import SimulationDiverged
+
+    frames = _frames_of(exp, config.frame_stride)
+    tgt = np.asarray(target, np.float64)[frames]
+    try:
+        _, video_ = simulate_video(exp, theta)
+    except SimulationDiverged:
+        return {}
+    pred = np.asarray(video_, np.float64)[frames]
+    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
+    r2 = np.sum(np.square(pred[..., channels] - tgt[..., channels]), axis=-1)
+    mask = edge_mask(edge_channel(tgt, config.loss in ("rgba", "silhouette")))
+    total = float(r2.sum())
+    blur = theta.get("blur")
+    return {"residual_share": float(r2[mask].sum() / total) if total > 0 else 0.0,
+            "pixel_share": float(mask.mean()), "coverage": exp.settings.coverage,
+            "blur": None if blur is None else float(np.asarray(blur))}
+
+
+def _loss_at(exp: Experiment, target: Array, theta: dict, config: FitConfig) -> float:
+    """The fit's image loss over all its frames (`make_loss`) at theta (host float)."""
+
+    def loss(e, th, tgt):
+        return make_loss(e, tgt, config.loss, config.frame_stride)(th)
+
+    value = compiled(exp, loss, ("start_loss", config.loss, config.frame_stride))(_as_theta(exp, theta), target)
+    return float(value)
 
 
 def _density_first(exp: Experiment, target: Array, theta0: dict, config: FitConfig, free) -> tuple[dict, dict]:
@@ -678,6 +852,7 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
             def callback(it, params, loss, aux):
                 return config.callback(next_iteration + it, _split_data(exp, params)[0], loss, aux)
         theta, bounds = stable_bounds(exp, theta, free)
+        start_theta = theta
         result = run_fit(
             loss_fn, _with_data(theta, exp, target), free=free, transforms=tf,
             optimizer=optax.adam(config.learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
@@ -707,6 +882,11 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
         for n in free:
             history["params"][n].append(_record(theta[n]))
         history["stage"].append("adam")
+    else:
+        start_theta = theta
+    # The loss at the round's start over all frames: the first Adam entry, when it is one.
+    whole = iterations > 0 and horizon is None and len(history["loss"]) > round_start
+    start_loss = float(history["loss"][round_start]) if whole else None
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     lm_steps = 0
     info: dict = {}
@@ -744,7 +924,8 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
     if last_step is None:
         last_step = relative_last_step({n: v[round_start:] for n, v in history["params"].items()})
     return {"theta": theta, "loss": loss, "info": info, "grad_norm": grad_norm, "last_step": last_step,
-            "adam_iterations": adam_iterations, "lm_steps": lm_steps, "resumed": resumed}
+            "adam_iterations": adam_iterations, "lm_steps": lm_steps, "resumed": resumed, "start": start_theta,
+            "start_loss": start_loss}
 
 
 def _record(x):

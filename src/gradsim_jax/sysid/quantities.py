@@ -12,11 +12,19 @@ theta is a dict {canonical name: value}; besides the estimable quantities it may
 `KNOWN_INPUTS` ("push": [n, 3] N, a force applied during the first `push_frames` frames), never estimated.
 `assemble(experiment, theta)` runs inside the traced loss, so the scene is rebuilt from theta on every
 forward pass (DESIGN.md).
+
+What a quantity that is not fitted may do (`settled_theta`, `default_theta`): it restates the scene (then
+it is left out: the scene's own leaves stay exactly as built, per-element values and user-given masses
+included) or says something the scene does not (a value the caller set). Several quantities set one Params
+leaf (mass, particle_mass, density and density_field all set `particles.mass`); when one of them is free the
+others are left out, and when theta and the scene's Params disagree about the masses, `MassWarning` says so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
+import warnings
 from typing import Any, Callable, Optional
 
 import jax
@@ -42,10 +50,15 @@ class Quantity:
     read: `read(topology, params, state0) -> value`, the scene's own value (None: not read from the scene).
     expand: `expand(experiment, value) -> {path: array}`, the updates of `container` for `value` (already
       in the scene's dtype); traceable. None: applied elsewhere (the camera pose, by `camera_for`).
-    container: "params", "state" or "camera": what `expand`'s fields belong to (a params quantity may
-      also move the initial state: its paths that start with "state." do).
+    container: "params", "state", "camera" or "render": what `expand`'s fields belong to (a params quantity
+      may also move the initial state: its paths that start with "state." do; the camera's pose and the
+      render's blur are applied where the frames are rendered, `camera_for` and `blur_for`).
     applies: `applies(topology) -> bool`, whether a scene has what the quantity sets (None: always);
       `default_theta` reads only those that apply.
+    key: its key in scene files' [material] and [initial] (None: the canonical name; "" : none, it has a
+      section of its own, the camera's pose); file_type: the TOML type there ("float", "float[3]" for one
+      velocity of every particle, "float[4]", "float[]" for one value per particle).
+    auto: whether `default_theta` gives it unasked (particle_mass restates every mass "mass" already does).
     """
 
     name: str
@@ -58,6 +71,14 @@ class Quantity:
     expand: Optional[Callable] = None
     container: str = "params"
     applies: Optional[Callable] = None
+    key: Optional[str] = None
+    file_type: str = "float"
+    auto: bool = True
+
+    @property
+    def file_key(self) -> str:
+        """Its key in scene files' [material] and [initial] ("" when it has none)."""
+        return self.name if self.key is None else self.key
 
 
 #: Estimable quantities, by canonical name, in registration order. Positive scalars are fitted in log space.
@@ -98,17 +119,145 @@ def transforms_for(names) -> dict[str, str]:
     return {n: QUANTITIES[n].transform for n in names}
 
 
+class MassWarning(UserWarning):
+    """Two sources of the particles' masses disagree (theta's quantities and the scene's Params), or a
+    quantity asked for cannot express the scene's masses; the message says which wins."""
+
+
+#: A quantity restates a scene when its expansion of the scene's own value reproduces the leaves it sets to
+#: this relative tolerance (float32 rounding of a recomputation, e.g. density x lumped volume).
+RESTATE_RTOL = 1e-5
+
+
+def derived_values(topology, params, dtype) -> dict:
+    """What `expand` reads of an experiment besides its trees: mass_ref (kg, the mean mass of the free
+    particles: "mass" scales every mass by mass / mass_ref), area_ratio (tri_ka / tri_ke per triangle) and
+    free_particles ([n] bool, host)."""
+    mass = np.asarray(params.particles.mass)
+    free = np.asarray(~np.asarray(topology.particles.pinned) & (mass > 0))
+    ke, ka = np.asarray(params.cloth.tri_ke), np.asarray(params.cloth.tri_ka)
+    return {"free_particles": free, "mass_ref": float(np.mean(mass[free])) if free.any() else 1.0,
+            "area_ratio": jnp.asarray(np.where(ke > 0, ka / np.where(ke > 0, ke, 1.0), 1.0), dtype)}
+
+
+def scene_context(topology, params, state0):
+    """An object with what `Quantity.expand` reads of an experiment (trees, dtype, `derived_values`), for a
+    scene that has no Experiment yet."""
+    dtype = jnp.result_type(state0.particles.x)
+    return types.SimpleNamespace(topology=topology, params=params, state0=state0, dtype=dtype,
+                                 **derived_values(topology, params, dtype))
+
+
+def expansion_difference(ctx, name: str, value) -> tuple[float, str, int]:
+    """(largest relative difference, its leaf's path, its flat index) between the leaves `expand(ctx, value)`
+    of the quantity `name` sets and the scene's own (0.0, "", -1 when it reproduces them exactly or sets
+    nothing); host-side."""
+    q = QUANTITIES[canonical(name)]
+    if q.expand is None or q.container == "camera":
+        return 0.0, "", -1
+    worst = (0.0, "", -1)
+    for path, new in q.expand(ctx, jnp.asarray(value, ctx.dtype)).items():
+        tree, leaf = (ctx.state0, path[len("state."):]) if path.startswith("state.") else (
+            (ctx.state0, path) if q.container == "state" else (ctx.params, path))
+        old = np.asarray(get_path(tree, leaf), np.float64).reshape(-1)
+        new = np.broadcast_to(np.asarray(new, np.float64), np.shape(get_path(tree, leaf))).reshape(-1)
+        if old.size == 0:
+            continue
+        rel = np.abs(new - old) / np.maximum(np.abs(old), 1e-30)
+        k = int(np.argmax(rel))
+        if rel[k] > worst[0]:
+            worst = (float(rel[k]), path, k)
+    return worst
+
+
 def default_theta(topology: Topology, params: Params, state0: State, names=None) -> dict:
-    """theta with the scene's own values of the quantities `names` (default: every quantity the scene can
-    give, `Quantity.read`), + push."""
-    if names is None:
+    """theta with the scene's own values of the quantities `names`, + push. Default: every quantity the scene
+    can give (`Quantity.read`) that restates it, i.e. whose expansion reproduces the scene's leaves (within
+    `RESTATE_RTOL`): a scene whose masses are not one density's times the lumped volumes gets no "density"
+    (it would replace them), one with per-triangle stiffnesses no "stiffness". A named quantity that does not
+    restate the scene is given all the same, with a `MassWarning` when it sets the masses."""
+    auto = names is None
+    if auto:
         names = [n for n, q in QUANTITIES.items()
-                 if q.read is not None and (q.applies is None or q.applies(topology))]
+                 if q.auto and q.read is not None and (q.applies is None or q.applies(topology))]
     dtype = np.asarray(state0.particles.x).dtype
     names = [canonical(n) for n in names]
-    theta = {n: jnp.asarray(QUANTITIES[n].read(topology, params, state0), dtype) for n in names}
+    ctx = scene_context(topology, params, state0)
+    theta = {}
+    for n in names:
+        value = jnp.asarray(QUANTITIES[n].read(topology, params, state0), dtype)
+        off, path, k = expansion_difference(ctx, n, value)
+        if off > RESTATE_RTOL:
+            if auto:
+                continue
+            if QUANTITIES[n].field == "particles.mass":
+                warnings.warn(f"{n} = {_short(value)} {QUANTITIES[n].unit} cannot express the scene's masses (it would "
+                              f"change {path}[{k}] by {off:.3g}, relatively): it replaces them wherever it is "
+                              "applied", MassWarning, stacklevel=2)
+        theta[n] = value
     theta["push"] = jnp.zeros_like(jnp.asarray(state0.particles.x))
     return theta
+
+
+def _short(value) -> str:
+    a = np.asarray(value)
+    return f"{float(a):.6g}" if a.size == 1 else f"[{a.size} values]"
+
+
+def settled_theta(exp, theta: dict, free) -> dict:
+    """The theta a fit of the quantities `free` applies (host-side, concrete values): the free quantities, the
+    known inputs and private entries, and each other quantity only where it says something the scene does
+    not (its value is not the scene's own `read`) and no free quantity sets its Params leaf. So a quantity
+    that is not fitted never overwrites what the scene holds; one that a free quantity supersedes but whose
+    value differs from the scene's is dropped with a `MassWarning` (masses) naming both."""
+    free = {canonical(n) for n in free}
+    fields = {QUANTITIES[n].field for n in free}
+    out = {}
+    for name, value in theta.items():
+        if name in KNOWN_INPUTS or name.startswith("_") or name in free:
+            out[name] = value
+            continue
+        q = QUANTITIES[canonical(name)]
+        if q.read is None or (q.applies is not None and not q.applies(exp.topology)):
+            out[name] = value
+            continue
+        own = np.asarray(q.read(exp.topology, exp.params, exp.state0), np.asarray(value).dtype)
+        if np.array_equal(np.asarray(value), np.broadcast_to(own, np.shape(value))):
+            continue  # it restates the scene
+        if q.field in fields:
+            by = sorted(n for n in free if QUANTITIES[n].field == q.field)
+            if q.field == "particles.mass":
+                warnings.warn(f"{name} = {_short(value)} {q.unit} is not fitted and sets {q.field}, which the free "
+                              f"{', '.join(by)} sets: it is left out", MassWarning, stacklevel=2)
+            continue
+        out[name] = value
+    return out
+
+
+def focused(exp, theta: dict, free):
+    """(exp, theta) for a fit of `free`: the experiment's theta and `theta` both `settled_theta` (a quantity
+    that is not fitted applies only what the scene does not already hold, and never what a free quantity
+    sets)."""
+    return dataclasses.replace(exp, theta=settled_theta(exp, exp.theta, free)), settled_theta(exp, theta, free)
+
+
+def check_masses(exp) -> None:
+    """`MassWarning` when a quantity of `exp.theta` that sets the particles' masses disagrees with the scene's
+    Params (e.g. Params changed after theta was read from them): theta's value is what fits and videos use."""
+    for name, value in exp.theta.items():
+        if name in KNOWN_INPUTS or name.startswith("_") or name not in QUANTITIES:
+            continue
+        q = QUANTITIES[name]
+        if q.field != "particles.mass" or q.read is None or (q.applies is not None and not q.applies(exp.topology)):
+            continue
+        own = np.asarray(q.read(exp.topology, exp.params, exp.state0), np.asarray(value).dtype)
+        off, path, k = expansion_difference(exp, name, value)
+        if off > RESTATE_RTOL:
+            warnings.warn(f"theta[{name!r}] = {_short(value)} {q.unit} and the scene's params.particles.mass disagree "
+                          f"(the scene's own {name} is {_short(own)}; particle {k}'s mass would change by {off:.3g}, "
+                          f"relatively): theta's {name} sets the masses wherever it is applied. To keep the scene's "
+                          f"masses, leave {name} out of theta (or read it again: default_theta)", MassWarning,
+                          stacklevel=3)
 
 
 def assemble(exp, theta: dict) -> tuple[Params, State]:
@@ -134,6 +283,11 @@ def camera_for(exp, theta: dict) -> Camera:
     if "camera_pose" not in theta:
         return exp.camera
     return with_pose_vector(exp.camera, theta["camera_pose"])
+
+
+def blur_for(theta: dict):
+    """The Gaussian blur (pixels) of theta["blur"], or None when theta has none; traceable."""
+    return theta.get("blur")
 
 
 def with_camera_pose(exp, theta: dict) -> dict:
@@ -181,27 +335,35 @@ for _q in (
     Quantity("velocity", "particles.v", "m/s", "identity", ("velocity", "vel", "particles.v"),
              "initial velocity of every particle [n, 3]",
              read=lambda topology, params, state0: np.asarray(state0.particles.v),
-             expand=lambda exp, value: {"particles.v": value}, container="state"),
+             expand=lambda exp, value: {"particles.v": value}, container="state", file_type="float[3]"),
     Quantity("mass", "particles.mass", "kg", "log", ("mass", "particles.mass"),
              "mean mass of the free particles (all scaled alike)", read=_free_mean_mass, expand=_expand_mass),
     Quantity("stiffness", "cloth.tri_ke", "N/m", "log", ("stiffness", "tri_ke", "cloth.tri_ke"),
              "membrane stiffness k_mu (tri_ke); k_lambda (tri_ka) follows at the scene's ratio",
-             read=_read_path("cloth.tri_ke"), expand=_expand_stiffness),
+             read=_read_path("cloth.tri_ke"), expand=_expand_stiffness, key="tri_ke"),
     Quantity("damping", "cloth.tri_kd", "N s/m", "log", ("damping", "tri_kd", "cloth.tri_kd"),
-             "membrane damping k_damp (tri_kd)", read=_read_path("cloth.tri_kd"), expand=_broadcast("cloth.tri_kd")),
+             "membrane damping k_damp (tri_kd)", read=_read_path("cloth.tri_kd"), expand=_broadcast("cloth.tri_kd"),
+             key="tri_kd"),
     Quantity("bending", "cloth.bend_ke", "N m/rad", "log", ("bending", "bend_ke", "cloth.bend_ke", "edge_ke"),
-             "bending stiffness (bend_ke)", read=_read_path("cloth.bend_ke"), expand=_broadcast("cloth.bend_ke")),
+             "bending stiffness (bend_ke)", read=_read_path("cloth.bend_ke"), expand=_broadcast("cloth.bend_ke"),
+             key="bend_ke"),
     Quantity("drag", "cloth.tri_drag", "N s^2/m^4", "log", ("drag", "tri_drag", "cloth.tri_drag"),
-             "aerodynamic drag coefficient", read=_read_path("cloth.tri_drag"), expand=_broadcast("cloth.tri_drag")),
+             "aerodynamic drag coefficient", read=_read_path("cloth.tri_drag"), expand=_broadcast("cloth.tri_drag"),
+             key="tri_drag"),
     Quantity("lift", "cloth.tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift", "cloth.tri_lift"),
-             "aerodynamic lift coefficient", read=_read_path("cloth.tri_lift"), expand=_broadcast("cloth.tri_lift")),
+             "aerodynamic lift coefficient", read=_read_path("cloth.tri_lift"), expand=_broadcast("cloth.tri_lift"),
+             key="tri_lift"),
     Quantity("friction", "contact.mu", "1", "log", ("friction", "contact_mu", "contact.mu", "mu"),
              "ground friction coefficient of the particles",
              read=lambda topology, params, state0: float(np.asarray(params.contact.mu)),
-             expand=lambda exp, value: {"contact.mu": value}),
+             expand=lambda exp, value: {"contact.mu": value}, key="contact_mu"),
     Quantity("camera_pose", "camera", "rad, m", "identity", ("camera_pose", "pose"),
              "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known",
-             container="camera"),
+             container="camera", key=""),
+    Quantity("blur", "render.blur", "px", "log", ("blur", "psf"),
+             "Gaussian blur of the rendered frames, standard deviation in pixels of the render: a lens's point "
+             "spread, or another renderer's softer edges (a nuisance quantity; [fit] blur)", container="render",
+             key=""),
 ):
     register(_q)
 del _q
@@ -265,7 +427,7 @@ for _q in (
     Quantity("shape", "rigid.vertices", "m", "identity", ("shape", "vertex_offsets"),
              "per-vertex offsets [m, 3] of a rigid body's hull from its template (one body)",
              read=lambda topology, params, state0: np.zeros(np.shape(params.rigid.vertices)),
-             expand=_expand_shape, applies=lambda topology: False),
+             expand=_expand_shape, applies=lambda topology: False, key=""),
 ):
     register(_q)
 del _q
@@ -287,6 +449,12 @@ def _tet_quantity(name: str, path: str, unit: str, doc: str, aliases=()) -> Quan
                     expand=_broadcast(path), applies=_has_tets)
 
 
+def particle_volumes(topology, params):
+    """Per-particle volume [n] (m^3) whose density gives each particle's mass (`FemParams.particle_volume`:
+    lumped V0 / 4 shares by default, a whole cell for Warp's grids; 0 for particles of no tet); traceable."""
+    return params.fem.particle_volume
+
+
 def lumped_volumes(topology, params):
     """Per-particle lumped rest volume [n] (m^3): the sum of V0 / 4 over the particle's tets, V0 from the
     rest shape `params.fem.rest_x` (a particle of no tet: 0); traceable. density x this = the lumped mass
@@ -301,22 +469,22 @@ def lumped_volumes(topology, params):
 
 
 def _read_density(topology, params, state0) -> float:
-    vol = np.asarray(lumped_volumes(topology, params), np.float64)
+    vol = np.asarray(particle_volumes(topology, params), np.float64)
     mass = np.asarray(params.particles.mass, np.float64)
     inside = vol > 0
     return float(mass[inside].sum() / vol[inside].sum()) if inside.any() else 1000.0
 
 
 def _expand_density(exp, value):
-    # Every particle of a tet gets density x its lumped volume; the others (cloth, anchors) keep their mass.
-    vol = lumped_volumes(exp.topology, exp.params)
+    # Every particle of a soft body gets density x its volume; the others (cloth, anchors) keep their mass.
+    vol = particle_volumes(exp.topology, exp.params)
     return {"particles.mass": jnp.where(vol > 0, value * vol, exp.params.particles.mass)}
 
 
 def density_field_coordinates(topology, params):
-    """(lumped volumes [n], s [n, 3]): the rest positions of the soft bodies' particles relative to their
+    """(particle volumes [n], s [n, 3]): the rest positions of the soft bodies' particles relative to their
     volume-weighted centroid, over the largest such distance (|s| <= 1; 0 for particles of no tet)."""
-    vol = lumped_volumes(topology, params)
+    vol = particle_volumes(topology, params)
     x = params.fem.rest_x
     soft = vol > 0
     centroid = jnp.sum(vol[:, None] * x, 0) / jnp.maximum(jnp.sum(vol), 1e-30)
@@ -326,7 +494,15 @@ def density_field_coordinates(topology, params):
 
 
 def _read_density_field(topology, params, state0):
-    return np.array([np.log(_read_density(topology, params, state0)), 0.0, 0.0, 0.0])
+    """The field whose masses come closest to the scene's (least squares on log(mass / volume) over the soft
+    particles): exact when the masses are a field's (one density: [log density, 0, 0, 0])."""
+    vol, s = (np.asarray(a, np.float64) for a in density_field_coordinates(topology, params))
+    mass = np.asarray(params.particles.mass, np.float64)
+    soft = (vol > 0) & (mass > 0)
+    if not soft.any():
+        return np.array([np.log(1000.0), 0.0, 0.0, 0.0])
+    design = np.concatenate([np.ones((int(soft.sum()), 1)), s[soft]], axis=1)
+    return np.linalg.lstsq(design, np.log(mass[soft] / vol[soft]), rcond=None)[0]
 
 
 def _expand_density_field(exp, value):
@@ -346,15 +522,16 @@ for _q in (
     Quantity("particle_mass", "particles.mass", "kg", "log", ("particle_mass", "particle_masses", "masses"),
              "the mass of every particle [n] (each its own; `mass` scales them all alike)",
              read=lambda topology, params, state0: np.asarray(params.particles.mass),
-             expand=lambda exp, value: {"particles.mass": value}, applies=lambda topology: False),
+             expand=lambda exp, value: {"particles.mass": value}, file_type="float[]", auto=False),
     Quantity("density", "particles.mass", "kg/m^3", "log", ("density", "fem_density"),
-             "density of the soft bodies: each particle's mass = density x its lumped rest volume (the sum of "
-             "V0 / 4 over its tets)", read=_read_density, expand=_expand_density, applies=_has_tets),
+             "density of the soft bodies: each particle's mass = density x its volume (FemParams.particle_volume: "
+             "the sum of V0 / 4 over its tets, or a whole grid cell)", read=_read_density, expand=_expand_density,
+             applies=_has_tets),
     Quantity("density_field", "particles.mass", "log(kg/m^3), 1", "identity", ("density_field",),
              "a density varying across the soft bodies, [4]: log density(s) = value[0] + value[1:] . s, s the "
              "rest position from the volume-weighted centroid over the largest such distance; each particle's "
-             "mass = density(s) x its lumped rest volume", read=_read_density_field, expand=_expand_density_field,
-             applies=_has_tets),
+             "mass = density(s) x its volume", read=_read_density_field, expand=_expand_density_field,
+             applies=_has_tets, file_type="float[4]"),
 ):
     register(_q)
 del _q

@@ -23,6 +23,7 @@ import optax
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, _with_data
 from gradsim_jax.sysid.identify import FitConfig, check_config, fit_loss, stable_bounds
+from gradsim_jax.sysid.quantities import focused
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, transforms_for, with_camera_pose
 
 Array = Any
@@ -112,7 +113,8 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     check_config(config)
     if config.iterations < 1:
         raise ValueError("restarts need at least one Adam iteration (iterations >= 1)")
-    theta0 = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    exp, theta0 = focused(exp, _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial),
+                          free)
     target = np.asarray(target, np.dtype(theta0["push"].dtype))
     tf = transforms_for(free)
     key = jax.random.key(0) if key is None else key

@@ -11,7 +11,7 @@ import numpy as np
 
 from gradsim_jax.fit import check_resume, checkpoint_path
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, simulate_video
-from gradsim_jax.sysid.identify import FitConfig, check_config, fit_inputs, identify
+from gradsim_jax.sysid.identify import FitConfig, check_config, fit_inputs, identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
 from gradsim_jax.sysid.report import build_report, ensure_writable_folder, summary_lines, write_outputs, write_report
 
@@ -52,10 +52,15 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
     check_config(config)
     initial = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     if config.resume and config.iterations > 0 and config.checkpoint_dir is not None:
-        check_resume(checkpoint_path(config.checkpoint_dir), fit_inputs(exp, target, initial, config),
+        prepared, start, settled, _ = prepare(exp, target, initial, config)  # the inputs the fit will record
+        check_resume(checkpoint_path(config.checkpoint_dir), fit_inputs(prepared, target, start, settled),
                      config.resume_anyway)
     _, initial_video = simulate_video(exp, initial)
     result = identify(exp, target, initial, config)
+    if result.experiment is not None and result.experiment.settings != exp.settings:
+        exp = result.experiment  # FitConfig.edge_model chose the other edge model: the fitted video has it
+        echo(f"note: the target's edges are {exp.settings.coverage}'s: the fit continued with [render] coverage = "
+             f"\"{exp.settings.coverage}\"")
     _, fitted_video = simulate_video(exp, result.theta)
     report = build_report(exp, free, truth, {n: np.asarray(initial[n]) for n in free}, result, extra)
     report["outputs"] = write_outputs(out_dir, exp, target=np.asarray(target), initial_video=initial_video,
