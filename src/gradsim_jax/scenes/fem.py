@@ -32,7 +32,8 @@ from typing import Optional
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.geometry import soft_body
+from gradsim_jax.geometry import quat_from_axis_angle, soft_body
+from gradsim_jax.geometry.scene import quat_rotate
 from gradsim_jax.geometry.tets import box_tets, sphere_tets
 from gradsim_jax.scenes.demos import finish_experiment
 from gradsim_jax.sysid import Experiment, default_theta
@@ -63,14 +64,18 @@ def _body_mesh(shape: str, cells, extent):
 def fem_material(*, size: int = 64, frames: int = 30, substeps: int = 16, frame_dt: float = 1.0 / 30.0,
                  shape: str = "box", cells=(3, 2, 2), extent=(0.3, 0.2, 0.2), density: float = 1000.0,
                  k_mu: float = 4.0e3, k_lambda: float = 6.0e3, k_damp: float = 20.0, height: float = 0.1,
-                 velocity=(0.0, 0.0, 0.0), contact_ke: float = 1.0e4, contact_kd: float = 10.0,
+                 velocity=(0.0, 0.0, 0.0), tilt: float = 0.0, contact_ke: float = 1.0e4, contact_kd: float = 10.0,
                  contact_kf: float = 20.0, contact_mu: float = 0.6, estimate=MATERIAL_QUANTITIES,
                  elevation: float = 20.0, azimuth: float = 25.0) -> Experiment:
     """A soft `shape` ("box" of `cells` cells, 5 tets each, spanning `extent` m; "sphere" of diameter
-    max(extent)) of `density` kg/m^3 and material (k_mu, k_lambda Pa, k_damp Pa s), released level `height` m
-    above the ground with `velocity` m/s (default: at rest): it lands, squashes and wobbles (ground contact of the
-    particles: contact_ke, kd, kf, mu). `estimate`: the quantities theta holds (MATERIAL_QUANTITIES)."""
+    max(extent)) of `density` kg/m^3 and material (k_mu, k_lambda Pa, k_damp Pa s), released `height` m above
+    the ground (its lowest point), tilted `tilt` degrees about z (default: level), with `velocity` m/s (default:
+    at rest): it lands, squashes and wobbles (ground contact of the particles: contact_ke, kd, kf, mu).
+    `estimate`: the quantities theta holds (MATERIAL_QUANTITIES)."""
     x, t = _body_mesh(shape, cells, extent)
+    if tilt:
+        x = quat_rotate(quat_from_axis_angle((0.0, 0.0, 1.0), np.deg2rad(tilt)), x)
+        x = x - [0.0, x[:, 1].min(), 0.0]
     body = soft_body(x, t, density=density, k_mu=k_mu, k_lambda=k_lambda, k_damp=k_damp,
                      pos=(0.0, height, 0.0), vel=velocity, name="fem_material body")
     topology, params, state0 = body.build(ground=True, contact_ke=contact_ke, contact_kd=contact_kd,
