@@ -11,6 +11,26 @@ fix = ["left"]
 """
 
 
+# [camera], [render] (16 x 16 px), [simulation] (2 frames of 8 substeps) and a [fit] of the mass: the tail of the
+# scene-file tests of soft bodies and quantities.
+SCENE_TAIL = """
+[camera]
+distance = 1.6
+elevation = 25.0
+
+[render]
+width = 16
+height = 16
+
+[simulation]
+substeps = 8
+frames = 2
+
+[fit]
+free = ["mass"]
+"""
+
+
 def small_run(frames: int) -> str:
     """[simulation] (`frames` frames of 8 substeps), [render] (16 x 16 px) and a [fit] of the mass that the
     caller may continue with more [fit] keys: the cheapest scene-file fit."""

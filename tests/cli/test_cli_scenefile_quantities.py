@@ -9,24 +9,9 @@ from gradsim_jax.scenefile import MATERIAL_QUANTITIES, SCHEMA, SceneFileError, l
 from gradsim_jax.sysid import QUANTITIES
 from gradsim_jax.sysid.quantities import default_theta
 
-from cli_scenes import SMALL_CLOTH, write_scene
+from cli_scenes import SCENE_TAIL, SMALL_CLOTH, write_scene
 
-TAIL = """
-[camera]
-distance = 1.6
-elevation = 25.0
-
-[render]
-width = 16
-height = 16
-
-[simulation]
-substeps = 8
-frames = 2
-
-[fit]
-free = ["mass"]
-"""
+TAIL = SCENE_TAIL
 
 BLOCK = """
 [[soft_body]]

@@ -8,24 +8,9 @@ from gradsim_jax.geometry import box_mesh
 from gradsim_jax.geometry.tets import box_tets, save_tets, tet_volumes
 from gradsim_jax.scenefile import SceneFileError, help_text, load_scene
 
-from cli_scenes import SMALL_CLOTH, write_scene
+from cli_scenes import SCENE_TAIL, SMALL_CLOTH, write_scene
 
-TAIL = """
-[camera]
-distance = 1.6
-elevation = 25.0
-
-[render]
-width = 16
-height = 16
-
-[simulation]
-substeps = 8
-frames = 2
-
-[fit]
-free = ["mass"]
-"""
+TAIL = SCENE_TAIL
 
 SOFT = """
 [[soft_body]]

@@ -58,7 +58,7 @@ def _target(kind):
     return _TARGETS[kind]
 
 
-@bounded(12)
+@bounded(8)
 @given(kind=st.sampled_from(["soft", "penalty", "impulse"]), data=st.data())
 def test_any_coefficient_through_a_short_fit_ends_in_a_result_or_our_error(kind, data):
     nominal = NOMINAL_SOFT if kind == "soft" else NOMINAL_RIGID

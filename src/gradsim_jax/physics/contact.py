@@ -69,12 +69,16 @@ def penalty_force(normal, c, v, ke, kd, kf, mu):
     vt = v - vn[..., None] * normal
     in_contact = c < 0.0
     fn = jnp.where(in_contact, c * ke + jnp.minimum(vn, 0.0) * kd, 0.0)
-    limit = mu * jnp.abs(fn)
+    return -fn[..., None] * normal - _friction(vt, kf, mu * jnp.abs(fn), in_contact)
+
+
+def _friction(vt, slope, limit, in_contact):
+    """Isotropic Coulomb friction [..., 3] of tangential velocities vt [..., 3]: slope |vt| (viscous) up to
+    `limit` (mu |fn|) along vt, zero out of contact; finite gradients at vt = 0."""
     vt_len = safe_norm(vt)
-    sticking = kf * vt_len <= limit
-    coefficient = jnp.where(sticking, kf, safe_div(limit, vt_len))
-    friction = vt * jnp.where(in_contact, coefficient, 0.0)[..., None]
-    return -fn[..., None] * normal - friction
+    sticking = slope * vt_len <= limit
+    coefficient = jnp.where(sticking, slope, safe_div(limit, vt_len))
+    return vt * jnp.where(in_contact, coefficient, 0.0)[..., None]
 
 
 def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu):
@@ -93,12 +97,7 @@ def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu):
     damping = kd / (1.0 + dt * kd * inv_mass)
     fn = jnp.where(in_contact, elastic + jnp.minimum(vn, 0.0) * damping, 0.0)
     slope = kf / (1.0 + dt * kf * inv_mass)
-    limit = mu * jnp.abs(fn)
-    vt_len = safe_norm(vt)
-    sticking = slope * vt_len <= limit
-    coefficient = jnp.where(sticking, slope, safe_div(limit, vt_len))
-    friction = vt * jnp.where(in_contact, coefficient, 0.0)[..., None]
-    return -fn[..., None] * normal - friction
+    return -fn[..., None] * normal - _friction(vt, slope, mu * jnp.abs(fn), in_contact)
 
 
 def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=None):
