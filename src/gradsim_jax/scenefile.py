@@ -12,7 +12,9 @@ mesh), bodies, or both (one video; the bodies collide with the ground only, neve
 
 Values in [material] are the scene's known physical values (what `gradsim-jax render` uses to make a
 synthetic target); [initial] overrides them as the starting guess of the quantities listed in
-[fit] free.
+[fit] free. Both take a key for every fittable quantity of the registry (`initial_fields`,
+`material_fields`): the builders' own keys, and for the others ([[soft_body]] and [[body]] values, masses,
+densities) a value set over the built scene. [scene] ground governs the ground of every component.
 """
 
 from __future__ import annotations

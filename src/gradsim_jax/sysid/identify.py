@@ -79,7 +79,8 @@ class FitConfig:
     a resumed run must ask for the same number), loss, frame stride, `horizon` (fit the first `horizon`
     frames first and grow to all over the first half of the iterations; None: all from the start; for
     dynamics, a start far off puts late frames out of phase), Levenberg-Marquardt polish steps,
-    checkpointing, progress, and `fit`'s callback.
+    checkpointing, progress, and `fit`'s callback; `report`: the diagnostics of the end (the identifiability
+    report, and where the loss left lies for the convergence advice).
 
     smoothness: weight of the Laplacian regularizer of "shape" (`quantities.shape_roughness`, m^2) added to
     the Adam loss; 0: none. Only with "shape" free.
@@ -647,7 +648,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     # video than the field did is not called converged by the loss ratio (the field stage's start is far off).
     initial_loss = history["loss"][0] if history["loss"] else final_loss
     edges = None
-    if np.isfinite(final_loss) and final_loss > FLOOR_FACTOR * floor:
+    if (config.report or config.edge_model == "auto") and np.isfinite(final_loss) and final_loss > FLOOR_FACTOR * floor:
         edges = _edge_residual(exp, target, theta, config)
         history["edges"] = edges
         if config.edge_model == "auto" and edge_advice(edges):

@@ -88,6 +88,14 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
         "wall_time_s": result.wall_time,
         # `FitConfig.density_first`: its density field stage (`identify._density_first`), or None.
         "density_first": result.history.get("density_first"),
+        # `FitConfig.blur` and `edge_model`: what was measured and decided about the target's edges, the blur
+        # fitted (pixels), the edge model the estimate renders with, and where the loss left lies.
+        "edges": {"blur": result.history.get("blur"),
+                  "blur_px": (float(np.asarray(result.theta["blur"])) if "blur" in result.theta else None),
+                  "coverage": (result.experiment or exp).settings.coverage,
+                  "edge_model": result.history.get("edge_model"), "residual": result.history.get("edges")},
+        # The fit ended above its start's loss and returned the start (`identify`).
+        "kept_start": bool(result.history.get("kept_start", False)),
         "versions": _versions(),
     }
     if truth is not None:
