@@ -15,6 +15,11 @@ runs them.
 
     python benchmarks/bench_friction.py [--warp-python /tmp/warpenv/bin/python]   # -> results/friction.json
     python benchmarks/bench_friction.py --table
+    python benchmarks/bench_friction.py --timing [--quick]   # -> results/contact_timing[_gpu].json
+
+--timing measures what taking the contact backward costs: the skidding cloth's rollout (768 steps) and a
+64 x 64 cloth sliding on the floor (200 steps), forward and forward + gradient (w.r.t. mu), each integrator,
+compile apart from run (best of several, `block_until_ready`), on the default backend.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "friction.json"
 TRUTH = 0.35
 STARTS = (0.6, 0.2)
+GRADCHECK_ONLY = False
 #: scene: the cloth's initial height (m)
 SCENES = {"floor": 0.0099, "drop": 0.03}
 
@@ -135,7 +141,7 @@ def measure(folder: Path, target: Path, scene_name: str, label: str, contact: st
     row["gradcheck"] = {k: q[k] for k in ("reverse", "forward", "finite_difference", "fd_error", "f32_error",
                                           "verdict")}
     row["fits"] = []
-    for start in STARTS:
+    for start in (() if GRADCHECK_ONLY else STARTS):
         scene = write_scene(folder, f"{label}_{contact}_{start}", TRUTH, contact, start=start, y=y)
         out = folder / f"fit_{label}_{contact}_{start}"
         t0 = time.perf_counter()
@@ -165,15 +171,79 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def timing_rows(quick: bool = False) -> list:
+    """Compile and run times of forward and forward + gradient rollouts, implicit against explicit contact."""
+    import jax
+    import jax.numpy as jnp
+
+    import gradsim_jax as gs
+    from gradsim_jax.physics import SemiImplicitEuler, replace_paths
+
+    flat = gs.quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2)
+    cases = {
+        "skid 5x3 (24 particles), 768 steps": (gs.cloth_grid(5, 3, 0.1, 0.1, pos=(-0.45, 0.0099, -0.15), rot=flat,
+                                                            vel=(1.6, 0.0, 0.0), mass=0.01, tri_ke=300.0,
+                                                            tri_ka=300.0, tri_kd=1.0, bend_ke=0.0), 24, 32),
+        "slide 64x64 (4225 particles), 200 steps": (gs.cloth_grid(64, 64, 0.01, 0.01, pos=(-0.3, 0.0099, -0.3),
+                                                                 rot=flat, vel=(1.0, 0.0, 0.5), mass=0.002,
+                                                                 tri_ke=300.0, tri_ka=300.0, tri_kd=0.1,
+                                                                 bend_ke=0.0), 10, 20),
+    }
+    rows = []
+    repeats = 3 if quick else 7
+    for name, (scene, frames, substeps) in cases.items():
+        top, par, st = scene.build(ground=True, contact_ke=1e3, contact_kd=10.0, contact_kf=100.0, contact_mu=0.35)
+        for implicit in (True, False):
+            integrator = SemiImplicitEuler(implicit_contact=implicit)
+
+            def final(mu):
+                p = replace_paths(par, {"contact.mu": mu})
+                traj = gs.simulate(top, p, st, frames=frames, substeps=substeps, frame_dt=1 / 30,
+                                   integrator=integrator)
+                return jnp.mean(traj.particles.x[-1] ** 2)
+
+            for mode, fn in (("forward", final), ("value_and_grad", jax.value_and_grad(final))):
+                jitted = gs.jit(fn)
+                mu = jnp.asarray(0.35, par.contact.mu.dtype)
+                t0 = time.perf_counter()
+                compiled = jitted.lower(mu).compile()
+                compile_s = time.perf_counter() - t0
+                jax.block_until_ready(compiled(mu))
+                best = float("inf")
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    jax.block_until_ready(compiled(mu))
+                    best = min(best, time.perf_counter() - t0)
+                rows.append({"case": name, "contact": "implicit" if implicit else "explicit", "mode": mode,
+                             "compile_s": compile_s, "run_s": best, "steps": frames * substeps})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warp-python", default=os.environ.get("WARP_PYTHON"),
                         help="an interpreter with warp-lang 1.8.1 and numpy: add Warp's target")
     parser.add_argument("--table", action="store_true", help="only print the table of the JSON")
+    parser.add_argument("--timing", action="store_true", help="only time the rollouts (implicit vs explicit)")
+    parser.add_argument("--quick", action="store_true", help="with --timing: fewer repeats")
+    parser.add_argument("--gradcheck-only", action="store_true", help="gradcheck the targets, fit nothing")
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(RESULTS.read_text())))
         return
+    if args.timing:
+        import jax
+
+        backend = jax.default_backend()
+        rows = timing_rows(args.quick)
+        out = RESULTS.parent / f"contact_timing{'' if backend == 'cpu' else '_' + backend}.json"
+        device = jax.devices()[0].device_kind if backend != "cpu" else (platform.processor() or platform.machine())
+        out.write_text(json.dumps({"machine": f"{device}, {os.cpu_count()} host cores, jax {jax.__version__}",
+                                   "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1))
+        return
+    global GRADCHECK_ONLY
+    GRADCHECK_ONLY = args.gradcheck_only
     rows, distances = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -193,8 +263,15 @@ def main():
                     rows.append(row)
     results = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
                "date": time.strftime("%Y-%m-%d"), "truth": TRUTH, "warp_distance_m": distances, "rows": rows}
-    RESULTS.write_text(json.dumps(results, indent=1))
+    out = RESULTS if not GRADCHECK_ONLY else RESULTS.parent / f"friction_gradcheck_{_backend()}.json"
+    out.write_text(json.dumps(results, indent=1))
     print(table(results))
+
+
+def _backend() -> str:
+    import jax
+
+    return jax.default_backend()
 
 
 if __name__ == "__main__":
