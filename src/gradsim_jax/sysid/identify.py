@@ -657,6 +657,8 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
             if other["result"] is not None:
                 sub = other["result"]
                 sub.history["edge_model"] = other["record"]
+                if blur is not None:
+                    sub.history["blur"] = blur
                 sub.history["first_fit"] = {"loss": history["loss"], "iteration": history["iteration"],
                                             "params": history["params"]}
                 return dataclasses.replace(
