@@ -25,20 +25,20 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gradsim_jax.fit import content_sha256, cosine_schedule, gauss_newton_report, rgba_mse
+from gradsim_jax.fit import content_sha256, cosine_schedule, gauss_newton_report
 from gradsim_jax.fit.identifiability import scalar_labels, report_from_jacobian
 from gradsim_jax.fit import fit as run_fit
-from gradsim_jax.fit import least_squares, silhouette_loss
+from gradsim_jax.fit import least_squares
 from gradsim_jax.fit.checkpoint import checkpoint_path
 from gradsim_jax.fit.fit import HISTORY_FULL_SIZE
 from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, edge_advice, noise_floor, relative_last_step
 from gradsim_jax.fit.transforms import resolve_transform
-from gradsim_jax.physics.checks import validate_traced
-from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
 from gradsim_jax.render.blur import BLUR_MAX, edge_channel, edge_mask, matching_blur
+from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, frames_for,
-                                          simulate_video, vertices)
-from gradsim_jax.sysid.quantities import (QUANTITIES, assemble, canonical, density_field_coordinates,
+                                          simulate_video, traced_checks, vertices)
+from gradsim_jax.sysid.losses import LOSSES, image_loss, residual_channels
+from gradsim_jax.sysid.quantities import (QUANTITIES, canonical, density_field_coordinates,
                                           focused, shape_roughness, transforms_for, with_camera_pose)
 from gradsim_jax.typing import replace_paths
 
@@ -53,25 +53,6 @@ REPORT_MAX_SCALARS = 64
 #: compiled function too (forward mode: about 1 + columns / 2 forward passes each) instead of compiling a
 #: second, residual-only program of the whole rollout and render: at this size the compile costs more.
 LM_TRIALS_BY_JACOBIAN = 8
-
-#: rgba: gradSim's loss; rgb: colours only (targets whose alpha is unknown or only approximate, e.g. from a
-#: key color: the renderer's colours reach a little past its alpha); silhouette: alpha only.
-LOSSES = ("rgba", "rgb", "silhouette")
-
-
-def image_loss(kind: str, pred: Array, target: Array) -> Array:
-    if kind == "rgba":
-        return rgba_mse(pred, target)
-    if kind == "rgb":
-        return rgba_mse(pred[..., :3], target[..., :3])
-    if kind == "silhouette":
-        return silhouette_loss(pred, target)
-    raise ValueError(f"unknown loss {kind!r}; choose from {LOSSES}")
-
-
-def _residual_channels(kind: str, video_: Array) -> Array:
-    return {"rgba": video_, "rgb": video_[..., :3], "silhouette": video_[..., 3:]}[kind]
-
 
 @dataclasses.dataclass
 class FitConfig:
@@ -284,10 +265,10 @@ def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int 
     idx = _frames_of(exp, frame_stride)
 
     def residual(theta, target, weights=None):
-        tgt = _residual_channels(kind, target[idx])
+        tgt = residual_channels(kind, target[idx])
         x = vertices(exp, theta)[idx]
         pred = frames_for(exp, x, theta, dense=dense)
-        r = (_residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
+        r = (residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
         if weights is not None:
             r = r * jnp.sqrt(weights)[:, None, None, None]
         return jnp.ravel(r)
@@ -411,20 +392,6 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     return unpack(zf), records
 
 
-def _traced_checks(exp: Experiment):
-    """`checks` for `fit`: the scene assembled from a (data-carrying) theta, checked inside the compiled
-    step, so that a value that turns bad while fitting (a NaN stiffness, a negative mass) stops the fit
-    with its field and index."""
-
-    def checks(theta):
-        theta, e, _ = _split_data(exp, theta)
-        params, state0 = assemble(e, theta)
-        return validate_traced(e.topology, params, state0)
-
-    return checks
-
-
-
 def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
     """The Adam stage's loss `loss_fn(theta, *iteration)` of a theta that carries the experiment's arrays and
     the target (`_with_data`): the image loss (`make_loss`, with the horizon `ramp`) plus the shape
@@ -459,96 +426,6 @@ def truncation_windows(exp: Experiment, config: FitConfig):
     return Windows(exp.frames, min(int(config.window), exp.frames), 0, config.frame_stride)
 
 
-#: Scalar quantities that stiffen or damp the explicit step as they grow (+1) or shrink (-1): a fit of any
-#: of them is bounded where the step's stability criterion reaches `STABILITY_MARGIN` of its limit.
-STEP_QUANTITIES = {"fem_mu": 1, "fem_lambda": 1, "fem_damping": 1, "stiffness": 1, "damping": 1, "bending": 1,
-                   "mass": -1, "density": -1}
-#: A bound further than this factor from the start is left out (no fit from a sensible start gets there).
-BOUND_REACH = 100.0
-#: A start past the step's limit moves under it by at most this factor (then: a ValueError, use more substeps).
-MAX_START_MOVE = 2.0
-
-
-def _stable_factor(criterion, base: float, goal: float) -> Optional[float]:
-    """The factor t at which criterion(t) (increasing in t, criterion(1) = base) reaches `goal`, to 0.1 %, from
-    the stable side; None when it lies beyond BOUND_REACH, or (base >= goal) below 1 / MAX_START_MOVE. A
-    stiffness or damping t >= 1 times larger gives at most about t times the criterion, so the search starts
-    at goal / base."""
-    if base <= 0.0:
-        return None
-    if base < goal:
-        lo, hi = 1.0, goal / base
-        if hi >= BOUND_REACH:
-            return None
-        while criterion(hi) < goal:
-            lo, hi = hi, 2.0 * hi
-            if hi > BOUND_REACH:
-                return None
-    else:
-        lo, hi = 1.0 / MAX_START_MOVE, 1.0
-        if criterion(lo) >= goal:
-            return None
-    while hi / lo > 1.001:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if criterion(mid) < goal else (lo, mid)
-    return lo
-
-
-def stable_bounds(exp: Experiment, theta: dict, free) -> tuple[dict, dict]:
-    """(theta, bounds) for the Adam stage: every free scalar quantity of `STEP_QUANTITIES` (FEM moduli and
-    damping, cloth stiffness, damping and bending, mass, density) is bounded where the explicit step's
-    stability criterion (`physics.stability.step_report`) reaches `STABILITY_MARGIN` of its limit, each with the
-    others at `theta` (what a joint change of several does is left to the margin, 2 % of the criterion, and to
-    `fit`'s back-off). Past the limit the rollout turns NaN within frames, and Adam's momentum can carry a
-    quantity there while the others are still off (a ball of tets: its damping from 1.5x its truth to the
-    limit, 1.9x, then `FitDiverged`). A start past the bound moves under it, with a `StepWarning`: the first
-    free quantity that gets there within MAX_START_MOVE. Per-element quantities are not bounded. Returns
-    bounds {name: (lo, hi)} in physical units ({} when nothing needs one).
-
-    When the start is past the limit itself and no single quantity's move within MAX_START_MOVE brings it
-    back, it warns (the step needs more substeps) and bounds nothing.
-    """
-    names = [n for n in free if n in STEP_QUANTITIES and np.size(theta[n]) == 1]
-    if not names:
-        return theta, {}
-    dt = exp.frame_dt / exp.substeps
-    goal = 4.0 * STABILITY_MARGIN
-
-    def report(th):
-        params, state0 = assemble(exp, th)
-        return step_report(exp.topology, params, state0, dt=dt)
-
-    def scaled(th, n, t):
-        return {**th, n: jnp.asarray(float(np.asarray(th[n])) * t ** STEP_QUANTITIES[n], jnp.asarray(th[n]).dtype)}
-
-    start = report(theta)
-    base = start.criterion
-    if base >= goal:
-        for n in names:
-            factor = _stable_factor(lambda t: report(scaled(theta, n, t)).criterion, base, goal)  # noqa: B023
-            if factor is not None:
-                moved = scaled(theta, n, 0.9 * factor)
-                warnings.warn(f"at the initial guess the explicit step is {'past' if base >= 4.0 else 'near'} its "
-                              f"stability limit (criterion {base:.3g}, {start.message or 'limit 4'}): the fit starts "
-                              f"from {n} {float(np.asarray(moved[n])):.4g} instead of {float(np.asarray(theta[n])):.4g}",
-                              StepWarning, stacklevel=3)
-                theta, base = moved, report(moved).criterion
-                break
-        if base >= 4.0:
-            warnings.warn(f"at the initial guess the simulation is unstable and no free quantity within "
-                          f"{MAX_START_MOVE:g}x of its start makes it stable, so the fit runs unbounded: "
-                          f"{start.message}", StepWarning, stacklevel=3)
-            return theta, {}
-    bounds = {}
-    for n in names:
-        value = float(np.asarray(theta[n]))
-        factor = _stable_factor(lambda t: report(scaled(theta, n, t)).criterion, base, goal)  # noqa: B023
-        if factor is not None and factor > 1.0:
-            edge = value * factor ** STEP_QUANTITIES[n]
-            bounds[n] = (None, edge) if STEP_QUANTITIES[n] > 0 else (edge, None)
-    return theta, bounds
-
-
 #: A later round (`FitConfig.rounds`) must lower the loss below this fraction of the best so far, or the
 #: rounds end.
 ROUND_GAIN = 0.99
@@ -559,8 +436,7 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     Adam, then the Levenberg-Marquardt polish, in up to `config.rounds` rounds (see `FitConfig`)."""
     started = time.perf_counter()
     check_config(config)
-    full = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in config.free else initial)
-    exp, theta0, config, blur = prepare(exp, target, initial, config)
+    exp, full, theta0, config, blur = prepare(exp, target, initial, config)
     free = tuple(config.free)
     inputs = fit_inputs(exp, target, theta0, config)
     density = None
@@ -689,16 +565,16 @@ BLUR_START = 0.25
 
 
 def prepare(exp: Experiment, target: Array, initial: dict, config: FitConfig):
-    """(exp, theta0, config, blur) as `identify` fits them: the thetas `focused` on the free quantities, the
-    blur decided (`FitConfig.blur`: measured, and added to the free quantities when fitted; blur: what was
-    decided, or None), the free names canonical."""
+    """(exp, full, theta0, config, blur) as `identify` fits them: `full` the initial theta with the experiment's
+    defaults, exp and theta0 `focused` on the free quantities, the blur decided (`FitConfig.blur`: measured,
+    and added to the free quantities when fitted; blur: what was decided, or None), the free names canonical."""
     free = tuple(canonical(n) for n in config.free)
     full = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     exp, theta0 = focused(exp, full, free)
     theta0, blur = _blur_start(exp, target, theta0, config)
     if blur is not None and blur["free"] and "blur" not in free:
         free = free + ("blur",)
-    return exp, theta0, dataclasses.replace(config, free=free), blur
+    return exp, full, theta0, dataclasses.replace(config, free=free), blur
 
 
 def _blur_start(exp: Experiment, target: Array, theta0: dict, config: FitConfig) -> tuple[dict, Optional[dict]]:
@@ -862,7 +738,7 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
             steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
             resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
             metadata=metadata,
-            resume_anyway=config.resume_anyway, checks=_traced_checks(exp),
+            resume_anyway=config.resume_anyway, checks=traced_checks(exp),
             clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None, bounds=bounds,
         )
         resumed = result.resume

@@ -52,7 +52,7 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
     check_config(config)
     initial = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     if config.resume and config.iterations > 0 and config.checkpoint_dir is not None:
-        prepared, start, settled, _ = prepare(exp, target, initial, config)  # the inputs the fit will record
+        prepared, _, start, settled, _ = prepare(exp, target, initial, config)  # the inputs the fit will record
         check_resume(checkpoint_path(config.checkpoint_dir), fit_inputs(prepared, target, start, settled),
                      config.resume_anyway)
     _, initial_video = simulate_video(exp, initial)
