@@ -16,10 +16,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
+
+from gradsim_jax.cli_common import count as _count, fail as _fail, positive as _positive, preflight as _preflight
 
 DEMO_ESTIMATES = ("velocity", "mass", "stiffness", "damping", "bending", "drag", "lift", "friction")
 RIGID_MATERIAL_ESTIMATES = ("body_mass", "body_ke", "body_kd", "body_kf", "body_mu")
@@ -93,32 +94,6 @@ def demo_fit_config(free, defaults: dict, **fields):
     from gradsim_jax.sysid import FitConfig
 
     return FitConfig(free=tuple(free), loss="rgba", frame_stride=1, **{**defaults, **fields})
-
-
-def _count(least: int):
-    """argparse type: an integer >= `least` (the message says what is allowed)."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if value < least:
-            allowed = "0 or more" if least == 0 else f"at least {least}"
-            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive(text):
-    """argparse type: a positive finite number."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def _progress_flags(p):
@@ -351,52 +326,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_diagnostic_parsers(sub)
     return parser
-
-
-def _fail(message: str) -> int:
-    print(f"gradsim-jax: error: {message}", file=sys.stderr)
-    return 2
-
-
-#: Estimates above these are printed before a run starts.
-BIG_RUN_BYTES = 2**30
-BIG_RUN_SECONDS = 120.0
-
-
-def _preflight(exp, args, config=None):
-    """Before anything compiles: warn when the scene starts in deep ground contact (or its contact is too
-    stiff for the step); print the memory and time estimate of a big run, and refuse (exit status 2) one
-    that needs more memory than is available, unless --force. Returns an exit status, or None to go on.
-    `config`: the FitConfig of a fit (None: a forward simulation and render only)."""
-    import numpy as np
-
-    from gradsim_jax.physics import available_memory_bytes, contact_report, estimate_cost
-    from gradsim_jax.physics.cost import human_bytes
-    from gradsim_jax.sysid import LM_MAX_SCALARS, REPORT_MAX_SCALARS
-
-    contact = contact_report(exp.topology, exp.params, exp.state0, dt=exp.frame_dt / exp.substeps)
-    if contact.message:
-        print(f"WARNING: {contact.message}")
-    kw = {}
-    if config is not None:
-        scalars = sum(int(np.size(exp.theta[n])) if n in exp.theta else 6 for n in config.free)
-        loss_frames = len(range(1, exp.frames + 1, config.frame_stride))
-        dense = ((config.polish > 0 and scalars <= LM_MAX_SCALARS)
-                 or (config.report and scalars <= REPORT_MAX_SCALARS))
-        kw = dict(gradient=True, iterations=config.iterations, frames_rendered=loss_frames,
-                  dense_frames=loss_frames if dense else 0, dense_columns=scalars if dense else 0)
-    itemsize = np.dtype(exp.dtype).itemsize
-    est = estimate_cost(exp.topology, exp.frames, exp.substeps, render_size=(exp.camera.height, exp.camera.width),
-                        tile_capacity=exp.settings.tile_capacity, pixel_capacity=exp.settings.pixel_capacity,
-                        itemsize=itemsize, **kw)
-    available = available_memory_bytes()
-    if available is not None and est.memory_bytes > available and not args.force:
-        return _fail(f"this run would need about {human_bytes(est.memory_bytes)} of memory, more than the "
-                     f"{human_bytes(available)} available ({est.text}). Use a coarser grid, fewer frames or "
-                     "pixels, or [render] tile_capacity and pixel_capacity; --force runs it anyway")
-    if est.memory_bytes > BIG_RUN_BYTES or est.seconds > BIG_RUN_SECONDS:
-        print(f"estimate: {est.text}")
-    return None
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

@@ -14,8 +14,9 @@ from gradsim_jax.physics.quaternion import (
 )
 from gradsim_jax.physics.rigid import (
     RigidParams, RigidState, RigidTopology, angular_momentum, kinetic_energy, linear_momentum, rigid_forces,
-    rigid_step, validate_rigid, world_inertia, world_vertices,
+    rigid_step, world_inertia, world_vertices,
 )
+from gradsim_jax.physics.validate import validate_rigid
 from gradsim_jax.physics.world import World
 
 G = 9.81

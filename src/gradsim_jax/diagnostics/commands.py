@@ -12,7 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gradsim_jax.cli import _count, _positive
+from gradsim_jax.cli_common import count as _count, positive as _positive
 
 COMMANDS = ("gradcheck", "horizon", "landscape")
 
@@ -113,14 +113,14 @@ def add_parsers(sub) -> None:
 
 
 def _fail(message: str) -> int:
-    from gradsim_jax.cli import _fail as fail
+    from gradsim_jax.cli_common import fail
 
     return fail(message)
 
 
 def _load(args, perturb):
     """(problem, None) or (None, exit status) after the loader and the preflight."""
-    from gradsim_jax.cli import _preflight
+    from gradsim_jax.cli_common import preflight as _preflight
     from gradsim_jax.diagnostics.scene import load_problem
     from gradsim_jax.scenefile import SceneFileError
     from gradsim_jax.sysid import ensure_writable_folder

@@ -59,8 +59,9 @@ from gradsim_jax.physics import Control, ParticleControl, State
 from gradsim_jax.physics.checkpointing import PerFrame
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, frames_for,
-                                          trajectory)
-from gradsim_jax.sysid.identify import _traced_checks, image_loss, stable_bounds
+                                          traced_checks, trajectory)
+from gradsim_jax.sysid.bounds import stable_bounds
+from gradsim_jax.sysid.losses import image_loss
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
 
 Array = Any
@@ -469,7 +470,7 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
                  optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
                  steps=iterations, progress=progress, callback=fit_callback,
                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                 checks=_traced_checks(exp),
+                 checks=traced_checks(exp),
                  metadata={"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride, **loss_of},
                            "free": list(free), "iterations": iterations, "learning_rate": learning_rate})
     theta = _split_data(exp, result.params)[0]

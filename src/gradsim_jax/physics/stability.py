@@ -30,7 +30,7 @@ Why: the damping of a light particle bounds the step long before its stiffness d
 relative to dt k_lambda (a 2.2 g particle of a ball of tets at 32 substeps: its motion turned NaN at
 k_damp 18.9 Pa s, where this criterion gives 3.99), and an explicit rollout past the limit does not
 degrade gracefully: it blows up within frames. `simulate` warns (`StepWarning`) from this report, and the
-system-identification fits keep their quantities inside it (`sysid.identify.stable_bounds`).
+system-identification fits keep their quantities inside it (`sysid.bounds.stable_bounds`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class StepWarning(UserWarning):
     """The time step is too long for the stiffness and damping of the elastic elements (`step_report`)."""
 
 
-#: Fraction of the stable limit that a fit may reach (`damping_limit`, `sysid.identify.stable_bounds`).
+#: Fraction of the stable limit that a fit may reach (`damping_limit`, `sysid.bounds.stable_bounds`).
 STABILITY_MARGIN = 0.98
 
 

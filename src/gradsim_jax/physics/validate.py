@@ -7,11 +7,14 @@ static and checked always; values only when concrete (inside `jit`, `grad` or `v
 
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.gather import incidence_mismatch
+from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
 from gradsim_jax.typing import get_path, named_leaves
 
 #: Params leaves (dotted paths) that must be >= 0.
@@ -113,8 +116,6 @@ def validate_shapes(topology, params, state=None) -> dict:
     if state is not None:
         for name in ("x", "v"):
             _expect_shape(f"State.particles.{name}", getattr(state.particles, name), (n, 3))
-    from gradsim_jax.physics.rigid import validate_rigid  # rigid.py imports this module
-
     validate_rigid(topology.rigid, params.rigid, None if state is None else state.rigid)
     return per
 
@@ -220,3 +221,105 @@ def validate_dt(dt, name: str = "dt") -> None:
     """Raise ValueError unless the (concrete) time step is > 0."""
     if is_concrete(dt) and not float(np.asarray(dt)) > 0.0:
         raise ValueError(f"{name} must be > 0, got {dt!r}")
+
+
+# The rigid branch (physics/rigid.py)
+
+
+def _fail(message: str):  # the rigid branch's checks below
+    raise ValueError(message)
+
+
+def _check_shape(name: str, value, shape) -> None:
+    actual = tuple(np.shape(value))
+    if actual != tuple(shape):
+        _fail(f"{name} has shape {actual}, expected {tuple(shape)}")
+
+
+def _check_finite(name: str, value) -> None:
+    value = np.asarray(value, dtype=np.float64)
+    bad = ~np.isfinite(value)
+    if bad.any():
+        at = ", ".join(str(int(i)) for i in np.argwhere(bad)[0])
+        _fail(f"{name}[{at}] is not finite")
+
+
+def _check_indices(name: str, index, count: int, what: str) -> None:
+    index = np.asarray(index)
+    bad = (index < 0) | (index >= count)
+    if bad.any():
+        k = int(np.argmax(bad))
+        _fail(f"{name}[{k}] = {int(index[k])} is out of range [0, {count}) ({count} {what})")
+
+
+def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional[RigidState] = None) -> None:
+    """Host-side checks of a rigid component; raise ValueError (TypeError for a non-string contact model)
+    naming the field and index. Shapes and dtypes always; values only for concrete (untraced) inputs."""
+    if not isinstance(topology.contact, str):
+        raise TypeError(f"RigidTopology.contact must be a str, one of {CONTACT_MODELS}, "
+                        f"got {type(topology.contact).__name__}")
+    if topology.contact not in CONTACT_MODELS:
+        _fail(f"RigidTopology.contact is {topology.contact!r}, expected one of {CONTACT_MODELS}")
+    if len(np.shape(params.mass)) != 1:
+        _fail(f"Params.rigid.mass has shape {tuple(np.shape(params.mass))}, expected [b] (one mass per body)")
+    b = int(np.shape(params.mass)[0])
+    for name in ("vertex_body", "push_body"):
+        index = getattr(topology, name)
+        if len(np.shape(index)) != 1:
+            _fail(f"RigidTopology.{name} has shape {tuple(np.shape(index))}, expected [count]")
+        if np.shape(index)[0] and not np.issubdtype(jnp.result_type(index), np.integer):
+            _fail(f"RigidTopology.{name} must hold integer body indices, got dtype {jnp.result_type(index)}")
+    m = np.shape(topology.vertex_body)[0]
+    k = np.shape(topology.push_body)[0]
+    faces_shape = tuple(np.shape(topology.faces))
+    if len(faces_shape) != 2 or faces_shape[1] != 3:
+        _fail(f"RigidTopology.faces has shape {faces_shape}, expected [f, 3]")
+    shapes = {
+        "mass": (b,), "gyration": (b, 3, 3), "vertices": (m, 3), "contact_ke": (b,), "contact_kd": (b,),
+        "contact_kf": (b,), "contact_mu": (b,), "restitution": (b,), "push_force": (k, 3),
+        "push_point": (k, 3), "push_start": (k,), "push_end": (k,),
+    }
+    for name, shape in shapes.items():
+        _check_shape(f"Params.rigid.{name}", getattr(params, name), shape)
+    if state is not None:
+        for name, width in (("x", 3), ("q", 4), ("v", 3), ("w", 3)):
+            _check_shape(f"State.rigid.{name}", getattr(state, name), (b, width))
+    if not is_concrete(topology, params, state):
+        return
+
+    _check_indices("RigidTopology.vertex_body", topology.vertex_body, b, "bodies")
+    _check_indices("RigidTopology.push_body", topology.push_body, b, "bodies")
+    check_index_rows("RigidTopology.faces", np.asarray(topology.faces), m)
+    for name in shapes:  # a push may last for ever (push_end = inf)
+        _check_finite(f"Params.rigid.{name}", finite_view(f"rigid.{name}", np.asarray(getattr(params, name))))
+    for name in ("mass", "contact_ke", "contact_kd", "contact_kf", "contact_mu", "restitution"):
+        value = np.asarray(getattr(params, name))
+        if (value < 0).any():
+            i = int(np.argmax(value < 0))
+            _fail(f"Params.rigid.{name}[{i}] is negative ({value[i]})")
+    restitution = np.asarray(params.restitution)
+    if (restitution > 1).any():
+        i = int(np.argmax(restitution > 1))
+        _fail(f"Params.rigid.restitution[{i}] is {restitution[i]}, expected in [0, 1]")
+    gyration = np.asarray(params.gyration, dtype=np.float64)
+    mass = np.asarray(params.mass)
+    for i in range(b):
+        g = gyration[i]
+        scale = max(float(np.abs(g).max()), 1e-300)
+        if not np.allclose(g, g.T, rtol=0.0, atol=1e-6 * scale):
+            _fail(f"Params.rigid.gyration[{i}] is not symmetric: {g.tolist()}")
+        smallest = float(np.linalg.eigvalsh(0.5 * (g + g.T)).min())
+        if smallest < -1e-9 * scale:
+            _fail(f"Params.rigid.gyration[{i}] is not positive semi-definite (eigenvalue {smallest:.3g} m^2)")
+        if mass[i] > 0 and smallest <= 1e-12 * scale:
+            _fail(f"Params.rigid.gyration[{i}] is singular (eigenvalue {smallest:.3g} m^2) but body {i} has "
+                  f"mass {mass[i]} kg: a free body needs a positive definite inertia")
+    if state is not None:
+        for name in ("x", "q", "v", "w"):
+            _check_finite(f"State.rigid.{name}", getattr(state, name))
+        norm = np.linalg.norm(np.asarray(state.q, dtype=np.float64), axis=-1)
+        bad = np.abs(norm - 1.0) > 1e-3
+        if bad.any():
+            i = int(np.argmax(bad))
+            _fail(f"State.rigid.q[{i}] has norm {norm[i]:.6g}, expected a unit quaternion (within 1e-3) "
+                  f"for body {i}")

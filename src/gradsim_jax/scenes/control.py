@@ -28,7 +28,6 @@ amplitude range), scored by the same error.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -38,18 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.compilation import jit
-from gradsim_jax.control import (
-    PhasePolicy, init_policy, particle_force, policy_outputs, random_policy_baseline, simulate_policy,
-    tet_activation,
-)
+from gradsim_jax.control import PhasePolicy, init_policy, particle_force, random_policy_baseline, tet_activation
 from gradsim_jax.geometry import cloth_grid, quat_from_axis_angle, soft_body
 from gradsim_jax.geometry.tets import gear_tets
-from gradsim_jax.render import FaceColors, RenderSettings, look_at_camera
-from gradsim_jax.render.colors import checker_colors
-from gradsim_jax.render.mesh import scene_faces, scene_vertices
-from gradsim_jax.scenes.demos import default_lights, reframe
-from gradsim_jax.sysid.control import control_loss, pose_from_image
-from gradsim_jax.sysid.experiment import Experiment, render_frames
+from gradsim_jax.scenes.control_task import ControlTask, target_image, task_experiment
+from gradsim_jax.sysid.experiment import render_frames
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,95 +58,6 @@ class WindowedPolicy:
     def __call__(self, params, t, state):
         out = self.policy(params, t, state)
         return jnp.where(t < self.until, out, jnp.zeros_like(out))
-
-
-@dataclasses.dataclass(frozen=True)
-class ControlTask:
-    """A control demo: the scene (`exp`: topology, params, state0, camera, colours, frames, substeps,
-    frame_dt), the policy and actuator, the target image [H, W, 4], the target centre of mass [3] m, and the
-    effort weight (the loss adds effort * mean(outputs^2) / amplitude^2). `init_scale`: the initial policy's
-    `init_policy` scale (a gait's displacement is second order in the outputs, so its gradient vanishes
-    near a zero policy: the locomotion demos start from a random policy of scale 1).
-
-    `target_com` is the truth that scores a result (`com_error`, the reports); the objective never reads
-    it. Its state term pulls to `state_target`, the centre of mass that the target image shows: where
-    the body's start shape, placed rigidly, renders as the target (`target_pose`, `pose_from_image`)."""
-
-    name: str
-    exp: Experiment
-    policy: Any
-    actuator: Any
-    target_image: np.ndarray
-    target_com: np.ndarray
-    effort: float
-    description: str
-    amplitude: float
-    state_weight: float = 0.0
-    state_scale: float = 0.1
-    init_scale: float = 0.1
-
-    def rollout(self, pp):
-        e = self.exp
-        return simulate_policy(e.topology, e.params, e.state0, pp, self.policy, self.actuator, frames=e.frames,
-                               substeps=e.substeps, frame_dt=e.frame_dt)
-
-    def loss(self, pp):
-        traj = self.rollout(pp)
-        image = render_frames(self.exp, traj.particles.x[-1:])
-        loss = control_loss(image, jnp.asarray(self.target_image, image.dtype)[None])
-        if self.effort:
-            out = policy_outputs(pp, self.policy, traj, frame_dt=self.exp.frame_dt)
-            loss = loss + self.effort * jnp.mean(jnp.square(out)) / self.amplitude ** 2
-        if self.state_weight:
-            com = jnp.mean(traj.particles.x[-1], axis=0)
-            loss = loss + self.state_weight * jnp.sum(jnp.square(com - jnp.asarray(self.state_target, com.dtype))) \
-                / self.state_scale ** 2
-        return loss
-
-    @functools.cached_property
-    def target_pose(self) -> dict:
-        """`pose_from_image` of the start shape in the target image, computed once. Ask for it outside a trace
-        (`run_demo` does, before training): `loss` reads it."""
-        with jax.ensure_compile_time_eval():
-            return pose_from_image(self.exp, self.exp.state0.particles.x, self.target_image, iterations=300)
-
-    @property
-    def state_target(self) -> np.ndarray:
-        """The centre of mass [3] m that the target image shows (`target_pose`)."""
-        return self.target_pose["com"]
-
-    def com_error(self, pp):
-        """Distance (m) between the final centre of mass and the target's."""
-        x = self.rollout(pp).particles.x[-1]
-        return jnp.linalg.norm(jnp.mean(x, axis=0) - jnp.asarray(self.target_com, x.dtype))
-
-    def video(self, pp) -> tuple[np.ndarray, np.ndarray]:
-        """(positions [T, n, 3], RGBA video [T, H, W, 4]) of the rollout under pp."""
-        x = jit(lambda p: self.rollout(p).particles.x)(pp)
-        return np.asarray(x), np.asarray(jit(lambda xs: render_frames(self.exp, xs))(x))
-
-
-def _colors(topology, params, state0):
-    faces = jnp.asarray(scene_faces(topology))
-    return FaceColors(jnp.asarray(checker_colors(faces, scene_vertices(topology, params, state0))))
-
-
-def _experiment(name, topology, params, state0, points, *, size, frames, substeps, frame_dt, elevation,
-                azimuth=0.0) -> Experiment:
-    """The Experiment (camera framed on `points` [T, n, 3], checker colours, the demos' light) without
-    simulating anything (`finish_experiment` simulates to frame the camera; here the start and the target
-    poses frame it)."""
-    faces = jnp.asarray(scene_faces(topology))
-    exp = Experiment(topology=topology, params=params, state0=state0,
-                     camera=look_at_camera(3.0, elevation, azimuth, width=size, height=size), faces=faces,
-                     colors=_colors(topology, params, state0), lights=default_lights(),
-                     background=jnp.zeros(3, jnp.float32), settings=RenderSettings(), frames=frames,
-                     substeps=substeps, frame_dt=frame_dt, theta={}, name=name)
-    return reframe(exp, points, elevation=elevation, azimuth=azimuth)
-
-
-def _target_image(exp: Experiment, x_target) -> np.ndarray:
-    return np.asarray(jit(lambda x: render_frames(exp, x[None]))(jnp.asarray(x_target, exp.dtype))[0])
 
 
 def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt: float = 1.0 / 30.0,
@@ -177,9 +80,9 @@ def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt:
     policy = PhasePolicy(frequencies=(1.0, 2.0, 4.0), amplitude=amplitude)
     x_target = x + [offset, 0.0, 0.0]
     # Framed on the start and the target (the gear alone stops in between, ~0.12 m along).
-    exp = _experiment("control_fem", topology, params, state0, np.stack([x, x_target]), size=size,
+    exp = task_experiment("control_fem", topology, params, state0, np.stack([x, x_target]), size=size,
                       frames=frames, substeps=substeps, frame_dt=frame_dt, elevation=elevation)
-    return ControlTask("control-fem", exp, policy, actuator, _target_image(exp, x_target), x_target.mean(0),
+    return ControlTask("control-fem", exp, policy, actuator, target_image(exp, x_target), x_target.mean(0),
                        effort, f"a gear-shaped soft body ({len(t)} tets, 8 activation groups) slid along +x "
                        f"must crawl to the pose {offset} m from its start shown in the target image",
                        amplitude, state_weight=state_weight)
@@ -206,10 +109,10 @@ def cloth_task(*, size: int = 64, frames: int = 40, substeps: int = 32, frame_dt
     actuator = particle_force(n, groups, scale=1.0)
     policy = WindowedPolicy(PhasePolicy(frequencies=(1.0, 2.0), amplitude=amplitude), throw_time)
     x_target = x + [target[0], -0.05 + 0.005, target[1]]
-    exp = _experiment("control_cloth", topology, params, state0,
+    exp = task_experiment("control_cloth", topology, params, state0,
                       np.stack([x, x_target, x + [target[0] / 2, 0.2, target[1] / 2]]), size=size, frames=frames,
                       substeps=substeps, frame_dt=frame_dt, elevation=40.0)
-    return ControlTask("control-cloth", exp, policy, actuator, _target_image(exp, x_target), x_target.mean(0),
+    return ControlTask("control-cloth", exp, policy, actuator, target_image(exp, x_target), x_target.mean(0),
                        effort, f"a {cells} x {cells} cloth thrown by forces on its corners during the first "
                        f"{throw_time} s must land on the target ({target[0]}, {target[1]}) m shown in the "
                        f"target image", amplitude, state_weight=state_weight)

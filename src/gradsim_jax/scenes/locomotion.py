@@ -1,7 +1,7 @@
 """Locomotion control demos (`gradsim-jax demo control-walker`, `demo control-jellyfish`): a policy of phase
 sinusoids learns a gait by gradient descent through simulation and rendering, so that the last rendered frame
 matches a target image (gradSim's control_walker and control_jellyfish, Jatavallabhula et al. 2021). Both are
-`ControlTask`s run by `gradsim_jax.scenes.control.run_demo`, like control-fem.
+`ControlTask`s (`scenes.control_task`) run by `gradsim_jax.scenes.control.run_demo`, like control-fem.
 
 - `walker_task`: a soft walker (`walker_tets`: a 4 x 1 x 2 block of 5 cm cells on four one-cell legs, 60
   tets) standing on the ground with Coulomb friction (mu 0.8). Six activation groups: each leg, and the front
@@ -31,7 +31,7 @@ import numpy as np
 from gradsim_jax.control import PhasePolicy, bend_rest, tet_activation
 from gradsim_jax.geometry import cloth_mesh, soft_body
 from gradsim_jax.geometry.tets import walker_tets
-from gradsim_jax.scenes.control import ControlTask, _experiment, _target_image
+from gradsim_jax.scenes.control_task import ControlTask, target_image, task_experiment
 
 
 def walker_groups(vertices, tets, leg_height: float) -> np.ndarray:
@@ -56,9 +56,9 @@ def walker_task(*, size: int = 64, frames: int = 60, substeps: int = 24, frame_d
     actuator = tet_activation(len(t), walker_groups(x, t, cell))
     policy = PhasePolicy(frequencies=(1.0, 2.0, 4.0), amplitude=amplitude)
     x_target = x + [offset, 0.0, 0.0]
-    exp = _experiment("control_walker", topology, params, state0, np.stack([x, x_target]), size=size,
+    exp = task_experiment("control_walker", topology, params, state0, np.stack([x, x_target]), size=size,
                       frames=frames, substeps=substeps, frame_dt=frame_dt, elevation=elevation, azimuth=20.0)
-    return ControlTask("control-walker", exp, policy, actuator, _target_image(exp, x_target), x_target.mean(0),
+    return ControlTask("control-walker", exp, policy, actuator, target_image(exp, x_target), x_target.mean(0),
                        effort, f"a soft walker ({len(t)} tets on four legs, 6 activation groups) must walk to "
                        f"the pose {offset} m along +x shown in the target image", amplitude,
                        state_weight=state_weight, init_scale=1.0)
@@ -118,9 +118,9 @@ def jellyfish_task(*, size: int = 64, frames: int = 60, substeps: int = 32, fram
     actuator = bend_rest(len(groups), groups)
     policy = PhasePolicy(frequencies=(1.0, 2.0, 4.0), amplitude=amplitude)
     x_target = x + [0.0, offset, 0.0]
-    exp = _experiment("control_jellyfish", topology, params, state0, np.stack([x, x_target]), size=size,
+    exp = task_experiment("control_jellyfish", topology, params, state0, np.stack([x, x_target]), size=size,
                       frames=frames, substeps=substeps, frame_dt=frame_dt, elevation=elevation)
-    return ControlTask("control-jellyfish", exp, policy, actuator, _target_image(exp, x_target), x_target.mean(0),
+    return ControlTask("control-jellyfish", exp, policy, actuator, target_image(exp, x_target), x_target.mean(0),
                        effort, f"a cloth jellyfish ({len(tris)} triangles, {actuator.outputs} rings of hinges "
                        f"driven) in water (quadratic drag, no gravity) must swim up to {offset} m above its "
                        f"start, shown in the target image", amplitude, state_weight=state_weight,

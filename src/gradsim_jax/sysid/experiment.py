@@ -24,6 +24,7 @@ from gradsim_jax.compilation import jit
 from gradsim_jax.physics import (
     Control, Params, ParticleControl, SemiImplicitEuler, State, Topology, check_finite, particle_state, simulate,
 )
+from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
@@ -235,3 +236,16 @@ def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray
     x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
     traj = check_finite(particle_state(x, x))
     return np.asarray(traj.particles.x), np.asarray(frames)
+
+
+def traced_checks(exp: Experiment):
+    """`checks` for `fit`: the scene assembled from a (data-carrying) theta, checked inside the compiled
+    step, so that a value that turns bad while fitting (a NaN stiffness, a negative mass) stops the fit
+    with its field and index."""
+
+    def checks(theta):
+        theta, e, _ = _split_data(exp, theta)
+        params, state0 = assemble(e, theta)
+        return validate_traced(e.topology, params, state0)
+
+    return checks
