@@ -1,8 +1,8 @@
 """FEM soft-body system identification from 64 px video (issue 10, gradSim Table 3): `fem-material` (k_mu,
 k_lambda and k_damp jointly) and `fem-mass` (every particle's mass), each from a start 50 % off, on the demo
-scene (`gradsim-jax demo fem-material`, `demo fem-mass`, built by the CLI's `fem_demo_experiment`) and on
+scene (`gradsim-jax demo fem-material`, `demo fem-mass`, built by `scenes.catalog.fem_demo_experiment`) and on
 other scenes with other bodies, true values, pushes and cameras. The fit settings are the CLI demos' own
-(`cli.FEM_DEMOS`).
+(`catalog.FEM_DEMOS`).
 
 Targets: mu and lambda relative error < 1e-3 (gradSim: 0.0054, 0.0056); per-particle mass mean relative
 error < 0.01 (gradSim Table 3: 0.048); damping is reported.
@@ -64,12 +64,12 @@ OTHER_SCENES = {
 
 
 def build(demo: str, scene: str, size: int):
-    from gradsim_jax import cli
+    from gradsim_jax.scenes import catalog
     from gradsim_jax.scenes import fem
 
     free = DEMOS[demo][0]
     if scene == "demo":
-        return cli.fem_demo_experiment(demo, free, size=size)
+        return catalog.fem_demo_experiment(demo, free, size=size)
     kw = dict(OTHER_SCENES[demo][scene], size=size)
     return fem.fem_mass(**kw) if demo == "fem-mass" else fem.fem_material(estimate=free, **kw)
 
@@ -78,10 +78,11 @@ def fit_rows(demo: str, scene: str, size: int) -> list:
     """Fit the demo's quantities jointly on `scene`; one row per quantity."""
     import jax.numpy as jnp
 
-    from gradsim_jax import cli, sysid
+    from gradsim_jax import sysid
+    from gradsim_jax.scenes import catalog
 
     free, factors, targets = DEMOS[demo]
-    settings = cli.FEM_DEMOS[demo][3]
+    settings = catalog.FEM_DEMOS[demo][3]
     started = time.perf_counter()
     exp = build(demo, scene, size)
     truth = dict(exp.theta)
@@ -95,7 +96,7 @@ def fit_rows(demo: str, scene: str, size: int) -> list:
         else:
             value = value * factors[k]
         initial[q] = jnp.asarray(value, jnp.asarray(truth[q]).dtype)
-    config = cli.demo_fit_config(free, settings, progress=True, report=False)
+    config = catalog.demo_fit_config(free, settings, progress=True, report=False)
     result = sysid.identify(exp, target, initial, config)
     wall = time.perf_counter() - started
     mean = lambda v: float(np.mean(np.asarray(v, np.float64)))  # noqa: E731

@@ -2,8 +2,8 @@
 from a start exactly 50 % off, the others known, on the demo scene (`gradsim-jax demo rigid-mass`,
 `rigid-material --estimate Q`, `rigid-restitution`) and on two other scenes per quantity with other true
 values, boxes, pushes / throws and cameras. The fit settings (Adam iterations, learning rate, horizon,
-Levenberg-Marquardt polish, rgba loss) are the CLI demos' own (`cli.RIGID_DEMOS`); the demo scenes are
-built by the CLI's `rigid_demo_experiment`.
+Levenberg-Marquardt polish, rgba loss) are the CLI demos' own (`catalog.RIGID_DEMOS`); the demo scenes are
+built by `scenes.catalog.rigid_demo_experiment`.
 
 Targets: body_mass relative error < 1e-5 (gradSim Table 1: 9.0e-5); body_ke, body_kf, body_mu < 1e-3
 (Table 2: 0.003, 0.001, 0.007); body_kd and restitution are reported.
@@ -71,12 +71,12 @@ OTHER_SCENES = {
 
 def build(quantity: str, scene: str, size: int):
     """The experiment of row (scene, quantity): the CLI's demo scene, or an other scene's builder."""
-    from gradsim_jax import cli
+    from gradsim_jax.scenes import catalog
     from gradsim_jax.scenes import rigid
 
     demo = QUANTITIES[quantity][0]
     if scene == "demo":
-        return cli.rigid_demo_experiment(demo, (quantity,), size=size)
+        return catalog.rigid_demo_experiment(demo, (quantity,), size=size)
     kw = dict(OTHER_SCENES[demo][scene], size=size)
     if demo == "rigid-mass":
         return rigid.rigid_mass(**kw)
@@ -107,10 +107,11 @@ def check_stable(exp, quantity: str) -> dict:
 def fit_row(quantity: str, scene: str, sign: int, size: int) -> dict:
     import jax.numpy as jnp
 
-    from gradsim_jax import cli, sysid
+    from gradsim_jax import sysid
+    from gradsim_jax.scenes import catalog
 
     demo = QUANTITIES[quantity][0]
-    settings = cli.RIGID_DEMOS[demo][3]
+    settings = catalog.RIGID_DEMOS[demo][3]
     started = time.perf_counter()
     exp = build(quantity, scene, size)
     check_stable(exp, quantity)
@@ -120,7 +121,7 @@ def fit_row(quantity: str, scene: str, sign: int, size: int) -> dict:
     value = np.asarray(truth[quantity], np.float64) * (1.0 + 0.5 * sign)
     initial[quantity] = jnp.asarray(value, jnp.asarray(truth[quantity]).dtype)
     # The CLI demos' FitConfig (no flags given), without checkpoints or output files.
-    config = cli.demo_fit_config((quantity,), settings, progress=False, report=False)
+    config = catalog.demo_fit_config((quantity,), settings, progress=False, report=False)
     result = sysid.identify(exp, target, initial, config)
     wall = time.perf_counter() - started
     err = sysid.relative_error(quantity, result.theta[quantity], truth[quantity])

@@ -1,6 +1,6 @@
 """A soft body's material from below and from above the truth (issue 34, item 6): fem_mu and fem_lambda
 jointly from 0.5x and from 2x (k_damp known), with the default fit of `gradsim-jax demo fem-material`
-(`cli.FEM_DEMOS`: 40 Adam iterations over a horizon growing from 10 frames, the polish, up to 5 rounds), 64 px.
+(`catalog.FEM_DEMOS`: 40 Adam iterations over a horizon growing from 10 frames, the polish, up to 5 rounds), 64 px.
 
 Scenes:
 - demo: the fem-material demo's box (k_mu 4000, k_lambda 6000 Pa, dropped level from 10 cm);
@@ -43,7 +43,8 @@ RUNS = [(s, f, "implicit") for s in SCENES for f in (0.5, 2.0)] + [("thrown", 0.
 def run(scene: str, factor: float, contact: str) -> dict:
     import jax.numpy as jnp
 
-    from gradsim_jax import cli, sysid
+    from gradsim_jax import sysid
+    from gradsim_jax.scenes import catalog
     from gradsim_jax.physics import SemiImplicitEuler
     from gradsim_jax.scenes import fem
 
@@ -52,7 +53,7 @@ def run(scene: str, factor: float, contact: str) -> dict:
     truth = dict(exp.theta)
     _, target = sysid.simulate_video(exp, truth)
     start = dict(truth, **{q: jnp.asarray(truth[q] * factor) for q in FREE})
-    config = cli.demo_fit_config(FREE, cli.FEM_DEMOS["fem-material"][3], progress=False, report=False)
+    config = catalog.demo_fit_config(FREE, catalog.FEM_DEMOS["fem-material"][3], progress=False, report=False)
     started = time.perf_counter()
     result = sysid.identify(exp, target, start, config)
     errors = {q: sysid.relative_error(q, result.theta[q], truth[q]) for q in FREE}

@@ -54,7 +54,7 @@ def run_case(case: str, args) -> dict:
     import jax
     import numpy as np
 
-    from gradsim_jax.fit.windowed import fit_windowed, window_length_for
+    from gradsim_jax.sysid.windowed import fit_windowed, window_length_for
     from gradsim_jax.sysid import compiled, make_loss
     from gradsim_jax.sysid.experiment import _as_theta
 

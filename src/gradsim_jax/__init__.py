@@ -27,7 +27,7 @@ from gradsim_jax.fit import FitResult, fit, fit_batched
 from gradsim_jax.diagnostics import gradcheck, gradient_horizon, loss_landscape
 from gradsim_jax.compilation import jit
 
-__version__ = "0.1.0"
+from gradsim_jax.version import __version__  # noqa: E402
 
 __all__ = [
     "Camera", "Control", "FitResult", "Params", "gradcheck", "gradient_horizon", "loss_landscape", "RenderSettings", "Scene", "SimulationDiverged", "State",

@@ -1,5 +1,5 @@
 """`gradsim-jax fit --window W`: truncated backpropagation for long recordings, through the CLI and the
-scene file's [fit] window (the windowed loss itself is tested in tests/fit/test_fit_windowed.py)."""
+scene file's [fit] window (the windowed loss itself is tested in tests/sysid/test_sysid_windowed.py)."""
 
 import json
 

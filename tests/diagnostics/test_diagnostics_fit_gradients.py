@@ -68,7 +68,7 @@ def test_bad_clip_fails_before_compiling(clip, match):
 def test_clip_settings_of_the_command_line_and_the_fit_config():
     import argparse
 
-    from gradsim_jax.diagnostics.commands import parse_clip
+    from gradsim_jax.cli.args import parse_clip
     from gradsim_jax.sysid import FitConfig, check_config
 
     assert parse_clip("mass=1, tri_ke=0.5") == {"mass": 1.0, "stiffness": 0.5}

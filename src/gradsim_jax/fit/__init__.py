@@ -6,7 +6,8 @@
 - `losses`: video losses (`rgba_mse`, `silhouette_loss`, `masked_mse`) and `sigma_schedule`.
 - `batched`: `fit_batched`, N members (videos or random starts) at once, vmapped and sharded over devices.
 - `identifiability`: `gauss_newton_report`, which parameter combinations the data determine.
-- `windowed`: windowed fits of long recordings (`fit_windowed`: multiple shooting, truncated backpropagation).
+- `windows`: how a long recording is cut for a windowed fit (`Windows`, `window_length_for`; the fit itself,
+  `sysid.fit_windowed`, needs an experiment).
 """
 
 from gradsim_jax.fit.checkpoint import (
@@ -33,15 +34,7 @@ from gradsim_jax.fit.losses import (
     soft_iou,
 )
 from gradsim_jax.fit.transforms import Bounded, Identity, Log, Softplus, Transform, resolve_transform
-# Last: windowed fits build on sysid (whose package imports this one), so everything above is defined first.
-from gradsim_jax.fit.windowed import (  # noqa: E402
-    Windows,
-    WindowedFitResult,
-    fit_windowed,
-    window_length_for,
-    windowed_loss,
-    windowed_terms,
-)
+from gradsim_jax.fit.windows import Scaled, Windows, window_length_for
 
 __all__ = [
     "BatchedFitResult",
@@ -58,7 +51,7 @@ __all__ = [
     "Log",
     "Softplus",
     "Transform",
-    "WindowedFitResult",
+    "Scaled",
     "Windows",
     "check_resume",
     "checkpoint_path",
@@ -66,7 +59,6 @@ __all__ = [
     "cosine_schedule",
     "fit",
     "fit_batched",
-    "fit_windowed",
     "frame_subsample",
     "gauss_newton_report",
     "load_checkpoint",
@@ -80,6 +72,4 @@ __all__ = [
     "silhouette_loss",
     "soft_iou",
     "window_length_for",
-    "windowed_loss",
-    "windowed_terms",
 ]

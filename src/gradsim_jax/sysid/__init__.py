@@ -74,6 +74,7 @@ from gradsim_jax.sysid.report import (
     write_report,
 )
 from gradsim_jax.sysid.runner import perturbed, run
+from gradsim_jax.sysid.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
 
 __all__ = [
     "ARRAY_FIELDS", "KNOWN_INPUTS", "LM_MAX_SCALARS", "LOSSES", "QUANTITIES", "REPORT_MAX_SCALARS", "STATIC_FIELDS",
@@ -84,5 +85,5 @@ __all__ = [
     "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",
     "pose_error", "register", "relative_error", "frames_for", "render_frames", "residual_with_target", "rollout", "run",
     "silhouette_moments", "simulate_video", "static_structure", "summary_lines", "trajectory", "transforms_for", "vertices",
-    "video", "with_arrays", "with_camera_pose", "write_outputs", "write_report",
+    "video", "WindowedFitResult", "fit_windowed", "windowed_loss", "windowed_terms", "with_arrays", "with_camera_pose", "write_outputs", "write_report",
 ]

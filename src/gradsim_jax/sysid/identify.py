@@ -66,7 +66,7 @@ class FitConfig:
     smoothness: weight of the Laplacian regularizer of "shape" (`quantities.shape_roughness`, m^2) added to
     the Adam loss; 0: none. Only with "shape" free.
     window: truncated backpropagation through time for long recordings: the Adam gradient of each frame's
-    loss reaches back at most `window` frames (to the start of its window, `gradsim_jax.fit.windowed`), while
+    loss reaches back at most `window` frames (to the start of its window, `gradsim_jax.sysid.windowed`), while
     the loss value stays the full recording's; the Levenberg-Marquardt polish then uses the same truncated
     Jacobian (`polish_truncated`). Choose it from `gradsim-jax horizon` (`window_length_for`); None: the full
     horizon. Not with `horizon` or `smoothness`.
@@ -398,7 +398,7 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
     smoothness term when `config.smoothness`."""
 
     if config.window is not None:
-        from gradsim_jax.fit.windowed import windowed_loss
+        from gradsim_jax.sysid.windowed import windowed_loss
 
         windows = truncation_windows(exp, config)
 
@@ -421,7 +421,7 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
 def truncation_windows(exp: Experiment, config: FitConfig):
     """The `Windows` of `config.window` (truncated backpropagation: no overlap; a window longer than the
     recording is the whole recording)."""
-    from gradsim_jax.fit.windowed import Windows
+    from gradsim_jax.sysid.windowed import Windows
 
     return Windows(exp.frames, min(int(config.window), exp.frames), 0, config.frame_stride)
 
@@ -777,7 +777,7 @@ def _fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, f
         print("  (no Levenberg-Marquardt polish: a windowed fit polishes scalar quantities only)")
     records = None
     if config.polish > 0 and config.window is not None and scalars_only and n_scalars <= LM_MAX_SCALARS:
-        from gradsim_jax.fit.windowed import polish_truncated
+        from gradsim_jax.sysid.windowed import polish_truncated
 
         theta, records = polish_truncated(exp, target, theta, free, truncation_windows(exp, config),
                                           steps=config.polish, kind=config.loss, progress=config.progress)

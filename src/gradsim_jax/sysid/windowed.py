@@ -54,7 +54,8 @@ import optax
 
 from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
 from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
-from gradsim_jax.fit.transforms import Transform, resolve_transform
+from gradsim_jax.fit.transforms import resolve_transform
+from gradsim_jax.fit.windows import Scaled, Windows, window_length_for  # noqa: F401  (re-exported)
 from gradsim_jax.physics import Control, ParticleControl, State
 from gradsim_jax.physics.checkpointing import PerFrame
 from gradsim_jax.render.mesh import trajectory_vertices
@@ -71,86 +72,6 @@ Array = Any
 START_X = "_window_x"
 START_V = "_window_v"
 SHOOTING = ("multiple", "truncated")
-
-
-@dataclasses.dataclass(frozen=True)
-class Windows:
-    """How a recording of `frames` frames (after the initial state) is cut: windows of `length` frames,
-    consecutive ones sharing `overlap` frames (`starts`: the first frame of each, host ints); every
-    `stride`-th frame of a window (its frames 1, 1 + stride, ...) is compared with the target, as
-    `sysid.make_loss`'s frame_stride does for the whole recording."""
-
-    frames: int
-    length: int
-    overlap: int = 0
-    stride: int = 1
-
-    def __post_init__(self):
-        for name, value, least in (("frames", self.frames, 1), ("length", self.length, 1), ("overlap", self.overlap, 0),
-                                   ("stride", self.stride, 1)):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
-                raise ValueError(f"window {name} must be an integer >= {least}, got {value!r}")
-        if self.length > self.frames:
-            raise ValueError(f"window length {self.length} exceeds the recording's {self.frames} frames")
-        if self.overlap >= self.length:
-            raise ValueError(f"window overlap {self.overlap} must be smaller than the window length {self.length}")
-
-    @property
-    def starts(self) -> tuple[int, ...]:
-        """First frame of each window: 0, length - overlap, 2 (length - overlap), ..., frames - length."""
-        step = self.length - self.overlap
-        starts = list(range(0, self.frames - self.length, step)) + [self.frames - self.length]
-        return tuple(dict.fromkeys(starts))
-
-    @property
-    def count(self) -> int:
-        return len(self.starts)
-
-    def offsets(self) -> np.ndarray:
-        """Frames of a window compared with the target, from its start: 1, 1 + stride, ... <= length."""
-        return np.arange(1, self.length + 1, self.stride)
-
-    def frame_index(self) -> np.ndarray:
-        """[count, len(offsets)] target frame compared in each window."""
-        return np.asarray(self.starts)[:, None] + self.offsets()[None, :]
-
-    def cuts(self) -> tuple[int, ...]:
-        """Frames where truncated backpropagation stops the gradient: length, 2 length, ... < frames."""
-        return tuple(range(self.length, self.frames, self.length))
-
-
-def window_length_for(horizon_steps: int, substeps: int, safety: float = 1.0 / 3.0) -> int:
-    """Window length in frames for a gradient horizon of `horizon_steps` simulation steps (module docstring):
-    floor(safety * horizon_steps / substeps), at least 1."""
-    if not (isinstance(horizon_steps, (int, np.integer)) and horizon_steps >= 1):
-        raise ValueError(f"horizon_steps must be a positive integer, got {horizon_steps!r}")
-    if not (isinstance(substeps, (int, np.integer)) and substeps >= 1):
-        raise ValueError(f"substeps must be a positive integer, got {substeps!r}")
-    if not (0.0 < safety <= 1.0):
-        raise ValueError(f"safety must lie in (0, 1], got {safety!r}")
-    return max(1, int(math.floor(safety * horizon_steps / substeps)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Scaled(Transform):
-    """x = scale * u: an identity in units of `scale`, so that one optimizer step of size ~lr moves x by
-    ~lr * scale (the window start states: metres and metres per second next to log-quantities)."""
-
-    scale: float = 1.0
-    name = "scaled"
-
-    def __post_init__(self):
-        if not (math.isfinite(self.scale) and self.scale > 0):
-            raise ValueError(f"Scaled needs a positive finite scale, got {self.scale!r}")
-
-    def forward(self, x: Array) -> Array:
-        return jnp.asarray(x) / self.scale
-
-    def inverse(self, u: Array) -> Array:
-        return jnp.asarray(u) * self.scale
-
-    def label(self, field: str) -> str:
-        return f"{field}/{self.scale:g}"
 
 
 def _check_experiment(exp: Experiment, windows: Windows, shooting: str) -> None:

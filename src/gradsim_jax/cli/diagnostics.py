@@ -12,34 +12,9 @@ import argparse
 import time
 from pathlib import Path
 
-from gradsim_jax.cli_common import count as _count, positive as _positive
+from gradsim_jax.cli.args import count, fail, fraction, positive, preflight
 
 COMMANDS = ("gradcheck", "horizon", "landscape")
-
-
-def _fraction(text):
-    value = _positive(text)
-    if not value < 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1) (a relative offset), got {text}")
-    return value
-
-
-def parse_clip(text: str) -> dict:
-    """argparse type of `fit --clip`: "mass=1.0,stiffness=0.5" -> {canonical quantity: positive float}."""
-    from gradsim_jax.sysid import canonical
-
-    out = {}
-    for item in (t.strip() for t in text.split(",") if t.strip()):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected QUANTITY=NORM, got {item!r}")
-        try:
-            out[canonical(name)] = _positive(value)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    if not out:
-        raise argparse.ArgumentTypeError("names no quantity")
-    return out
 
 
 def _common(p, name: str, perturb: bool = True):
@@ -51,7 +26,7 @@ def _common(p, name: str, perturb: bool = True):
     p.add_argument("--key-color", type=float, nargs=3, default=None, metavar=("R", "G", "B"),
                    help="background color of the target in [0, 1]: alpha from the distance to it")
     if perturb:
-        p.add_argument("--perturb", type=_fraction, default=0.2, metavar="F",
+        p.add_argument("--perturb", type=fraction, default=0.2, metavar="F",
                        help="with a target rendered from [material] and no [initial] values, evaluate at the truth "
                             "moved by this relative amount (the gradient vanishes at the truth; default 0.2)")
         p.add_argument("--seed", type=int, default=0, help="seed of the perturbation's signs (default 0)")
@@ -60,7 +35,7 @@ def _common(p, name: str, perturb: bool = True):
                    help="run even when the estimated memory exceeds what is available")
 
 
-def add_parsers(sub) -> None:
+def add_parser(sub) -> None:
     """Register the subcommands on `gradsim-jax`'s subparsers."""
     fmt = argparse.RawDescriptionHelpFormatter
     gc = sub.add_parser(
@@ -74,11 +49,11 @@ def add_parsers(sub) -> None:
                     "float64 0.1. FD step h = eps^(1/3) |q| (6e-6 relative), the step balancing truncation and "
                     "rounding errors of a central difference.")
     _common(gc, "gradcheck")
-    gc.add_argument("--ad-rtol", type=_positive, default=None, metavar="TOL",
+    gc.add_argument("--ad-rtol", type=positive, default=None, metavar="TOL",
                     help="tolerance of reverse vs forward mode (default 1e-6)")
-    gc.add_argument("--fd-rtol", type=_positive, default=None, metavar="TOL",
+    gc.add_argument("--fd-rtol", type=positive, default=None, metavar="TOL",
                     help="tolerance of reverse mode vs finite differences (default 1e-4)")
-    gc.add_argument("--f32-rtol", type=_positive, default=None, metavar="TOL",
+    gc.add_argument("--f32-rtol", type=positive, default=None, metavar="TOL",
                     help="tolerance of the float32 gradient vs the float64 one (default 0.1)")
     gc.add_argument("--no-float32", action="store_true", help="skip the float32 comparison")
 
@@ -92,7 +67,7 @@ def add_parsers(sub) -> None:
                     "Prints a table, writes OUT/horizon.json and OUT/horizon.png. A windowed fit should use "
                     "windows shorter than that horizon.")
     _common(hz, "horizon")
-    hz.add_argument("--tol", type=_positive, default=0.1, help="float32/float64 criterion (default 0.1)")
+    hz.add_argument("--tol", type=positive, default=0.1, help="float32/float64 criterion (default 0.1)")
     hz.add_argument("--mode", choices=("auto", "forward", "reverse"), default="auto",
                     help="forward: one pass per free scalar (dense renderer); reverse: one per horizon; auto: the "
                          "cheaper")
@@ -107,20 +82,13 @@ def add_parsers(sub) -> None:
                     "of log loss with downhill arrows) and OUT/landscape.json.")
     _common(ls, "landscape", perturb=False)
     ls.add_argument("--vary", required=True, help="one or two comma-separated scalar quantities, e.g. mass,stiffness")
-    ls.add_argument("--span", type=_fraction, default=0.5, help="relative half-width of the grid (default 0.5)")
-    ls.add_argument("--points", type=_count(2), default=21, help="grid points per quantity (default 21)")
-    ls.add_argument("--batch", type=_count(1), default=16, help="grid points evaluated together (default 16)")
-
-
-def _fail(message: str) -> int:
-    from gradsim_jax.cli_common import fail
-
-    return fail(message)
+    ls.add_argument("--span", type=fraction, default=0.5, help="relative half-width of the grid (default 0.5)")
+    ls.add_argument("--points", type=count(2), default=21, help="grid points per quantity (default 21)")
+    ls.add_argument("--batch", type=count(1), default=16, help="grid points evaluated together (default 16)")
 
 
 def _load(args, perturb):
     """(problem, None) or (None, exit status) after the loader and the preflight."""
-    from gradsim_jax.cli_common import preflight as _preflight
     from gradsim_jax.diagnostics.scene import load_problem
     from gradsim_jax.scenefile import SceneFileError
     from gradsim_jax.sysid import ensure_writable_folder
@@ -133,10 +101,10 @@ def _load(args, perturb):
         problem = load_problem(args.scene, target=args.target, mask=args.mask, key_color=args.key_color,
                                perturb=perturb, seed=getattr(args, "seed", 0))
     except (SceneFileError, ValueError, FileNotFoundError) as e:
-        return None, _fail(str(e))
+        return None, fail(str(e))
     print(f"{args.command} {problem.path}: {', '.join(problem.free)}; {len(problem.loss_frames)} loss frames at "
           f"{problem.target.shape[2]} x {problem.target.shape[1]} px ({'; '.join(problem.notes)})")
-    status = _preflight(problem.experiment, args)
+    status = preflight(problem.experiment, args)
     return (None, status) if status is not None else (problem, None)
 
 
@@ -164,7 +132,7 @@ def cmd_horizon(args) -> int:
     import numpy as np
 
     from gradsim_jax.diagnostics.horizon import gradient_horizon
-    from gradsim_jax.fit.windowed import window_length_for
+    from gradsim_jax.fit.windows import window_length_for
 
     problem, status = _load(args, args.perturb)
     if problem is None:
@@ -177,7 +145,7 @@ def cmd_horizon(args) -> int:
                                   horizon_losses_forward=lambda p: problem.horizon_losses(p, dense=True),
                                   progress=True)
     except ValueError as e:
-        return _fail(str(e))
+        return fail(str(e))
     print(result.table())
     exp = problem.experiment
     window = None
@@ -203,15 +171,15 @@ def cmd_landscape(args) -> int:
     try:
         vary = tuple(dict.fromkeys(canonical(n) for n in args.vary.split(",") if n.strip()))
     except ValueError as e:
-        return _fail(f"--vary: {e}")
+        return fail(f"--vary: {e}")
     if len(vary) not in (1, 2):
-        return _fail(f"--vary names one or two quantities, got {len(vary)}")
+        return fail(f"--vary names one or two quantities, got {len(vary)}")
     problem, status = _load(args, None)
     if problem is None:
         return status
     missing = [n for n in vary if n not in problem.theta or np.ndim(problem.theta[n]) != 0]
     if missing:
-        return _fail(f"--vary {', '.join(missing)}: not a scalar quantity of this scene")
+        return fail(f"--vary {', '.join(missing)}: not a scalar quantity of this scene")
     started = time.perf_counter()
     offsets = relative_grid(args.span, args.points)
     grid = {n: float(problem.theta[n]) * (1.0 + offsets) for n in vary}
@@ -228,7 +196,7 @@ def cmd_landscape(args) -> int:
               "loss): too light or too stiff for the time step there; more [simulation] substeps, or a smaller --span")
     best = result.minimum()
     if best is None:
-        return _fail("the loss is not finite anywhere on the grid")
+        return fail("the loss is not finite anywhere on the grid")
     print("least loss on the grid: " + ", ".join(f"{n} = {best[n]:.6g}" for n in vary)
           + f" (loss {best['loss']:.4e}); centre " + ", ".join(f"{n} = {result.centre[n]:.6g}" for n in vary))
     print(f"written {out / 'landscape.json'}, {out / 'landscape.png'}")

@@ -7,7 +7,7 @@ import pytest
 from jax.test_util import check_grads
 
 from gradsim_jax.diagnostics.precision import cast_floats
-from gradsim_jax.fit.windowed import (START_V, START_X, Windows, fit_windowed, window_length_for, window_states,
+from gradsim_jax.sysid.windowed import (START_V, START_X, Windows, fit_windowed, window_length_for, window_states,
                                       windowed_loss, windowed_terms)
 from gradsim_jax.scenes import gradsim_demo_cloth
 from gradsim_jax.scenes.demos import finish_experiment

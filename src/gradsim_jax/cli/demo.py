@@ -1,0 +1,325 @@
+"""`gradsim-jax demo NAME`: the built-in demos (cloth, cloth-control, rigid-*, fem-*, control-*). Each renders
+its own target from known values, fits from a perturbed start (or trains a policy) and writes the videos,
+plots and report.json to OUT; the scenes and their settings come from `gradsim_jax.scenes.catalog`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gradsim_jax.cli.args import (count, fail, fit_flags, force_flag, positive, preflight, progress_flags,
+                                  rewrite_report)
+from gradsim_jax.scenes.catalog import (CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS, FEM_MATERIAL_ESTIMATES, RIGID_DEMOS,
+                                       RIGID_MATERIAL_ESTIMATES, demo_experiment, fem_demo_experiment,
+                                       rigid_demo_experiment)
+
+
+def add_parser(sub) -> None:
+    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers."""
+    demo = sub.add_parser("demo", help="built-in demos")
+    demos = demo.add_subparsers(dest="demo", metavar="DEMO")
+    cloth = demos.add_parser(
+        "cloth", help="recover cloth parameters from a rendered video",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Render a target video of a cloth from true parameters, start from perturbed ones, fit "
+                    "them back through simulation and rendering, and write target/initial/fitted GIFs, "
+                    "comparison.mp4, loss.png, params.png and report.json to OUT.\n\n"
+                    "Scenes: velocity -> a cloth tossed with a spinning velocity field (gradSim's cloth demo, "
+                    "every particle's initial velocity estimated); friction -> a cloth landing and sliding on "
+                    "the ground; anything else -> a cloth pinned along one edge swinging down, with a known "
+                    "push on its free edge during the first frames (that push is what separates mass from "
+                    "stiffness and damping).")
+    cloth.add_argument("--estimate", default="mass,stiffness,damping",
+                       help=f"comma-separated quantities: {', '.join(DEMO_ESTIMATES)} "
+                            "(default mass,stiffness,damping)")
+    cloth.add_argument("--size", type=count(1), default=48, help="image size in pixels (default 48)")
+    cloth.add_argument("--frames", type=count(1), default=30, help="frames to simulate (default 30)")
+    cloth.add_argument("--cells", type=count(1), default=None, help="cloth cells per side (default: scene's own)")
+    cloth.add_argument("--perturb", type=float, nargs=2, default=(0.3, 0.5), metavar=("LOW", "HIGH"),
+                       help="relative offset of the initial guess from the truth (default 0.3 0.5)")
+    cloth.add_argument("--no-push", action="store_true",
+                       help="drop the known push (then mass is not separable from stiffness and damping)")
+    cloth.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation")
+    cloth.add_argument("--out", default="runs/cloth", help="output folder (default runs/cloth)")
+    fit_flags(cloth, polish=None)
+    progress_flags(cloth)
+    force_flag(cloth)
+
+    ctrl = demos.add_parser(
+        "cloth-control", help="find the initial velocity that makes a cloth land where a target image shows",
+        description="gradSim's control_cloth: optimize one initial velocity (a 3-vector) so that the last "
+                    "rendered frame matches a target image rendered with a hidden velocity; reports the final "
+                    "position error. Writes the same outputs as `demo cloth` to OUT.")
+    ctrl.add_argument("--size", type=count(1), default=48, help="image size in pixels (default 48)")
+    ctrl.add_argument("--frames", type=count(1), default=30, help="frames to simulate (default 30)")
+    ctrl.add_argument("--iterations", type=count(0), default=150, help="Adam iterations (default 150)")
+    ctrl.add_argument("--learning-rate", type=positive, default=0.15,
+                      help="Adam learning rate, m/s (default 0.15)")
+    ctrl.add_argument("--seed", type=int, default=0, help="seed of the hidden target velocity")
+    ctrl.add_argument("--out", default="runs/cloth-control", help="output folder (default runs/cloth-control)")
+    progress_flags(ctrl)
+    force_flag(ctrl)
+
+    _table_demo_parsers(demos, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES)
+
+    shape = demos.add_parser(
+        "rigid-shape", help="recover a rigid body's shape from a rendered video",
+        description="Fit per-vertex offsets of a rigid body's hull to a video of the true shape moving.")
+    shape.add_argument("--size", type=count(1), default=64, help="image size in pixels (default 64)")
+    shape.add_argument("--frames", type=count(1), default=None, help="frames to simulate (default: scene's own)")
+    shape.add_argument("--iterations", type=count(0), default=None, metavar="N",
+                       help="Adam iterations (default: the demo's own)")
+    shape.add_argument("--smoothness", type=float, default=None,
+                       help="weight of the shape smoothness prior (default: the demo's own)")
+    shape.add_argument("--seed", type=int, default=0, help="seed of the initial guess")
+    shape.add_argument("--out", default="runs/rigid-shape", help="output folder (default runs/rigid-shape)")
+    progress_flags(shape)
+    force_flag(shape)
+
+    _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
+
+    for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
+        p = demos.add_parser(name, help=summary, description=summary + ". Trains an explicit policy (tanh of "
+                             "phase sinusoids) by gradient descent through simulation and rendering against a "
+                             "target image, scores random policies, and writes untrained.gif, trained.gif, "
+                             "comparison.mp4, target.png, loss.png, report.json and a resumable checkpoint "
+                             "(policy + optimizer state) to OUT.")
+        p.add_argument("--size", type=count(8), default=64, help="image size in pixels (default 64)")
+        p.add_argument("--frames", type=count(1), default=None, help=f"frames to simulate (default {frames})")
+        p.add_argument("--iterations", type=count(0), default=None, metavar="N",
+                       help=f"Adam iterations (default {iterations})")
+        p.add_argument("--learning-rate", type=positive, default=None, metavar="LR",
+                       help="Adam learning rate, cosine-decayed (default: the demo's own)")
+        p.add_argument("--random-policies", type=count(1), default=16, metavar="N",
+                       help="random policies of the baseline (default 16)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the initial policy (the baseline uses seed + 1)")
+        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+        progress_flags(p)
+        force_flag(p)
+
+
+
+def _table_demo_parsers(demos, table: dict, estimates) -> None:
+    """One `demo NAME` parser per entry of a demo table (RIGID_DEMOS, FEM_DEMOS): (help, description, default
+    --estimate or None for a fixed quantity, fit defaults)."""
+    for name, (summary, text, estimate, fit_defaults) in table.items():
+        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
+                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
+        if estimate is not None:
+            p.add_argument("--estimate", default=estimate,
+                           help=f"comma-separated quantities: {', '.join(estimates)} (default {estimate})")
+        p.add_argument("--size", type=count(1), default=64, help="image size in pixels (default 64)")
+        p.add_argument("--frames", type=count(1), default=None, help="frames to simulate (default: scene's own)")
+        p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
+                       help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
+        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+        fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
+        if "density_first" in fit_defaults:
+            first = fit_defaults["density_first"]
+            p.add_argument("--density-first", type=count(0), default=first, metavar="N",
+                           help=f"first fit a density field (log-linear across the body; mass = density x "
+                                f"lumped volume) in N Adam iterations (learning rate 0.1), then every mass from "
+                                f"there at --learning-rate (default {first} and {fit_defaults['learning_rate']}; "
+                                f"0: per-particle masses from the start)")
+        progress_flags(p)
+        force_flag(p)
+
+
+def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_iterations=None, density_first=0):
+    from gradsim_jax.sysid import FitConfig
+
+    return FitConfig(
+        free=tuple(free),
+        iterations=args.iterations if args.iterations is not None else iterations,
+        learning_rate=args.learning_rate if args.learning_rate is not None else learning_rate,
+        loss=args.loss or "rgba",  # the demos render their own targets, alpha included
+        frame_stride=args.frame_stride if args.frame_stride is not None else 1,
+        polish=args.polish if args.polish is not None else polish,
+        rounds=args.rounds if getattr(args, "rounds", None) is not None else rounds,
+        round_iterations=(args.round_iterations if getattr(args, "round_iterations", None) is not None
+                          else round_iterations),
+        horizon=args.horizon,
+        window=getattr(args, "window", None),
+        density_first=(args.density_first if getattr(args, "density_first", None) is not None else density_first),
+        checkpoint_dir=str(Path(args.out) / "checkpoint"),
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        resume_anyway=args.resume_anyway,
+        progress=not args.no_progress,
+    )
+
+
+def _estimates(args, default=None):
+    """The canonical names of --estimate (or `default` for a demo without one); ValueError names the bad one."""
+    from gradsim_jax import sysid
+
+    text = getattr(args, "estimate", None) or default
+    free = tuple(dict.fromkeys(sysid.canonical(n) for n in text.split(",") if n.strip()))
+    if not free:
+        raise ValueError("--estimate names no quantity")
+    return free
+
+
+def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polish, horizon=None,
+              extra=None, rounds=1, round_iterations=None, density_first=0) -> int:
+    """One synthetic system-identification demo: check OUT, build the experiment (`build()`, ValueError is a
+    usage error), render the target from its theta, perturb the free quantities by --perturb, fit, write
+    every output and the total time."""
+    from gradsim_jax import sysid
+
+    try:
+        sysid.ensure_writable_folder(args.out)
+    except ValueError as e:
+        return fail(f"--out: {e}")
+    started = time.perf_counter()
+    try:
+        exp = build()
+    except ValueError as e:
+        return fail(str(e))
+    print(f"demo {label}: estimating {', '.join(free)} ({exp.camera.height} px, {exp.frames} frames)")
+    truth = dict(exp.theta)
+    config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish, rounds=rounds,
+                     round_iterations=round_iterations, density_first=density_first)
+    if args.horizon is None and config.window is None:  # a demo's own growing horizon, unless windowed
+        config.horizon = horizon
+    status = preflight(exp, args, config)
+    if status is not None:
+        return status
+    _, target = sysid.simulate_video(exp, truth)
+    low, high = args.perturb
+    initial = sysid.perturbed(truth, free, seed=args.seed, low=low, high=high, free_particles=exp.free_particles)
+    report = sysid.run(exp, target, initial, config, args.out, truth=truth,
+                       extra={"command": f"demo {label}", "seed": args.seed, **(extra or {})})
+    total = time.perf_counter() - started
+    report["total_wall_time_s"] = total
+    rewrite_report(report)
+    print(f"total time {total:.1f} s")
+    return 0
+
+
+def cmd_demo_cloth(args) -> int:
+    try:
+        free = _estimates(args)
+    except ValueError as e:
+        return fail(str(e))
+    velocity = "velocity" in free
+    return _run_demo(args, "cloth", free,
+                     lambda: demo_experiment(free, size=args.size, frames=args.frames, cells=args.cells,
+                                             push=not args.no_push),
+                     iterations=30 if velocity else 60, learning_rate=0.05, polish=10 if velocity else 15,
+                     extra={"push": not args.no_push})
+
+
+def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment) -> int:
+    """A demo of a table (RIGID_DEMOS, FEM_DEMOS): --estimate (or `default_estimate`), the table's fit
+    defaults, the scene from `experiment(demo, free, size=, frames=)`."""
+    try:
+        free = _estimates(args, default_estimate)
+    except ValueError as e:
+        return fail(str(e))
+    return _run_demo(args, args.demo, free,
+                     lambda: experiment(args.demo, free, size=args.size, frames=args.frames), **defaults)
+
+
+def cmd_demo_rigid(args) -> int:
+    _, _, estimate, defaults = RIGID_DEMOS[args.demo]
+    fixed = {"rigid-mass": "body_mass", "rigid-restitution": "restitution"}
+    return _cmd_table_demo(args, fixed.get(args.demo, estimate), defaults, rigid_demo_experiment)
+
+
+def cmd_demo_fem(args) -> int:
+    _, _, estimate, defaults = FEM_DEMOS[args.demo]
+    return _cmd_table_demo(args, estimate if estimate is not None else "particle_mass", defaults,
+                           fem_demo_experiment)
+
+
+def cmd_demo_rigid_shape(args) -> int:
+    # Imported here: the CLI works without that module, and a missing one is a message, not a traceback.
+    try:
+        from gradsim_jax.scenes.rigid_shape import run_demo
+    except ModuleNotFoundError as e:
+        if e.name != "gradsim_jax.scenes.rigid_shape":
+            raise
+        return fail("demo rigid-shape is not available: this installation has no gradsim_jax.scenes.rigid_shape")
+    return run_demo(args)
+
+
+def cmd_demo_control(args) -> int:
+    import numpy as np
+
+    from gradsim_jax import sysid
+    from gradsim_jax.scenes import demos
+
+    try:
+        sysid.ensure_writable_folder(args.out)
+    except ValueError as e:
+        return fail(f"--out: {e}")
+    started = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    v_true = np.asarray([rng.uniform(0.8, 1.6), rng.uniform(1.0, 2.0), rng.uniform(-0.6, 0.6)], np.float32)
+    v_guess = np.zeros(3, np.float32)
+    exp = demos.control_cloth(v_true, v_guess, size=args.size, frames=args.frames)
+    status = preflight(exp, args, sysid.FitConfig(free=("velocity",), iterations=args.iterations, polish=0,
+                                                   report=False))
+    if status is not None:
+        return status
+    _, target = sysid.simulate_video(exp, {})
+    _, initial_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_guess, np.shape(exp.state0.particles.x))})
+    print(f"demo cloth-control: find the initial velocity that lands the cloth where the last frame shows "
+          f"({args.size} px, {args.frames} frames)")
+    v_est, result = sysid.fit_control(exp, target[-1], v_guess, iterations=args.iterations,
+                                      learning_rate=args.learning_rate,
+                                      checkpoint_dir=str(Path(args.out) / "checkpoint"),
+                                      checkpoint_every=args.checkpoint_every, resume=args.resume,
+                                      resume_anyway=args.resume_anyway, progress=not args.no_progress)
+    _, fitted_video = sysid.simulate_video(exp, {"velocity": np.broadcast_to(v_est, np.shape(exp.state0.particles.x))})
+    errors = sysid.final_position_error(exp, v_est, v_true)
+    history = {"iteration": result.history["iteration"], "loss": result.history["loss"],
+               "params": {"velocity": [np.asarray(v) for v in result.history["params"]["v"]]}}
+    res = sysid.SysIdResult(theta={"velocity": v_est}, history=history, report=None, wall_time=result.wall_time,
+                            adam_iterations=result.iterations, lm_iterations=0, loss=result.loss)
+    report = {
+        "experiment": "cloth-control", "true_velocity": v_true.tolist(), "initial_velocity": v_guess.tolist(),
+        "estimated_velocity": v_est.tolist(),
+        "velocity_relative_error": float(np.linalg.norm(v_est - v_true) / np.linalg.norm(v_true)),
+        "final_position_error": errors, "iterations": result.iterations, "final_loss": result.loss,
+        "wall_time_s": result.wall_time, "versions": sysid._versions(),
+    }
+    out = Path(args.out)
+    paths = sysid.write_outputs(out, exp, target=target, initial_video=initial_video, fitted_video=fitted_video,
+                                report=report, result=res, truth=None)
+    report["outputs"] = paths
+    report["total_wall_time_s"] = time.perf_counter() - started
+    sysid.write_report(paths["report"], report)
+    print(f"  true velocity      {np.round(v_true, 4).tolist()} m/s")
+    print(f"  estimated velocity {np.round(v_est, 4).tolist()} m/s")
+    print(f"  final position error: mean {errors['mean_particle_error_m'] * 1000:.2f} mm per particle, "
+          f"center {errors['center_error_m'] * 1000:.2f} mm (the cloth travels {errors['travel_m']:.3f} m)")
+    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    return 0
+
+
+def cmd_demo_policy(args) -> int:
+    """`demo control-fem | control-cloth | control-walker | control-jellyfish` (`scenes.control.run_demo`)."""
+    from gradsim_jax.scenes.control import run_demo
+
+    return run_demo(args)
+
+
+def run(args) -> int:
+    """Run the demo `args.demo`; usage (exit 2) when none is named."""
+    if args.demo == "cloth":
+        return cmd_demo_cloth(args)
+    if args.demo == "cloth-control":
+        return cmd_demo_control(args)
+    if args.demo in RIGID_DEMOS:
+        return cmd_demo_rigid(args)
+    if args.demo == "rigid-shape":
+        return cmd_demo_rigid_shape(args)
+    if args.demo in FEM_DEMOS:
+        return cmd_demo_fem(args)
+    if args.demo in CONTROL_DEMOS:
+        return cmd_demo_policy(args)
+    return None

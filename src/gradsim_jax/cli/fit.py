@@ -1,0 +1,149 @@
+"""`gradsim-jax fit SCENE.toml --target VIDEO`: one trip down the layers. The arguments, the scene file read as
+plain data and the target loaded (`scenefile.load_fit_job`: parse, then build the scene, camera and
+experiment), the preflight, then the fit and its report (`sysid.run`), or N random restarts first
+(`sysid.restarts`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gradsim_jax.cli.args import (blur_mode, fail, fit_flags, force_flag, parse_clip, preflight, progress_flags,
+                                  restart_flags, rewrite_report)
+
+
+def add_parser(sub) -> None:
+    """`fit` on `gradsim-jax`'s subparsers."""
+    from gradsim_jax.scenefile import help_text
+
+    fit = sub.add_parser("fit", help="fit a scene file to a target video",
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         description="Fit the quantities listed in the scene file's [fit] free to a target "
+                                     "video. Writes target/initial/fitted GIFs, comparison.mp4, loss.png, "
+                                     "params.png and report.json to OUT.",
+                         epilog=help_text())
+    fit.add_argument("scene", help="scene file (TOML)")
+    fit.add_argument("--target", default=None, help="target video (.mp4, .gif, or a folder of PNGs)")
+    fit.add_argument("--mask", default=None, help="alpha mask video or folder")
+    fit.add_argument("--key-color", type=float, nargs=3, default=None, metavar=("R", "G", "B"),
+                     help="background color of the target in [0, 1]: alpha from the distance to it")
+    fit.add_argument("--true", action="store_true",
+                     help="the target was rendered from [material]: report errors against those values")
+    fit.add_argument("--out", default="runs/fit", help="output folder (default runs/fit)")
+    fit.add_argument("--blur", type=blur_mode, default=None, metavar="MODE",
+                     help="a Gaussian blur of the rendered frames, for a target whose edges are softer than the "
+                          "render's (a lens, another renderer): auto (fitted when they measure blurrier at the "
+                          "start), fit, off, or a fixed width in pixels (default: [fit] blur, else auto; off with "
+                          "--true)")
+    fit.add_argument("--edge-model", choices=("auto", "fixed"), default=None,
+                     help="auto: when the loss left lies on the outlines, try the other [render] coverage (box or "
+                          "softras) at the estimate and continue with it if it explains the video better (default: "
+                          "[fit] edge_model, else auto; fixed with --true)")
+    fit_flags(fit)
+    fit.add_argument("--clip", type=parse_clip, default=None, metavar="Q=C[,Q=C]",
+                     help="clip each named quantity's Adam gradient to norm C, e.g. mass=1.0 (the report records the "
+                          "norms per iteration before clipping)")
+    progress_flags(fit)
+    force_flag(fit)
+    restart_flags(fit)
+
+
+
+def run(args) -> int:
+    """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`)."""
+    from gradsim_jax import sysid
+    from gradsim_jax.scenefile import SceneFileError, load_fit_job
+
+    try:
+        _start_distributed(args)
+    except (ValueError, RuntimeError) as e:
+        return fail(str(e))
+    try:
+        if args.restarts > 1 and args.resume:
+            raise ValueError("--resume continues a single fit; with --restarts the starts are fitted again (leave "
+                             "out --resume, or --restarts)")
+        try:
+            sysid.ensure_writable_folder(args.out)
+        except ValueError as e:
+            raise ValueError(f"--out: {e}") from None
+        job = load_fit_job(
+            args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
+            iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, rounds=args.rounds,
+            round_iterations=args.round_iterations, loss=args.loss,
+            frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None), clip=args.clip,
+            checkpoint_dir=str(Path(args.out) / "checkpoint"),
+            checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
+            progress=not args.no_progress, blur=args.blur, edge_model=args.edge_model)
+    except (SceneFileError, ValueError, FileNotFoundError) as e:
+        return fail(str(e))
+    frames, config = job.frames, job.config
+    print(f"fit {job.spec.path}: estimating {', '.join(config.free)} from {frames.shape[0]} frames "
+          f"at {frames.shape[2]} x {frames.shape[1]} px ({'; '.join(job.notes)})")
+    for warning in job.warnings:
+        print(f"WARNING: {warning}")
+    status = preflight(job.experiment, args, config)
+    if status is not None:
+        return status
+    started = time.perf_counter()
+    initial, extra = job.initial, job.extra
+    if args.restarts > 1:
+        try:
+            initial, extra = _restarts(args, job)
+        except ValueError as e:
+            return fail(str(e))
+        if initial is None:  # not process 0 of a multi-host job: process 0 writes the outputs
+            return 0
+    report = sysid.run(job.experiment, frames, initial, config, args.out, truth=job.truth, extra=extra)
+    report["total_wall_time_s"] = time.perf_counter() - started
+    rewrite_report(report)
+    return 0
+
+
+def _start_distributed(args) -> None:
+    """Join a multi-host job when asked (--coordinator/--num-processes/--process-id or --distributed): before
+    anything touches a device."""
+    given = (args.coordinator, args.num_processes, args.process_id)
+    if not args.distributed and all(v is None for v in given):
+        return
+    if args.distributed and any(v is not None for v in given):
+        raise ValueError("--distributed reads the job from the environment: leave out --coordinator, "
+                         "--num-processes and --process-id (or --distributed)")
+    if args.restarts < 2:
+        raise ValueError("several processes share the work of --restarts N (N >= 2); a single fit runs in one")
+    from gradsim_jax.parallel import initialize_distributed
+
+    info = initialize_distributed(args.coordinator, args.num_processes, args.process_id)
+    print(f"process {info['process_index']} of {info['process_count']}: {info['local_devices']} local of "
+          f"{info['devices']} devices")
+
+
+def _restarts(args, job):
+    """--restarts N: fit N starts at once (over every device of every process), print the table and return
+    (the best start, the report's extra entries with the restarts' summary); (None, None) on a process other
+    than 0 of a multi-host job."""
+    import jax
+
+    from gradsim_jax.parallel import batch_mesh
+    from gradsim_jax.sysid.restarts import fit_restarts, table_lines
+
+    mesh = batch_mesh() if jax.devicecount() > 1 else None
+    devices = f" over {jax.devicecount()} devices" if mesh is not None else ""
+    print(f"restarts: {args.restarts} starts within a factor {args.restart_spread:g} of [initial] (seed "
+          f"{args.seed}){devices}")
+    result = fit_restarts(job.experiment, job.frames, job.initial, job.config, restarts=args.restarts,
+                          spread=args.restart_spread, key=jax.random.key(args.seed), mode=args.batch_mode, mesh=mesh)
+    for line in table_lines(result, job.truth):
+        print(line)
+    best = result.best
+    if best is None:
+        raise ValueError(f"all {args.restarts} starts diverged: try a smaller --restart-spread or learning rate")
+    if jax.process_index() != 0:
+        print(f"process {jax.process_index()}: done; process 0 refits start {best} and writes the outputs")
+        return None, None
+    summary = result.summary(job.truth)
+    summary.update(spread_factor=args.restart_spread, seed=args.seed)
+    print(f"refitting start {best} (the lowest final loss, {result.fit.loss[best]:.4e}) through the whole pipeline")
+    initial = dict(job.initial)
+    initial.update({n: v for n, v in result.start(best).items()})
+    return initial, {**job.extra, "restarts": summary}

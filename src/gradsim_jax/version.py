@@ -1,0 +1,3 @@
+"""The package version (also in pyproject.toml)."""
+
+__version__ = "0.1.0"

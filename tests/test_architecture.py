@@ -1,0 +1,172 @@
+"""The package's layers go one way (docs/architecture.md): every import of a gradsim_jax module goes down a
+layer or stays inside its own package; none goes up or sideways, and no modules import each other round a
+circle. The imports are read with `ast` (nothing is imported), including those inside functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "gradsim_jax"
+
+#: Layer of each part of the package, lowest first; a part imports only parts of lower layers (and itself).
+#: "base" is the shared helpers that know nothing of physics (types, math, compilation options, files,
+#: devices, the version); "api" is the package's own namespace, which re-exports for users only.
+LAYERS = {
+    "base": 0,
+    "physics": 1,
+    "geometry": 2, "render": 2,
+    "fit": 3,
+    "sysid": 4, "control": 4,
+    "diagnostics": 5,
+    "scenes": 6, "scenefile": 6,
+    "cli": 7,
+    "api": 8,
+}
+BASE = {"typing", "mathutil", "vectors", "compilation", "files", "parallel", "version"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in (SRC / PACKAGE).rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def part(module: str) -> str:
+    """The layer part of a module: its subpackage, "base" or "api"."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "api"
+    return "base" if parts[1] in BASE else parts[1]
+
+
+def imports(name: str, path: Path, known: dict) -> dict[str, int]:
+    """{imported gradsim_jax module: line} of one module (`from a import b` is an import of a.b when that is
+    a module); imports under `if TYPE_CHECKING:` do not run and are left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in known and a.name != name:
+                    out.setdefault(a.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for a in node.names:
+                target = f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                if target in known and target != name:
+                    out.setdefault(target, node.lineno)
+    return out
+
+
+def graph() -> dict[str, dict[str, int]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def circles(g: dict) -> list[list[str]]:
+    """Strongly connected groups of two or more modules (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], 0
+    for root in g:
+        if root in index:
+            continue
+        work = [(root, iter(g[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(g[w])))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    group = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        group.append(w)
+                        if w == v:
+                            break
+                    if len(group) > 1:
+                        out.append(sorted(group))
+    return out
+
+
+def test_every_module_has_a_layer():
+    unknown = sorted({part(m) for m in modules()} - set(LAYERS))
+    assert not unknown, f"parts without a layer (add them to LAYERS and docs/architecture.md): {unknown}"
+
+
+def test_imports_go_down():
+    wrong = []
+    for name, deps in graph().items():
+        mine = part(name)
+        for dep, line in deps.items():
+            theirs = part(dep)
+            if theirs != mine and LAYERS[theirs] >= LAYERS[mine]:
+                how = "sideways" if LAYERS[theirs] == LAYERS[mine] else "up"
+                wrong.append(f"{name}:{line} imports {dep} ({how}: {mine} {LAYERS[mine]} -> {theirs} "
+                             f"{LAYERS[theirs]})")
+    assert not wrong, "imports that do not go down a layer:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_circles():
+    found = circles(graph())
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_checks_can_fail():
+    """The readers see a circle and an upward import when there is one."""
+    assert circles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+    g = graph()
+    assert "gradsim_jax.physics.types" in g["gradsim_jax.physics"]  # from-imports of submodules are read
+    assert part("gradsim_jax.cli.fit") == "cli" and part("gradsim_jax.typing") == "base"
+    assert part("gradsim_jax") == "api"
+
+
+@pytest.mark.parametrize("limit", [500])
+def test_rooms_of_one_job(limit):
+    """No module over ~500 lines unless it is one algorithm (those are listed, with why)."""
+    one_algorithm = {
+        # the tiled rasterizer: binning, per-tile depth sort, coverage and compositing
+        "gradsim_jax.render.rasterize": 850,
+        # host-side mesh and tet builders of the primitives (box, sphere, cylinder, capsule, cone)
+        "gradsim_jax.geometry.tets": 700,
+        "gradsim_jax.geometry.scene": 700,
+        "gradsim_jax.render.video": 700,
+    }
+    big = []
+    for name, path in modules().items():
+        n = len(path.read_text().splitlines())
+        if n > one_algorithm.get(name, limit):
+            big.append(f"{name}: {n} lines")
+    assert not big, "modules over their size:\n" + "\n".join(big)
