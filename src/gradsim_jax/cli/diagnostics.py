@@ -89,7 +89,7 @@ def add_parser(sub) -> None:
 
 def _load(args, perturb):
     """(problem, None) or (None, exit status) after the loader and the preflight."""
-    from gradsim_jax.diagnostics.scene import load_problem
+    from gradsim_jax.scenefile import load_problem
     from gradsim_jax.scenefile import SceneFileError
     from gradsim_jax.sysid import ensure_writable_folder
 

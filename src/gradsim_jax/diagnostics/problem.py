@@ -1,0 +1,68 @@
+"""A fit problem as plain loss functions of a parameter dict, for the diagnostics (`SceneProblem`; a scene
+file makes one with `scenefile.problem.load_problem`, the same path `gradsim-jax fit` takes).
+
+The parameters are the system-identification theta ({canonical quantity: value}) plus the experiment's
+arrays and the target under `sysid._with_data`'s entry, so that casting the parameter tree to float64 casts
+the whole scene and its target with it (`diagnostics.precision`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.sysid import Experiment, _split_data, _with_data, frames_for, image_loss, make_loss, vertices
+
+Array = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SceneProblem:
+    """experiment; target [frames + 1, H, W, 4]; free (canonical names); theta (the point to examine, the
+    experiment's dtype); truth (None unless the target was rendered from [material]); kind (image loss);
+    frame_stride; notes (what was done, for the console and the JSON)."""
+
+    experiment: Experiment
+    target: np.ndarray
+    free: tuple
+    theta: dict
+    truth: Optional[dict]
+    kind: str
+    frame_stride: int
+    notes: tuple
+    path: str
+
+    @property
+    def params(self) -> dict:
+        """theta with the experiment's arrays and the target as data (fixed, cast along with theta)."""
+        return _with_data(self.theta, self.experiment, jnp.asarray(self.target))
+
+    @property
+    def loss_frames(self) -> np.ndarray:
+        """The frames (indices of the video) the loss compares, in order."""
+        return np.arange(1, self.experiment.frames + 1, self.frame_stride)
+
+    def loss(self, params: dict) -> Array:
+        """The fit's image loss (tiled renderer, as `gradsim-jax fit` minimizes it)."""
+        theta, e, tgt = _split_data(self.experiment, params)
+        return make_loss(e, tgt, self.kind, self.frame_stride)(theta)
+
+    def frame_losses(self, params: dict, dense: bool = False) -> Array:
+        """[K] image loss of each loss frame; `dense`: through the reference renderer (forward mode)."""
+        theta, e, tgt = _split_data(self.experiment, params)
+        idx = self.loss_frames
+        pred = frames_for(e, vertices(e, theta)[idx], theta, dense=dense)
+        return jax.vmap(lambda p, t: image_loss(self.kind, p[None], t[None]))(pred, tgt[idx])
+
+    def loss_dense(self, params: dict) -> Array:
+        """The fit's loss through the dense reference renderer (has forward-mode derivatives)."""
+        return jnp.mean(self.frame_losses(params, dense=True))
+
+    def horizon_losses(self, params: dict, dense: bool = False) -> Array:
+        """[K] the fit's loss over the first k loss frames, k = 1..K (the mean of their frame losses)."""
+        per_frame = self.frame_losses(params, dense)
+        return jnp.cumsum(per_frame) / jnp.arange(1, per_frame.shape[0] + 1, dtype=per_frame.dtype)

@@ -1,0 +1,127 @@
+"""The builder of a parsed scene file: the section readers' pieces combined and built into device trees
+(`Scene.build`: Topology, Params, State), the [material] quantities set, the checks of [fit] free
+against the built scene, and the `Experiment` (time grid, camera, colours, render settings)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.geometry.scene import combine
+from gradsim_jax.physics import SemiImplicitEuler, get_path
+from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
+from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_body
+from gradsim_jax.scenefile.cloth import read_cloth
+from gradsim_jax.scenefile.quantities import material_quantities
+from gradsim_jax.scenefile.render import read_look
+from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
+
+
+def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
+    """Build the Experiment; `frames` (from the target) is used unless [simulation] frames is set.
+
+    native_size: (height, width) of the target's frames (what the intrinsics refer to by default).
+    background_image: [H, W, 3] picture behind the scene at the render size (`background_image()`).
+    """
+    v, path = spec.values, spec.path
+    sc, mat = v["scene"], v["material"]
+    bodies = read_bodies(spec)
+    cloth = sc["grid"] is not None or sc["mesh"] is not None
+    if sc["grid"] is not None and sc["mesh"] is not None:
+        raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
+    if not cloth and not v["body"] and not v["soft_body"]:
+        raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
+                             "[[body]] tables (rigid bodies) or [[soft_body]] tables")
+    if sc["rigid_contact"] is not None and sc["rigid_contact"] not in RIGID_CONTACTS:
+        raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
+                             f"{sc['rigid_contact']!r}")
+    ground = sc["ground"] if sc["ground"] is not None else bool(v["body"])
+    if v["body"] and sc["rigid_contact"] is not None and (sc["rigid_contact"] != "none") != ground:
+        raise SceneFileError(
+            f"{path}: [scene] rigid_contact = {sc['rigid_contact']!r} contradicts ground = "
+            f"{str(ground).lower()}{'' if sc['ground'] is not None else ' (the default with [[body]] tables)'}: "
+            "one ground governs every component; set ground = true with \"penalty\" or \"impulse\", or "
+            "ground = false with \"none\"")
+    pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(v["soft_body"])]
+    pieces += [bodies] if bodies is not None else []
+    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; then the rigid bodies
+    scene = add_body_pushes(spec, scene)
+    n = scene.num_particles
+    try:
+        topology, params, state0 = scene.build(
+            gravity=tuple(mat["gravity"]), ground=ground, ground_height=sc["ground_height"],
+            particle_radius=sc["particle_radius"],
+            contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
+            contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None,
+            rigid_contact=sc["rigid_contact"])
+    except ValueError as e:
+        raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
+    params, state0 = material_quantities(spec, topology, params, state0)
+    theta = default_theta(topology, params, state0)
+    check_free(spec, topology, params)
+    push = v["push"]
+    if push["particles"]:
+        idx = np.asarray(push["particles"], int)
+        if idx.min() < 0 or idx.max() >= n:
+            raise SceneFileError(f"{path}: [push] particles index out of range [0, {n})")
+        force = np.zeros((n, 3), np.float32)
+        force[idx] = push["force"]
+        theta["push"] = jnp.asarray(force)
+    return finish(spec, topology, params, state0, theta, frames, native_size, background_image)
+
+
+def check_free(spec, topology, params) -> None:
+    """[fit] free names quantities this scene has; a body quantity fitted as one value for every body
+    needs the bodies to share it."""
+    for name in spec.fit_config.free:
+        q = QUANTITIES[name]
+        if q.applies is not None and not q.applies(topology):
+            what = "no rigid body ([[body]])" if name.startswith(("body_", "restitution")) else f"no {name}"
+            raise SceneFileError(f"{spec.path}: [fit] free: {name} does not apply to this scene ({what})")
+        if name.startswith("body_") or name == "restitution":
+            values = np.asarray(get_path(params, q.field))
+            if values.size > 1 and not np.all(values == values[0]):
+                raise SceneFileError(f"{spec.path}: [fit] free: {name} is fitted as one value for every body, "
+                                     f"but the [[body]] tables give {values.tolist()}; make them equal")
+
+
+def finish(spec, topology, params, state0, theta, frames, native_size, background_image) -> Experiment:
+    """The Experiment of a built scene: time grid, camera, colours and render settings."""
+    v, path = spec.values, spec.path
+    push = v["push"]
+    sim, ren = v["simulation"], v["render"]
+    if sim["frames"] is not None:
+        if sim["frames"] < 1:
+            raise SceneFileError(f"{path}: [simulation] frames must be at least 1 (frames simulated after the "
+                                 f"initial state), got {sim['frames']}")
+        frames = sim["frames"]
+    elif frames is None:
+        raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
+    elif frames < 1:
+        raise SceneFileError(f"{path}: the target has {frames + 1} frame(s): a fit needs at least 2 (the initial "
+                             "state and one simulated frame)")
+    if sim["contact"] not in ("implicit", "explicit"):
+        raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim["contact"]!r}')
+    for section, key in (("simulation", "fps"), ("simulation", "substeps")):  # render size: in camera()
+        if not v[section][key] > 0:
+            raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
+    fps, push_frames = sim["fps"], push["frames"]
+    if push_frames < 0:
+        raise SceneFileError(f"{path}: [push] frames must be 0 or more (leading frames the push lasts), "
+                             f"got {push_frames}")
+    if push["particles"] and push_frames > frames:
+        raise SceneFileError(
+            f"{path}: [push] frames = {push_frames} ({push_frames / fps:.3g} s) is longer than the simulation: "
+            f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
+    faces, colors, lights, settings = read_look(spec, topology, params, state0)
+    camera = spec.camera(native_size)
+    return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
+                      colors=colors, lights=lights,
+                      background=jnp.asarray(ren["background"] if background_image is None else background_image,
+                                             jnp.float32),
+                      settings=settings, frames=int(frames),
+                      substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
+                      push_frames=push["frames"] if push["particles"] else 0, name=path.stem,
+                      integrator=SemiImplicitEuler(implicit_contact=sim["contact"] == "implicit"))

@@ -1,0 +1,120 @@
+"""The job of `gradsim-jax fit`, assembled: the scene file read, the target video loaded (at the render size,
+undistorted), the experiment built, the fit configuration with the command line's overrides, the
+initial guess and the truth (`load_fit_job` -> `FitJob`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from gradsim_jax.sysid import Experiment, FitConfig, check_config
+from gradsim_jax.scenefile.reader import SceneSpec, load_scene
+from gradsim_jax.scenefile.schema import SceneFileError
+
+
+@dataclasses.dataclass
+class FitJob:
+    """Everything `gradsim-jax fit` needs, built once from a scene file and the command line
+    (`load_fit_job`): the experiment, the target frames, the fit configuration, the initial guess, the
+    truth (None unless the target was rendered from [material]), what was done to the target (`notes`),
+    warnings to show, and what the report records about the inputs (`extra`)."""
+
+    spec: SceneSpec
+    experiment: Experiment
+    frames: np.ndarray
+    config: FitConfig
+    initial: dict
+    truth: Optional[dict]
+    notes: list
+    warnings: list
+    extra: dict
+
+
+def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None):
+    """The target video of `spec` (or `target`, `mask`, `key_color` given on the command line) at the render
+    size, undistorted when [camera] has distortion: (TargetVideo, undistort function or None)."""
+    from gradsim_jax.render.calibration import undistorter
+    from gradsim_jax.render.video import load_target
+
+    tv, ren = spec.values["target"], spec.values["render"]
+    video = target or (str(spec.resolve(tv["video"])) if tv["video"] else None)
+    if video is None:
+        raise SceneFileError(f"{spec.path}: no target video: pass --target or set [target] video")
+    mask = mask or (str(spec.resolve(tv["mask"])) if tv["mask"] else None)
+    key = key_color if key_color is not None else tv["key_color"]
+    cal = spec.calibration()
+    undistort = undistorter(cal) if cal is not None else None
+    frames = spec.values["simulation"]["frames"]
+    video_ = load_target(video, (ren["height"], ren["width"]), background=key, mask=mask,
+                         tolerance=tv["tolerance"], undistort=undistort,
+                         expected_frames=None if frames is None else frames + 1)
+    return video_, undistort
+
+
+def resolve_loss(requested, target) -> str:
+    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise."""
+    if requested in (None, "auto"):
+        return "rgba" if target.alpha_observed else "rgb"
+    if requested in ("rgba", "silhouette") and not target.alpha_observed:
+        raise ValueError(
+            f"the {requested} loss compares alpha, but the target has none (an RGB video: no alpha channel). "
+            "Supply it in one of three ways: --mask VIDEO (or [target] mask), a target with an alpha channel "
+            "(RGBA PNGs), or --key-color R G B (or [target] key_color) for a plain background; or use "
+            "--loss rgb")
+    return requested
+
+
+def background_warning(spec: SceneSpec, target, exp: Experiment) -> Optional[str]:
+    """A warning when the target's border does not look like the background the render composites over."""
+    if target.alpha_observed or spec.values["render"]["background_image"] is not None:
+        return None
+    frames = target.frames[..., :3]
+    border = np.concatenate([frames[:, 0], frames[:, -1], frames[:, :, 0], frames[:, :, -1]], axis=1)
+    seen = np.median(border.reshape(-1, 3), axis=0)
+    assumed = np.asarray(exp.background, np.float32).reshape(-1, 3).mean(axis=0)
+    if np.max(np.abs(seen - assumed)) <= 0.1:
+        return None
+    return (f"the target's border is about RGB {np.round(seen, 2).tolist()} but the render's background is "
+            f"{np.round(assumed, 2).tolist()}: set [render] background to the colour behind the scene, or "
+            "background_image to a picture of it (or \"median\")")
+
+
+def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: bool = False,
+                 **overrides) -> FitJob:
+    """Read the scene file, load and prepare the target video, build the experiment and the fit
+    configuration ([fit] with the command line's `overrides`: iterations, learning_rate, polish, rounds,
+    round_iterations, loss, frame_stride, horizon, window, checkpoint_dir, checkpoint_every, resume,
+    resume_anyway, progress; None keeps the scene's) and the initial guess. SceneFileError or ValueError on any problem, before anything compiles."""
+    from gradsim_jax.sysid import with_camera_pose
+
+    spec = load_scene(scene)
+    video_, undistort = load_target_video(spec, target=target, mask=mask, key_color=key_color)
+    background = spec.background_image(video_.frames, undistort)
+    exp = spec.experiment(frames=video_.frames.shape[0] - 1, native_size=video_.native_size,
+                          background_image=background)
+    base = spec.fit_config
+    given = {k: v for k, v in overrides.items() if v is not None}
+    loss = resolve_loss(given.pop("loss", None) or base.loss, video_)
+    # A recorded video's edges are measured against the render's (blur, edge model); a target rendered from
+    # [material] by this renderer (--true) has the render's own.
+    fit = spec.values["fit"]
+    edges = {"blur": "off" if true_values else "auto", "edge_model": "fixed" if true_values else "auto"}
+    edges = {k: v for k, v in edges.items() if fit[k] is None and k not in given}
+    config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **edges, **given)
+    check_config(config)  # combinations of settings (e.g. window with horizon), before anything compiles
+    notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]
+    if undistort is not None:
+        notes.append("frames undistorted with the [camera] distortion coefficients")
+    if background is not None:
+        notes.append(f"background image: {spec.values['render']['background_image']}")
+    warning = background_warning(spec, video_, exp)
+    extra = {"command": "fit", "scene": str(spec.path),
+             "target": {"path": str(target or spec.values["target"]["video"]), "alpha": video_.alpha_source,
+                        "native_size": list(video_.native_size), "undistorted": undistort is not None,
+                        "background_image": spec.values["render"]["background_image"]}}
+    return FitJob(spec=spec, experiment=exp, frames=np.asarray(video_.frames), config=config,
+                  initial=spec.initial_theta(exp),
+                  truth=dict(with_camera_pose(exp, exp.theta)) if true_values else None, notes=notes,
+                  warnings=[warning] if warning else [], extra=extra)

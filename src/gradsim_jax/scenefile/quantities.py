@@ -1,0 +1,90 @@
+"""[material] and [initial] values of the registry's quantities: checked (finite, positive in log space,
+inside a bounded range), shaped for the scene (`scene_value`), set in the built scene (`material_quantities`)
+and made the fit's start (`initial_theta`)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.fit.transforms import Bounded
+from gradsim_jax.physics import replace_paths
+from gradsim_jax.sysid import QUANTITIES, Experiment, canonical, with_camera_pose
+from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES, SceneFileError
+
+
+def check_quantity_value(where: str, key: str, value) -> np.ndarray:
+    """float64 array of a [material] or [initial] value of a quantity, checked: finite, positive for those fitted
+    in log space, strictly inside a bounded one's range (SceneFileError naming `where` and the key)."""
+    q = QUANTITIES[canonical(key)]
+    a = np.asarray(value, np.float64)
+    if q.transform == "log" and not np.all(np.isfinite(a) & (a > 0)):
+        raise SceneFileError(f"{where} {key} must be positive and finite ({q.doc}, {q.unit}; fitted in log space), "
+                             f"got {value}")
+    if not np.all(np.isfinite(a)):
+        raise SceneFileError(f"{where} {key} must be finite, got {value}")
+    if isinstance(q.transform, Bounded) and not np.all((q.transform.lo < a) & (a < q.transform.hi)):
+        raise SceneFileError(f"{where} {key} must be strictly between {q.transform.lo:g} and {q.transform.hi:g} "
+                             f"({q.doc}; fitted through a logistic map), got {value}")
+    return a
+
+
+def check_initial(spec) -> None:
+    """[initial] values, and [material] values of registered quantities, must be finite, positive for the
+    quantities fitted in log space, and inside a bounded quantity's range."""
+    for section in ("initial", "material"):
+        for key, value in spec.values[section].items():
+            if value is not None and (section == "initial" or key in MATERIAL_QUANTITIES):
+                check_quantity_value(f"{spec.path}: [{section}]", key, value)
+
+
+def initial_theta(spec, exp: Experiment) -> dict:
+    """The experiment's theta with [initial] values for the free quantities."""
+    theta = dict(exp.theta)
+    for key, value in spec.values["initial"].items():
+        if value is None:
+            continue
+        name = canonical(key)
+        theta[name] = jnp.asarray(scene_value(spec, "initial", key, value, exp.topology, exp.state0), exp.dtype)
+    if "camera_pose" in spec.fit_config.free:
+        theta = with_camera_pose(exp, theta)
+    return theta
+
+
+def scene_value(spec, section: str, key: str, value, topology, state0) -> np.ndarray:
+    """A [material] or [initial] value of a quantity, in the shape theta holds it for this scene: a velocity
+    [3] for every particle, one value per particle checked against their number; SceneFileError when the
+    scene has nothing the quantity sets."""
+    name = canonical(key)
+    q = QUANTITIES[name]
+    a = np.asarray(value, np.float64)
+    n = int(np.shape(state0.particles.x)[0])
+    if (q.applies is not None and not q.applies(topology)) or (q.field.startswith("particles.") and n == 0):
+        raise SceneFileError(f"{spec.path}: [{section}] {key}: the scene has no {q.doc}")
+    if name == "velocity":
+        return np.broadcast_to(a, (n, 3))
+    if q.file_type == "float[]" and a.shape != (n,):
+        raise SceneFileError(f"{spec.path}: [{section}] {key} needs one value per particle: {n} (the cloth's, then "
+                             f"each soft body's in order), got {a.size}")
+    return a
+
+
+def material_quantities(spec, topology, params, state0):
+    """(params, state0) with the [material] values of registered quantities set (`MATERIAL_QUANTITIES`: the
+    quantities the builders take no key for, e.g. fem_mu for every tet, body_mass for every body)."""
+    from gradsim_jax.sysid.quantities import scene_context
+
+    for key, name in MATERIAL_QUANTITIES.items():
+        value = spec.values["material"][key]
+        if value is None:
+            continue
+        value = scene_value(spec, "material", key, value, topology, state0)
+        q = QUANTITIES[name]
+        ctx = scene_context(topology, params, state0)
+        updates = q.expand(ctx, jnp.asarray(value, ctx.dtype))
+        to_state = {k[len("state."):] if k.startswith("state.") else k: v for k, v in updates.items()
+                    if k.startswith("state.") or q.container == "state"}
+        to_params = {k: v for k, v in updates.items() if not (k.startswith("state.") or q.container == "state")}
+        params = replace_paths(params, to_params) if to_params else params
+        state0 = replace_paths(state0, to_state) if to_state else state0
+    return params, state0

@@ -1,0 +1,230 @@
+"""Reading a scene file: TOML parsed and checked against `SCHEMA` (unknown section or key, wrong type, missing
+required key: `SceneFileError` naming the file and the key), defaults filled in, renamed keys read with a
+DeprecationWarning; the result is a `SceneSpec`, plain data. `load_scene` also checks [fit], the quantity
+values and every number before anything is built."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from gradsim_jax.scenefile.schema import ARRAY_SECTIONS, RENAMED, REQUIRED_SECTIONS, SCHEMA, SceneFileError
+
+
+def _check_type(path, section, key, value, ftype):
+    """SceneFileError unless `value` has the SCHEMA type `ftype`; `section` is a name ("fit") or, for a table
+    of an array section, its label ("[[body]] 2:")."""
+    where = section if section.startswith("[") else f"[{section}]"
+
+    def fail(expected):
+        raise SceneFileError(f"{path}: {where} {key} must be {expected}, got {value!r}")
+
+    is_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    if ftype == "int":
+        if not is_int(value):
+            fail("an integer")
+    elif ftype == "float":
+        if not is_num(value):
+            fail("a number")
+    elif ftype == "bool":
+        if not isinstance(value, bool):
+            fail("true or false")
+    elif ftype == "str":
+        if not isinstance(value, str):
+            fail("a string")
+    elif ftype == "str|float":
+        if not (isinstance(value, str) or is_num(value)):
+            fail("a string or a number")
+    elif ftype == "float[4x4]":
+        if not (isinstance(value, list) and len(value) == 4
+                and all(isinstance(r, list) and len(r) == 4 and all(is_num(v) for v in r) for r in value)):
+            fail("a 4 x 4 matrix (a list of 4 rows of 4 numbers)")
+    elif ftype.endswith("[]"):
+        elem = ftype[:-2]
+        check = {"int": is_int, "float": is_num, "str": lambda v: isinstance(v, str)}[elem]
+        if not isinstance(value, list) or not all(check(v) for v in value):
+            fail(f"a list of {dict(int='integers', float='numbers', str='strings')[elem]}")
+    else:
+        elem, count = ftype[:-1].split("[")
+        count = int(count)
+        check = is_int if elem == "int" else is_num
+        if not isinstance(value, list) or len(value) != count or not all(check(v) for v in value):
+            fail(f"a list of {count} {'integers' if elem == 'int' else 'numbers'}")
+
+
+def read_scene_file(path) -> dict:
+    """Parse and validate a scene file: {section: {key: value}} with defaults filled in."""
+    path = Path(path)
+    if not path.is_file():
+        raise SceneFileError(f"{path}: scene file not found")
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # TOML is UTF-8 text
+        raise SceneFileError(f"{path}: not valid TOML: {e}") from e
+    for section, value in raw.items():
+        if section not in SCHEMA:
+            raise SceneFileError(f"{path}: unknown section [{section}]; known sections: {', '.join(SCHEMA)}")
+        if section in ARRAY_SECTIONS:
+            if not (isinstance(value, dict) or (isinstance(value, list) and value
+                                                and all(isinstance(t, dict) for t in value))):
+                raise SceneFileError(f"{path}: {section} must be [[{section}]] tables (one per entry)")
+        elif not isinstance(value, dict):
+            raise SceneFileError(f"{path}: {section} must be a [{section}] table")
+    for section in REQUIRED_SECTIONS:
+        if section not in raw and not (section == "scene" and (raw.get("body") or raw.get("soft_body"))):
+            raise SceneFileError(f"{path}: missing section [{section}]")
+    out = {}
+    for section in ARRAY_SECTIONS:
+        tables = raw.get(section, [])
+        if isinstance(tables, dict):  # a single [body] table: one body, named as written
+            out[section] = [_read_table(path, section, f"[{section}]", tables)]
+        else:
+            out[section] = [_read_table(path, section, f"[[{section}]] {i}:", t) for i, t in enumerate(tables)]
+    for section, fields in SCHEMA.items():
+        if section in ARRAY_SECTIONS:
+            continue
+        given = dict(raw.get(section, {}))
+        for old, new in RENAMED.get(section, {}).items():
+            if old in given:
+                if new in given:
+                    raise SceneFileError(f"{path}: [{section}] gives both {old!r} and {new!r} (the new name of "
+                                         f"{old!r}): keep {new!r}")
+                warnings.warn(f"{path}: [{section}] {old!r} is now called {new!r}", DeprecationWarning,
+                              stacklevel=2)
+                given[new] = given.pop(old)
+        for key, value in given.items():
+            if key not in fields:
+                raise SceneFileError(
+                    f"{path}: unknown key {key!r} in [{section}]; known keys: {', '.join(fields)}")
+            _check_type(path, section, key, value, fields[key].type)
+        for key, f in fields.items():
+            if f.required and key not in given:
+                raise SceneFileError(f"{path}: missing key {key!r} in [{section}]")
+        out[section] = {key: given.get(key, f.default) for key, f in fields.items()}
+    return out
+
+
+def _read_table(path, section: str, label: str, given: dict) -> dict:
+    """One table of an array section, checked against SCHEMA[section] (messages name it by `label`, e.g.
+    "[[body]] 2:"), with defaults filled in."""
+    fields = SCHEMA[section]
+    for key, value in given.items():
+        if key not in fields:
+            raise SceneFileError(f"{path}: {label} unknown key {key!r}; known keys: {', '.join(fields)}")
+        _check_type(path, label, key, value, fields[key].type)
+    for key, f in fields.items():
+        if f.required and key not in given:
+            raise SceneFileError(f"{path}: {label} missing key {key!r}")
+    return {key: given.get(key, f.default) for key, f in fields.items()}
+
+
+def check_numbers(spec) -> None:
+    """Every number of a float key finite and within float32's range (simulations run in float32);
+    [target] tolerance positive."""
+    limit = float(np.finfo(np.float32).max)
+    for section, fields in SCHEMA.items():
+        if section in ARRAY_SECTIONS:
+            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(spec.values[section])]
+        else:
+            tables = [(f"[{section}]", spec.values[section])]
+        for label, table in tables:
+            for key, f in fields.items():
+                value = table[key]
+                if value is None or not f.type.startswith("float"):
+                    continue
+                flat = np.asarray(value, np.float64).reshape(-1)
+                if not np.all(np.abs(flat) <= limit):  # NaN fails too
+                    raise SceneFileError(f"{spec.path}: {label} {key} must be finite (at most {limit:.3g} "
+                                         f"in magnitude), got {value!r}")
+    tolerance = spec.values["target"]["tolerance"]
+    if not tolerance > 0:
+        raise SceneFileError(f"{spec.path}: [target] tolerance must be positive (a distance in RGB), got "
+                             f"{tolerance}")
+
+
+@dataclasses.dataclass
+class SceneSpec:
+    """A validated scene file as plain data: `values` ({section: {key: value}}, defaults filled in; array
+    sections are lists of tables) and `path` (relative paths in it are relative to its folder). Nothing is
+    built here; the methods below call the section readers (`scenefile.fit`, `camera`, `quantities`,
+    `render`) and the builder (`scenefile.build`)."""
+
+    path: Path
+    values: dict
+
+    def resolve(self, relative: str) -> Path:
+        p = Path(relative).expanduser()
+        return p if p.is_absolute() else self.path.parent / p
+
+    def content_sha256(self) -> str:
+        """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
+        (a fit records those apart: the target's frames, its settings and its initial guess)."""
+        scene = {k: v for k, v in self.values.items() if k not in ("target", "fit", "initial")}
+        return hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def fit_config(self):
+        """[fit] as a `FitConfig` (`scenefile.fit.read_fit`)."""
+        from gradsim_jax.scenefile.fit import read_fit
+
+        return read_fit(self)
+
+    def check_initial(self) -> None:
+        """`scenefile.quantities.check_initial`."""
+        from gradsim_jax.scenefile.quantities import check_initial
+
+        check_initial(self)
+
+    def check_numbers(self) -> None:
+        """`check_numbers`: every float finite and within float32's range."""
+        check_numbers(self)
+
+    def initial_theta(self, exp) -> dict:
+        """The experiment's theta with [initial] values for the free quantities (`scenefile.quantities`)."""
+        from gradsim_jax.scenefile.quantities import initial_theta
+
+        return initial_theta(self, exp)
+
+    def calibration(self):
+        """[camera]'s intrinsics as a `Calibration`, or None (`scenefile.camera.read_calibration`)."""
+        from gradsim_jax.scenefile.camera import read_calibration
+
+        return read_calibration(self)
+
+    def camera(self, native_size=None):
+        """The render camera of [camera] at the [render] size (`scenefile.camera.read_camera`)."""
+        from gradsim_jax.scenefile.camera import read_camera
+
+        return read_camera(self, native_size)
+
+    def background_image(self, target_frames=None, undistort=None):
+        """[render] background_image at the render size, or None (`scenefile.render.read_background_image`)."""
+        from gradsim_jax.scenefile.render import read_background_image
+
+        return read_background_image(self, target_frames, undistort)
+
+    def experiment(self, frames: Optional[int] = None, *, native_size=None, background_image=None):
+        """The built `Experiment` (`scenefile.build.build_experiment`)."""
+        from gradsim_jax.scenefile.build import build_experiment
+
+        return build_experiment(self, frames, native_size=native_size, background_image=background_image)
+
+
+def load_scene(path) -> SceneSpec:
+    """Read and validate a scene file (SceneFileError on any problem)."""
+    spec = SceneSpec(path=Path(path), values=read_scene_file(path))
+    spec.fit_config  # validates [fit] now rather than after the target is loaded
+    spec.check_initial()
+    spec.check_numbers()  # after the checks above, whose messages say more about their keys
+    if spec.values["scene"]["mesh"] is not None and not spec.resolve(spec.values["scene"]["mesh"]).is_file():
+        raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(spec.values['scene']['mesh'])}")
+    return spec

@@ -1,0 +1,69 @@
+"""[render]: the picture behind the scene (`read_background_image`) and the look of the faces (colours,
+lights, render settings)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.render import FaceColors, Lights, RenderSettings
+from gradsim_jax.render.colors import checker_colors
+from gradsim_jax.render.mesh import scene_faces, scene_vertices
+from gradsim_jax.scenefile.schema import SceneFileError
+
+
+def read_background_image(spec, target_frames=None, undistort=None):
+    """[H, W, 3] float32 picture behind the scene at the render size, from [render] background_image
+    (a picture file, undistorted like the target; or "median" of `target_frames` [T, H, W, >=3]), or
+    None when it is not set."""
+    from gradsim_jax.render.video import load_target
+
+    name, ren = spec.values["render"]["background_image"], spec.values["render"]
+    if name is None:
+        return None
+    if name == "median":
+        if target_frames is None:
+            raise SceneFileError(f"{spec.path}: [render] background_image = \"median\" needs a target video")
+        return np.median(np.asarray(target_frames)[..., :3], axis=0).astype(np.float32)
+    picture = spec.resolve(name)
+    if not picture.is_file():
+        raise SceneFileError(f"{spec.path}: [render] background_image not found: {picture}")
+    try:
+        frames = load_target(picture, (ren["height"], ren["width"]), undistort=undistort).frames
+    except ValueError as e:
+        raise SceneFileError(f"{spec.path}: [render] background_image: {e}") from None
+    return frames[0, ..., :3]
+
+
+def read_look(spec, topology, params, state0):
+    """[render] (and [[body]] color) for a built scene: (faces [F, 3], FaceColors, Lights, RenderSettings).
+    Faces are `scene_faces`' (the cloth's, the soft bodies' surfaces, then the bodies'); their colours
+    [render] color, else a checkerboard, with each [[body]] color over its body's faces."""
+    v, path, ren = spec.values, spec.path, spec.values["render"]
+    for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
+        if ren[key] is not None and ren[key] < 1:
+            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {ren[key]}; leave "
+                                 "it out to keep every face")
+    if ren["coverage"] not in ("box", "softras"):
+        raise SceneFileError(f'{path}: [render] coverage must be "box" or "softras", got {ren["coverage"]!r}')
+    faces = jnp.asarray(scene_faces(topology))
+    if ren["color"] is not None:
+        rgb = np.broadcast_to(np.asarray(ren["color"], np.float32), (faces.shape[0], 3)).copy()
+    else:
+        rgb = np.asarray(checker_colors(faces, scene_vertices(topology, params, state0)), np.float32).copy()
+    # Body faces follow the cloth's and the soft bodies' surfaces in `scene_faces`, body by body.
+    body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
+    first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
+        np.asarray(topology.fem.surface).reshape(-1, 3))
+    for i, b in enumerate(v["body"]):
+        if b["color"] is not None:
+            rgb[first + np.flatnonzero(body_of_face == i)] = b["color"]
+    colors = FaceColors(jnp.asarray(rgb))
+    lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
+                    directional=jnp.asarray(ren["directional"], jnp.float32),
+                    direction=jnp.asarray(ren["light_direction"], jnp.float32))
+    num_faces = int(faces.shape[0])
+    tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else num_faces
+    pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else num_faces
+    settings = RenderSettings(tile_capacity=tile_capacity, pixel_capacity=pixel_capacity, coverage=ren["coverage"])
+    return faces, colors, lights, settings

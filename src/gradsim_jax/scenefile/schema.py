@@ -1,0 +1,296 @@
+"""The scene file's schema: `SCHEMA` lists every section and key with its type, default and meaning; the reader
+checks files against it and `help_text()` prints it, so the documentation cannot drift from the checks.
+[material] and [initial] take a key for every fittable quantity of the registry (`initial_fields`,
+`material_fields`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gradsim_jax.sysid import LOSSES, QUANTITIES
+
+
+class SceneFileError(ValueError):
+    """A scene file is malformed: the message names the file and the offending key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    type: str  # "int", "float", "bool", "str", "float[3]", "int[2]", "int[]", "float[]", "str[]", "float[4x4]"
+    default: Any
+    doc: str
+    required: bool = False
+
+
+BODY_SHAPES = ("box", "sphere", "cylinder", "capsule", "cone")
+
+
+SOFT_SHAPES = ("box", "sphere", "cylinder")
+
+
+#: Limits that keep a body's mesh small enough to check and render (10 4^5 + 2 = 10242 vertices).
+MAX_SUBDIVISIONS, MAX_SEGMENTS = 5, 256
+
+
+RIGID_CONTACTS = ("penalty", "impulse", "none")
+
+
+_QUANTITY_NAMES = ", ".join(sorted({a for q in QUANTITIES.values() for a in q.aliases}))
+
+
+SCHEMA: dict[str, dict[str, Field]] = {
+    "scene": {
+        "grid": Field("int[2]", None, "cloth grid of [dim_x, dim_y] cells (give grid or mesh)"),
+        "cell": Field("float[2]", [0.1, 0.1], "grid cell size [x, y] in m"),
+        "mesh": Field("str", None, "path of a triangle mesh (.obj, v/f lines) instead of a grid"),
+        "scale": Field("float", 1.0, "scale applied to the mesh's vertices"),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "translation of the cloth, m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "rotation of the cloth, unit quaternion (w, x, y, z)"),
+        "pinned": Field("int[]", [], "indices of pinned (fixed) vertices"),
+        "fix": Field("str[]", [], "grid sides to pin: any of left, right, top, bottom"),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
+        "ground": Field("bool", None, "collide with the ground plane y = ground_height: every component (cloth, "
+                                      "soft bodies, rigid bodies); default: true when the file has [[body]] tables"),
+        "ground_height": Field("float", 0.0, "height of the ground plane, m"),
+        "rigid_contact": Field("str", None, "ground contact of the [[body]] bodies: \"penalty\" (their "
+                                            "contact_ke/kd/kf/mu; the default with a ground), \"impulse\" "
+                                            "(restitution) or \"none\" (the default without one)"),
+        "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
+                                                "at y = ground_height + particle_radius (one placed lower is "
+                                                "pushed out, fast)"),
+    },
+    "material": {
+        "mass": Field("float", 0.01, "mass per particle, kg"),
+        "tri_ke": Field("float", 100.0, "membrane stretch stiffness k_mu (quantity cloth.tri_ke, 'stiffness')"),
+        "tri_ka": Field("float", 100.0, "membrane area stiffness k_lambda (keeps its ratio to tri_ke in fits)"),
+        "tri_kd": Field("float", 1.0, "membrane damping (quantity cloth.tri_kd, 'damping')"),
+        "bend_ke": Field("float", 0.0, "bending stiffness (quantity cloth.bend_ke, 'bending'; 0: no bending "
+                                       "elements)"),
+        "bend_kd": Field("float", 0.0, "bending damping"),
+        "tri_drag": Field("float", 0.0, "aerodynamic drag coefficient (nonzero switches aerodynamics on)"),
+        "tri_lift": Field("float", 0.0, "aerodynamic lift coefficient"),
+        "aerodynamics": Field("bool", False, "force the drag/lift term on (to fit drag or lift from a guess)"),
+        "contact_mu": Field("float", 0.5, "ground friction coefficient"),
+        "contact_ke": Field("float", 1.0e3, "ground contact stiffness"),
+        "contact_kd": Field("float", 10.0, "ground contact damping"),
+        "contact_kf": Field("float", 100.0, "ground friction stiffness"),
+        "gravity": Field("float[3]", [0.0, -9.81, 0.0], "gravity, m/s^2"),
+    },
+    "push": {
+        "force": Field("float[3]", [0.0, 0.0, 0.0], "known force on each pushed particle, N"),
+        "particles": Field("int[]", [], "indices of the pushed particles"),
+        "frames": Field("int", 0, "number of leading frames the push lasts"),
+    },
+    "body": {
+        "shape": Field("str", None, f"rigid body primitive: {', '.join(BODY_SHAPES)} (or give mesh)"),
+        "mesh": Field("str", None, "closed triangle mesh file of the body (.obj, .stl, .ply) instead of shape"),
+        "scale": Field("float", 1.0, "scale applied to the mesh's vertices"),
+        "half_extents": Field("float[3]", None, "box: half extents, m"),
+        "radius": Field("float", None, "sphere (circumradius), cylinder, capsule, cone: radius, m"),
+        "height": Field("float", None, "cylinder, cone: height; capsule: length of its cylindrical part, m"),
+        "subdivisions": Field("int", 2, f"sphere: icosphere subdivisions (0 to {MAX_SUBDIVISIONS})"),
+        "segments": Field("int", 24, f"cylinder, capsule, cone: segments around the axis (3 to {MAX_SEGMENTS})"),
+        "density": Field("float", None, "kg/m^3 (give density or mass; neither: 1000, water)"),
+        "mass": Field("float", None, "kg (quantity body_mass)"),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "where the body's mesh origin starts (primitives: its centre of "
+                                                  "mass), m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "initial rotation, unit quaternion (w, x, y, z)"),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of the centre of mass, m/s"),
+        "omega": Field("float[3]", [0.0, 0.0, 0.0], "initial angular velocity (world frame), rad/s"),
+        "contact_ke": Field("float", 1.0e4, "ground contact stiffness, N/m (penalty; quantity body_ke)"),
+        "contact_kd": Field("float", 100.0, "ground contact damping, N s/m (penalty; quantity body_kd)"),
+        "contact_kf": Field("float", 100.0, "ground friction stiffness, N s/m (penalty; quantity body_kf)"),
+        "contact_mu": Field("float", 0.5, "ground friction coefficient (penalty; quantity body_mu)"),
+        "restitution": Field("float", 0.5, "coefficient of restitution in [0, 1] (impulse; quantity restitution)"),
+        "color": Field("float[3]", None, "uniform RGB of the body (default: [render] color or the checkerboard)"),
+    },
+    "soft_body": {
+        "shape": Field("str", None, f"FEM soft body primitive: {', '.join(SOFT_SHAPES)} (or give mesh / surface)"),
+        "mesh": Field("str", None, "tet mesh file: gradSim's .tet, or .msh/.vtk/.vtu/... through meshio"),
+        "surface": Field("str", None, "closed triangle mesh file (.obj, .stl, .ply) filled with tets by TetGen "
+                                      "(pip install 'gradsim-jax[tetra]')"),
+        "max_volume": Field("float", None, "surface: largest tet volume, m^3 (default: TetGen's choice)"),
+        "scale": Field("float", 1.0, "scale applied to a mesh's or surface's vertices"),
+        "size": Field("float[3]", None, "box: extent along x, y, z, m (centred on pos)"),
+        "cells": Field("int[3]", None, "box: cells along x, y, z (default 2 2 2); sphere: cells per axis, "
+                                       "first entry (default 4)"),
+        "pattern": Field("int", 6, "box: tets per cell, 5 or 6"),
+        "radius": Field("float", None, "sphere, cylinder: radius, m"),
+        "height": Field("float", None, "cylinder: height (axis y), m"),
+        "segments": Field("int", 12, "cylinder: segments around the axis"),
+        "density": Field("float", 1000.0, "kg/m^3 (lumped: density V0 / 4 per tet vertex)"),
+        "mass_model": Field("str", "lumped", "how density makes the particles' masses: \"lumped\" (density V0 / 4 "
+                                             "from each tet to each of its vertices) or \"cell\" (box: a whole "
+                                             "cell's mass to every particle, as Warp's add_soft_grid)"),
+        "masses": Field("float[]", None, "the mass of every particle of this body's mesh, kg, instead of "
+                                         "density's (a fitted density would replace them)"),
+        "k_mu": Field("float", 1.0e5, "shear stiffness (Lame mu), Pa (quantity fem_mu)"),
+        "k_lambda": Field("float", 1.0e5, "volume stiffness (Lame lambda), Pa (quantity fem_lambda)"),
+        "k_damp": Field("float", 10.0, "damping, Pa s (quantity fem_damping)"),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "where the mesh origin starts (primitives: their centre), m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "initial rotation, unit quaternion (w, x, y, z)"),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every vertex, m/s"),
+        "pinned": Field("int[]", [], "indices of kinematic vertices (of this body's mesh)"),
+    },
+    "body_push": {
+        "body": Field("int", None, "index of the pushed body (0: the first [[body]])", required=True),
+        "force": Field("float[3]", None, "known force, N (world frame)", required=True),
+        "point": Field("float[3]", [0.0, 0.0, 0.0], "where it acts, m (body frame, from the centre of mass)"),
+        "start": Field("float", 0.0, "when it starts, s"),
+        "end": Field("float", None, "when it ends, s (default: never)"),
+    },
+    "camera": {
+        "distance": Field("float", None, "look-at camera: distance from the look-at point, m (default 2)"),
+        "elevation": Field("float", None, "look-at camera: elevation, degrees (default 20)"),
+        "azimuth": Field("float", None, "look-at camera: azimuth, degrees (default 0: eye on -z looking along +z)"),
+        "at": Field("float[3]", [0.0, 0.0, 0.0], "look-at point, m"),
+        "up": Field("float[3]", [0.0, 1.0, 0.0], "look-at camera: world direction shown upwards"),
+        "eye": Field("float[3]", None, "camera centre, m (a look-at pose towards 'at' instead of the angles)"),
+        "view_angle": Field("float", None, "half vertical field of view, degrees (default 30; not with fx/fy)"),
+        "fx": Field("float", None, "focal length in pixels (a calibrated camera; with fy, cx, cy)"),
+        "fy": Field("float", None, "focal length in pixels, vertical"),
+        "cx": Field("float", None, "principal point column in pixels, top-left pixel centre = 0 (default: centre)"),
+        "cy": Field("float", None, "principal point row in pixels (default: centre)"),
+        "image_size": Field("int[2]", None, "[width, height] the intrinsics refer to (default: the target's "
+                                             "frames, else the render size); scaled to the render size"),
+        "distortion": Field("float[]", None, "OpenCV distortion k1, k2, p1, p2[, k3...]: target frames are "
+                                              "undistorted before the fit"),
+        "calibration": Field("str", None, "OpenCV calibration file (.yml/.yaml/.xml/.json): intrinsics, "
+                                          "distortion, size, optional pose"),
+        "pose": Field("float[4x4]", None, "world-to-camera matrix [R | t] (OpenCV axes: x right, y down, z forward)"),
+        "rvec": Field("float[3]", None, "OpenCV Rodrigues rotation vector of the pose (with tvec)"),
+        "tvec": Field("float[3]", None, "OpenCV translation of the pose, m (with rvec)"),
+        "near": Field("float", None, "nearest depth rendered, m (default: 0.1 x distance, at most 1; else 0.05)"),
+        "far": Field("float", None, "farthest depth rendered, m (default 100 x distance, else 100)"),
+    },
+    "render": {
+        "width": Field("int", 64, "render width in pixels (the target is resized to it)"),
+        "height": Field("int", 64, "render height in pixels"),
+        "background": Field("float[3]", [0.0, 0.0, 0.0], "background RGB in [0, 1]"),
+        "background_image": Field("str", None, "picture of the static background behind the scene, or "
+                                               "\"median\": the per-pixel median of the target's frames"),
+        "color": Field("float[3]", None, "uniform cloth RGB (default: a colourful checkerboard)"),
+        "ambient": Field("float", 0.45, "ambient light"),
+        "directional": Field("float", 0.6, "directional light"),
+        "light_direction": Field("float[3]", [0.4, 1.0, -0.6], "direction towards the light"),
+        "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
+        "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
+        "coverage": Field("str", "box", "edge model: \"box\" (the covered fraction of each pixel, as a camera "
+                                        "sees it) or \"softras\" (SoftRas's soft silhouette)"),
+    },
+    "simulation": {
+        "fps": Field("float", 60.0, "frames per second of the video"),
+        "substeps": Field("int", 16, "integration steps per frame"),
+        "frames": Field("int", None, "frames to simulate (default: target frames - 1)"),
+        "contact": Field("str", "implicit", "how the ground contact's damping and friction are integrated: "
+                                            "\"implicit\" (backward: stable, smooth gradients through sliding "
+                                            "to rest) or \"explicit\" (as Warp 1.8 does: chatters and loses its "
+                                            "gradient when dt kd / m or dt kf / m nears 1)"),
+    },
+    "target": {
+        "video": Field("str", None, "target video: .mp4, .gif, or a folder of images (--target overrides)"),
+        "mask": Field("str", None, "alpha mask video or folder (else the file's alpha or the key color)"),
+        "key_color": Field("float[3]", None, "background RGB of the target: alpha from the distance to it"),
+        "tolerance": Field("float", 0.1, "key color tolerance"),
+    },
+    "fit": {
+        "free": Field("str[]", None, f"quantities to estimate: {_QUANTITY_NAMES}", required=True),
+        "iterations": Field("int", 100, "Adam iterations"),
+        "learning_rate": Field("float", 0.05, "Adam learning rate (cosine-decayed; log space for positive values)"),
+        "loss": Field("str", None, f"image loss: {', '.join(LOSSES)} (default: rgba when the target's alpha "
+                                   "is observed, else rgb against the render over the known background)"),
+        "frame_stride": Field("int", 1, "use every k-th frame in the loss"),
+        "horizon": Field("int", None, "fit the first frames first, growing to all over half the iterations"),
+        "polish": Field("int", 10, "Levenberg-Marquardt steps after Adam (few free scalars only)"),
+        "rounds": Field("int", 1, "up to this many rounds of Adam then the polish, while the loss stays over 4 x "
+                                  "the target's noise floor"),
+        "round_iterations": Field("int", None, "Adam iterations of each later round (default: half of iterations)"),
+        "window": Field("int", None, "long recordings: truncated backpropagation, gradients reach back at most "
+                                     "this many frames (see `gradsim-jax horizon`)"),
+        "density_first": Field("int", 0, "with particle_mass free: first fit a density field of the soft bodies in "
+                                         "this many Adam iterations, then every mass from there (0: none)"),
+        "density_learning_rate": Field("float", 0.1, "Adam learning rate of the density field stage"),
+        "blur": Field("str|float", None, "a Gaussian blur of the rendered frames (the target's softer edges: a "
+                                         "lens's, another renderer's): \"auto\" (fitted when the target's edges "
+                                         "measure blurrier than the render's at the start), \"fit\", \"off\", or "
+                                         "a fixed width in pixels (default: auto, off with --true)"),
+        "edge_model": Field("str", None, "\"auto\" (when the loss left lies on the outlines, try the other [render] "
+                                         "coverage at the estimate and continue with it if it explains the video "
+                                         "better) or \"fixed\" (default: auto, fixed with --true)"),
+    },
+    # [initial]: one key per fittable quantity of the registry (`initial_fields`).
+}
+
+
+def _file_quantities():
+    """The registry's quantities that scene files name ([material] and [initial]), in registry order."""
+    return [q for q in QUANTITIES.values() if q.file_key and q.read is not None]
+
+
+def _values_doc(q) -> str:
+    one = {"float[3]": " (one for every particle)", "float[]": " (one per particle, in the scene's order)"}
+    return f"{q.doc}, {q.unit}{one.get(q.file_type, '')}"
+
+
+def initial_fields() -> dict:
+    """[initial]: the initial guess of every quantity a fit can estimate, from the registry."""
+    return {q.file_key: Field(q.file_type, None, f"initial guess of {q.name}: {_values_doc(q)}")
+            for q in _file_quantities()}
+
+
+def material_fields(builder: dict) -> dict:
+    """[material]: the builder's keys, then every other fittable quantity of the registry, which sets its
+    value in the built scene (over what the builders made)."""
+    extra = {q.file_key: Field(q.file_type, None, f"{q.name}: {_values_doc(q)}; sets it in the built scene "
+                                                  "(default: the builders' values)")
+             for q in _file_quantities() if q.file_key not in builder}
+    return {**builder, **extra}
+
+
+#: [material] keys that set a registered quantity in the built scene (the builders' own keys apart).
+MATERIAL_QUANTITIES = {q.file_key: q.name for q in _file_quantities() if q.file_key not in SCHEMA["material"]}
+
+
+SCHEMA["material"] = material_fields(SCHEMA["material"])
+
+
+SCHEMA["initial"] = initial_fields()
+
+
+#: Sections that are arrays of tables ([[body]]): one entry per body or push.
+ARRAY_SECTIONS = ("body", "soft_body", "body_push")
+
+
+#: [scene] is required unless the file has bodies or soft bodies.
+REQUIRED_SECTIONS = ("scene", "fit")
+
+
+#: Keys renamed so that builders, scene files, Params and quantities say the same: {section: {old: new}}.
+#: The old key still reads, with a DeprecationWarning.
+RENAMED = {"material": {"edge_ke": "bend_ke", "edge_kd": "bend_kd", "drag": "tri_drag", "lift": "tri_lift"},
+           "initial": {"stiffness": "tri_ke", "damping": "tri_kd", "bending": "bend_ke", "edge_ke": "bend_ke",
+                       "drag": "tri_drag", "lift": "tri_lift", "friction": "contact_mu"}}
+
+
+def help_text() -> str:
+    """Every section and key of a scene file, generated from SCHEMA."""
+    lines = ["Scene file (TOML). Sections and keys (type, default):"]
+    for section, fields in SCHEMA.items():
+        req = " (required)" if section in REQUIRED_SECTIONS else ""
+        if section == "scene":
+            req = " (required for a cloth: grid or mesh; a scene of [[body]] bodies only may leave it out)"
+        if section in ARRAY_SECTIONS:
+            what = {"body": "rigid body", "soft_body": "soft body"}.get(section, "push")
+            lines.append(f"  [[{section}]]  (array of tables: repeat it, one per {what})")
+            if section == "body":
+                lines.append("    rigid bodies collide with the ground only: not with the cloth, nor each other")
+            if section == "soft_body":
+                lines.append("    soft bodies are particles: the ground ([scene] ground) and [material] contact_* apply; "
+                             "they do not collide with the cloth, bodies or each other")
+        else:
+            lines.append(f"  [{section}]{req}")
+        for key, f in fields.items():
+            default = "required" if f.required else ("-" if f.default is None else repr(f.default))
+            lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")
+    return "\n".join(lines)
