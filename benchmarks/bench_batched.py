@@ -64,7 +64,7 @@ def measure(case: str, members: int, steps: int, repeats: int) -> list[dict]:
     from gradsim_jax.fit import fit
     from gradsim_jax.fit.batched import fit_batched, random_starts
     from gradsim_jax.sysid.experiment import _as_theta, _split_data, _with_data
-    from gradsim_jax.sysid.identify import make_loss
+    from gradsim_jax.sysid import make_loss
     from gradsim_jax.sysid.quantities import transforms_for
 
     spec, exp = _experiment(case)

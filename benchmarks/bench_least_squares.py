@@ -19,7 +19,7 @@ from gradsim_jax import sysid
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.scenes.demos import hanging_cloth
 from gradsim_jax.sysid.experiment import compiled
-from gradsim_jax.sysid.identify import residual_with_target
+from gradsim_jax.sysid import residual_with_target
 
 
 def host_lm(exp, target, initial, name, steps):

@@ -14,7 +14,7 @@ from tolerances import mse_tolerance
 from gradsim_jax.geometry import soft_body
 from gradsim_jax.geometry.tets import box_tets, tet_volumes
 from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
-from gradsim_jax.sysid.identify import stable_bounds
+from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 
 
@@ -130,7 +130,7 @@ def test_cloth_stiffness_and_mass_fits_are_bounded_where_the_step_turns_unstable
 
 def test_density_first_needs_particle_mass_free_and_not_density_too():
     from gradsim_jax.sysid import FitConfig
-    from gradsim_jax.sysid.identify import check_config
+    from gradsim_jax.sysid import check_config
 
     check_config(FitConfig(free=("particle_mass",), density_first=10))
     with pytest.raises(ValueError, match="particle_mass must be free"):

@@ -88,7 +88,7 @@ EDGE_SHARE = 0.5
 
 
 def edge_advice(edges) -> list:
-    """What to try when the loss left lies on the target's outlines (`edges`: `sysid.identify._edge_residual`'s
+    """What to try when the loss left lies on the target's outlines (`edges`: `sysid.edges.edge_residual`'s
     numbers; none when it does not)."""
     if not edges or not edges.get("pixel_share"):
         return []

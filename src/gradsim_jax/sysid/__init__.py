@@ -1,11 +1,21 @@
-"""System identification from video: recover physical quantities of a cloth by gradient descent through
-simulation and rendering (gradSim, Jatavallabhula et al., ICLR 2021, section 4).
+"""System identification from video: recover the physical quantities of cloth, rigid bodies and soft bodies
+(masses, stiffnesses, damping, friction, restitution, initial velocities, shapes, the camera's pose) by
+gradient descent through simulation and rendering (gradSim, Jatavallabhula et al., ICLR 2021, section 4),
+and fit initial controls to a target image.
 
 One module per job:
   quantities  the registry of estimable quantities (name, Params field, unit, transform, how a value
               expands to per-element arrays) and `assemble`, theta -> (Params, State0)
   experiment  the frozen `Experiment` (what a recording is), its motion and video, compiled functions
-  identify    image losses and pixel residuals, the Adam + Levenberg-Marquardt fit (`identify`)
+  losses      image losses, pixel residuals, the loss of a theta (`make_loss`, `residual_with_target`)
+  config      `FitConfig` (how to fit), `SysIdResult` (what a fit returns), `fit_inputs`
+  bounds      stable step bounds of the quantities (the explicit integrator's limit)
+  rounds      one round: Adam (`gradsim_jax.fit.fit`) then the polish
+  polish      Levenberg-Marquardt on the pixel residuals (forward-mode Jacobian)
+  edges       the blur and edge-model measurements of the target
+  identify    the composition of the stages (`identify`)
+  windowed    windowed fits of long recordings (multiple shooting, truncated backpropagation)
+  restarts    N random starts fitted at once over the devices
   control     gradSim's control_cloth: an initial velocity fitted to a target image
   report      the one report writer: report.json, videos, plots, console summary
   runner      one complete run: fit, videos, report (`run`), and initial guesses (`perturbed`)
@@ -32,22 +42,24 @@ from gradsim_jax.sysid.experiment import (
     video,
     with_arrays,
 )
-from gradsim_jax.sysid.identify import (
+from gradsim_jax.sysid.config import (
     LM_MAX_SCALARS,
-    LOSSES,
     REPORT_MAX_SCALARS,
     FitConfig,
     SysIdResult,
     check_config,
     fit_inputs,
+)
+from gradsim_jax.sysid.identify import identify
+from gradsim_jax.sysid.losses import (
+    LOSSES,
     horizon_weights,
-    identify,
     image_loss,
-    levenberg_marquardt,
     make_loss,
     make_residual,
     residual_with_target,
 )
+from gradsim_jax.sysid.polish import levenberg_marquardt
 from gradsim_jax.sysid.quantities import (
     KNOWN_INPUTS,
     QUANTITIES,

@@ -14,7 +14,7 @@ from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import rgba_mse
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, render_frames,
                                           simulate_video, trajectory)
-from gradsim_jax.sysid.identify import FitConfig, fit_inputs
+from gradsim_jax.sysid.config import FitConfig, fit_inputs
 
 Array = Any
 

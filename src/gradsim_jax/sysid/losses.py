@@ -1,10 +1,18 @@
-"""The image losses a fit compares a rendered video with its target by, and the pixel residuals of each."""
+"""The image losses a fit compares a rendered video with its target by (`image_loss`), the pixel residuals of
+each, and the loss and residual functions of an experiment's theta (`make_loss`, `residual_with_target`), with
+a growing horizon's frame weights."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 from gradsim_jax.fit import rgba_mse, silhouette_loss
+from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, vertices
 
 Array = Any
 
@@ -26,3 +34,75 @@ def image_loss(kind: str, pred: Array, target: Array) -> Array:
 def residual_channels(kind: str, video_: Array) -> Array:
     """The channels of a video [..., C] that the loss `kind` compares."""
     return {"rgba": video_, "rgb": video_[..., :3], "silhouette": video_[..., 3:]}[kind]
+
+
+def loss_frames(exp: Experiment, stride: int) -> np.ndarray:
+    # Frame 0 is the given initial state and carries no information: leave it out.
+    return np.arange(1, exp.frames + 1, stride)
+
+
+def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: int = 1,
+              horizon: Optional[tuple[int, int]] = None):
+    """Image loss of theta against the target video [frames + 1, H, W, 4]: `loss_fn(theta)`, or with
+    `horizon = (start, ramp)` `loss_fn(theta, iteration)` weighting only the first
+    start + (all - start) * iteration / ramp frames (a growing horizon, see `levenberg_marquardt`)."""
+    target = jnp.asarray(target)
+    idx = loss_frames(exp, frame_stride)
+    tgt = target[idx]
+
+    def frame_losses(theta):
+        x = vertices(exp, theta)[idx]
+        pred = frames_for(exp, x, theta)
+        return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
+
+    if horizon is None:
+        return lambda theta: jnp.mean(frame_losses(theta))
+    start, ramp = horizon
+    num = len(idx)
+
+    def loss_fn(theta, iteration):
+        h = start + (num - start) * jnp.minimum(iteration.astype(jnp.float32) / max(ramp, 1), 1.0)
+        return jnp.mean(horizon_weights(num, h) * frame_losses(theta))
+
+    return loss_fn
+
+
+def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int = 1, dense: bool = True):
+    """`residual(theta, target, weights=None)`: pixel residuals (pred - target) * sqrt(w_t / N), flattened,
+    so that |r|^2 is the mean squared error (the rgba loss) with per-frame weights w (mean 1 for all ones)."""
+    idx = loss_frames(exp, frame_stride)
+
+    def residual(theta, target, weights=None):
+        tgt = residual_channels(kind, target[idx])
+        x = vertices(exp, theta)[idx]
+        pred = frames_for(exp, x, theta, dense=dense)
+        r = (residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
+        if weights is not None:
+            r = r * jnp.sqrt(weights)[:, None, None, None]
+        return jnp.ravel(r)
+
+    return residual
+
+
+def horizon_weights(num: int, horizon) -> Array:
+    """Frame weights [num]: 1 for the first `horizon` loss frames, 0 after, normalized to mean 1 over the
+    frames used (so losses of different horizons are comparable)."""
+    w = (jnp.arange(num) < horizon).astype(jnp.float32)
+    return w * (num / jnp.maximum(jnp.sum(w), 1.0))
+
+
+def make_residual(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: int = 1, dense: bool = True):
+    """Pixel residuals of theta against a fixed target video (see `residual_with_target`)."""
+    target = jnp.asarray(target)
+    residual = residual_with_target(exp, kind, frame_stride, dense)
+    return lambda theta: residual(theta, target)
+
+
+def loss_at(exp: Experiment, target: Array, theta: dict, config) -> float:
+    """The fit's image loss over all its frames (`make_loss`) at theta (host float)."""
+
+    def loss(e, th, tgt):
+        return make_loss(e, tgt, config.loss, config.frame_stride)(th)
+
+    value = compiled(exp, loss, ("start_loss", config.loss, config.frame_stride))(_as_theta(exp, theta), target)
+    return float(value)

@@ -16,7 +16,7 @@ import numpy as np
 from gradsim_jax.files import atomic_file
 from gradsim_jax.render.camera import rotation_from_rvec
 from gradsim_jax.sysid.experiment import Experiment
-from gradsim_jax.sysid.identify import SysIdResult
+from gradsim_jax.sysid.config import SysIdResult
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
 

@@ -23,7 +23,8 @@ import optax
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, _with_data
 from gradsim_jax.sysid.bounds import stable_bounds
-from gradsim_jax.sysid.identify import FitConfig, check_config, fit_loss
+from gradsim_jax.sysid.config import FitConfig, check_config
+from gradsim_jax.sysid.rounds import fit_loss
 from gradsim_jax.sysid.quantities import focused
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, transforms_for, with_camera_pose
 

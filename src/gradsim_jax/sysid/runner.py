@@ -11,7 +11,8 @@ import numpy as np
 
 from gradsim_jax.fit import check_resume, checkpoint_path
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, simulate_video
-from gradsim_jax.sysid.identify import FitConfig, check_config, fit_inputs, identify, prepare
+from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
+from gradsim_jax.sysid.identify import identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
 from gradsim_jax.sysid.report import build_report, ensure_writable_folder, summary_lines, write_outputs, write_report
 

@@ -1,0 +1,258 @@
+"""The quantities of the built-in components, registered: the cloth's (particles, membrane, bending,
+aerodynamics, ground contact), the camera pose and the render blur, the rigid bodies' (mass, contact
+coefficients, restitution, shape) and the FEM soft bodies' (Lame parameters, damping, per-particle masses,
+density and a density field). A new component registers its own the same way (`registry.register`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.fit.transforms import Bounded
+from gradsim_jax.physics import get_path
+from gradsim_jax.sysid.registry import Quantity, register
+
+Array = Any
+
+
+# --------------------------------------------------------------------------------------------------
+# The cloth's quantities (particles, membrane, bending, aerodynamics, ground contact) and the camera pose
+# --------------------------------------------------------------------------------------------------
+
+
+def _first(a, fallback: float = 1.0) -> float:
+    return float(np.asarray(a).reshape(-1)[0]) if np.size(a) else fallback
+
+
+def _free_mean_mass(topology, params, state0) -> float:
+    mass = np.asarray(params.particles.mass)
+    free = ~np.asarray(topology.particles.pinned) & (mass > 0)
+    return float(np.mean(mass[free])) if free.any() else 1.0
+
+
+def _read_path(path: str):
+    return lambda topology, params, state0: _first(get_path(params, path))
+
+
+def _broadcast(path: str):
+    """expand: one scalar for every element of the Params leaf at `path`."""
+    return lambda exp, value: {path: jnp.broadcast_to(value, get_path(exp.params, path).shape)}
+
+
+def _expand_stiffness(exp, value):
+    # k_lambda (tri_ka) keeps the scene's ratio to k_mu.
+    tri_ke = jnp.broadcast_to(value, exp.params.cloth.tri_ke.shape)
+    return {"cloth.tri_ke": tri_ke, "cloth.tri_ka": tri_ke * exp.area_ratio}
+
+
+def _expand_mass(exp, value):
+    return {"particles.mass": exp.params.particles.mass * (value / exp.mass_ref)}
+
+
+for _q in (
+    Quantity("velocity", "particles.v", "m/s", "identity", ("velocity", "vel", "particles.v"),
+             "initial velocity of every particle [n, 3]",
+             read=lambda topology, params, state0: np.asarray(state0.particles.v),
+             expand=lambda exp, value: {"particles.v": value}, container="state", file_type="float[3]"),
+    Quantity("mass", "particles.mass", "kg", "log", ("mass", "particles.mass"),
+             "mean mass of the free particles (all scaled alike)", read=_free_mean_mass, expand=_expand_mass),
+    Quantity("stiffness", "cloth.tri_ke", "N/m", "log", ("stiffness", "tri_ke", "cloth.tri_ke"),
+             "membrane stiffness k_mu (tri_ke); k_lambda (tri_ka) follows at the scene's ratio",
+             read=_read_path("cloth.tri_ke"), expand=_expand_stiffness, key="tri_ke"),
+    Quantity("damping", "cloth.tri_kd", "N s/m", "log", ("damping", "tri_kd", "cloth.tri_kd"),
+             "membrane damping k_damp (tri_kd)", read=_read_path("cloth.tri_kd"), expand=_broadcast("cloth.tri_kd"),
+             key="tri_kd"),
+    Quantity("bending", "cloth.bend_ke", "N m/rad", "log", ("bending", "bend_ke", "cloth.bend_ke", "edge_ke"),
+             "bending stiffness (bend_ke)", read=_read_path("cloth.bend_ke"), expand=_broadcast("cloth.bend_ke"),
+             key="bend_ke"),
+    Quantity("drag", "cloth.tri_drag", "N s^2/m^4", "log", ("drag", "tri_drag", "cloth.tri_drag"),
+             "aerodynamic drag coefficient", read=_read_path("cloth.tri_drag"), expand=_broadcast("cloth.tri_drag"),
+             key="tri_drag"),
+    Quantity("lift", "cloth.tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift", "cloth.tri_lift"),
+             "aerodynamic lift coefficient", read=_read_path("cloth.tri_lift"), expand=_broadcast("cloth.tri_lift"),
+             key="tri_lift"),
+    Quantity("friction", "contact.mu", "1", "log", ("friction", "contact_mu", "contact.mu", "mu"),
+             "ground friction coefficient of the particles",
+             read=lambda topology, params, state0: float(np.asarray(params.contact.mu)),
+             expand=lambda exp, value: {"contact.mu": value}, key="contact_mu"),
+    Quantity("camera_pose", "camera", "rad, m", "identity", ("camera_pose", "pose"),
+             "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known",
+             container="camera", key=""),
+    Quantity("blur", "render.blur", "px", "log", ("blur", "psf"),
+             "Gaussian blur of the rendered frames, standard deviation in pixels of the render: a lens's point "
+             "spread, or another renderer's softer edges (a nuisance quantity; [fit] blur)", container="render",
+             key=""),
+):
+    register(_q)
+del _q
+
+
+# --------------------------------------------------------------------------------------------------
+# Rigid bodies (physics/rigid.py): a scalar sets every body alike, a [b] array each body
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_bodies(topology) -> bool:
+    return topology.rigid.vertex_body.shape[0] > 0
+
+
+def _body_quantity(name: str, path: str, unit: str, doc: str, transform="log", aliases=()) -> Quantity:
+    """A per-body Params leaf: answers to `name` and `path`; read from the first body, a scalar sets all."""
+    return Quantity(name, path, unit, transform, (name, path, *aliases), doc, read=_read_path(path),
+                    expand=_broadcast(path), applies=_has_bodies)
+
+
+def _expand_shape(exp, offsets):
+    """Vertices = the scene's (template) hull + offsets [m, 3]; the body's centre of mass, gyration and
+    initial position follow the new solid (its mass stays). One body only (`check_shape_scene`)."""
+    from gradsim_jax.geometry.rigid import mass_properties
+    from gradsim_jax.physics.quaternion import quat_rotate
+
+    rigid = exp.params.rigid
+    verts = rigid.vertices + offsets
+    props = mass_properties(verts, exp.topology.rigid.faces, mass=rigid.mass[0])
+    x0 = exp.state0.rigid.x + quat_rotate(exp.state0.rigid.q, props.com[None])
+    return {"rigid.vertices": verts - props.com, "rigid.gyration": props.gyration[None], "state.rigid.x": x0}
+
+
+def shape_roughness(offsets, faces):
+    """Laplacian regularizer of "shape": mean over vertices of |o_i - mean of its neighbours' o_j|^2 (m^2),
+    offsets [m, 3], neighbours along the edges of faces [f, 3] (a closed mesh lists each edge once each way,
+    so every neighbour counts twice and the mean is unchanged); traceable. A vertex of no face counts 0."""
+    faces = jnp.asarray(faces)
+    src = jnp.concatenate([faces[:, 0], faces[:, 1], faces[:, 2], faces[:, 1], faces[:, 2], faces[:, 0]])
+    dst = jnp.concatenate([faces[:, 1], faces[:, 2], faces[:, 0], faces[:, 0], faces[:, 1], faces[:, 2]])
+    m = offsets.shape[0]
+    total = jax.ops.segment_sum(offsets[src], dst, num_segments=m)
+    count = jax.ops.segment_sum(jnp.ones_like(dst, offsets.dtype), dst, num_segments=m)
+    mean = total / jnp.maximum(count, 1.0)[:, None]
+    return jnp.mean(jnp.where(count[:, None] > 0, jnp.square(offsets - mean), 0.0).sum(-1))
+
+
+for _q in (
+    _body_quantity("body_mass", "rigid.mass", "kg", "mass of each rigid body (its inertia follows: I = mass x "
+                   "gyration)"),
+    _body_quantity("body_ke", "rigid.contact_ke", "N/m", "ground contact stiffness of the rigid bodies (penalty "
+                   "model)"),
+    _body_quantity("body_kd", "rigid.contact_kd", "N s/m", "ground contact damping of the rigid bodies (penalty "
+                   "model)"),
+    _body_quantity("body_kf", "rigid.contact_kf", "N s/m", "ground friction stiffness of the rigid bodies (viscous "
+                   "slope below the Coulomb limit)"),
+    _body_quantity("body_mu", "rigid.contact_mu", "1", "Coulomb friction coefficient of the rigid bodies on the "
+                   "ground"),
+    _body_quantity("restitution", "rigid.restitution", "1", "coefficient of restitution of the rigid bodies "
+                   "(impulse contact model)", transform=Bounded(0.0, 1.0), aliases=("e",)),
+    Quantity("shape", "rigid.vertices", "m", "identity", ("shape", "vertex_offsets"),
+             "per-vertex offsets [m, 3] of a rigid body's hull from its template (one body)",
+             read=lambda topology, params, state0: np.zeros(np.shape(params.rigid.vertices)),
+             expand=_expand_shape, applies=lambda topology: False, key=""),
+):
+    register(_q)
+del _q
+
+
+# --------------------------------------------------------------------------------------------------
+# FEM soft bodies (physics/fem.py): a scalar sets every tet alike; per-particle masses; density
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_tets(topology) -> bool:
+    return topology.fem.tets.shape[0] > 0
+
+
+def _tet_quantity(name: str, path: str, unit: str, doc: str, aliases=()) -> Quantity:
+    """A per-tet Params leaf: answers to `name`, `path` and `aliases` (the builders' names); read from the
+    first tet, a scalar sets every tet."""
+    return Quantity(name, path, unit, "log", (name, path, *aliases), doc, read=_read_path(path),
+                    expand=_broadcast(path), applies=_has_tets)
+
+
+def particle_volumes(topology, params):
+    """Per-particle volume [n] (m^3) whose density gives each particle's mass (`FemParams.particle_volume`:
+    lumped V0 / 4 shares by default, a whole cell for Warp's grids; 0 for particles of no tet); traceable."""
+    return params.fem.particle_volume
+
+
+def lumped_volumes(topology, params):
+    """Per-particle lumped rest volume [n] (m^3): the sum of V0 / 4 over the particle's tets, V0 from the
+    rest shape `params.fem.rest_x` (a particle of no tet: 0); traceable. density x this = the lumped mass
+    (`geometry.tets.lumped_masses`)."""
+    from gradsim_jax.physics.fem import rest_shapes
+
+    tets = topology.fem.tets
+    n = params.particles.mass.shape[0]
+    _, v0 = rest_shapes(params.fem.rest_x, tets)
+    share = jnp.repeat(v0 / 4.0, 4)
+    return jax.ops.segment_sum(share, tets.reshape(-1), num_segments=n)
+
+
+def _read_density(topology, params, state0) -> float:
+    vol = np.asarray(particle_volumes(topology, params), np.float64)
+    mass = np.asarray(params.particles.mass, np.float64)
+    inside = vol > 0
+    return float(mass[inside].sum() / vol[inside].sum()) if inside.any() else 1000.0
+
+
+def _expand_density(exp, value):
+    # Every particle of a soft body gets density x its volume; the others (cloth, anchors) keep their mass.
+    vol = particle_volumes(exp.topology, exp.params)
+    return {"particles.mass": jnp.where(vol > 0, value * vol, exp.params.particles.mass)}
+
+
+def density_field_coordinates(topology, params):
+    """(particle volumes [n], s [n, 3]): the rest positions of the soft bodies' particles relative to their
+    volume-weighted centroid, over the largest such distance (|s| <= 1; 0 for particles of no tet)."""
+    vol = particle_volumes(topology, params)
+    x = params.fem.rest_x
+    soft = vol > 0
+    centroid = jnp.sum(vol[:, None] * x, 0) / jnp.maximum(jnp.sum(vol), 1e-30)
+    r = jnp.where(soft[:, None], x - centroid, 0.0)
+    reach = jnp.max(jnp.sqrt(jnp.sum(r * r, 1)))
+    return vol, r / jnp.maximum(reach, 1e-30)
+
+
+def _read_density_field(topology, params, state0):
+    """The field whose masses come closest to the scene's (least squares on log(mass / volume) over the soft
+    particles): exact when the masses are a field's (one density: [log density, 0, 0, 0])."""
+    vol, s = (np.asarray(a, np.float64) for a in density_field_coordinates(topology, params))
+    mass = np.asarray(params.particles.mass, np.float64)
+    soft = (vol > 0) & (mass > 0)
+    if not soft.any():
+        return np.array([np.log(1000.0), 0.0, 0.0, 0.0])
+    design = np.concatenate([np.ones((int(soft.sum()), 1)), s[soft]], axis=1)
+    return np.linalg.lstsq(design, np.log(mass[soft] / vol[soft]), rcond=None)[0]
+
+
+def _expand_density_field(exp, value):
+    # density(s) = exp(value[0] + value[1:] . s), s the rest position scaled to the body (|s| <= 1).
+    vol, s = density_field_coordinates(exp.topology, exp.params)
+    density = jnp.exp(value[0] + s @ value[1:])
+    return {"particles.mass": jnp.where(vol > 0, density * vol, exp.params.particles.mass)}
+
+
+for _q in (
+    _tet_quantity("fem_mu", "fem.k_mu", "Pa", "FEM shear modulus k_mu (Lame mu) of every tet",
+                  aliases=("k_mu", "tet_k_mu")),
+    _tet_quantity("fem_lambda", "fem.k_lambda", "Pa", "FEM volume modulus k_lambda (Lame lambda) of every tet",
+                  aliases=("k_lambda", "tet_k_lambda")),
+    _tet_quantity("fem_damping", "fem.k_damp", "Pa s", "FEM damping k_damp of every tet",
+                  aliases=("fem_damp", "k_damp", "tet_k_damp")),
+    Quantity("particle_mass", "particles.mass", "kg", "log", ("particle_mass", "particle_masses", "masses"),
+             "the mass of every particle [n] (each its own; `mass` scales them all alike)",
+             read=lambda topology, params, state0: np.asarray(params.particles.mass),
+             expand=lambda exp, value: {"particles.mass": value}, file_type="float[]", auto=False),
+    Quantity("density", "particles.mass", "kg/m^3", "log", ("density", "fem_density"),
+             "density of the soft bodies: each particle's mass = density x its volume (FemParams.particle_volume: "
+             "the sum of V0 / 4 over its tets, or a whole grid cell)", read=_read_density, expand=_expand_density,
+             applies=_has_tets),
+    Quantity("density_field", "particles.mass", "log(kg/m^3), 1", "identity", ("density_field",),
+             "a density varying across the soft bodies, [4]: log density(s) = value[0] + value[1:] . s, s the "
+             "rest position from the volume-weighted centroid over the largest such distance; each particle's "
+             "mass = density(s) x its volume", read=_read_density_field, expand=_expand_density_field,
+             applies=_has_tets, file_type="float[4]"),
+):
+    register(_q)
+del _q
