@@ -153,16 +153,15 @@ def test_the_checks_can_fail():
     assert part("gradsim_jax") == "api"
 
 
-@pytest.mark.parametrize("limit", [500])
-def test_rooms_of_one_job(limit):
-    """No module over ~500 lines unless it is one algorithm (those are listed, with why)."""
+def test_rooms_of_one_job():
+    """No module over ~500 lines (520) unless it is one algorithm (those are listed, with why)."""
+    limit = 520
     one_algorithm = {
-        # the tiled rasterizer: binning, per-tile depth sort, coverage and compositing
+        # the tiled rasterizer: binning faces to tiles, per-pixel candidates, coverage, compositing, and the
+        # dense reference renderer it is checked against
         "gradsim_jax.render.rasterize": 850,
-        # host-side mesh and tet builders of the primitives (box, sphere, cylinder, capsule, cone)
-        "gradsim_jax.geometry.tets": 700,
-        "gradsim_jax.geometry.scene": 700,
-        "gradsim_jax.render.video": 700,
+        # the optax loop: jitted steps, per-field clipping, bounds, NaN back-off, checkpoints, bitwise resume
+        "gradsim_jax.fit.fit": 600,
     }
     big = []
     for name, path in modules().items():
@@ -170,3 +169,36 @@ def test_rooms_of_one_job(limit):
         if n > one_algorithm.get(name, limit):
             big.append(f"{name}: {n} lines")
     assert not big, "modules over their size:\n" + "\n".join(big)
+
+
+def test_fit_climbs_back_at_most_three_times(tmp_path):
+    """`gradsim-jax fit` on a small scene, traced (tools/layer_walk.py): calls from a lower layer into a higher
+    one happen only through functions handed down (the loss, the traced checks, the polish's residuals)."""
+    import sys
+
+    sys.path.insert(0, str(SRC.parent / "tools"))
+    from layer_walk import fit_walk
+
+    walk = fit_walk(tmp_path)
+    assert walk["status"] == 0
+    climbs = walk["climbs"]
+    assert len(climbs) <= 3, climbs
+    for pair in climbs:  # each climb is into sysid, from the optimizers of fit
+        caller, callee = pair.split(" -> ")
+        assert part(caller) == "fit" and part(callee) == "sysid", pair
+    assert len(walk["entered"]) > 30  # the profiler saw the whole command
+
+
+def test_public_names_say_what_they_are():
+    """Every name of `gradsim_jax.__all__` has a docstring of more than one short phrase, and the package and
+    the command line name what gradsim-jax does now (cloth, rigid and soft bodies, control)."""
+    import inspect
+
+    import gradsim_jax as gs
+    from gradsim_jax.cli import build_parser
+
+    short = [n for n in gs.__all__ if len(inspect.getdoc(getattr(gs, n)) or "") < 60]
+    assert not short, f"public names without a real docstring: {short}"
+    for text in (gs.__doc__, build_parser().description):
+        for word in ("cloth", "rigid", "soft bod", "control"):
+            assert word in text, (word, text[:200])

@@ -1,4 +1,6 @@
-"""gradsim-jax: differentiable simulation and rendering in JAX.
+"""gradsim-jax: differentiable simulation and rendering in JAX. Recover the physical parameters of cloth,
+rigid bodies and FEM soft bodies from video (system identification, `gradsim_jax.sysid`), and train the
+controls that make them reach a target image (`gradsim_jax.control`), through the physics and the renderer.
 
 The handful of names most users need:
 

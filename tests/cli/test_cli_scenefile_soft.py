@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.geometry import box_mesh
-from gradsim_jax.geometry.tets import box_tets, save_tets, tet_volumes
+from gradsim_jax.geometry import box_tets, save_tets, tet_volumes
 from gradsim_jax.scenefile import SceneFileError, help_text, load_scene
 
 from cli_scenes import SCENE_TAIL, SMALL_CLOTH, write_scene

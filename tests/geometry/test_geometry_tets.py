@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.geometry.rigid import MeshError, _volume_moments, check_closed_mesh, sphere_mesh
-from gradsim_jax.geometry.tets import (
+from gradsim_jax.geometry import (
     box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, load_tets, lumped_masses, orient_tets,
     save_tets, sphere_tets, tet_surface, tet_volumes, tetrahedralize, voxel_tets, walker_tets,
 )

@@ -17,7 +17,10 @@ from gradsim_jax.scenes.catalog import (CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS
 
 def add_parser(sub) -> None:
     """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers."""
-    demo = sub.add_parser("demo", help="built-in demos")
+    demo = sub.add_parser("demo", help="built-in demos: cloth, rigid and soft bodies from video, and control",
+                          description="Built-in demos. Each renders its own target video from known values, "
+                                      "recovers them from a perturbed start (or trains a control) and writes "
+                                      "videos, plots and report.json to OUT.")
     demos = demo.add_subparsers(dest="demo", metavar="DEMO")
     cloth = demos.add_parser(
         "cloth", help="recover cloth parameters from a rendered video",

@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     """Register the subcommands on `gradsim-jax`'s subparsers."""
     fmt = argparse.RawDescriptionHelpFormatter
     gc = sub.add_parser(
-        "gradcheck", help="check a scene's gradients: reverse vs forward mode vs finite differences, float32 vs 64",
+        "gradcheck", help="check a scene file's gradients (cloth, rigid or soft bodies): reverse vs forward mode vs finite "
+             "differences, float32 vs 64",
         formatter_class=fmt,
         description="For every [fit] free quantity of the scene, the directional derivative of the fit's image "
                     "loss by reverse mode, forward mode (through the dense reference renderer) and central finite "
@@ -58,7 +59,7 @@ def add_parser(sub) -> None:
     gc.add_argument("--no-float32", action="store_true", help="skip the float32 comparison")
 
     hz = sub.add_parser(
-        "horizon", help="gradient norm and float32/float64 agreement against the horizon (frames fitted)",
+        "horizon", help="a scene file's gradient norm and float32/float64 agreement against the horizon (frames fitted)",
         formatter_class=fmt,
         description="The gradient of the fit's loss over the first k loss frames, for every k, in float64 and "
                     "float32: its norm and the relative difference |g32 - g64| / |g64|. The horizon past which the "
@@ -73,7 +74,7 @@ def add_parser(sub) -> None:
                          "cheaper")
 
     ls = sub.add_parser(
-        "landscape", help="the loss and its gradient on a 1-D or 2-D grid around the estimate",
+        "landscape", help="a scene file's loss and its gradient on a 1-D or 2-D grid around the estimate",
         formatter_class=fmt,
         description="The fit's image loss and its gradient over a grid of one or two scalar quantities, each "
                     "from (1 - span) to (1 + span) times its value at the centre (the scene's [initial] values, "

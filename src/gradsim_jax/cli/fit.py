@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     """`fit` on `gradsim-jax`'s subparsers."""
     from gradsim_jax.scenefile import help_text
 
-    fit = sub.add_parser("fit", help="fit a scene file to a target video",
+    fit = sub.add_parser("fit", help="fit a scene file (cloth, rigid bodies, soft bodies) to a target video",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
                          description="Fit the quantities listed in the scene file's [fit] free to a target "
                                      "video. Writes target/initial/fitted GIFs, comparison.mp4, loss.png, "

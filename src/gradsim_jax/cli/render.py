@@ -13,7 +13,8 @@ def add_parser(sub) -> None:
     """`render` on `gradsim-jax`'s subparsers."""
     from gradsim_jax.scenefile import help_text
 
-    ren = sub.add_parser("render", help="render a scene file's [material] values to a video (a synthetic target)",
+    ren = sub.add_parser("render", help="render a scene file's [material] values (cloth, rigid and soft bodies) to "
+                                        "a video (a synthetic target)",
                          epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ren.add_argument("scene", help="scene file (TOML)")
     ren.add_argument("--out", required=True, help="output .gif or .mp4 (or a folder: one RGBA PNG per frame)")

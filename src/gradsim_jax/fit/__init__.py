@@ -1,4 +1,6 @@
-"""Fitting: recover physical parameters by gradient descent through simulation and rendering.
+"""Fitting: the optimizers that recover physical parameters of cloth, rigid and soft bodies (and train
+controls) by gradient descent through simulation and rendering; they know nothing of scenes, only of
+loss functions and parameter trees (the scenes' losses come from `sysid`).
 
 - `fit`: the jitted optax loop (free fields, positivity/bound transforms, clipping, NaN guard, history,
   progress, PRNG key, checkpoint and bitwise resume).

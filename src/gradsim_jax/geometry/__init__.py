@@ -1,17 +1,18 @@
-"""Host-side builders of scenes and meshes, and mesh files read from disk."""
+"""Host-side builders of scenes (cloth, rigid bodies, FEM soft bodies, particles) and meshes, and mesh files
+read from disk. A `Scene` is the host description; `Scene.build()` makes the device trees (Topology, Params,
+State) the physics runs on."""
 
 from gradsim_jax.geometry.obj import MeshFileError, read_obj
 from gradsim_jax.geometry.rigid import (
     MassProperties, MeshError, RigidShape, box_mesh, capsule_mesh, check_closed_mesh, cone_mesh, cylinder_mesh,
     load_mesh, mass_properties, rigid_body_from_mesh, sphere_mesh,
 )
-from gradsim_jax.geometry.scene import (
-    Scene, cloth_grid, cloth_grid_counts, cloth_mesh, combine, interior_edges, particles, quat_from_axis_angle,
-    rigid_body, soft_body,
-)
+from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
+from gradsim_jax.geometry.scene import Scene, combine, particles, quat_from_axis_angle, rigid_body, soft_body
+from gradsim_jax.geometry.tet_files import load_tets, save_tets, tetrahedralize
 from gradsim_jax.geometry.tets import (
-    box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, load_tets, lumped_masses, orient_tets,
-    save_tets, sphere_tets, tet_surface, tet_volumes, tetrahedralize, voxel_tets, walker_tets,
+    box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, lumped_masses, orient_tets,
+    sphere_tets, tet_surface, tet_volumes, voxel_tets, walker_tets,
 )
 
 __all__ = ["MassProperties", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",

@@ -10,10 +10,7 @@ pieces in order: a piece's particle k is `offset + k` where `offset` counts the 
 from __future__ import annotations
 
 import dataclasses
-import operator
-import warnings
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -316,7 +313,8 @@ def _rigid_contact(rigid_contact, ground: bool, bodies: int) -> str:
 
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
-    """Loose particles: positions x [n, 3] m, velocities, masses (kg; 0 = fixed), pinned flags."""
+    """Loose particles as a `Scene`: positions x [n, 3] m, velocities v (scalar or [n, 3]) m/s, masses (scalar or
+    [n]) kg (0 = fixed), pinned flags (bool or [n])."""
     x = _points(x, "x")
     n = x.shape[0]
     mass = _f(mass, (n,), "mass")
@@ -336,7 +334,9 @@ def _points(a, name) -> np.ndarray:
 
 
 def combine(*pieces: Scene) -> Scene:
-    """Union of scenes; indices of each piece are offset by the particles of the pieces before it."""
+    """Union of host-side scenes (cloth, soft bodies, particles, rigid bodies) in one `Scene`: particles
+    [sum n] in the order given, indices of each piece offset by the particles of the pieces before it, bodies
+    appended in order."""
     if len(pieces) == 1 and not isinstance(pieces[0], Scene):
         pieces = tuple(pieces[0])
     cat = lambda name: np.concatenate([getattr(p, name) for p in pieces])  # noqa: E731
@@ -422,64 +422,6 @@ def quat_rotate(q, p) -> np.ndarray:
     w, u = q[0], _f(q[1:])
     p = _f(p)
     return p + 2.0 * w * np.cross(u, p) + 2.0 * np.cross(u, np.cross(u, p))
-
-
-def interior_edges(triangles) -> np.ndarray:
-    """Bending edges [e, 4] = (o1, o2, a, b) for every edge shared by exactly two triangles.
-
-    a -> b follows the winding of the triangle opposite o1, so that the dihedral normals of both
-    triangles agree with their windings. Boundary and non-manifold edges get no bending element.
-    """
-    seen: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-    for tri in np.asarray(triangles).tolist():
-        for k in range(3):
-            a, b, o = tri[k], tri[(k + 1) % 3], tri[(k + 2) % 3]
-            seen.setdefault((min(a, b), max(a, b)), []).append((a, b, o))
-    edges = [(r[0][2], r[1][2], r[0][0], r[0][1]) for r in seen.values() if len(r) == 2]
-    return np.asarray(edges, np.int32).reshape(-1, 4)
-
-
-def _rest_angles(x, edges) -> np.ndarray:
-    from gradsim_jax.physics.cloth import dihedral_angle
-
-    if len(edges) == 0:
-        return np.zeros(0)
-    with jax.enable_x64(True):  # rest angles exact whatever precision the simulation later runs in
-        pts = [jnp.asarray(np.asarray(x, np.float64)[edges[:, k]]) for k in range(4)]
-        return np.asarray(jax.vmap(dihedral_angle)(*pts), np.float64)
-
-
-def cloth_mesh(
-    vertices,
-    faces,
-    *,
-    density: float = 0.1,
-    vel=(0.0, 0.0, 0.0),
-    pinned=None,
-    tri_ke: float = DEFAULT_TRI_KE,
-    tri_ka: float = DEFAULT_TRI_KA,
-    tri_kd: float = DEFAULT_TRI_KD,
-    tri_drag: float = 0.0,
-    tri_lift: float = 0.0,
-    bend_ke: float = DEFAULT_BEND_KE,
-    bend_kd: float = DEFAULT_BEND_KD,
-    **renamed,
-) -> Scene:
-    """A cloth from a triangle mesh with lumped mass: each triangle gives density * area / 3 (kg) to each
-    of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list."""
-    x = _points(vertices, "vertices")
-    _check_finite("vertices", x)
-    tris = _i(faces, 3, "faces")
-    n = x.shape[0]
-    check_index_rows("faces", tris, n)
-    tris = tris.astype(np.int32)
-    area = 0.5 * np.linalg.norm(np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]]), axis=1)
-    mass = np.zeros(n)
-    np.add.at(mass, tris.reshape(-1), np.repeat(density * area / 3.0, 3))
-    mask = _pinned_mask(pinned, n)
-    bend_ke, bend_kd = _renamed_bending(renamed, bend_ke, bend_kd, "cloth_mesh")
-    return _with_cloth(particles(x, _f(vel, (n, 3), "vel"), mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag,
-                       tri_lift, bend_ke, bend_kd)
 
 
 def _pinned_mask(pinned, n: int) -> np.ndarray:
@@ -572,113 +514,3 @@ def soft_body(
                                tet_k_damp=material["k_damp"], tet_surface=tetmesh.tet_surface(t))
 
 
-def _renamed_bending(renamed: dict, bend_ke, bend_kd, where: str):
-    """(bend_ke, bend_kd), taking the old names edge_ke / edge_kd from `renamed` with a DeprecationWarning;
-    TypeError for any other unexpected keyword."""
-    values = {"bend_ke": bend_ke, "bend_kd": bend_kd}
-    for old, value in renamed.items():
-        if old not in ("edge_ke", "edge_kd"):
-            raise TypeError(f"{where}() got an unexpected keyword argument {old!r}")
-        new = "bend_" + old[len("edge_"):]
-        warnings.warn(f"{where}: {old} is now called {new}", DeprecationWarning, stacklevel=3)
-        values[new] = value
-    return values["bend_ke"], values["bend_kd"]
-
-
-def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, bend_ke, bend_kd) -> Scene:
-    t = tris.shape[0]
-    # With bend_ke = bend_kd = 0 bending exerts no force: leave its elements out so it costs nothing.
-    bends = np.any(np.asarray(bend_ke) != 0) or np.any(np.asarray(bend_kd) != 0)
-    edges = interior_edges(tris) if bends else np.zeros((0, 4), np.int32)
-    e = edges.shape[0]
-    return dataclasses.replace(
-        piece,
-        triangles=tris, tri_ke=_f(tri_ke, (t,), "tri_ke"), tri_ka=_f(tri_ka, (t,), "tri_ka"),
-        tri_kd=_f(tri_kd, (t,), "tri_kd"), tri_drag=_f(tri_drag, (t,), "tri_drag"),
-        tri_lift=_f(tri_lift, (t,), "tri_lift"),
-        bend_edges=edges, bend_ke=_f(bend_ke, (e,), "bend_ke"), bend_kd=_f(bend_kd, (e,), "bend_kd"),
-        bend_rest=_rest_angles(piece.x, edges),
-    )
-
-
-def cloth_grid(
-    dim_x: int,
-    dim_y: int,
-    cell_x: float,
-    cell_y: float,
-    *,
-    pos=(0.0, 0.0, 0.0),
-    rot=(1.0, 0.0, 0.0, 0.0),
-    vel=(0.0, 0.0, 0.0),
-    mass: float = 0.1,
-    fix_left: bool = False,
-    fix_right: bool = False,
-    fix_top: bool = False,
-    fix_bottom: bool = False,
-    reverse_winding: bool = False,
-    tri_ke: float = DEFAULT_TRI_KE,
-    tri_ka: float = DEFAULT_TRI_KA,
-    tri_kd: float = DEFAULT_TRI_KD,
-    tri_drag: float = 0.0,
-    tri_lift: float = 0.0,
-    bend_ke: float = DEFAULT_BEND_KE,
-    bend_kd: float = DEFAULT_BEND_KD,
-    **renamed,
-) -> Scene:
-    """A rectangular cloth of dim_x x dim_y cells (gradSim's / dflex's `add_cloth_grid` semantics).
-
-    (dim_x + 1)(dim_y + 1) particles, row-major in y: particle (i, j) = j (dim_x + 1) + i sits at
-    rot * (i cell_x, j cell_y, 0) + pos; `rot` is a unit quaternion (w, x, y, z); `mass` is per particle.
-    2 dim_x dim_y triangles, two per cell, and one bending edge per interior (shared) edge (none when
-    bend_ke = bend_kd = 0; `edge_ke` / `edge_kd`, dflex's names, still read with a DeprecationWarning). The fix_* flags
-    pin the particles of the column i = 0 (left), i = dim_x (right), row j = dim_y (top), j = 0 (bottom).
-    """
-    dims = []
-    for name, dim in (("dim_x", dim_x), ("dim_y", dim_y)):
-        try:
-            if isinstance(dim, (bool, np.bool_)):
-                raise TypeError
-            dims.append(operator.index(dim))
-        except TypeError:
-            raise TypeError(f"cloth_grid needs an integer {name} (cells), got {dim!r}") from None
-    dim_x, dim_y = dims
-    if dim_x < 1 or dim_y < 1:
-        raise ValueError(f"cloth_grid needs dim_x, dim_y >= 1, got {dim_x}, {dim_y}")
-    count = (dim_x + 1) * (dim_y + 1)
-    if count > np.iinfo(np.int32).max:
-        raise ValueError(f"cloth_grid dim_x x dim_y = {dim_x} x {dim_y} has {count} particles, more than int32 "
-                         "indices can address (2**31 - 1)")
-    for name, size in (("cell_x", cell_x), ("cell_y", cell_y)):
-        if not 0 < float(_f(size, (), name)) < np.inf:
-            raise ValueError(f"cloth_grid needs a finite {name} > 0 (m), got {size!r}")
-    rot = _f(rot, name="rot")
-    if rot.shape != (4,) or not (np.all(np.isfinite(rot)) and 0 < np.linalg.norm(rot) < np.inf):
-        raise ValueError(f"cloth_grid needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
-    pos = _f(pos, (3,), "pos")
-    jj, ii = np.meshgrid(np.arange(dim_y + 1), np.arange(dim_x + 1), indexing="ij")
-    local = np.stack([ii * cell_x, jj * cell_y, np.zeros_like(ii, dtype=float)], -1).reshape(-1, 3)
-    x = quat_rotate(rot / np.linalg.norm(rot), local) + pos
-    ii, jj = ii.reshape(-1), jj.reshape(-1)
-    pinned = (fix_left & (ii == 0)) | (fix_right & (ii == dim_x)) | (fix_top & (jj == dim_y)) | (
-        fix_bottom & (jj == 0)
-    )
-    row = dim_x + 1
-    cj, ci = np.meshgrid(np.arange(1, dim_y + 1), np.arange(1, dim_x + 1), indexing="ij")
-    ci, cj = ci.reshape(-1), cj.reshape(-1)
-    v00, v10 = (cj - 1) * row + ci - 1, (cj - 1) * row + ci
-    v01, v11 = cj * row + ci - 1, cj * row + ci
-    if reverse_winding:
-        t1, t2 = np.stack([v00, v10, v11], 1), np.stack([v00, v11, v01], 1)
-    else:
-        t1, t2 = np.stack([v00, v10, v01], 1), np.stack([v10, v11, v01], 1)
-    tris = np.stack([t1, t2], 1).reshape(-1, 3).astype(np.int32)
-    bend_ke, bend_kd = _renamed_bending(renamed, bend_ke, bend_kd, "cloth_grid")
-    return _with_cloth(particles(x, _f(vel, (x.shape[0], 3), "vel"), mass, pinned), tris, tri_ke, tri_ka, tri_kd,
-                       tri_drag, tri_lift, bend_ke, bend_kd)
-
-
-def cloth_grid_counts(dim_x: int, dim_y: int, *, bending: bool = True) -> dict:
-    """Element counts of `cloth_grid(dim_x, dim_y, ...)` without building it (for `estimate_cost`):
-    {"particles", "triangles", "bend_edges", "springs"}; `bending`: bend_ke or bend_kd nonzero."""
-    return {"particles": (dim_x + 1) * (dim_y + 1), "triangles": 2 * dim_x * dim_y,
-            "bend_edges": 3 * dim_x * dim_y - dim_x - dim_y if bending else 0, "springs": 0}

@@ -54,5 +54,7 @@ class SemiImplicitEuler:
 
 
 def euler_step(topology, params, state: State, control: Control | None, dt, t=0.0) -> State:
-    """One semi-implicit Euler step of length `dt` (s) starting at time `t` (s)."""
+    """One semi-implicit Euler step of length `dt` (s) starting at time `t` (s): the State after it (same
+    shapes: particle x, v [n, 3] in m, m/s; bodies x [b, 3], q [b, 4], v [b, 3], w [b, 3]), under `control`
+    (None: no inputs) held over the step."""
     return SemiImplicitEuler().step(topology, params, state, control, t, dt)

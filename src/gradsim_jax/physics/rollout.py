@@ -26,6 +26,7 @@ from gradsim_jax.physics.checkpointing import CheckpointLike, checkpoint_policy
 from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
+from gradsim_jax.physics.particles import ParticleControl
 from gradsim_jax.physics.rigid import rigid_contact_message
 from gradsim_jax.physics.types import Control, Params, State, Topology
 from gradsim_jax.typing import named_leaves, replace_paths
@@ -35,7 +36,9 @@ ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Contr
 
 
 class SimulationDiverged(FloatingPointError):
-    """A rollout produced a non-finite state. Attributes: frame, quantity ("x" or "v"), particle."""
+    """A rollout produced a non-finite state. Attributes: frame (index of the first bad frame, 0 = the initial
+    state), quantity ("x" position m or "v" velocity m/s of a particle; "rigid.x", "rigid.q", "rigid.v",
+    "rigid.w" of a body) and particle (the index of the particle or body)."""
 
     def __init__(self, frame: int, quantity: str, particle: int):
         self.frame, self.quantity, self.particle = frame, quantity, particle
@@ -138,6 +141,24 @@ def simulate(
     return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
 
 
+def push_control(force, frames: int, frame) -> Optional[Control]:
+    """The control of frame index `frame` (traced) under a known push: `force` [n, 3] N on every particle during
+    the first `frames` frames, zero after; None when there is no push (`force` None or `frames` 0)."""
+    if force is None or frames == 0:
+        return None
+    return Control(particles=ParticleControl(force=jnp.where(frame < frames, force, jnp.zeros_like(force))))
+
+
+def leading_push(force, frames: int) -> Callable:
+    """`control(frame, state)` for `simulate`: `push_control` of each frame (a known push during the first
+    `frames` frames, as the system-identification scenes apply it)."""
+
+    def control(frame, state):
+        return push_control(force, frames, frame)
+
+    return control
+
+
 def _real(name: str, value):
     """`value` as an array of real numbers (bool, int or float); TypeError naming `name` otherwise."""
     try:
@@ -212,7 +233,8 @@ def first_nonfinite(trajectory: State):
 
 
 def check_finite(trajectory: State) -> State:
-    """Raise `SimulationDiverged` naming the first frame with a non-finite state; else return it unchanged."""
+    """Raise `SimulationDiverged` naming the first frame with a non-finite state of `trajectory` (a State whose
+    leaves have a leading frame axis: x [T, n, 3] m, ...); else return it unchanged. Runs on the host."""
     found = first_nonfinite(trajectory)
     if found is not None:
         raise SimulationDiverged(**found)

@@ -65,7 +65,12 @@ class Topology:
 
 @pytree_dataclass
 class Params:
-    """Physical parameters: a float tree, the only thing a fit differentiates (see the branch classes)."""
+    """Physical parameters: a float tree, the only thing a fit differentiates, one branch per component (each
+    branch class documents its fields, units and shapes): world (gravity [3] m/s^2, the ground plane),
+    particles (mass [n] kg, radius m, ...), springs (ke, kd, rest [s]), cloth (membrane tri_ke, tri_ka, tri_kd
+    [t], bending bend_ke, bend_kd [e], aerodynamic tri_drag, tri_lift, rest shape), contact (ground ke, kd,
+    kf, mu), rigid (mass [b] kg, gyration, hull vertices, contact coefficients and restitution per body), fem
+    (Lame k_mu, k_lambda [k] Pa, damping k_damp [k] Pa s, activation, rest shape, particle volumes)."""
 
     world: World
     particles: ParticleParams
@@ -87,8 +92,11 @@ class State:
 
 @pytree_dataclass
 class Control:
-    """Per-step inputs, by component; None means none (`ParticleControl`, `ClothControl`, `RigidControl`,
-    `FemControl`)."""
+    """Per-step inputs, by component; None means none: particles (`ParticleControl`: force [n, 3] N on each
+    particle, velocities [n, 3] m/s of the pinned ones), cloth (`ClothControl`: triangle activations [t] and
+    offsets of the bending rest angles [e] rad), rigid
+    (`RigidControl`: force [b, 3] N and torque [b, 3] N m on each body), fem (`FemControl`: tet activations
+    [k]). A control is held over the substeps of a frame."""
 
     particles: Optional[ParticleControl] = None
     cloth: Optional[ClothControl] = None

@@ -1,4 +1,6 @@
-"""Differentiable rendering: cameras, the soft rasterizer (SoftRas), shading and video I/O."""
+"""Differentiable rendering of whatever the physics simulates (cloth, rigid bodies, soft bodies' surfaces):
+cameras and calibrations, the tiled soft rasterizer (SoftRas coverage, or the box coverage a camera sees),
+shading, blur, and video files in (`target`) and out (`video`)."""
 
 from gradsim_jax.render.camera import (
     Camera,

@@ -87,6 +87,7 @@ def read_body(spec, i: int, b: dict):
 
 def read_soft_body(spec, i: int, b: dict):
     """One [[soft_body]] table as a host-side Scene (FEM tets; `geometry.tets` and `soft_body`)."""
+    from gradsim_jax.geometry import tet_files
     from gradsim_jax.geometry import tets as tetmesh
     from gradsim_jax.geometry.scene import soft_body
 
@@ -133,11 +134,11 @@ def read_soft_body(spec, i: int, b: dict):
         elif b["shape"] == "cylinder":
             verts, tets = tetmesh.cylinder_tets(b["radius"], b["height"], b["segments"])
         elif b["mesh"] is not None:
-            verts, tets = tetmesh.load_tets(spec.resolve(b["mesh"]))
+            verts, tets = tet_files.load_tets(spec.resolve(b["mesh"]))
             verts = verts * b["scale"]
         else:
             surf_v, surf_f = rigid_geometry.load_mesh(spec.resolve(b["surface"]))
-            verts, tets = tetmesh.tetrahedralize(surf_v * b["scale"], surf_f, max_volume=b["max_volume"],
+            verts, tets = tet_files.tetrahedralize(surf_v * b["scale"], surf_f, max_volume=b["max_volume"],
                                                  name=b["surface"])
         if b["masses"] is not None and len(b["masses"]) != len(verts):
             raise SceneFileError(f"{where} masses needs one mass per particle of this body: {len(verts)}, got "

@@ -21,10 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.compilation import jit
-from gradsim_jax.physics import (
-    Control, Params, ParticleControl, SemiImplicitEuler, State, Topology, check_finite, particle_state, simulate,
-)
+from gradsim_jax.physics import Params, SemiImplicitEuler, State, Topology, check_finite, particle_state, simulate
 from gradsim_jax.physics.checks import validate_traced
+from gradsim_jax.physics.rollout import leading_push
 from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
@@ -184,14 +183,9 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
     push = theta["push"] if "push" in theta else exp.theta.get("push")
     push = None if push is None else jnp.asarray(push, exp.dtype)
 
-    def control(frame, state):
-        if push is None or exp.push_frames == 0:
-            return None
-        force = jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push))
-        return Control(particles=ParticleControl(force=force))
-
     return params, simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
-                            frame_dt=exp.frame_dt, control=control, integrator=exp.integrator)
+                            frame_dt=exp.frame_dt, control=leading_push(push, exp.push_frames),
+                            integrator=exp.integrator)
 
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,

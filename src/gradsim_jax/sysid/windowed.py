@@ -24,16 +24,7 @@ frame `w * (length - overlap)`, the last one at `frames - length` (it may overla
 every window has the same length and frames 1..frames are each covered at least once. Truncated
 backpropagation cuts one run at frames length, 2 length, ... (no overlap; the last window may be shorter).
 
-Choosing the window length from the gradient horizon: let H be the horizon, in simulation steps, that
-`gradsim-jax horizon` marks (`diagnostics.horizon`: the first horizon at which the float32 and float64
-gradients differ by more than its tolerance, 10 %; past it both follow amplified rounding errors). For
-gradSim's demo cloth H = 1440 steps by issue 12's table (1280 by the README's). Take windows of
-`length = floor(H / (3 substeps))` frames (`window_length_for`, safety 1/3): 15 (13) frames for the demo. The
-difference grows like exp(lambda t), so at H / 3 it is about (tol eps32^2)^(1/3) ~ 1e-5 of the gradient;
-the margin covers guesses away from the truth, whose motion can be more chaotic than the truth's (a window
-of H / 2 is the most to use). Shorter windows see less of each slow mode per gradient (truncated) or cost
-more unknowns (multiple shooting: 6 per particle per window); longer ones cross the horizon. An overlap of
-a few frames (default `length // 4`) lets each join of multiple shooting be seen by two windows' images.
+The window length is chosen from the gradient horizon (`fit.windows`: `Windows`, `window_length_for`).
 
 Scope: particle scenes (cloth, springs, FEM tetrahedra); rigid bodies' start states (quaternions) are not
 free variables, so multiple shooting refuses an experiment with rigid bodies (truncated backpropagation
@@ -56,8 +47,9 @@ from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
 from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.fit.windows import Scaled, Windows, window_length_for  # noqa: F401  (re-exported)
-from gradsim_jax.physics import Control, ParticleControl, State
+from gradsim_jax.physics import State
 from gradsim_jax.physics.checkpointing import PerFrame
+from gradsim_jax.physics.rollout import push_control
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, frames_for,
                                           traced_checks, trajectory)
@@ -90,10 +82,7 @@ def _advance(exp: Experiment, params, state: State, frame, push) -> State:
     """The state one frame later: `exp.substeps` semi-implicit Euler steps from frame index `frame` (absolute,
     traced), the known push acting during the first `exp.push_frames` frames, as `sysid.rollout` does."""
     dt = exp.frame_dt / exp.substeps
-    ctrl = None
-    if push is not None and exp.push_frames:
-        force = jnp.where(frame < exp.push_frames, push, jnp.zeros_like(push))
-        ctrl = Control(particles=ParticleControl(force=force))
+    ctrl = push_control(push, exp.push_frames, frame)
     t0 = frame * exp.frame_dt
     integrator = exp.integrator
 
