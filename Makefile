@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,5 +24,9 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
+# The documentation site, built strictly into site/ (a broken link or a missing API name fails).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

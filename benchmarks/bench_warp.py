@@ -17,10 +17,10 @@ interpreter with --warp-python (a venv with `pip install warp-lang==1.8.1 numpy`
 
     python -m venv /tmp/warpvenv && /tmp/warpvenv/bin/pip install warp-lang==1.8.1 numpy
     python benchmarks/bench_warp.py --warp-python /tmp/warpvenv/bin/python   # -> results/warp_compare.json
-    python benchmarks/bench_warp.py --table      # only rewrite the README's table from that JSON
+    python benchmarks/bench_warp.py --table      # only rewrite the table of docs/benchmarks.md from that JSON
 
-A run writes its table (ratios, the issue's targets, memory, the machine) into the README between
-<!-- warp:start --> and <!-- warp:end --> (`--no-readme` to leave the README alone).
+A run writes its table (ratios, the issue's targets, memory, the machine) into docs/benchmarks.md between
+<!-- warp:start --> and <!-- warp:end --> (`--no-readme` to leave it alone).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from rss import peak_rss_mb, reset_peak_rss
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "benchmarks.md"  # the page of the benchmark tables
 START, END = "<!-- warp:start -->", "<!-- warp:end -->"
 #: (case, mode): the issue's target for the speedup and, per step, for our time.
 TARGETS = {("demo", "forward"): (6.0, None), ("demo", "value_and_grad"): (4.0, None),

@@ -1,7 +1,7 @@
-"""Run every benchmark, then rewrite the README's benchmark table from their JSON results.
+"""Run every benchmark, then rewrite the benchmark tables of docs/benchmarks.md from their JSON results.
 
     python benchmarks/run_all.py            # physics + render, a few minutes on 2 cores
-    python benchmarks/run_all.py --table    # only rebuild the README table from benchmarks/results/*.json
+    python benchmarks/run_all.py --table    # only rebuild the table of docs/benchmarks.md from benchmarks/results/*.json
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "benchmarks.md"  # the page of the benchmark tables
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 
 
@@ -102,7 +102,7 @@ def write_table() -> None:
         parts.append(gpu_table(gpu.get("physics"), gpu.get("render")))
     text = README.read_text()
     if START not in text or END not in text:
-        raise SystemExit(f"README.md lacks the markers {START} ... {END}")
+        raise SystemExit(f"{README} lacks the markers {START} ... {END}")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     README.write_text(head + START + "\n" + "\n\n".join(p for p in parts if p) + "\n" + END + tail)
@@ -111,7 +111,7 @@ def write_table() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--table", action="store_true", help="only rebuild the README table")
+    parser.add_argument("--table", action="store_true", help="only rebuild the table of docs/benchmarks.md")
     args = parser.parse_args()
     if not args.table:
         for script in ("bench_physics.py", "bench_render.py"):

@@ -10,7 +10,7 @@ Several hosts: every process runs the same program on the same inputs (so the sa
 same key), after `initialize_distributed`; `jax.devices()` then lists every process's devices, a
 `batch_mesh` spans them all, and `put_batch` hands each process the rows of its own devices. On a CPU,
 jax's cross-process collectives go through gloo (`jax_cpu_collectives_implementation`, the default since
-jax 0.4.3x); on GPUs through NCCL. docs/scaling.md has the recipes for one multi-GPU node and for SLURM.
+jax 0.4.3x); on GPUs through NCCL. docs/howto/scaling.md has the recipes for one multi-GPU node and for SLURM.
 """
 
 from __future__ import annotations

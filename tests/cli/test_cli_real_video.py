@@ -1,6 +1,6 @@
-"""The README's "Your own video" walk-through, run as written, on a target our renderer did not make.
+"""The "Your own video" guide's walk-through (docs/howto/own-video.md), run as written, on a target our renderer did not make.
 
-The commands are read from the README's section and run in a temporary copy of the repository's
+The commands are read from that page and run in a temporary copy of the repository's
 `examples/real_video/`: `make_recording.py` films the cloth of `scene.toml` with its own numpy hard
 rasterizer (the calibrated, distorted camera of `camera.yml`, a z-buffer, flat colours, 2 x 2 samples per
 pixel, a textured background, noise, an H.264 MP4 without alpha, a mask folder, a photo of the empty
@@ -30,8 +30,8 @@ NATIVE = (144, 192)  # (height, width) of camera.yml's frames
 
 
 def readme_commands() -> list[list[str]]:
-    """The shell commands of the README's "Your own video" section, as argument lists."""
-    section = (ROOT / "README.md").read_text().split("\n## Your own video\n", 1)[1].split("\n## ", 1)[0]
+    """The shell commands of the "Your own video" guide (docs/howto/own-video.md), as argument lists."""
+    section = (ROOT / "docs" / "howto" / "own-video.md").read_text()
     commands = []
     for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():

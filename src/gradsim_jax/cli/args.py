@@ -131,7 +131,7 @@ def fit_flags(p, *, iterations=None, polish=None):
 
 
 def restart_flags(p):
-    g = p.add_argument_group("random restarts and devices (docs/scaling.md)")
+    g = p.add_argument_group("random restarts and devices (docs/howto/scaling.md)")
     g.add_argument("--restarts", type=count(1), default=1, metavar="N",
                    help="fit N starts at once (the first is [initial], the others drawn around it), keep the one "
                         "of lowest final loss, fit it again through the whole pipeline and report the spread "
