@@ -11,7 +11,7 @@ from gradsim_jax.cli import build_parser, main
 
 REPORT_KEYS = ("objective", "trained_final_error_m", "random_baseline", "ratio_random_mean_over_trained",
                "iterations", "total_wall_time_s", "training_wall_time_s")
-OUTPUTS = ("untrained.gif", "trained.gif", "comparison.mp4", "target.png", "loss.png", "report.json")
+OUTPUTS = ("untrained.gif", "trained.gif", "comparison.mp4", "target.png", "loss.png", "report.json", "report.html")
 
 
 @pytest.mark.parametrize("demo", ["control-fem", "control-cloth", "control-walker", "control-jellyfish"])

@@ -11,7 +11,7 @@ from gradsim_jax.cli import main
 from gradsim_jax.fit import CheckpointError
 from gradsim_jax.scenes.demos import hanging_cloth
 
-OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json")
+OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json", "report.html")
 TINY = ["--size", "16", "--frames", "8", "--cells", "2", "--no-progress"]
 
 

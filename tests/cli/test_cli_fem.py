@@ -9,7 +9,7 @@ from gradsim_jax.cli import main
 
 from cli_scenes import demo_help
 
-OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json")
+OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json", "report.html")
 
 
 @pytest.mark.parametrize("demo", ["fem-material", "fem-mass"])

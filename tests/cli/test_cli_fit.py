@@ -8,7 +8,7 @@ import pytest
 from gradsim_jax.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cloth_scene.toml"
-OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json")
+OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json", "report.html")
 
 
 def test_render_then_fit_example_scene(tmp_path):
@@ -26,6 +26,12 @@ def test_render_then_fit_example_scene(tmp_path):
     # A GIF target is quantized to 8 bits and a palette, so the recovery is close, not exact.
     for name, err in report["relative_error"].items():
         assert err < 0.01, (name, err)
+    # report.html opens in a real browser without errors and its videos and pictures load.
+    from browser import body_data, loaded_dom
+
+    dom = loaded_dom(out / "report.html")
+    assert body_data(dom, "media") == "ok", body_data(dom, "media")
+    assert "Converged" in dom and "stiffness" in dom
 
 
 @pytest.mark.slow

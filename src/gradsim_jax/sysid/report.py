@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.files import atomic_file
+from gradsim_jax.sysid.report_html import write_html
 from gradsim_jax.render.camera import rotation_from_rvec
 from gradsim_jax.sysid.experiment import Experiment
 from gradsim_jax.sysid.config import SysIdResult
@@ -188,10 +189,13 @@ def ensure_writable_folder(folder) -> Path:
 
 
 def write_report(path, report: dict) -> Path:
-    """Write `report` as JSON to `path` atomically; return the path."""
+    """Write `report` as JSON to `path` atomically; return the path. A report.json gets its report.html beside
+    it (`report_html.write_html`: the videos, curves, estimates and verdict on one self-contained page)."""
     text = json.dumps(report, indent=2, default=_json_default)
     with atomic_file(path) as temporary:
         Path(temporary).write_text(text)
+    if Path(path).name == "report.json":
+        write_html(path, json.loads(text))
     return Path(path)
 
 
