@@ -120,6 +120,17 @@ def _fmt(x) -> str:
 
 def _results(name: str, r: dict) -> str:
     """The run's numbers as a table."""
+    if "shape_metrics" in r:
+        m = r["shape_metrics"]
+        rows = ["| | silhouette IoU | mean vertex distance (m) | largest (m) | volume ratio |", "|---|---:|---:|---:|---:|"]
+        for k in ("initial", "fitted"):
+            rows.append(f"| {k} | {m[k]['silhouette_iou']:.4f} | {m[k]['mean_vertex_distance_m']:.4f} | "
+                        f"{m[k]['max_vertex_distance_m']:.4f} | {m[k]['volume_ratio']:.3f} |")
+        rows.append("")
+        rows.append(f"The target is a box of half extents {r['target_shape']['box_half_extents_m']} m, the start a "
+                    f"sphere of radius {r['template']['sphere_radius_m']} m; {r['iterations']['adam']} Adam "
+                    f"iterations, {r.get('total_wall_time_s', r['wall_time_s']):.0f} s in all.")
+        return "\n".join(rows)
     if "relative_error" in r:
         rows = ["| quantity | true | start | estimate | relative error |", "|---|---:|---:|---:|---:|"]
         for q, err in r["relative_error"].items():
