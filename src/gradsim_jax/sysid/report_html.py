@@ -41,8 +41,10 @@ code { background: #f4f4f4; padding: 0 0.2em; }
 
 _CHECK = """
 <script>
+const pageErrors = [];
+window.addEventListener("error", e => pageErrors.push("error " + (e.message || e.type)), true);
 window.addEventListener("load", () => {
-  const bad = [];
+  const bad = pageErrors;
   document.querySelectorAll("img").forEach((img, i) => { if (!img.complete || img.naturalWidth === 0) bad.push("img " + i); });
   const videos = Array.from(document.querySelectorAll("video"));
   const settle = () => {
