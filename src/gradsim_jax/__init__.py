@@ -1,5 +1,5 @@
 """gradsim-jax: differentiable simulation and rendering in JAX. Recover the physical parameters of cloth,
-rigid bodies and FEM soft bodies from video (system identification, `gradsim_jax.sysid`), and train the
+rigid bodies, FEM soft bodies and ODE bodies (pendulums, a bouncing ball, your own) from video (system identification, `gradsim_jax.sysid`), and train the
 controls that make them reach a target image (`gradsim_jax.control`), through the physics and the renderer.
 
 The handful of names most users need:
@@ -18,12 +18,13 @@ images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
 
 from gradsim_jax.geometry import (
     Scene, box_mesh, box_tets, cloth_grid, cloth_mesh, combine, load_mesh, particles, quat_from_axis_angle, rigid_body,
-    soft_body, sphere_mesh,
+    ode_body, pendulum, soft_body, sphere_mesh,
 )
 from gradsim_jax.physics import (
     Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, particle_state, simulate,
 )
 from gradsim_jax.physics import euler_step as step
+from gradsim_jax.physics import FunctionOde, OdeSolver
 from gradsim_jax.render import Camera, RenderSettings, look_at_camera, render, render_video
 from gradsim_jax.fit import FitResult, fit, fit_batched
 from gradsim_jax.diagnostics import gradcheck, gradient_horizon, loss_landscape
@@ -35,6 +36,6 @@ __all__ = [
     "Camera", "Control", "FitResult", "Params", "gradcheck", "gradient_horizon", "loss_landscape", "RenderSettings", "Scene", "SimulationDiverged", "State",
     "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
     "fit_batched", "jit",
-    "load_mesh", "rigid_body", "soft_body", "sphere_mesh",
+    "load_mesh", "rigid_body", "soft_body", "sphere_mesh", "pendulum", "ode_body", "FunctionOde", "OdeSolver",
     "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
 ]

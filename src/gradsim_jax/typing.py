@@ -34,14 +34,21 @@ def pytree_dataclass(cls=None, *, meta=()):
 
 def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
     """(dotted name, value) of every data field of a dataclass tree, depth first, each name starting with
-    `prefix` ("Params.cloth.tri_ke"); None branches and static (bool or str) fields are skipped."""
+    `prefix` ("Params.cloth.tri_ke"); None branches and static fields (bool, str, a dataclass that is not a
+    pytree) are skipped; an ode branch that is a dict, list or tuple names its leaves by their keys
+    ("Params.ode['k']")."""
     for f in dataclasses.fields(tree):
         value = getattr(tree, f.name)
         name = f"{prefix}.{f.name}" if prefix else f.name
         if value is None or isinstance(value, (bool, str)):
             continue
+        if dataclasses.is_dataclass(value) and jax.tree_util.all_leaves([value]):
+            continue  # a dataclass that is no pytree is static (an ODE body's system)
         if dataclasses.is_dataclass(value):
             yield from named_leaves(value, name)
+        elif f.name == "ode" and isinstance(value, (dict, list, tuple)):  # a user's pytree (an ODE body's)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(value):
+                yield name + jax.tree_util.keystr(path), leaf
         else:
             yield name, value
 

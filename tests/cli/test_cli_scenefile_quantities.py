@@ -34,18 +34,45 @@ mass = 0.5
 pos = [-0.4, 0.3, 0.0]
 """
 
-#: A scene every quantity applies to: a cloth with bending and aerodynamics, a soft block and a rigid box on
-#: the ground.
+PENDULUM = """
+[pendulum]
+lengths = [0.3, 0.2]
+theta = [0.5, -0.2]
+masses = [1.0, 2.0]
+damping = [0.1, 0.1]
+pivot = [0.0, 0.8, 0.0]
+"""
+
+#: A scene every quantity but the balls' applies to: a cloth with bending and aerodynamics, a soft block and a
+#: rigid box on the ground, and a double pendulum.
 EVERYTHING = SMALL_CLOTH.replace('fix = ["left"]', 'fix = ["left"]\nground = true') + """
 [material]
 bend_ke = 0.01
 tri_drag = 0.1
 tri_lift = 0.05
-""" + BLOCK + BOX + TAIL
+""" + BLOCK + BOX + PENDULUM + TAIL
+
+#: The balls' quantities apply to a scene of [[ball]] tables (one ODE body per scene: not with the pendulum).
+BALLS = """
+[[ball]]
+pos = [0.0, 1.0, 0.0]
+velocity = [0.5, 0.2, 0.0]
+radius = 0.2
+restitution = 0.7
+friction = 0.1
+
+[[ball]]
+pos = [0.5, 1.5, 0.0]
+velocity = [-0.5, 0.0, 0.0]
+radius = 0.2
+restitution = 0.7
+friction = 0.1
+""" + TAIL
 
 #: Quantities with no key in scene files, and why: the camera's pose is [camera]'s; the blur of the edges is
-#: [fit] blur's; a body's shape offsets are fitted from its template (`demo rigid-shape`), never given.
-WITHOUT_KEYS = {"camera_pose", "blur", "shape"}
+#: [fit] blur's; a body's shape offsets are fitted from its template (`demo rigid-shape`), never given;
+#: gravity is [material] gravity's (a vector; the quantity is its y component).
+WITHOUT_KEYS = {"camera_pose", "blur", "shape", "gravity"}
 
 
 def _keyed():
@@ -84,11 +111,12 @@ def test_every_fittable_quantity_has_a_material_and_an_initial_key():
 @pytest.mark.parametrize("name", [q.name for q in _keyed()])
 def test_each_quantity_set_in_material_is_the_built_scenes_and_in_initial_the_start(tmp_path, name):
     q = QUANTITIES[name]
-    base = load_scene(write_scene(tmp_path, EVERYTHING)).experiment()
+    scene = BALLS if name.startswith("ball_") else EVERYTHING
+    base = load_scene(write_scene(tmp_path, scene)).experiment()
     own = default_theta(base.topology, base.params, base.state0, [name])[name]
     value = _other_value(q, own)
     toml = repr(value).replace("(", "[").replace(")", "]") if isinstance(value, list) else repr(value)
-    material = EVERYTHING if q.file_key in MATERIAL_QUANTITIES else SMALL_CLOTH + TAIL  # builder keys: the cloth
+    material = scene if q.file_key in MATERIAL_QUANTITIES else SMALL_CLOTH + TAIL  # builder keys: the cloth
     text = material.replace("[camera]", f"[initial]\n{q.file_key} = {toml}\n\n[camera]")
     if "[material]" in text:
         text = text.replace("[material]", f"[material]\n{q.file_key} = {toml}", 1)

@@ -19,7 +19,9 @@ from gradsim_jax.physics import (
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
 from gradsim_jax.geometry import tets as tetmesh
+from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
 from gradsim_jax.physics.gather import corner_incidence
+from gradsim_jax.physics.ode import with_ode_body
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
@@ -151,6 +153,8 @@ class Scene:
     push_point: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
     push_start: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     push_end: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    # An ODE body (`physics.ode`; `geometry.ode` builds them): (system, params, y), host values; None: none.
+    ode: tuple | None = None
 
     def __post_init__(self):
         if self.volume is None:
@@ -292,6 +296,8 @@ class Scene:
         state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)),
                       rigid=RigidState(x=arr(self.body_x).reshape(-1, 3), q=arr(self.body_q).reshape(-1, 4),
                                        v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
+        if self.ode is not None:
+            topology, params, state = with_ode_body(topology, params, state, *self.ode, arr)
         validate_scene(topology, params, state)
         return topology, params, state
 
@@ -345,7 +351,11 @@ def combine(*pieces: Scene) -> Scene:
         offsets = np.cumsum([0] + [count(p) for p in pieces])[:-1]
         return np.concatenate([getattr(p, name) + o for p, o in zip(pieces, offsets)]).astype(np.int32)
 
-    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene)}
+    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene) if f.name != "ode"}
+    odes = [p.ode for p in pieces if p.ode is not None]
+    if len(odes) > 1:
+        raise ValueError(f"a scene holds one ODE body (physics.ode), got {len(odes)}: build them as one piece")
+    fields["ode"] = odes[0] if odes else None
     for name in ("springs", "triangles", "bend_edges", "tets", "tet_surface"):
         fields[name] = shifted(name, lambda p: p.num_particles)
     for name in ("vertex_body", "push_body"):
@@ -408,20 +418,6 @@ def rigid_body(
         body_kd=material["contact_kd"], body_kf=material["contact_kf"], body_mu=material["contact_mu"],
         restitution=material["restitution"], body_vertices=np.asarray(shape.vertices_body),
         vertex_body=np.zeros(m, np.int32), body_faces=np.asarray(shape.faces, np.int32))
-
-
-def quat_from_axis_angle(axis, angle) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) rotating by `angle` rad about `axis`."""
-    axis = _f(axis)
-    axis = axis / np.linalg.norm(axis)
-    return np.concatenate([[np.cos(angle / 2.0)], np.sin(angle / 2.0) * axis])
-
-
-def quat_rotate(q, p) -> np.ndarray:
-    """Rotate points p [..., 3] by the unit quaternion q = (w, x, y, z)."""
-    w, u = q[0], _f(q[1:])
-    p = _f(p)
-    return p + 2.0 * w * np.cross(u, p) + 2.0 * np.cross(u, np.cross(u, p))
 
 
 def _pinned_mask(pinned, n: int) -> np.ndarray:
@@ -512,5 +508,3 @@ def soft_body(
     piece = dataclasses.replace(particles(x, vel, mass, _pinned_mask(pinned, n)), volume=volume)
     return dataclasses.replace(piece, tets=t, tet_k_mu=material["k_mu"], tet_k_lambda=material["k_lambda"],
                                tet_k_damp=material["k_damp"], tet_surface=tetmesh.tet_surface(t))
-
-

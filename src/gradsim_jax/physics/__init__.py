@@ -1,5 +1,5 @@
 """Differentiable physics of cloth (membrane, bending, springs, aerodynamics), rigid bodies and FEM soft bodies,
-with ground contact: the containers (Topology, Params, State, Control: one branch per component), force terms,
+with ground contact, and ODE bodies (pendulums, a bouncing ball, a user's system): the containers (Topology, Params, State, Control: one branch per component), force terms,
 integrators, the rollout over frames (`simulate`) and the checks of a scene and a trajectory. The lowest layer
 above the shared helpers: it imports no other part of gradsim_jax (docs/architecture.md)."""
 
@@ -21,6 +21,8 @@ from gradsim_jax.physics.forces import (
     CONTACT_FORCES, PARTICLE_FORCES, ContactTerm, ForceTerm, contact_forces, particle_forces, register_contact,
     register_force,
 )
+from gradsim_jax.physics.ode import FunctionOde, OdeSolver, OdeSystem, OdeTopology, solve_ode
+from gradsim_jax.physics.pendulum import PendulumParams, PendulumState, PendulumSystem
 from gradsim_jax.physics.integrators import SemiImplicitEuler, euler_step
 from gradsim_jax.physics.particles import (
     ParticleControl, ParticleParams, ParticleState, ParticleTopology, free_inverse_mass, kinetic_energy,
@@ -37,6 +39,8 @@ from gradsim_jax.physics.world import World
 from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
+    "FunctionOde", "OdeSolver", "OdeSystem", "OdeTopology", "PendulumParams", "PendulumState", "PendulumSystem",
+    "solve_ode",
     "CONTACT_FORCES", "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactTerm", "contact_forces",
     "implicit_penalty_force", "register_contact", "ContactReport", "ContactWarning", "Control",
     "StepReport", "StepWarning", "damping_limit", "step_report",

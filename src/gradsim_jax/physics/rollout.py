@@ -15,6 +15,7 @@ an argument of the jitted function keeps mesh-sized constants out of the program
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Callable, Optional, Union
 
@@ -27,6 +28,7 @@ from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
+from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
 from gradsim_jax.physics.rigid import rigid_contact_message
 from gradsim_jax.physics.types import Control, Params, State, Topology
 from gradsim_jax.typing import named_leaves, replace_paths
@@ -66,6 +68,7 @@ def simulate(
     control: ControlLike = None,
     checkpoint: CheckpointLike = True,
     integrator=SemiImplicitEuler(),
+    ode_solver: OdeSolver = OdeSolver(),
 ) -> State:
     """Roll the scene forward and return the state at every frame, the initial one included.
 
@@ -82,6 +85,8 @@ def simulate(
         2 sqrt(T) S + s S + R (T frames, s substeps, S bytes of a State, R bytes of one substep's residuals);
         or a policy object (`gradsim_jax.physics.checkpointing`, e.g. `PerFrame(remat_substeps=False)`).
       integrator: the time integrator (static; `SemiImplicitEuler()`), see `gradsim_jax.physics.integrators`.
+      ode_solver: how an ODE body is solved (static; `physics.ode.OdeSolver`): by default Tsit5 at fixed steps
+        of frame_dt / substeps.
 
     Returns:
       `State` whose leaves have a leading axis of length frames + 1: particles.x [frames + 1, n, 3], ...
@@ -104,6 +109,12 @@ def simulate(
     remat_substep = getattr(policy, "substep", lambda step: step)
     topology, params = as_arrays(topology, params)
     state0 = as_float_state(state0, params)
+    y0 = state0.ode
+    state0 = dataclasses.replace(state0, ode=None)  # integrated apart, below
+    if y0 is not None and topology.ode is None:
+        raise ValueError("the state has an ODE body (State.ode) but Topology.ode is None")
+    if y0 is not None and is_concrete_tree(params.ode, y0, params.world):
+        validate_ode(topology.ode, params.ode, y0, params.world)
     validate_scene(topology, params, state0)
     dt = frame_dt / substeps
     if topology.ground and is_concrete(params, state0, frame_dt):
@@ -138,7 +149,11 @@ def simulate(
         return state, state
 
     _, traj = policy.run(one_frame, state0, frames)
-    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
+    traj = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
+    if y0 is not None:
+        motion = ode_trajectory(topology.ode, params.ode, params.world, y0, frames, frame_dt, substeps, ode_solver)
+        traj = dataclasses.replace(traj, ode=motion)
+    return traj
 
 
 def push_control(force, frames: int, frame) -> Optional[Control]:
@@ -182,12 +197,36 @@ def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
     """`topology` and `params` with every leaf an array (lists and Python scalars converted, not flattened
     into pytrees) and integer or boolean Params in their float dtype; TypeError naming the field for complex
     or non-numeric values. Traceable (dtypes and shapes are static)."""
+    params, user = _split_user_branch(params)
     leaves = {name: _real(f"Params.{name}", value) for name, value in named_leaves(params, "")}
     index = {name: _real(f"Topology.{name}", value) for name, value in named_leaves(topology, "")}
     dtype = _float_dtype(leaves)
     leaves = {k: v if jnp.issubdtype(v.dtype, jnp.floating) else v.astype(dtype) for k, v in leaves.items()}
     index["particles.pinned"] = index["particles.pinned"].astype(bool)
-    return replace_paths(topology, index), replace_paths(params, leaves)
+    params = replace_paths(params, leaves)
+    if user is not None:
+        params = dataclasses.replace(params, ode=jax.tree.map(lambda v: _as_float(v, dtype, "Params.ode"), user))
+    return replace_paths(topology, index), params
+
+
+def _split_user_branch(tree):
+    """(tree without its ode branch, that branch) when the branch is a user's plain pytree (a dict, list or
+    tuple, which dotted paths cannot name); (tree, None) otherwise."""
+    branch = getattr(tree, "ode", None)
+    if isinstance(branch, (dict, list, tuple)):
+        return dataclasses.replace(tree, ode=None), branch
+    return tree, None
+
+
+def _as_float(value, dtype, name):
+    """value as an array of a float dtype: integers and booleans take dtype, floats are promoted with it."""
+    value = _real(name, value)
+    kind = value.dtype
+    if jnp.issubdtype(kind, jnp.integer) or kind == jnp.bool_:
+        return jnp.asarray(value, dtype)
+    if jnp.issubdtype(kind, jnp.floating):
+        return jnp.asarray(value, jnp.promote_types(kind, dtype))
+    raise TypeError(f"{name} has dtype {kind}: positions and velocities must be real numbers")
 
 
 def as_float_state(state: State, params: Params) -> State:
@@ -198,18 +237,12 @@ def as_float_state(state: State, params: Params) -> State:
     params: float64). Raises TypeError, naming the field, for complex or non-numeric values. Traceable.
     """
     dtype = _float_dtype(params)
-    out = {}
-    for name, value in named_leaves(state, "State"):
-        value = _real(name, value)
-        kind = value.dtype
-        if jnp.issubdtype(kind, jnp.integer) or kind == jnp.bool_:
-            target = dtype
-        elif jnp.issubdtype(kind, jnp.floating):
-            target = jnp.promote_types(kind, dtype)
-        else:
-            raise TypeError(f"{name} has dtype {kind}: positions and velocities must be real numbers")
-        out[name[len("State."):]] = jnp.asarray(value, target)
-    return replace_paths(state, out)
+    state, user = _split_user_branch(state)
+    out = {name[len("State."):]: _as_float(value, dtype, name) for name, value in named_leaves(state, "State")}
+    state = replace_paths(state, out)
+    if user is not None:
+        state = dataclasses.replace(state, ode=jax.tree.map(lambda v: _as_float(v, dtype, "State.ode"), user))
+    return state
 
 
 def first_nonfinite(trajectory: State):

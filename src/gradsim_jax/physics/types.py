@@ -11,11 +11,14 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | contact   |                       | `ContactParams`           |                 |                   |
 | rigid     | `RigidTopology`       | `RigidParams`             | `RigidState`    | `RigidControl`    |
 | fem       | `FemTopology`         | `FemParams`               |                 | `FemControl`      |
+| ode       | `OdeTopology`         | the system's (any pytree) | its y (pytree)  |                   |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
 terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`). FEM tetrahedra, like
 cloth, are made of particles: their positions and velocities are the particle state, so they need no State
-branch (and get the particles' ground contact).
+branch (and get the particles' ground contact). The ode branch is optional (None: none): a body whose motion is
+an ODE in its own coordinates (a pendulum, a bouncing ball, a user's system), integrated apart by `simulate`
+(`physics.ode`).
 
 Conventions (used throughout the package):
 - SI units, y axis up, gravity (0, -9.81, 0) m/s^2 by default.
@@ -30,13 +33,14 @@ dotted path with `replace_paths(params, {"cloth.tri_ke": value})`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import ClothControl, ClothParams, ClothTopology
 from gradsim_jax.physics.contact import ContactParams
 from gradsim_jax.physics.fem import FemControl, FemParams, FemTopology
+from gradsim_jax.physics.ode import OdeTopology
 from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
@@ -57,6 +61,7 @@ class Topology:
     rigid: RigidTopology
     fem: FemTopology
     ground: bool = False
+    ode: Optional[OdeTopology] = None
 
     @property
     def num_particles(self) -> int:
@@ -79,15 +84,18 @@ class Params:
     contact: ContactParams
     rigid: RigidParams
     fem: FemParams
+    ode: Any = None
 
 
 @pytree_dataclass
 class State:
     """Time-varying state carried by `lax.scan`: particles (x [n, 3] m, v [n, 3] m/s) and rigid bodies
-    (x [b, 3] m, q [b, 4] wxyz, v [b, 3] m/s, w [b, 3] rad/s)."""
+    (x [b, 3] m, q [b, 4] wxyz, v [b, 3] m/s, w [b, 3] rad/s); an ODE body's y
+    (None: none, `physics.ode`)."""
 
     particles: ParticleState
     rigid: RigidState
+    ode: Any = None
 
 
 @pytree_dataclass

@@ -1,9 +1,10 @@
 """The one seam from simulation state to render vertices.
 
 A scene renders as one triangle mesh: the particles as they are (cloth, FEM soft bodies) followed by
-the rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r). `scene_faces` gives the one
-faces array that indexes those vertices: the cloth triangles, the soft bodies' surface triangles, then
-every body's faces offset by the particle count. The renderer never learns where vertices came from.
+the rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r), then an ODE body's
+(`physics.ode`: a pendulum's bobs and rods, a ball). `scene_faces` gives the one faces array that indexes those vertices: the
+cloth triangles, the soft bodies' surface triangles, every body's faces offset by the particle count, then
+the ODE body's faces offset by both counts. The renderer never learns where vertices came from.
 """
 
 from __future__ import annotations
@@ -20,21 +21,31 @@ def scene_vertices(topology, params, state):
     parts = [state.particles.x]
     if topology.rigid.vertex_body.shape[0]:
         parts.append(world_vertices(topology.rigid, params.rigid, state.rigid).astype(state.particles.x.dtype))
+    if _has_ode(topology, state):
+        parts.append(topology.ode.system.vertices(params.ode, state.ode).astype(state.particles.x.dtype))
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
+
+
+def _has_ode(topology, state) -> bool:
+    return topology.ode is not None and state.ode is not None
 
 
 def trajectory_vertices(topology, params, trajectory):
     """Render vertices [T, n + m, 3] of a trajectory (leading axis: frames)."""
-    if not topology.rigid.vertex_body.shape[0]:
+    if not topology.rigid.vertex_body.shape[0] and not _has_ode(topology, trajectory):
         return trajectory.particles.x
     return jax.vmap(lambda s: scene_vertices(topology, params, s))(trajectory)
 
 
 def scene_faces(topology) -> np.ndarray:
     """Faces [F, 3] int32 over `scene_vertices`: cloth triangles, FEM surface triangles (particle indices
-    both), then body faces offset by the particle count (host side)."""
+    both), then body faces offset by the particle count, then an ODE body's offset by both (host side)."""
     n = topology.num_particles
     cloth = np.asarray(topology.cloth.triangles, np.int32).reshape(-1, 3)
     fem = np.asarray(topology.fem.surface, np.int32).reshape(-1, 3)
     bodies = np.asarray(topology.rigid.faces, np.int32).reshape(-1, 3) + n
-    return np.concatenate([cloth, fem, bodies]).astype(np.int32)
+    parts = [cloth, fem, bodies]
+    if topology.ode is not None:
+        parts.append(np.asarray(topology.ode.faces, np.int32).reshape(-1, 3) + n
+                     + int(np.shape(topology.rigid.vertex_body)[0]))
+    return np.concatenate(parts).astype(np.int32)

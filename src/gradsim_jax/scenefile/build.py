@@ -14,6 +14,7 @@ from gradsim_jax.physics import SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
 from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_body
 from gradsim_jax.scenefile.cloth import read_cloth
+from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
 from gradsim_jax.scenefile.render import read_look
 from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
@@ -31,9 +32,10 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     cloth = sc["grid"] is not None or sc["mesh"] is not None
     if sc["grid"] is not None and sc["mesh"] is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
-    if not cloth and not v["body"] and not v["soft_body"]:
+    ode = read_ode_body(spec)
+    if not cloth and not v["body"] and not v["soft_body"] and ode is None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
-                             "[[body]] tables (rigid bodies) or [[soft_body]] tables")
+                             "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum] or [[ball]] tables")
     if sc["rigid_contact"] is not None and sc["rigid_contact"] not in RIGID_CONTACTS:
         raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
                              f"{sc['rigid_contact']!r}")
@@ -46,7 +48,8 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             "ground = false with \"none\"")
     pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(v["soft_body"])]
     pieces += [bodies] if bodies is not None else []
-    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; then the rigid bodies
+    pieces += [ode] if ode is not None else []
+    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; then the rigid bodies; the ODE body
     scene = add_body_pushes(spec, scene)
     n = scene.num_particles
     try:

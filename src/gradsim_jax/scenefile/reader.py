@@ -80,7 +80,8 @@ def read_scene_file(path) -> dict:
         elif not isinstance(value, dict):
             raise SceneFileError(f"{path}: {section} must be a [{section}] table")
     for section in REQUIRED_SECTIONS:
-        if section not in raw and not (section == "scene" and (raw.get("body") or raw.get("soft_body"))):
+        if section not in raw and not (section == "scene" and any(raw.get(k) for k in ("body", "soft_body", "ball",
+                                                                                        "pendulum"))):
             raise SceneFileError(f"{path}: missing section [{section}]")
     out = {}
     for section in ARRAY_SECTIONS:

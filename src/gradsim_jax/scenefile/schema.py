@@ -140,6 +140,29 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "start": Field("float", 0.0, "when it starts, s"),
         "end": Field("float", None, "when it ends, s (default: never)"),
     },
+    "pendulum": {
+        "lengths": Field("float[]", None, "length of each link, m (one link: a simple pendulum; two: a double "
+                                          "pendulum; quantity pendulum_length); required"),
+        "theta": Field("float[]", None, "initial angle of each link from the downward vertical, rad "
+                                        "(counter-clockwise seen from +z; it swings in the x-y plane); required"),
+        "masses": Field("float[]", None, "mass of each bob, kg (default 1 each; quantity bob_mass)"),
+        "omega": Field("float[]", None, "initial angular velocity of each link, rad/s (default 0)"),
+        "damping": Field("float[]", None, "viscous damping of each joint, N m s/rad (default 0; quantity "
+                                          "pendulum_damping)"),
+        "pivot": Field("float[3]", [0.0, 0.0, 0.0], "where it hangs from, m"),
+        "bob_radius": Field("float", 0.1, "radius of the spheres the bobs are drawn as, m"),
+        "rod_radius": Field("float", 0.02, "half width of the rods drawn along the links, m (0: none)"),
+        "color": Field("float[3]", None, "RGB of the bobs (default: red, blue, green, ... link by link)"),
+    },
+    "ball": {
+        "pos": Field("float[3]", None, "initial centre, m", required=True),
+        "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity, m/s (quantity ball_speed: its length)"),
+        "radius": Field("float", 0.5, "radius, m"),
+        "restitution": Field("float", 0.8, "coefficient of restitution of its impacts in [0, 1] (quantity "
+                                           "ball_restitution)"),
+        "friction": Field("float", 0.0, "Coulomb friction with the ground (quantity ball_friction)"),
+        "color": Field("float[3]", None, "RGB of the ball (default: [render] color or the checkerboard)"),
+    },
     "camera": {
         "distance": Field("float", None, "look-at camera: distance from the look-at point, m (default 2)"),
         "elevation": Field("float", None, "look-at camera: elevation, degrees (default 20)"),
@@ -259,7 +282,7 @@ SCHEMA["initial"] = initial_fields()
 
 
 #: Sections that are arrays of tables ([[body]]): one entry per body or push.
-ARRAY_SECTIONS = ("body", "soft_body", "body_push")
+ARRAY_SECTIONS = ("body", "soft_body", "body_push", "ball")
 
 
 #: [scene] is required unless the file has bodies or soft bodies.
@@ -281,15 +304,20 @@ def help_text() -> str:
         if section == "scene":
             req = " (required for a cloth: grid or mesh; a scene of [[body]] bodies only may leave it out)"
         if section in ARRAY_SECTIONS:
-            what = {"body": "rigid body", "soft_body": "soft body"}.get(section, "push")
+            what = {"body": "rigid body", "soft_body": "soft body", "ball": "ball"}.get(section, "push")
             lines.append(f"  [[{section}]]  (array of tables: repeat it, one per {what})")
             if section == "body":
                 lines.append("    rigid bodies collide with the ground only: not with the cloth, nor each other")
+            if section == "ball":
+                lines.append("    bouncing balls with exact impacts on the ground plane y = ground_height (not with "
+                             "anything else); a file holds [[ball]] tables or a [pendulum], not both")
             if section == "soft_body":
                 lines.append("    soft bodies are particles: the ground ([scene] ground) and [material] contact_* apply; "
                              "they do not collide with the cloth, bodies or each other")
         else:
             lines.append(f"  [{section}]{req}")
+            if section == "pendulum":
+                lines.append("    a pendulum of len(lengths) links (an ODE in its angles): it touches nothing else")
         for key, f in fields.items():
             default = "required" if f.required else ("-" if f.default is None else repr(f.default))
             lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")

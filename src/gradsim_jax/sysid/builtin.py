@@ -1,7 +1,7 @@
 """The quantities of the built-in components, registered: the cloth's (particles, membrane, bending,
 aerodynamics, ground contact), the camera pose and the render blur, the rigid bodies' (mass, contact
 coefficients, restitution, shape) and the FEM soft bodies' (Lame parameters, damping, per-particle masses,
-density and a density field). A new component registers its own the same way (`registry.register`)."""
+density and a density field), the world's gravity, the pendulums' and the bouncing balls'. A new component registers its own the same way (`registry.register`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import numpy as np
 
 from gradsim_jax.fit.transforms import Bounded
 from gradsim_jax.physics import get_path
+from gradsim_jax.physics.ball import BallSystem
+from gradsim_jax.physics.pendulum import PendulumSystem
 from gradsim_jax.sysid.registry import Quantity, register
 
 Array = Any
@@ -253,6 +255,77 @@ for _q in (
              "rest position from the volume-weighted centroid over the largest such distance; each particle's "
              "mass = density(s) x its volume", read=_read_density_field, expand=_expand_density_field,
              applies=_has_tets, file_type="float[4]"),
+):
+    register(_q)
+del _q
+
+
+# --------------------------------------------------------------------------------------------------
+# The world's gravity, and ODE bodies (physics/ode.py): pendulums, per link [p, k] (a scalar sets every link)
+# --------------------------------------------------------------------------------------------------
+
+
+def _expand_gravity(exp, value):
+    return {"world.gravity": exp.params.world.gravity.at[1].set(value)}
+
+
+register(Quantity("gravity", "world.gravity", "m/s^2", "identity", ("gravity", "g", "world.gravity"),
+                  "the world's gravity along y (negative: down; gradSim's g = -9), every component feels it",
+                  read=lambda topology, params, state0: float(np.asarray(params.world.gravity)[1]),
+                  expand=_expand_gravity, auto=False, key=""))
+
+
+def _has_pendulums(topology) -> bool:
+    return topology.ode is not None and isinstance(topology.ode.system, PendulumSystem)
+
+
+def _pendulum_quantity(name: str, path: str, unit: str, doc: str, aliases=()) -> Quantity:
+    """A per-link Params leaf of the pendulums, read whole ([p, k]); a scalar sets every link."""
+    return Quantity(name, path, unit, "log", (name, *aliases), doc,
+                    read=lambda topology, params, state0: np.asarray(get_path(params, path)),
+                    expand=_broadcast(path), applies=_has_pendulums)
+
+
+for _q in (
+    _pendulum_quantity("pendulum_length", "ode.length", "m", "length of each pendulum link [p, k]"),
+    _pendulum_quantity("bob_mass", "ode.mass", "kg", "mass of each pendulum bob [p, k]"),
+    _pendulum_quantity("pendulum_damping", "ode.damping", "N m s/rad",
+                       "viscous damping of each pendulum joint [p, k]"),
+):
+    register(_q)
+del _q
+
+
+# Bouncing balls (physics/ball.py): one value for every ball
+
+
+def _has_balls(topology) -> bool:
+    return topology.ode is not None and isinstance(topology.ode.system, BallSystem)
+
+
+def _speed(state0) -> float:
+    return float(np.linalg.norm(np.asarray(state0.ode.v).reshape(-1, 3)[0]))
+
+
+def _expand_ball_speed(exp, value):
+    v = exp.state0.ode.v
+    speed = jnp.linalg.norm(v, axis=-1, keepdims=True)
+    return {"state.ode.v": v / jnp.where(speed > 0, speed, 1.0) * value}
+
+
+for _q in (
+    Quantity("ball_speed", "ode.v", "m/s", "log", ("ball_speed", "launch_speed"),
+             "initial speed of each ball along its initial direction",
+             read=lambda topology, params, state0: _speed(state0),
+             expand=_expand_ball_speed, applies=_has_balls),
+    Quantity("ball_restitution", "ode.restitution", "1", Bounded(0.0, 1.0), ("ball_restitution",),
+             "coefficient of restitution of the balls' impacts, in [0, 1]",
+             read=lambda topology, params, state0: _first(params.ode.restitution),
+             expand=_broadcast("ode.restitution"), applies=_has_balls),
+    Quantity("ball_friction", "ode.friction", "1", "log", ("ball_friction",),
+             "Coulomb friction of the balls with the ground (at impacts and while resting)",
+             read=lambda topology, params, state0: _first(params.ode.friction),
+             expand=_broadcast("ode.friction"), applies=_has_balls),
 ):
     register(_q)
 del _q

@@ -67,8 +67,9 @@ class Experiment:
 
     def __post_init__(self):
         derived = derived_values(self.topology, self.params, self.dtype)
-        if not derived["free_particles"].any() and not (np.asarray(self.params.rigid.mass) > 0).any():
-            raise ValueError("the experiment has no free particle and no free rigid body: nothing moves")
+        if (not derived["free_particles"].any() and not (np.asarray(self.params.rigid.mass) > 0).any()
+                and self.topology.ode is None):
+            raise ValueError("the experiment has no free particle, rigid body or ODE body: nothing moves")
         for name, value in derived.items():
             object.__setattr__(self, name, value)
         check_masses(self)

@@ -1,0 +1,201 @@
+"""ODE systems as bodies: a component whose motion is an ODE in its own coordinates, y' = f(t, y, params),
+rendered through a map from y to vertices, integrated with Diffrax.
+
+An ODE body is three things, as everywhere in the package: its structure (`OdeTopology`: the `OdeSystem`,
+static, and the faces its vertices make), its parameters (`Params.ode`, any pytree the system reads) and its
+state (`State.ode`, the pytree y). `simulate` integrates it apart from the particles and rigid bodies (it
+does not touch them), over the frame times, and `render.mesh` appends its vertices after theirs.
+
+A system says four things (`OdeSystem`): its vector field `field(t, y, params, world)` (world: the scene's
+`World`, gravity and ground plane, so that a fitted gravity reaches it), its render vertices `vertices(params, y)`,
+their faces (host side, at build time) and its checks of concrete values (`validate`). Its motion is
+`trajectory(...)`, which by default solves the field with `solve_ode`; a system whose motion has events
+(the bouncing ball's impacts, `physics.ball`) overrides it. Built in: `physics.pendulum.PendulumSystem`
+(chains of point masses, the simple and the double pendulum) and `physics.ball.BallSystem`; a user's own
+is a `FunctionOde` of their two functions.
+
+`OdeSolver` (static) says how: Tsit5 (5th order) at fixed steps of frame_dt / substeps by default,
+differentiated through the solver's own steps (Diffrax's `DirectAdjoint`: the exact derivative of the
+computed trajectory, in reverse and in forward mode, which the Levenberg-Marquardt polish needs);
+`adaptive=True` lets a PID controller choose the steps; `adjoint="recursive"` is the same derivative in
+reverse mode with recursive checkpointing (memory ~ log of the steps); `adjoint="backsolve"` solves the
+continuous adjoint ODE backwards, which is only as accurate as that solve (gradSim's authors report the
+adjoint failing on the double pendulum; `benchmarks/bench_pendulum_adjoints.py` measures all three against
+float64 finite differences, docs/concepts/ode-bodies.md reports it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.typing import pytree_dataclass
+
+Array = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class OdeSolver:
+    """How an ODE body is solved (static: hashable, part of a compiled program's key).
+
+    solver: "tsit5" (5th order), "dopri8" (8th order) or "euler"; adaptive: False steps at frame_dt /
+    substeps, True lets a PID controller choose steps to `rtol` / `atol` (starting at frame_dt / substeps);
+    adjoint: "direct" (differentiate the solver's own steps, in reverse and in forward mode; memory grows with
+    the steps), "recursive" (the same derivative, reverse mode only, with recursive checkpointing) or
+    "backsolve" (the continuous adjoint ODE solved backwards); max_steps: the step budget of an adaptive
+    solve."""
+
+    solver: str = "tsit5"
+    adaptive: bool = False
+    rtol: float = 1e-8
+    atol: float = 1e-8
+    adjoint: str = "direct"
+    max_steps: int = 100_000
+
+    def __post_init__(self):
+        if self.solver not in ("tsit5", "dopri8", "euler"):
+            raise ValueError(f"OdeSolver solver must be tsit5, dopri8 or euler, got {self.solver!r}")
+        if self.adjoint not in ("direct", "recursive", "backsolve"):
+            raise ValueError(f"OdeSolver adjoint must be direct, recursive or backsolve, got {self.adjoint!r}")
+
+
+def solve_ode(field: Callable, y0, ts: Array, dt0, solver: OdeSolver = OdeSolver(), steps: int | None = None,
+              args=None):
+    """y at the times ts [T] (ts[0]: y0), every leaf with a leading time axis; field(t, y, args) -> y' (a
+    pytree like y; what it is differentiated with respect to must come in `args`, not from a closure: the
+    backsolve adjoint differentiates only those); dt0: the fixed step (the first step of an adaptive solve), s; steps: the number of fixed steps
+    the solve takes (a static budget; None: `solver.max_steps`)."""
+    import diffrax
+
+    method = {"tsit5": diffrax.Tsit5, "dopri8": diffrax.Dopri8, "euler": diffrax.Euler}[solver.solver]()
+    controller = (diffrax.PIDController(rtol=solver.rtol, atol=solver.atol) if solver.adaptive
+                  else diffrax.ConstantStepSize())
+    adjoint = {"direct": diffrax.DirectAdjoint, "recursive": diffrax.RecursiveCheckpointAdjoint}.get(solver.adjoint)
+    adjoint = (adjoint() if adjoint is not None
+               else diffrax.BacksolveAdjoint(solver=method, stepsize_controller=controller))
+    budget = solver.max_steps if solver.adaptive or steps is None else int(steps) + 16
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field), method, t0=ts[0], t1=ts[-1], dt0=dt0, y0=y0, args=args,
+        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller, adjoint=adjoint, max_steps=budget)
+    return sol.ys
+
+
+class OdeSystem:
+    """An ODE body's kind (subclass it as a frozen dataclass: hashable, static). Subclasses give `field`,
+    `vertices`, `faces` and, if they can, `validate` and `energy`; `trajectory` solves the field unless
+    overridden."""
+
+    def field(self, t, y, params, world):
+        """y' at (t, y) in `world` (gravity, ground): a pytree like y."""
+        raise NotImplementedError
+
+    def vertices(self, params, y) -> Array:
+        """Render vertices [v, 3] m at state y."""
+        raise NotImplementedError
+
+    def faces(self, params, y) -> np.ndarray:
+        """Faces [F, 3] int32 over `vertices` (host side, called once at build time)."""
+        raise NotImplementedError
+
+    def validate(self, params, y, world) -> None:
+        """ValueError naming the field of a bad concrete value (host side); the default checks nothing."""
+
+    def trajectory(self, params, world, y0, ts: Array, dt0, solver: OdeSolver, steps: int):
+        """y at the times ts [T] (leading time axis on every leaf)."""
+        return solve_ode(lambda t, y, a: self.field(t, y, *a), y0, ts, dt0, solver, steps, args=(params, world))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FunctionOde(OdeSystem):
+    """A user's ODE body from plain functions: field_fn(t, y, params, world) -> y' (world.gravity [3] m/s^2),
+    vertices_fn(params, y) -> [v, 3] m, and the faces [F, 3] over those vertices (a mesh that moves with y). Equal only to itself."""
+
+    field_fn: Callable
+    vertices_fn: Callable
+    face_array: Any
+    validate_fn: Callable | None = None
+
+    def field(self, t, y, params, world):
+        return self.field_fn(t, y, params, world)
+
+    def vertices(self, params, y):
+        return self.vertices_fn(params, y)
+
+    def faces(self, params, y):
+        return np.asarray(self.face_array, np.int32).reshape(-1, 3)
+
+    def validate(self, params, y, world):
+        if self.validate_fn is not None:
+            self.validate_fn(params, y, world)
+
+
+@pytree_dataclass(meta=("system",))
+class OdeTopology:
+    """An ODE body's structure: `system` (static, an `OdeSystem`) and faces [F, 3] int32 over its vertices."""
+
+    system: Any
+    faces: Array
+
+
+def is_concrete_tree(*trees) -> bool:
+    """Whether every leaf of the trees is a concrete value (not traced)."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
+
+
+def check_shapes(where: str, tree, shapes: dict) -> None:
+    """ValueError if a field of `tree` has not its shape ({name: shape}); `where` prefixes the name."""
+    for name, want in shapes.items():
+        got = np.shape(getattr(tree, name))
+        if got != tuple(want):
+            raise ValueError(f"{where}.{name} must have shape {tuple(want)}, got {got}")
+
+
+def check_values(where: str, tree, rules: dict) -> None:
+    """ValueError naming the field and index of the first value that breaks its rule ({name: "> 0", ">= 0",
+    "finite" or (low, high) inclusive}); every rule also asks for a finite value."""
+    for name, rule in rules.items():
+        a = np.asarray(getattr(tree, name), np.float64)
+        if isinstance(rule, tuple):
+            ok, text = (a >= rule[0]) & (a <= rule[1]), f"a finite value in [{rule[0]:g}, {rule[1]:g}]"
+        else:
+            ok = {"> 0": a > 0, ">= 0": a >= 0, "finite": np.ones_like(a, bool)}[rule]
+            text = "finite" if rule == "finite" else f"a finite value {rule}"
+        ok = ok & np.isfinite(a)
+        if not np.all(ok):
+            index = tuple(int(i) for i in np.argwhere(~ok)[0]) if a.ndim else ()
+            raise ValueError(f"{where}.{name}{list(index) if index else ''} = {a[index]} is not {text}")
+
+
+def validate_ode(topology: OdeTopology, params, y, world) -> None:
+    """Check an ODE body's concrete values: every leaf finite, then the system's own checks."""
+    for where, tree in (("Params.ode", params), ("State.ode", y)):
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+            a = np.asarray(leaf, np.float64)
+            if not np.all(np.isfinite(a)):
+                index = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0]) if a.ndim else ()
+                raise ValueError(f"{where}{jax.tree_util.keystr(path)}{list(index) if index else ''} = "
+                                 f"{a[index]} is not finite")
+    topology.system.validate(params, y, world)
+
+
+def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, arr=jnp.asarray):
+    """(topology, params, state) with an ODE body added: its system, parameters and initial state y0, every
+    leaf through `arr` (the scene's dtype), checked (`validate_ode`)."""
+    ode_params, y0 = jax.tree.map(arr, ode_params), jax.tree.map(arr, y0)
+    ode = OdeTopology(system, jnp.asarray(system.faces(ode_params, y0), jnp.int32))
+    validate_ode(ode, ode_params, y0, params.world)
+    return (dataclasses.replace(topology, ode=ode), dataclasses.replace(params, ode=ode_params),
+            dataclasses.replace(state, ode=y0))
+
+
+def ode_trajectory(topology: OdeTopology, params, world, y0, frames: int, frame_dt, substeps: int,
+                   solver: OdeSolver = OdeSolver()):
+    """The ODE body's state at every frame (frames + 1, the first y0), stepping at frame_dt / substeps."""
+    dtype = jnp.result_type(*jax.tree.leaves(y0))
+    ts = jnp.arange(frames + 1, dtype=dtype) * frame_dt
+    world = jax.tree.map(lambda a: jnp.asarray(a, dtype), world)
+    return topology.system.trajectory(params, world, y0, ts, frame_dt / substeps, solver, frames * substeps)
