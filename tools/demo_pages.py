@@ -103,6 +103,28 @@ DEMOS = {
         "target image shows, against quadratic drag (gradSim's control_jellyfish).",
         "gradSim shows the experiment qualitatively.",
         "control"),
+    "pendulum": (
+        "A pendulum's length and damping",
+        "gradSim's demo_pendulum: a 1 m pendulum with a 1 kg bob and a joint damping of 0.05 N m s/rad, released "
+        "from 0.8 rad and filmed for 2 s at 30 fps. Its motion is an ODE in its angle, solved by Diffrax "
+        "(an [ODE body](../concepts/ode-bodies.md)); the fit starts 50 % off both.",
+        "gradSim reports no error for this experiment.",
+        "ode-bodies"),
+    "double-pendulum": (
+        "A chaotic double pendulum's arm lengths",
+        "gradSim's demo_double_pendulum: l1 = l2 = 1 m, m1 = m2 = 1 kg, g = 10 m/s^2, released at rest from "
+        "(3 pi / 7, 3 pi / 4), 50 frames at 30 fps, filmed from 8 m; both lengths are fitted from l2 = 1.7.",
+        "gradSim reports no error for this experiment (and that the adjoint method failed on it: ours is "
+        "measured in [ODE bodies](../concepts/ode-bodies.md#solvers-and-adjoints)).",
+        "ode-bodies"),
+    "bounce": (
+        "A bouncing ball's launch speed and gravity",
+        "gradSim's demo_bounce2d: a ball of radius 0.75 m released 5 m up at 1 m/s along x under g = -9 "
+        "m/s^2, bouncing twice (restitution 0.8) in 100 frames at 30 fps, each impact's time solved exactly "
+        "inside the step. The launch speed and gravity are fitted from 3 m/s and -10 m/s^2 "
+        "(`--estimate ball_speed,gravity,ball_restitution` fits the restitution too).",
+        "gradSim reports no error for this experiment.",
+        "ode-bodies"),
 }
 
 

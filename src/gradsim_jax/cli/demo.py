@@ -1,4 +1,5 @@
-"""`gradsim-jax demo NAME`: the built-in demos (cloth, cloth-control, rigid-*, fem-*, control-*). Each renders
+"""`gradsim-jax demo NAME`: the built-in demos (cloth, cloth-control, rigid-*, fem-*, pendulum, double-pendulum,
+bounce, control-*). Each renders
 its own target from known values, fits from a perturbed start (or trains a policy) and writes the videos,
 plots and report.json to OUT; the scenes and their settings come from `gradsim_jax.scenes.catalog`."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 
 from gradsim_jax.cli.args import (count, fail, fit_flags, force_flag, positive, preflight, progress_flags,
                                   rewrite_report)
-from gradsim_jax.scenes.catalog import (CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS, FEM_MATERIAL_ESTIMATES, RIGID_DEMOS,
-                                       RIGID_MATERIAL_ESTIMATES, demo_experiment, fem_demo_experiment,
-                                       rigid_demo_experiment)
+from gradsim_jax.scenes.catalog import (CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS, FEM_MATERIAL_ESTIMATES, ODE_DEMOS,
+                                       ODE_ESTIMATES, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES, demo_experiment,
+                                       fem_demo_experiment, ode_demo_experiment, rigid_demo_experiment)
 
 
 def add_parser(sub) -> None:
@@ -81,6 +82,8 @@ def add_parser(sub) -> None:
     force_flag(shape)
 
     _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
+    for name, (summary, text, estimate, fit_defaults, start) in ODE_DEMOS.items():
+        _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, ODE_ESTIMATES[name], start)
 
     for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
         p = demos.add_parser(name, help=summary, description=summary + ". Trains an explicit policy (tanh of "
@@ -107,27 +110,39 @@ def _table_demo_parsers(demos, table: dict, estimates) -> None:
     """One `demo NAME` parser per entry of a demo table (RIGID_DEMOS, FEM_DEMOS): (help, description, default
     --estimate or None for a fixed quantity, fit defaults)."""
     for name, (summary, text, estimate, fit_defaults) in table.items():
-        p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
-                             "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
-        if estimate is not None:
-            p.add_argument("--estimate", default=estimate,
-                           help=f"comma-separated quantities: {', '.join(estimates)} (default {estimate})")
-        p.add_argument("--size", type=count(1), default=64, help="image size in pixels (default 64)")
-        p.add_argument("--frames", type=count(1), default=None, help="frames to simulate (default: scene's own)")
+        _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, estimates)
+
+
+def _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, estimates, start=None) -> None:
+    """The `demo NAME` parser of one demo table entry; `start`: the demo's own initial guesses (then --perturb
+    has no default)."""
+    p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
+                         "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
+    if estimate is not None:
+        p.add_argument("--estimate", default=estimate,
+                       help=f"comma-separated quantities: {', '.join(estimates)} (default {estimate})")
+    p.add_argument("--size", type=count(1), default=64, help="image size in pixels (default 64)")
+    p.add_argument("--frames", type=count(1), default=None, help="frames to simulate (default: scene's own)")
+    if start is None:
         p.add_argument("--perturb", type=float, nargs=2, default=(0.5, 0.5), metavar=("LOW", "HIGH"),
                        help="relative offset of the initial guess from the truth (default 0.5 0.5: 50 %% off)")
-        p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
-        p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
-        fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
-        if "density_first" in fit_defaults:
-            first = fit_defaults["density_first"]
-            p.add_argument("--density-first", type=count(0), default=first, metavar="N",
-                           help=f"first fit a density field (log-linear across the body; mass = density x "
-                                f"lumped volume) in N Adam iterations (learning rate 0.1), then every mass from "
-                                f"there at --learning-rate (default {first} and {fit_defaults['learning_rate']}; "
-                                f"0: per-particle masses from the start)")
-        progress_flags(p)
-        force_flag(p)
+    else:
+        given = ", ".join(f"{k} = {v}" for k, v in start.items())
+        p.add_argument("--perturb", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                       help=f"relative offset of the initial guess from the truth (default: the demo's own "
+                            f"start, {given})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation (its sign)")
+    p.add_argument("--out", default=f"runs/{name}", help=f"output folder (default runs/{name})")
+    fit_flags(p, iterations=fit_defaults["iterations"], polish=fit_defaults["polish"])
+    if "density_first" in fit_defaults:
+        first = fit_defaults["density_first"]
+        p.add_argument("--density-first", type=count(0), default=first, metavar="N",
+                       help=f"first fit a density field (log-linear across the body; mass = density x "
+                            f"lumped volume) in N Adam iterations (learning rate 0.1), then every mass from "
+                            f"there at --learning-rate (default {first} and {fit_defaults['learning_rate']}; "
+                            f"0: per-particle masses from the start)")
+    progress_flags(p)
+    force_flag(p)
 
 
 def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_iterations=None, density_first=0):
@@ -166,7 +181,7 @@ def _estimates(args, default=None):
 
 
 def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polish, horizon=None,
-              extra=None, rounds=1, round_iterations=None, density_first=0) -> int:
+              extra=None, rounds=1, round_iterations=None, density_first=0, start=None) -> int:
     """One synthetic system-identification demo: check OUT, build the experiment (`build()`, ValueError is a
     usage error), render the target from its theta, perturb the free quantities by --perturb, fit, write
     every output and the total time."""
@@ -191,8 +206,15 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
     if status is not None:
         return status
     _, target = sysid.simulate_video(exp, truth)
-    low, high = args.perturb
-    initial = sysid.perturbed(truth, free, seed=args.seed, low=low, high=high, free_particles=exp.free_particles)
+    if args.perturb is None and start is not None:  # the demo's own initial guess
+        import jax.numpy as jnp
+        import numpy as np
+
+        initial = {**truth, **{k: jnp.asarray(np.broadcast_to(v, np.shape(truth[k])), truth[k].dtype)
+                               for k, v in start.items() if k in free}}
+    else:
+        low, high = args.perturb
+        initial = sysid.perturbed(truth, free, seed=args.seed, low=low, high=high, free_particles=exp.free_particles)
     report = sysid.run(exp, target, initial, config, args.out, truth=truth,
                        extra={"command": f"demo {label}", "seed": args.seed, **(extra or {})})
     total = time.perf_counter() - started
@@ -215,7 +237,7 @@ def cmd_demo_cloth(args) -> int:
                      extra={"push": not args.no_push})
 
 
-def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment) -> int:
+def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment, start=None) -> int:
     """A demo of a table (RIGID_DEMOS, FEM_DEMOS): --estimate (or `default_estimate`), the table's fit
     defaults, the scene from `experiment(demo, free, size=, frames=)`."""
     try:
@@ -223,7 +245,7 @@ def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment) -> 
     except ValueError as e:
         return fail(str(e))
     return _run_demo(args, args.demo, free,
-                     lambda: experiment(args.demo, free, size=args.size, frames=args.frames), **defaults)
+                     lambda: experiment(args.demo, free, size=args.size, frames=args.frames), start=start, **defaults)
 
 
 def cmd_demo_rigid(args) -> int:
@@ -236,6 +258,11 @@ def cmd_demo_fem(args) -> int:
     _, _, estimate, defaults = FEM_DEMOS[args.demo]
     return _cmd_table_demo(args, estimate if estimate is not None else "particle_mass", defaults,
                            fem_demo_experiment)
+
+
+def cmd_demo_ode(args) -> int:
+    _, _, estimate, defaults, start = ODE_DEMOS[args.demo]
+    return _cmd_table_demo(args, estimate, defaults, ode_demo_experiment, start)
 
 
 def cmd_demo_rigid_shape(args) -> int:
@@ -323,6 +350,8 @@ def run(args) -> int:
         return cmd_demo_rigid_shape(args)
     if args.demo in FEM_DEMOS:
         return cmd_demo_fem(args)
+    if args.demo in ODE_DEMOS:
+        return cmd_demo_ode(args)
     if args.demo in CONTROL_DEMOS:
         return cmd_demo_policy(args)
     return None

@@ -73,6 +73,54 @@ FEM_DEMOS = {
 }
 
 
+ODE_ESTIMATES = {"pendulum": ("pendulum_length", "pendulum_damping", "bob_mass"),
+                 "double-pendulum": ("pendulum_length", "pendulum_damping", "bob_mass"),
+                 "bounce": ("ball_speed", "gravity", "ball_restitution", "ball_friction")}
+
+
+#: The ODE-body demos (`physics.ode`): (help, description, default estimate, fit settings, start). `start`: the
+#: initial guess of each quantity (None: --perturb's); the demos begin from the issue's stated guesses.
+ODE_DEMOS = {
+    "pendulum": (
+        "recover a pendulum's length and damping from 2 s of video (gradSim's demo_pendulum)",
+        "A 1 m pendulum with a 1 kg bob and a joint damping of 0.05 N m s/rad is released from 0.8 rad and "
+        "filmed for 2 s at 30 fps; its motion is an ODE in its angle, solved by Diffrax (Tsit5). Fits "
+        "pendulum_length and pendulum_damping from 50 %% off (--perturb).",
+        "pendulum_length,pendulum_damping",
+        {"iterations": 30, "polish": 10, "horizon": None, "learning_rate": 0.05}, None),
+    "double-pendulum": (
+        "recover both arm lengths of a chaotic double pendulum from video (gradSim's demo_double_pendulum)",
+        "gradSim's set-up: l1 = l2 = 1 m, m1 = m2 = 1 kg, g = 10 m/s^2, released at rest from (3 pi / 7, "
+        "3 pi / 4) rad, 50 frames at 30 fps, filmed from 8 m. Fits both lengths starting from l1 = 1, l2 = 1.7 "
+        "(--perturb instead: a relative offset of both).",
+        "pendulum_length",
+        {"iterations": 40, "polish": 10, "horizon": None, "learning_rate": 0.05},
+        {"pendulum_length": [[1.0, 1.7]]}),
+    "bounce": (
+        "recover a bouncing ball's launch speed and gravity (and restitution) from video (gradSim's demo_bounce2d)",
+        "gradSim's set-up: a ball of radius 0.75 m released 5 m up at 1 m/s along x under g = -9 m/s^2; it "
+        "bounces twice (restitution 0.8) in 100 frames at 30 fps, each impact solved exactly inside the step. "
+        "Fits ball_speed and gravity from 3 m/s and -10 m/s^2 (add ball_restitution to --estimate to fit it "
+        "too, from 0.6). The first 10 frames are fitted first, growing to all (--horizon): from 3 m/s the "
+        "ball's later frames are far from the target's.",
+        "ball_speed,gravity",
+        {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.05},
+        {"ball_speed": 3.0, "gravity": -10.0, "ball_restitution": 0.6}),
+}
+
+
+def ode_demo_experiment(demo: str, free, *, size, frames=None):
+    """The scene of the ODE-body demo `demo` ("pendulum", "double-pendulum", "bounce") estimating `free`."""
+    from gradsim_jax.scenes import ode
+
+    kw = _scene_kwargs(demo, free, ODE_ESTIMATES[demo], size=size, frames=frames)
+    if demo == "pendulum":
+        return ode.simple_pendulum(**kw)
+    if demo == "double-pendulum":
+        return ode.double_pendulum(**kw)
+    return ode.bounce(**kw)
+
+
 def demo_fit_config(free, defaults: dict, **fields):
     """The `FitConfig` of a table demo (RIGID_DEMOS, FEM_DEMOS) run with no fit flags: its fit `defaults`
     (FitConfig fields by name), the RGBA loss on every frame, and any other `fields` (progress, report, ...).
