@@ -1,6 +1,6 @@
-"""Host-side builders of ODE bodies (`physics.ode`) as `Scene` pieces: pendulums (`physics.pendulum`),
-bouncing balls (`physics.ball`) and a user's own system (`ode_body`). Each returns a `Scene` with no particles and its `ode` set; combine it with
-other pieces (one ODE body per scene) and `build` it as any scene."""
+"""Host-side builders of ODE bodies (`physics.ode`) as `Scene` pieces: pendulums (`physics.pendulum`), bouncing balls
+(`physics.ball`) and a user's own system (`ode_body`). Each returns a `Scene` with no particles and its `ode` set;
+combine it with other pieces (one ODE body per scene) and `build` it as any scene."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Differentiable physics of cloth (membrane, bending, springs, aerodynamics), rigid bodies and FEM soft bodies,
-with ground contact, and ODE bodies (pendulums, a bouncing ball, a user's system): the containers (Topology, Params, State, Control: one branch per component), force terms,
-integrators, the rollout over frames (`simulate`) and the checks of a scene and a trajectory. The lowest layer
-above the shared helpers: it imports no other part of gradsim_jax (docs/architecture.md)."""
+"""Differentiable physics of cloth (membrane, bending, springs, aerodynamics), rigid bodies and FEM soft bodies, with
+ground contact, and ODE bodies (pendulums, a bouncing ball, a user's system): the containers (Topology, Params,
+State, Control: one branch per component), force terms, integrators, the rollout over frames (`simulate`) and the
+checks of a scene and a trajectory. The lowest layer above the shared helpers: it imports no other part of
+gradsim_jax (docs/architecture.md)."""
 
 from gradsim_jax.physics.checks import (
     TracedCheckError, checked_simulate, raise_if_error, scene_checks, trajectory_checks, validate_traced,

@@ -65,10 +65,10 @@ class OdeSolver:
 
 def solve_ode(field: Callable, y0, ts: Array, dt0, solver: OdeSolver = OdeSolver(), steps: int | None = None,
               args=None):
-    """y at the times ts [T] (ts[0]: y0), every leaf with a leading time axis; field(t, y, args) -> y' (a
-    pytree like y; what it is differentiated with respect to must come in `args`, not from a closure: the
-    backsolve adjoint differentiates only those); dt0: the fixed step (the first step of an adaptive solve), s; steps: the number of fixed steps
-    the solve takes (a static budget; None: `solver.max_steps`)."""
+    """y at the times ts [T] (ts[0]: y0), every leaf with a leading time axis; field(t, y, args) -> y' (a pytree like
+    y; what it is differentiated with respect to must come in `args`, not from a closure: the backsolve adjoint
+    differentiates only those); dt0: the fixed step (the first step of an adaptive solve), s; steps: the number of
+    fixed steps the solve takes (a static budget; None: `solver.max_steps`)."""
     import diffrax
 
     method = {"tsit5": diffrax.Tsit5, "dopri8": diffrax.Dopri8, "euler": diffrax.Euler}[solver.solver]()
@@ -112,7 +112,8 @@ class OdeSystem:
 @dataclasses.dataclass(frozen=True, eq=False)
 class FunctionOde(OdeSystem):
     """A user's ODE body from plain functions: field_fn(t, y, params, world) -> y' (world.gravity [3] m/s^2),
-    vertices_fn(params, y) -> [v, 3] m, and the faces [F, 3] over those vertices (a mesh that moves with y). Equal only to itself."""
+    vertices_fn(params, y) -> [v, 3] m, and the faces [F, 3] over those vertices (a mesh that moves with y). Equal
+    only to itself."""
 
     field_fn: Callable
     vertices_fn: Callable

@@ -101,8 +101,8 @@ ODE_DEMOS = {
         "gradSim's set-up: a ball of radius 0.75 m released 5 m up at 1 m/s along x under g = -9 m/s^2; it "
         "bounces twice (restitution 0.8) in 100 frames at 30 fps, each impact solved exactly inside the step. "
         "Fits ball_speed and gravity from 3 m/s and -10 m/s^2 (add ball_restitution to --estimate to fit it "
-        "too, from 0.6). The first 10 frames are fitted first, growing to all (--horizon): from 3 m/s the "
-        "ball's later frames are far from the target's.",
+        "too, from 0.6, with --iterations 60). The first 10 frames are fitted first, growing to all "
+        "(--horizon): from 3 m/s the ball's later frames are far from the target's.",
         "ball_speed,gravity",
         {"iterations": 40, "polish": 10, "horizon": 10, "learning_rate": 0.05},
         {"ball_speed": 3.0, "gravity": -10.0, "ball_restitution": 0.6}),

@@ -1,7 +1,8 @@
-"""The quantities of the built-in components, registered: the cloth's (particles, membrane, bending,
-aerodynamics, ground contact), the camera pose and the render blur, the rigid bodies' (mass, contact
-coefficients, restitution, shape) and the FEM soft bodies' (Lame parameters, damping, per-particle masses,
-density and a density field), the world's gravity, the pendulums' and the bouncing balls'. A new component registers its own the same way (`registry.register`)."""
+"""The quantities of the built-in components, registered: the cloth's (particles, membrane, bending, aerodynamics,
+ground contact), the camera pose and the render blur, the rigid bodies' (mass, contact coefficients, restitution,
+shape) and the FEM soft bodies' (Lame parameters, damping, per-particle masses, density and a density field), the
+world's gravity, the pendulums' and the bouncing balls'. A new component registers its own the same way
+(`registry.register`)."""
 
 from __future__ import annotations
 
