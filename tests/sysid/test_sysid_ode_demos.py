@@ -75,6 +75,21 @@ def test_scene_file_pendulum_and_balls(tmp_path):
     np.testing.assert_allclose(exp.params.ode.length, [[0.5, 0.4]])
     np.testing.assert_allclose(exp.state0.ode.theta, [[0.6, -0.3]], rtol=1e-6)
     np.testing.assert_allclose(exp.theta["pendulum_length"], [[0.5, 0.4]])
+    # [initial] takes one guess per link (or one for all)
+    from gradsim_jax.scenefile.quantities import initial_theta
+
+    path.write_text(SCENE + "\n[initial]\npendulum_length = [0.55, 0.35]\n")
+    spec = load_scene(path)
+    np.testing.assert_allclose(initial_theta(spec, spec.experiment())["pendulum_length"], [[0.55, 0.35]])
+    path.write_text(SCENE + "\n[initial]\npendulum_length = [0.55, 0.35, 0.2]\n")
+    try:
+        load_scene(path).experiment()
+        spec = load_scene(path)
+        initial_theta(spec, spec.experiment())
+        raise AssertionError("three lengths for two links were accepted")
+    except SceneFileError as e:
+        assert "one per link (2), got 3" in str(e)
+    path.write_text(SCENE)
     per_bob = len(exp.topology.ode.system.bob_faces)
     bobs = np.asarray(exp.colors.rgb)[:2 * per_bob]
     np.testing.assert_allclose(bobs, np.broadcast_to([0.1, 0.8, 0.1], bobs.shape), atol=1e-6)

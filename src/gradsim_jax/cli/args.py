@@ -128,6 +128,10 @@ def fit_flags(p, *, iterations=None, polish=None):
                    help="long recordings: truncated backpropagation, each frame's gradient reaching back at most "
                         "W frames (pick W from `gradsim-jax horizon`: the marked horizon / (3 x substeps)); "
                         "the polish uses the same truncated Jacobian")
+    p.add_argument("--shooting", choices=("truncated", "multiple"), default=None,
+                   help="with --window: truncated backpropagation (default) or multiple shooting (each window from "
+                        "its own start state, read off the video and fitted with the quantities; the polish then "
+                        "takes Gauss-Newton steps on all of them for an ODE body's small states)")
 
 
 def restart_flags(p):

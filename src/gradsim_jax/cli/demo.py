@@ -160,6 +160,7 @@ def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_it
                           else round_iterations),
         horizon=args.horizon,
         window=getattr(args, "window", None),
+        shooting=getattr(args, "shooting", None) or "truncated",
         density_first=(args.density_first if getattr(args, "density_first", None) is not None else density_first),
         checkpoint_dir=str(Path(args.out) / "checkpoint"),
         checkpoint_every=args.checkpoint_every,

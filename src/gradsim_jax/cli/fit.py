@@ -71,7 +71,8 @@ def run(args) -> int:
             args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
             iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, rounds=args.rounds,
             round_iterations=args.round_iterations, loss=args.loss,
-            frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None), clip=args.clip,
+            frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None),
+            shooting=getattr(args, "shooting", None), clip=args.clip,
             checkpoint_dir=str(Path(args.out) / "checkpoint"),
             checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
             progress=not args.no_progress, blur=args.blur, edge_model=args.edge_model)

@@ -162,6 +162,7 @@ class BallSystem(OdeSystem):
     exact, whatever the `OdeSolver` (the field, y' = (v, g), holds only between impacts)."""
 
     sphere_faces: tuple
+    coordinates = ("x", "v")
 
     def field(self, t, y, params, world):
         return BallState(x=y.v, v=jnp.broadcast_to(world.gravity, y.v.shape))

@@ -101,6 +101,12 @@ class OdeSystem:
         """Faces [F, 3] int32 over `vertices` (host side, called once at build time)."""
         raise NotImplementedError
 
+    #: The names of the state's pose and of its time derivative, when y is a pose and its rate (the pendulum's
+    #: ("theta", "omega"), the ball's ("x", "v")); None when the system does not say. A windowed fit's
+    #: multiple shooting needs it: it estimates each window's pose from the video and its rate from the
+    #: neighbouring frames (`sysid.window_starts`).
+    coordinates: tuple | None = None
+
     def validate(self, params, y, world) -> None:
         """ValueError naming the field of a bad concrete value (host side); the default checks nothing."""
 
@@ -112,13 +118,15 @@ class OdeSystem:
 @dataclasses.dataclass(frozen=True, eq=False)
 class FunctionOde(OdeSystem):
     """A user's ODE body from plain functions: field_fn(t, y, params, world) -> y' (world.gravity [3] m/s^2),
-    vertices_fn(params, y) -> [v, 3] m, and the faces [F, 3] over those vertices (a mesh that moves with y). Equal
-    only to itself."""
+    vertices_fn(params, y) -> [v, 3] m, and the faces [F, 3] over those vertices (a mesh that moves with y);
+    coordinates: (pose, rate), the keys (y a dict) or attributes of y holding a pose and its time derivative
+    (optional: multiple shooting needs them). Equal only to itself."""
 
     field_fn: Callable
     vertices_fn: Callable
     face_array: Any
     validate_fn: Callable | None = None
+    coordinates: tuple | None = None
 
     def field(self, t, y, params, world):
         return self.field_fn(t, y, params, world)
@@ -194,9 +202,31 @@ def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, ar
 
 
 def ode_trajectory(topology: OdeTopology, params, world, y0, frames: int, frame_dt, substeps: int,
-                   solver: OdeSolver = OdeSolver()):
-    """The ODE body's state at every frame (frames + 1, the first y0), stepping at frame_dt / substeps."""
+                   solver: OdeSolver = OdeSolver(), first=0):
+    """The ODE body's state at every frame (frames + 1, the first y0), stepping at frame_dt / substeps; y0 is
+    the state at frame `first` (time first * frame_dt; may be traced)."""
     dtype = jnp.result_type(*jax.tree.leaves(y0))
-    ts = jnp.arange(frames + 1, dtype=dtype) * frame_dt
+    ts = (first + jnp.arange(frames + 1, dtype=dtype)) * frame_dt
     world = jax.tree.map(lambda a: jnp.asarray(a, dtype), world)
     return topology.system.trajectory(params, world, y0, ts, frame_dt / substeps, solver, frames * substeps)
+
+
+def _part(y, name: str):
+    return y[name] if isinstance(y, dict) else getattr(y, name)
+
+
+def ode_coordinates(system: OdeSystem, y) -> tuple:
+    """(pose, rate) arrays of an ODE body's state y, by its system's `coordinates`; ValueError when it has none."""
+    names = getattr(system, "coordinates", None)
+    if names is None:
+        raise ValueError(f"the ODE body {type(system).__name__} does not name its pose and rate (its `coordinates`, "
+                         "e.g. FunctionOde(..., coordinates=('q', 'qdot')))")
+    return _part(y, names[0]), _part(y, names[1])
+
+
+def with_ode_coordinates(system: OdeSystem, y, pose, rate):
+    """y with its pose and rate (`ode_coordinates`) replaced."""
+    names = system.coordinates
+    if isinstance(y, dict):
+        return {**y, names[0]: pose, names[1]: rate}
+    return dataclasses.replace(y, **{names[0]: pose, names[1]: rate})

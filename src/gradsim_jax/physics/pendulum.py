@@ -143,6 +143,7 @@ class PendulumSystem(OdeSystem):
     static)."""
 
     bob_faces: tuple
+    coordinates = ("theta", "omega")
 
     def field(self, t, y, params, world):
         return PendulumState(theta=y.omega, omega=accelerations(params, -world.gravity[1], y.theta, y.omega))

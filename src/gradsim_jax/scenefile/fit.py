@@ -31,6 +31,10 @@ def read_fit(spec) -> FitConfig:
             not isinstance(f["blur"], str) and 0.0 <= f["blur"] <= BLUR_MAX)):
         raise SceneFileError(f'{spec.path}: [fit] blur must be "auto", "fit", "off" or a width in pixels in [0, '
                              f'{BLUR_MAX:g}], got {f["blur"]!r}')
+    if f["shooting"] is not None and f["shooting"] not in ("truncated", "multiple"):
+        raise SceneFileError(f'{spec.path}: [fit] shooting must be "truncated" or "multiple", got {f["shooting"]!r}')
+    if f["shooting"] == "multiple" and f["window"] is None:
+        raise SceneFileError(f"{spec.path}: [fit] shooting = \"multiple\" needs window (frames per window)")
     if f["edge_model"] is not None and f["edge_model"] not in ("auto", "fixed"):
         raise SceneFileError(f'{spec.path}: [fit] edge_model must be "auto" or "fixed", got {f["edge_model"]!r}')
     if not (math.isfinite(f["density_learning_rate"]) and f["density_learning_rate"] > 0):
@@ -43,4 +47,4 @@ def read_fit(spec) -> FitConfig:
                      frame_stride=f["frame_stride"], horizon=f["horizon"], polish=f["polish"],
                      window=f["window"], rounds=f["rounds"], round_iterations=f["round_iterations"],
                      density_first=f["density_first"], density_learning_rate=f["density_learning_rate"],
-                     **{k: f[k] for k in ("blur", "edge_model") if f[k] is not None})
+                     **{k: f[k] for k in ("blur", "edge_model", "shooting") if f[k] is not None})

@@ -85,7 +85,7 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
                  **overrides) -> FitJob:
     """Read the scene file, load and prepare the target video, build the experiment and the fit
     configuration ([fit] with the command line's `overrides`: iterations, learning_rate, polish, rounds,
-    round_iterations, loss, frame_stride, horizon, window, checkpoint_dir, checkpoint_every, resume,
+    round_iterations, loss, frame_stride, horizon, window, shooting, checkpoint_dir, checkpoint_every, resume,
     resume_anyway, progress; None keeps the scene's) and the initial guess. SceneFileError or ValueError on any problem, before anything compiles."""
     from gradsim_jax.sysid import with_camera_pose
 

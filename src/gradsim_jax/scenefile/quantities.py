@@ -45,7 +45,10 @@ def initial_theta(spec, exp: Experiment) -> dict:
         if value is None:
             continue
         name = canonical(key)
-        theta[name] = jnp.asarray(scene_value(spec, "initial", key, value, exp.topology, exp.state0), exp.dtype)
+        value = scene_value(spec, "initial", key, value, exp.topology, exp.state0)
+        if QUANTITIES[name].file_type == "float|float[]" and name in theta:  # per link: [k] -> [p, k]
+            value = np.broadcast_to(value, np.shape(theta[name]))
+        theta[name] = jnp.asarray(value, exp.dtype)
     if "camera_pose" in spec.fit_config.free:
         theta = with_camera_pose(exp, theta)
     return theta
@@ -63,6 +66,10 @@ def scene_value(spec, section: str, key: str, value, topology, state0) -> np.nda
         raise SceneFileError(f"{spec.path}: [{section}] {key}: the scene has no {q.doc}")
     if name == "velocity":
         return np.broadcast_to(a, (n, 3))
+    links = np.shape(getattr(state0.ode, "theta", ()))[-1:]
+    if q.file_type == "float|float[]" and a.ndim == 1 and links and a.shape != links:
+        raise SceneFileError(f"{spec.path}: [{section}] {key} takes one value for every link or one per link "
+                             f"({links[0]}), got {a.size}")
     if q.file_type == "float[]" and a.shape != (n,):
         raise SceneFileError(f"{spec.path}: [{section}] {key} needs one value per particle: {n} (the cloth's, then "
                              f"each soft body's in order), got {a.size}")

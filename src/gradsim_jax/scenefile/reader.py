@@ -40,6 +40,9 @@ def _check_type(path, section, key, value, ftype):
     elif ftype == "str":
         if not isinstance(value, str):
             fail("a string")
+    elif ftype == "float|float[]":
+        if not (is_num(value) or (isinstance(value, list) and value and all(is_num(v) for v in value))):
+            fail("a number or a list of numbers")
     elif ftype == "str|float":
         if not (isinstance(value, str) or is_num(value)):
             fail("a string or a number")

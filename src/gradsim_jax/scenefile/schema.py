@@ -231,6 +231,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "round_iterations": Field("int", None, "Adam iterations of each later round (default: half of iterations)"),
         "window": Field("int", None, "long recordings: truncated backpropagation, gradients reach back at most "
                                      "this many frames (see `gradsim-jax horizon`)"),
+        "shooting": Field("str", None, "with window: \"truncated\" (default) or \"multiple\" (multiple shooting: "
+                                       "each window from its own start state, read off the video, joined by a "
+                                       "penalty tightened over the iterations; polish: Gauss-Newton on all of them, ODE "
+                                       "bodies)"),
         "density_first": Field("int", 0, "with particle_mass free: first fit a density field of the soft bodies in "
                                          "this many Adam iterations, then every mass from there (0: none)"),
         "density_learning_rate": Field("float", 0.1, "Adam learning rate of the density field stage"),

@@ -281,10 +281,11 @@ def _has_pendulums(topology) -> bool:
 
 
 def _pendulum_quantity(name: str, path: str, unit: str, doc: str, aliases=()) -> Quantity:
-    """A per-link Params leaf of the pendulums, read whole ([p, k]); a scalar sets every link."""
+    """A per-link Params leaf of the pendulums, read whole ([p, k]); a scalar sets every link, a list of k
+    values each link (scene files: "float|float[]")."""
     return Quantity(name, path, unit, "log", (name, *aliases), doc,
                     read=lambda topology, params, state0: np.asarray(get_path(params, path)),
-                    expand=_broadcast(path), applies=_has_pendulums)
+                    expand=_broadcast(path), applies=_has_pendulums, file_type="float|float[]")
 
 
 for _q in (

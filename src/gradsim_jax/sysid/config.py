@@ -57,6 +57,9 @@ class FitConfig:
     the loss value stays the full recording's; the Levenberg-Marquardt polish then uses the same truncated
     Jacobian (`polish_truncated`). Choose it from `gradsim-jax horizon` (`window_length_for`); None: the full
     horizon. Not with `horizon` or `smoothness`.
+    shooting: how `window` cuts the recording: "truncated" (above) or "multiple" (multiple shooting,
+    `sysid.windowed.fit_windowed`: each window from its own start state, read off the video and fitted with
+    the quantities, joined by a tightening penalty; no polish after it).
     clip: {quantity: c}: that quantity's Adam gradient (in its fitted space) is scaled down to norm c when longer
     (`fit`'s per-field clipping); None: none.
     resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
@@ -116,6 +119,7 @@ class FitConfig:
     smoothness: float = 0.0
     clip: Optional[dict] = None
     window: Optional[int] = None
+    shooting: str = "truncated"
     rounds: int = 1
     round_iterations: Optional[int] = None
     density_first: int = 0
@@ -177,6 +181,10 @@ def check_config(config: FitConfig) -> None:
     if config.window is not None and config.horizon is not None:
         raise ValueError("window (truncated backpropagation) and horizon (a growing horizon) are two answers to "
                          "a long recording: choose one")
+    if config.shooting not in ("truncated", "multiple"):
+        raise ValueError(f"shooting must be truncated or multiple, got {config.shooting!r}")
+    if config.shooting == "multiple" and config.window is None:
+        raise ValueError("shooting multiple needs a window (its length in frames)")
     if config.window is not None and config.smoothness:
         raise ValueError("window does not combine with smoothness (the shape regularizer)")
     for name, c in (config.clip or {}).items():
@@ -208,6 +216,8 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
         inputs["smoothness"] = config.smoothness
     if config.window is not None:
         inputs["window"] = int(config.window)
+        if config.shooting != "truncated":
+            inputs["shooting"] = config.shooting
     if config.clip:
         inputs["clip"] = {canonical(k): float(v) for k, v in sorted(config.clip.items())}
     if config.density_first:

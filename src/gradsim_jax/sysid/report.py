@@ -33,7 +33,8 @@ def relative_error(name: str, estimate, truth, free_particles=None) -> float:
         num = np.linalg.norm(est[sel] - tru[sel], axis=-1)
         den = np.maximum(np.linalg.norm(tru[sel], axis=-1), 1e-12)
         return float(np.mean(num / den))
-    if est.ndim > 0:  # a per-element quantity (per-particle masses): the mean of the elements' errors
+    if est.ndim > 0 or tru.ndim > 0:  # a per-element quantity (per-particle masses): the mean of the elements'
+        est, tru = np.broadcast_arrays(est, tru)  # errors (a one-element array, a pendulum's length, too)
         rel = np.abs(est - tru) / np.maximum(np.abs(tru), 1e-300)
         if free_particles is not None and rel.shape[:1] == np.shape(free_particles):
             rel = rel[np.asarray(free_particles)]
@@ -274,7 +275,7 @@ def plot_params(path, history: dict, truth: Optional[dict], free_particles=None)
         elif np.ndim(values[0]) == 0:
             ax.plot(it, values, label="estimate")
             if truth is not None and name in truth:
-                ax.axhline(float(np.asarray(truth[name])), color="k", ls="--", label="true")
+                ax.axhline(float(np.mean(np.asarray(truth[name]))), color="k", ls="--", label="true")
             ax.set_ylabel(f"{name} [{q.unit if q else ''}]")
             ax.legend()
         else:
@@ -294,8 +295,9 @@ def summary_lines(report: dict) -> list[str]:
         if isinstance(est, list):
             line = f"  {n:<10} ({np.size(est)} values)"
         else:
-            line = f"  {n:<10} estimated {est:.6g}  (initial {ini:.6g}"
-            line += f", true {report['true'][n]:.6g})" if "true" in report else ")"
+            one = [float(np.mean(v)) for v in (est, ini, report.get("true", {}).get(n, 0.0))]
+            line = f"  {n:<10} estimated {one[0]:.6g}  (initial {one[1]:.6g}"
+            line += f", true {one[2]:.6g})" if "true" in report else ")"
         if "relative_error" in report:
             line += f"  relative error {report['relative_error'][n]:.2e}"
         lines.append(line)

@@ -50,6 +50,40 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
     return loss_fn
 
 
+def multiple_shooting(config: FitConfig) -> bool:
+    return config.window is not None and config.shooting == "multiple"
+
+
+def _multiple_shooting(exp: Experiment, target: Array, theta: dict, free, config: FitConfig, *, iterations: int,
+                       checkpoint_dir, resume: bool, first: int):
+    """The Adam stage as multiple shooting (`windowed.fit_windowed`: windows of `config.window` frames, start
+    states read off the video, the join penalty tightened), then `config.polish` Gauss-Newton steps on every
+    unknown where the start states are small (`shooting.polish_multiple`); returns (its `FitResult`, the
+    `WindowedFitResult`)."""
+    from gradsim_jax.sysid.shooting import STATE_LIMIT, state_size
+    from gradsim_jax.sysid.windowed import fit_windowed
+
+    callback = None
+    if config.callback is not None:
+        def callback(it, th, loss):
+            return config.callback(first + it, th, loss, None)
+
+    window = min(int(config.window), exp.frames)
+    polish = config.polish if state_size(exp) <= STATE_LIMIT else 0
+    if config.polish and not polish and config.progress:
+        print(f"  (no Gauss-Newton polish: {state_size(exp)} numbers per window start > {STATE_LIMIT})")
+    result = fit_windowed(exp, target, theta, free, window=window, shooting="multiple", iterations=iterations,
+                          polish=polish,
+                          learning_rate=config.learning_rate, kind=config.loss, frame_stride=config.frame_stride,
+                          progress=config.progress, checkpoint_dir=checkpoint_dir,
+                          checkpoint_every=config.checkpoint_every, resume=resume, callback=callback)
+    if config.progress:
+        joins = ", ".join(f"{k} {v:.3g}" for k, v in result.terms.items() if k.startswith("join") and v)
+        print(f"  multiple shooting: {result.windows.count} windows of {window} frames, start states from "
+              f"{result.start_from}; largest join mismatch at the end: {joins or 'none'}")
+    return result.fit, result
+
+
 def truncation_windows(exp: Experiment, config: FitConfig):
     """The `Windows` of `config.window` (truncated backpropagation: no overlap; a window longer than the
     recording is the whole recording)."""
@@ -65,7 +99,7 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
     polish's), grad_norm, last_step, adam_iterations, lm_steps and resumed."""
     tf = transforms_for(free)
     round_start = len(history["loss"])
-    adam_iterations, grad_norm, resumed = 0, float("nan"), None
+    adam_iterations, grad_norm, resumed, shot = 0, float("nan"), None, None
     next_iteration = history["iteration"][-1] + 1 if history["iteration"] else 0
     if iterations > 0:
         ramp = None if horizon is None else (horizon, iterations // 2)
@@ -77,17 +111,22 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
                 return config.callback(next_iteration + it, _split_data(exp, params)[0], loss, aux)
         theta, bounds = stable_bounds(exp, theta, free)
         start_theta = theta
-        result = run_fit(
-            loss_fn, _with_data(theta, exp, target), free=free, transforms=tf,
-            optimizer=optax.adam(config.learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
-            steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
-            resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
-            metadata=metadata,
-            resume_anyway=config.resume_anyway, checks=traced_checks(exp),
-            clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None, bounds=bounds,
-        )
+        if multiple_shooting(config):
+            result, shot = _multiple_shooting(exp, target, theta, free, config, iterations=iterations,
+                                        checkpoint_dir=checkpoint_dir, resume=resume, first=next_iteration)
+        else:
+            result = run_fit(
+                loss_fn, _with_data(theta, exp, target), free=free, transforms=tf,
+                optimizer=optax.adam(config.learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
+                steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
+                resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
+                metadata=metadata,
+                resume_anyway=config.resume_anyway, checks=traced_checks(exp),
+                clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None, bounds=bounds,
+            )
         resumed = result.resume
-        theta = _split_data(exp, result.params)[0]
+        theta = {k: v for k, v in _split_data(exp, result.params)[0].items() if not k.startswith("_window")}
+        adam_theta = theta
         adam_iterations = result.iterations
         grad_norm = result.grad_norm
         history.setdefault("grad_norm", []).extend(result.history.get("grad_norm", []))
@@ -106,6 +145,8 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
         for n in free:
             history["params"][n].append(record_value(theta[n]))
         history["stage"].append("adam")
+        if shot is not None:  # after its Gauss-Newton steps
+            theta = {**adam_theta, **{n: jnp.asarray(shot.theta[n]) for n in free}}
     else:
         start_theta = theta
     # The loss at the round's start over all frames: the first Adam entry, when it is one.
@@ -118,10 +159,14 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
     if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
         print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
     scalars_only = all(np.size(theta[n]) == 1 for n in free)
-    if config.polish > 0 and config.window is not None and not scalars_only and config.progress:
+    if config.polish > 0 and config.window is not None and not scalars_only and config.progress \
+            and not multiple_shooting(config):
         print("  (no Levenberg-Marquardt polish: a windowed fit polishes scalar quantities only)")
     records = None
-    if config.polish > 0 and config.window is not None and scalars_only and n_scalars <= LM_MAX_SCALARS:
+    if multiple_shooting(config):
+        polish = (shot.history.get("polish") if shot is not None else None) or {"loss": []}
+        records = [(c, {n: polish[n][k] for n in free}) for k, c in enumerate(polish["loss"])]
+    elif config.polish > 0 and config.window is not None and scalars_only and n_scalars <= LM_MAX_SCALARS:
         from gradsim_jax.sysid.windowed import polish_truncated
 
         theta, records = polish_truncated(exp, target, theta, free, truncation_windows(exp, config),

@@ -7,12 +7,16 @@ follows noise. A windowed fit cuts the recording into windows short enough that 
 trustworthy:
 
 - **multiple shooting** (`shooting="multiple"`; Bock and Plitt 1984): window 0 starts from the experiment's
-  initial state (theta), each later window from a *free* start state (particle positions and velocities,
-  fitted together with the quantities). Every window is simulated for `length` frames from its own start
-  (`lax.map` over the windows), its frames are compared with the target's, and a continuity penalty ties
-  each window's simulated state at the next window's first frame to that window's start state. At the
-  solution the penalty is zero and the windows join into one trajectory; on the way there no gradient
-  crosses more than one window.
+  initial state (theta), each later window from a *free* start state (particle positions and velocities, an
+  ODE body's pose and rate), fitted together with the quantities. Every window is simulated for `length`
+  frames from its own start (`lax.map` over the windows), its frames are compared with the target's, and a
+  continuity penalty ties each window's simulated state at the next window's first frame to that window's
+  start state. At the solution the penalty is zero and the windows join into one trajectory; on the way
+  there no gradient crosses more than one window. The start states begin read off the video
+  (`window_starts.estimate_window_states`: each window's first frames fitted for the pose, rates from the
+  neighbouring frames), the join weight is tightened over the Adam iterations (`continuity=(0.1, 10)`), and
+  `polish=N` then takes Gauss-Newton steps on every unknown at once (`shooting.polish_multiple`, for start
+  states of at most 32 numbers: an ODE body's).
 - **truncated backpropagation** (`shooting="truncated"`): one forward run over the whole recording (the
   loss value is the full-horizon loss), with `jax.lax.stop_gradient` on the state carried into every
   window, so that the gradient of a frame reaches back only to the start of its window. No extra
@@ -26,9 +30,9 @@ backpropagation cuts one run at frames length, 2 length, ... (no overlap; the la
 
 The window length is chosen from the gradient horizon (`fit.windows`: `Windows`, `window_length_for`).
 
-Scope: particle scenes (cloth, springs, FEM tetrahedra); rigid bodies' start states (quaternions) are not
-free variables, so multiple shooting refuses an experiment with rigid bodies (truncated backpropagation
-accepts it).
+Scope: particle scenes (cloth, springs, FEM tetrahedra) and ODE bodies (`physics.ode`, with their
+`coordinates`); rigid bodies' start states (quaternions) are not free variables, so multiple shooting refuses
+an experiment with rigid bodies (truncated backpropagation accepts it).
 """
 
 from __future__ import annotations
@@ -48,22 +52,23 @@ from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.fit.windows import Scaled, Windows, window_length_for  # noqa: F401  (re-exported)
 from gradsim_jax.physics import State
-from gradsim_jax.physics.checkpointing import PerFrame
-from gradsim_jax.physics.rollout import push_control
+from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import trajectory_vertices
-from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, compiled, frames_for,
-                                          traced_checks, trajectory)
 from gradsim_jax.sysid.bounds import stable_bounds
+from gradsim_jax.sysid.experiment import Experiment, _as_theta, _split_data, _with_data, compiled, frames_for, traced_checks
 from gradsim_jax.sysid.losses import image_loss
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
+from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
+from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
+                                             default_pose_scales, estimate_window_states, has_ode, pose_rate,
+                                             push_of, run_from, start_names, state_parts, window_states,
+                                             with_pose_rate)
 
 Array = Any
 
-#: theta entries of multiple shooting's free window start states: positions [n_windows - 1, n, 3] m and
-#: velocities [n_windows - 1, n, 3] m/s of every particle at the first frame of windows 1, 2, ...
-START_X = "_window_x"
-START_V = "_window_v"
 SHOOTING = ("multiple", "truncated")
+#: How multiple shooting's window start states begin: read off the video, or a run of the initial guess.
+START_FROM = ("video", "run")
 
 
 def _check_experiment(exp: Experiment, windows: Windows, shooting: str) -> None:
@@ -72,45 +77,12 @@ def _check_experiment(exp: Experiment, windows: Windows, shooting: str) -> None:
     if windows.frames != exp.frames:
         raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
     if shooting == "multiple" and np.shape(exp.state0.rigid.x)[0]:
-        raise ValueError("multiple shooting estimates particle start states only; this experiment has rigid "
-                         "bodies: use shooting='truncated'")
+        raise ValueError("multiple shooting estimates particle and ODE-body start states only; this experiment has "
+                         "rigid bodies: use shooting='truncated'")
+    if shooting == "multiple" and has_ode(exp):
+        ode_coordinates(exp.topology.ode.system, exp.state0.ode)  # ValueError when it names none
     if shooting == "truncated" and windows.overlap:
         raise ValueError("truncated backpropagation cuts one forward run and takes no overlap (overlap=0)")
-
-
-def _advance(exp: Experiment, params, state: State, frame, push) -> State:
-    """The state one frame later: `exp.substeps` semi-implicit Euler steps from frame index `frame` (absolute,
-    traced), the known push acting during the first `exp.push_frames` frames, as `sysid.rollout` does."""
-    dt = exp.frame_dt / exp.substeps
-    ctrl = push_control(push, exp.push_frames, frame)
-    t0 = frame * exp.frame_dt
-    integrator = exp.integrator
-
-    def substep(s, k):
-        return integrator.step(exp.topology, params, s, ctrl, t0 + k * dt, dt), None
-
-    return jax.lax.scan(PerFrame().substep(substep), state, jnp.arange(exp.substeps))[0]
-
-
-def _run(exp: Experiment, params, state0: State, first: Array, frames: int, push,
-         cut: Optional[Array] = None) -> State:
-    """States [frames + 1, ...] from `state0` at absolute frame `first`; `cut` [frames] bool: stop the gradient
-    of the state carried into those frames. One `jax.checkpoint` per frame, as `simulate`."""
-
-    @jax.checkpoint
-    def one_frame(state, k):
-        if cut is not None:
-            state = jax.tree.map(lambda a: jnp.where(cut[k], jax.lax.stop_gradient(a), a), state)
-        state = _advance(exp, params, state, first + k, push)
-        return state, state
-
-    _, traj = jax.lax.scan(one_frame, state0, jnp.arange(frames))
-    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
-
-
-def _push(exp: Experiment, theta: dict):
-    push = theta["push"] if "push" in theta else exp.theta.get("push")
-    return None if push is None else jnp.asarray(push, exp.dtype)
 
 
 def _frame_losses(exp: Experiment, theta: dict, params, traj: State, target: Array, kind: str) -> Array:
@@ -119,105 +91,144 @@ def _frame_losses(exp: Experiment, theta: dict, params, traj: State, target: Arr
     return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, target)
 
 
-def _movable(exp: Experiment) -> Array:
-    """[n, 1] bool: particles a start state may move (not pinned, positive mass); traceable."""
-    return (~exp.topology.particles.pinned & (exp.params.particles.mass > 0))[:, None]
-
-
-def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
-    """The window start states of a run of theta: {START_X: [count - 1, n, 3] m, START_V: [count - 1, n, 3] m/s}
-    at frames `windows.starts[1:]` (the initial guess of multiple shooting: its joins then match exactly)."""
-    theta = _as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
-    traj = compiled(exp, trajectory, "trajectory")(theta)
-    idx = np.asarray(windows.starts[1:], np.int64)
-    return {START_X: jnp.asarray(traj.particles.x)[idx], START_V: jnp.asarray(traj.particles.v)[idx]}
+def _join_scales(exp: Experiment, position_scale, velocity_scale, pose_scale, rate_scale) -> dict:
+    """{part: (pose scale, rate scale)} of the join penalty, defaults filled in (`default_pose_scales`)."""
+    parts = state_parts(exp)
+    pose = default_pose_scales(exp) if ("x" in parts and position_scale is None) or (
+        "q" in parts and pose_scale is None) else {}
+    scales = {}
+    if "x" in parts:
+        position = pose["x"] if position_scale is None else position_scale
+        scales["x"] = (position, position / exp.frame_dt if velocity_scale is None else velocity_scale)
+    if "q" in parts:
+        q = pose["q"] if pose_scale is None else pose_scale
+        scales["q"] = (q, q / exp.frame_dt if rate_scale is None else rate_scale)
+    for part, pair in scales.items():
+        for value in pair:
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"the join scales must be positive numbers, got {value!r}")
+    return scales
 
 
 def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows, *, shooting: str = "multiple",
-                   kind: str = "rgba", position_scale: float = 0.01, velocity_scale: float = 0.6) -> dict:
+                   kind: str = "rgba", position_scale: Optional[float] = None, velocity_scale: Optional[float] = None,
+                   pose_scale: Optional[float] = None, rate_scale: Optional[float] = None) -> dict:
     """The parts of the windowed loss (plain function, traceable; jit at the call site).
 
     Args:
-      exp: the experiment (particle scene for multiple shooting).
+      exp: the experiment (particles and / or an ODE body for multiple shooting).
       target: video [frames + 1, H, W, 4] (frame 0, the given initial state, is not compared).
-      theta: quantities as for `sysid.make_loss`; for multiple shooting also START_X and START_V (see
-        `window_states`).
+      theta: quantities as for `sysid.make_loss`; for multiple shooting also the window start states
+        (`start_names(exp)`: START_X, START_V for particles, START_Q, START_QD for an ODE body; see
+        `window_states`, `estimate_window_states`).
       windows: how the recording is cut; `windows.frames` must be `exp.frames`.
       shooting: "multiple" or "truncated" (module docstring).
       kind: image loss ("rgba", "rgb", "silhouette").
-      position_scale (m), velocity_scale (m/s): a join mismatch of this size costs 1 (before `continuity`).
+      position_scale (m), velocity_scale (m/s), pose_scale, rate_scale (an ODE body's units): a join mismatch
+        of this size costs 1 (before `continuity`); defaults: `default_pose_scales` and that per frame.
     Returns:
-      {"image": mean image loss over every window's frames, "continuity": mean over joins of
-      mean((dx / position_scale)^2) + mean((dv / velocity_scale)^2) (0 for truncated backpropagation or one
-      window), "join_x": [count - 1] RMS position mismatch per join (m), "join_v": [count - 1] (m/s)}.
+      {"image": mean image loss over every window's frames, "continuity": mean over joins of the sum over the
+      state's parts of mean((d pose / its scale)^2) + mean((d rate / its scale)^2) (0 for truncated
+      backpropagation or one window), "join_x", "join_v": [count - 1] RMS particle position (m) and velocity
+      (m/s) mismatch per join, "join_q", "join_qd": the ODE body's RMS pose and rate mismatch (each empty when
+      the scene has no such part)}.
     """
     _check_experiment(exp, windows, shooting)
     target = jnp.asarray(target)
     params, state0 = assemble(exp, theta)
-    push = _push(exp, theta)
+    push = push_of(exp, theta)
     dtype = exp.dtype
+    empty = {name: jnp.zeros((0,), dtype) for name in ("join_x", "join_v", "join_q", "join_qd")}
     if shooting == "truncated":
-        cut = np.zeros(windows.frames, bool)
-        cut[list(windows.cuts())] = True
-        traj = _run(exp, params, state0, jnp.asarray(0), windows.frames, push, jnp.asarray(cut))
+        traj = run_from(exp, params, state0, jnp.asarray(0), windows.frames, push, cuts=windows.cuts())
         idx = np.arange(1, windows.frames + 1, windows.stride)
         compared = jax.tree.map(lambda a: a[idx], traj)
         image = jnp.mean(_frame_losses(exp, theta, params, compared, target[idx], kind))
-        empty = jnp.zeros((0,), dtype)
-        return {"image": image, "continuity": jnp.zeros((), dtype), "join_x": empty, "join_v": empty}
+        return {"image": image, "continuity": jnp.zeros((), dtype), **empty}
 
     count, length = windows.count, windows.length
     starts = np.asarray(windows.starts)
-    free_x = theta.get(START_X, jnp.zeros((0,) + state0.particles.x.shape, dtype))
-    free_v = theta.get(START_V, jnp.zeros((0,) + state0.particles.v.shape, dtype))
-    expected = (count - 1,) + tuple(state0.particles.x.shape)
-    for name, value in ((START_X, free_x), (START_V, free_v)):
-        if tuple(jnp.shape(value)) != expected:
-            raise ValueError(f"theta[{name!r}] must have shape {expected} (one state per window after the first, "
-                             f"see window_states); got {tuple(jnp.shape(value))}")
-    movable = _movable(exp)
-    # Pinned particles keep their initial state in every window (they do not move).
-    xs = jnp.concatenate([state0.particles.x[None], jnp.where(movable, free_x, state0.particles.x)])
-    vs = jnp.concatenate([state0.particles.v[None], jnp.where(movable, free_v, state0.particles.v)])
-    starts_state = jax.tree.map(lambda a: jnp.broadcast_to(a, (count,) + a.shape), state0)
-    starts_state = dataclasses.replace(
-        starts_state, particles=dataclasses.replace(starts_state.particles, x=xs, v=vs))
-    trajs = jax.lax.map(lambda sf: _run(exp, params, sf[0], sf[1], length, push), (starts_state, jnp.asarray(starts)))
+    pose0, rate0 = pose_rate(exp, state0)
+    poses, rates = {}, {}
+    for part in pose0:
+        for name, first, out in zip(PARTS[part], (pose0[part], rate0[part]), (poses, rates)):
+            expected = (count - 1,) + tuple(jnp.shape(first))
+            free = theta.get(name, jnp.zeros((0,) + tuple(jnp.shape(first)), dtype))
+            if tuple(jnp.shape(free)) != expected:
+                raise ValueError(f"theta[{name!r}] must have shape {expected} (one state per window after the "
+                                 f"first, see window_states); got {tuple(jnp.shape(free))}")
+            out[part] = jnp.concatenate([jnp.asarray(first, dtype)[None], jnp.asarray(free, dtype)])
+    start_states = jax.vmap(lambda p, r: with_pose_rate(exp, state0, p, r))(poses, rates)
+    trajs = jax.lax.map(lambda sf: run_from(exp, params, sf[0], sf[1], length, push),
+                        (start_states, jnp.asarray(starts)))
     offsets = windows.offsets()
     frames = jax.tree.map(lambda a: a[:, offsets].reshape((count * len(offsets),) + a.shape[2:]), trajs)
     tgt = target[windows.frame_index().reshape(-1)]
     image = jnp.mean(_frame_losses(exp, theta, params, frames, tgt, kind))
     if count == 1:
-        empty = jnp.zeros((0,), dtype)
-        return {"image": image, "continuity": jnp.zeros((), dtype), "join_x": empty, "join_v": empty}
+        return {"image": image, "continuity": jnp.zeros((), dtype), **empty}
     # Window w's simulated state at the first frame of window w + 1.
-    offset = starts[1:] - starts[:-1]
-    end_x = trajs.particles.x[np.arange(count - 1), offset]
-    end_v = trajs.particles.v[np.arange(count - 1), offset]
-    dx, dv = end_x - xs[1:], end_v - vs[1:]
-    continuity = jnp.mean(jnp.mean(jnp.square(dx / position_scale), axis=(1, 2))
-                          + jnp.mean(jnp.square(dv / velocity_scale), axis=(1, 2)))
-    return {"image": image, "continuity": continuity,
-            "join_x": jnp.sqrt(jnp.mean(jnp.sum(jnp.square(dx), -1), -1)),
-            "join_v": jnp.sqrt(jnp.mean(jnp.sum(jnp.square(dv), -1), -1))}
+    ends = jax.tree.map(lambda a: a[np.arange(count - 1), starts[1:] - starts[:-1]], trajs)
+    end_pose, end_rate = pose_rate(exp, ends)
+    scales = _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
+    # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
+    position_scale, velocity_scale = scales.get("x", (None, None))
+    pose_scale, rate_scale = scales.get("q", (None, None))
+    per_join = jnp.zeros((count - 1,), dtype)
+    joins = dict(empty)
+    for part in poses:
+        dp, dr = end_pose[part] - poses[part][1:], end_rate[part] - rates[part][1:]
+        axes = tuple(range(1, dp.ndim))
+        sp, sr = scales[part]
+        per_join = per_join + jnp.mean(jnp.square(dp / sp), axis=axes) + jnp.mean(jnp.square(dr / sr), axis=axes)
+        if part == "x":
+            joins["join_x"] = jnp.sqrt(jnp.mean(jnp.sum(jnp.square(dp), -1), -1))
+            joins["join_v"] = jnp.sqrt(jnp.mean(jnp.sum(jnp.square(dr), -1), -1))
+        else:
+            joins["join_q"] = jnp.sqrt(jnp.mean(jnp.square(dp), axis=axes))
+            joins["join_qd"] = jnp.sqrt(jnp.mean(jnp.square(dr), axis=axes))
+    return {"image": image, "continuity": jnp.mean(per_join), **joins}
+
+
+def _check_continuity(continuity) -> tuple[float, float]:
+    """(first, last) weight of the join penalty: a number, or a pair tightened geometrically over a fit."""
+    pair = tuple(continuity) if isinstance(continuity, (tuple, list)) else (continuity, continuity)
+    if len(pair) != 2 or not all(isinstance(c, (int, float, np.floating, np.integer)) and math.isfinite(c) and c >= 0
+                                 for c in pair):
+        raise ValueError(f"continuity must be a finite number >= 0 or a pair of them (first, last), got {continuity!r}")
+    if (pair[0] == 0) != (pair[1] == 0):
+        raise ValueError(f"a tightened continuity (first, last) needs both weights positive, got {continuity!r}")
+    return float(pair[0]), float(pair[1])
+
+
+def continuity_weight(continuity, iteration, iterations: int):
+    """The join penalty's weight at `iteration` (traceable) of `iterations`: `continuity` itself when it is a
+    number; for a pair (first, last), first (last / first)^(iteration / (iterations - 1)), from first at
+    iteration 0 to last at the end (a geometric tightening)."""
+    first, last = _check_continuity(continuity)
+    if first == last or iteration is None:
+        return last if iteration is None else first
+    fraction = jnp.clip(jnp.asarray(iteration, jnp.float32) / max(iterations - 1, 1), 0.0, 1.0)
+    return first * jnp.power(last / first, fraction)
 
 
 def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting: str = "multiple",
-                  kind: str = "rgba", continuity: float = 1.0, position_scale: float = 0.01,
-                  velocity_scale: float = 0.6) -> Callable[[dict], Array]:
-    """`loss(theta)`: the windowed image loss plus `continuity` times the join penalty (`windowed_terms`).
-    With one window (length = frames) it is the full-horizon loss of `sysid.make_loss`."""
+                  kind: str = "rgba", continuity=1.0, iterations: int = 1, position_scale: Optional[float] = None,
+                  velocity_scale: Optional[float] = None, pose_scale: Optional[float] = None,
+                  rate_scale: Optional[float] = None) -> Callable:
+    """`loss(theta, iteration=None)`: the windowed image loss plus the join penalty (`windowed_terms`) times its
+    weight (`continuity_weight(continuity, iteration, iterations)`; with no iteration, the last weight). With one
+    window (length = frames) it is the full-horizon loss of `sysid.make_loss`."""
     _check_experiment(exp, windows, shooting)
-    if not (math.isfinite(continuity) and continuity >= 0):
-        raise ValueError(f"continuity must be a finite number >= 0, got {continuity!r}")
-    for name, value in (("position_scale", position_scale), ("velocity_scale", velocity_scale)):
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    _check_continuity(continuity)
+    if shooting == "multiple" and windows.count > 1:
+        _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
 
-    def loss(theta):
+    def loss(theta, iteration=None):
         terms = windowed_terms(exp, target, theta, windows, shooting=shooting, kind=kind,
-                               position_scale=position_scale, velocity_scale=velocity_scale)
-        return terms["image"] + continuity * terms["continuity"]
+                               position_scale=position_scale, velocity_scale=velocity_scale,
+                               pose_scale=pose_scale, rate_scale=rate_scale)
+        return terms["image"] + continuity_weight(continuity, iteration, iterations) * terms["continuity"]
 
     return loss
 
@@ -232,9 +243,8 @@ def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") ->
 
     def residual(theta, target):
         params, state0 = assemble(exp, theta)
-        cut = np.zeros(windows.frames, bool)
-        cut[list(windows.cuts())] = True
-        traj = _run(exp, params, state0, jnp.asarray(0), windows.frames, _push(exp, theta), jnp.asarray(cut))
+        traj = run_from(exp, params, state0, jnp.asarray(0), windows.frames, push_of(exp, theta),
+                        cuts=windows.cuts())
         idx = np.arange(1, windows.frames + 1, windows.stride)
         x = trajectory_vertices(exp.topology, params, jax.tree.map(lambda a: a[idx], traj))
         pred = frames_for(exp, x, theta, dense=True)
@@ -282,21 +292,16 @@ def polish_truncated(exp: Experiment, target: Array, theta: dict, free, windows:
     return {n: np.asarray(v) for n, v in out.items()}, records
 
 
-def default_scales(exp: Experiment) -> tuple[float, float]:
-    """(position_scale m, velocity_scale m/s) of the join penalty: 1 % of the initial state's bounding-box
-    diagonal, and that distance per frame."""
-    x = np.asarray(exp.state0.particles.x, np.float64)
-    extent = float(np.linalg.norm(x.max(0) - x.min(0))) if len(x) else 1.0
-    position = 0.01 * max(extent, 1e-6)
-    return position, position / exp.frame_dt
-
-
 @dataclasses.dataclass
 class WindowedFitResult:
-    """theta: fitted quantities {name: array}; starts: {START_X, START_V} fitted window start states (empty
-    dict for truncated backpropagation); loss: the final windowed loss; terms: {"image", "continuity",
-    "join_x_max" m, "join_v_max" m/s} at the end; history: `fit`'s history (per iteration loss, grad_norm
-    and the quantities; with polish also "polish": {"loss": [...], name: [...]} per accepted step); windows; shooting; wall_time (s); fit: the underlying `FitResult`."""
+    """theta: fitted quantities {name: array}; starts: the fitted window start states ({START_X, START_V,
+    START_Q, START_QD} as the scene has them; empty for truncated backpropagation); loss: the final windowed
+    loss (the last join weight); terms: {"image", "continuity", "join_x_max" m, "join_v_max" m/s, "join_q_max",
+    "join_qd_max" (an ODE body's units)} at the end; history: `fit`'s history (per iteration loss, grad_norm
+    and the quantities; with polish also "polish": {"loss": [...], name: [...]} per accepted step); windows;
+    shooting; start_from: how the start states began ("video", "run", "given"; None for truncated);
+    start_fit: with start_from "video", the image loss of each window's start pose as predicted and as fitted
+    ({"predicted": [...], "fitted": [...]}) and the seconds it took; wall_time (s); fit: the `FitResult`."""
 
     theta: dict
     starts: dict
@@ -307,12 +312,21 @@ class WindowedFitResult:
     shooting: str
     wall_time: float
     fit: FitResult
+    start_from: Optional[str] = None
+    start_fit: Optional[dict] = None
+
+
+#: Multiple shooting's default join weight: tightened from the first to the last over the iterations, so that
+#: the windows first follow their own frames and are then pulled into one motion.
+TIGHTENED = (0.1, 10.0)
 
 
 def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window: int, overlap: Optional[int] = None,
                  shooting: str = "multiple", iterations: int = 100, learning_rate: float = 0.05,
-                 state_learning_rate: Optional[float] = None, continuity: float = 1.0, kind: str = "rgba",
-                 frame_stride: int = 1, position_scale: Optional[float] = None, velocity_scale: Optional[float] = None,
+                 state_learning_rate: Optional[float] = None, continuity=None, kind: str = "rgba",
+                 frame_stride: int = 1, start_from: str = "video", start_options: Optional[dict] = None,
+                 position_scale: Optional[float] = None, velocity_scale: Optional[float] = None,
+                 pose_scale: Optional[float] = None, rate_scale: Optional[float] = None,
                  polish: int = 0, progress: bool = True, checkpoint_dir: Optional[str] = None,
                  checkpoint_every: int = 25, resume: bool = False,
                  callback: Optional[Callable] = None) -> WindowedFitResult:
@@ -321,19 +335,25 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
 
     Args:
       exp, target: the experiment and its video [frames + 1, H, W, 4].
-      initial: starting theta (e.g. 40 % off); free: quantities to estimate ("mass", "stiffness", ...).
-        For multiple shooting it may hold START_X and START_V, the windows' start states (e.g. `window_states`
-        of a truncated fit's result); without them they come from a run of `initial`.
+      initial: starting theta (e.g. 5 % off); free: quantities to estimate ("mass", "pendulum_length", ...).
+        For multiple shooting it may hold the windows' start states (`start_names(exp)`, e.g. `window_states`
+        of a truncated fit's result); they are then used as given.
       window: window length in frames (see `window_length_for`); overlap: frames shared by consecutive
         windows (multiple shooting; default window // 4; truncated backpropagation takes 0).
-      shooting: "multiple" (free start states, initialized by a run of `initial`) or "truncated".
+      shooting: "multiple" (free start states) or "truncated".
       iterations, learning_rate: Adam iterations and learning rate of the quantities (log space).
       state_learning_rate: learning rate of the start states in units of their scales (default learning_rate).
+      continuity: the join penalty's weight: a number, or (first, last) tightened geometrically over the
+        iterations (`continuity_weight`); default `TIGHTENED` for multiple shooting.
       kind, frame_stride: image loss and the stride of compared frames in each window (`Windows`).
-      continuity, position_scale, velocity_scale: the join penalty (`windowed_terms`; default scales:
-        `default_scales`).
-      polish: Levenberg-Marquardt steps after Adam on the truncated residuals (`polish_truncated`; truncated
-        backpropagation and scalar quantities only).
+      start_from: where multiple shooting's start states begin: "video" (`estimate_window_states`: each
+        window's first frames fitted for the pose, rates from the neighbouring frames) or "run" (a run of
+        `initial`, `window_states`); start_options: keyword arguments of `estimate_window_states`.
+      position_scale, velocity_scale, pose_scale, rate_scale: the join penalty's units (`windowed_terms`).
+      polish: Levenberg-Marquardt steps after Adam: truncated backpropagation on the truncated residuals
+        (`polish_truncated`, scalar quantities); multiple shooting on every unknown, the quantities and the start
+        states (`shooting.polish_multiple`: Gauss-Newton multiple shooting, start states of at most
+        STATE_LIMIT numbers per window, an ODE body's).
       progress, checkpoint_dir, checkpoint_every, resume: as for `fit`.
       callback: `callback(iteration, theta, loss)` after each iteration; True stops the fit.
     Returns:
@@ -345,30 +365,54 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
         overlap = window // 4 if shooting == "multiple" and isinstance(window, (int, np.integer)) else 0
     windows = Windows(exp.frames, window, overlap, frame_stride)
     _check_experiment(exp, windows, shooting)
-    if polish and shooting != "truncated":
-        raise ValueError("polish (Levenberg-Marquardt) applies to truncated backpropagation; multiple shooting's "
-                         "start states are too many unknowns for it")
-    default_pos, default_vel = default_scales(exp)
-    position_scale = default_pos if position_scale is None else position_scale
-    velocity_scale = default_vel if velocity_scale is None else velocity_scale
+    if start_from not in START_FROM:
+        raise ValueError(f"start_from must be one of {START_FROM}, got {start_from!r}")
+    if continuity is None:
+        continuity = TIGHTENED if shooting == "multiple" else 1.0
+    _check_continuity(continuity)
+    if polish and shooting == "multiple" and windows.count > 1 and state_size(exp) > STATE_LIMIT:
+        raise ValueError(f"polish after multiple shooting solves for every window's start state: at most "
+                         f"{STATE_LIMIT} numbers per window (an ODE body's); this scene's have {state_size(exp)}")
+    scales = _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
+    # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
+    position_scale, velocity_scale = scales.get("x", (None, None))
+    pose_scale, rate_scale = scales.get("q", (None, None))
     exp, theta0 = focused(exp, _as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
                           [canonical(n) for n in free])
-    given = {k: jnp.asarray(initial[k], exp.dtype) for k in (START_X, START_V) if k in initial}
+    names = start_names(exp)
+    given = {k: jnp.asarray(initial[k], exp.dtype) for k in names if k in initial}
     target = jnp.asarray(target, theta0["push"].dtype)
     transforms: dict = dict(transforms_for(free))
     fields = free
+    used, start_fit = None, None
     if shooting == "multiple" and windows.count > 1:
         ratio = (state_learning_rate or learning_rate) / learning_rate
-        theta0.update(window_states(exp, theta0, windows) if len(given) < 2 else given)
-        transforms[START_X] = Scaled(position_scale * ratio)
-        transforms[START_V] = Scaled(velocity_scale * ratio)
-        fields = free + (START_X, START_V)
-    loss_of = dict(shooting=shooting, kind=kind, continuity=continuity, position_scale=position_scale,
-                   velocity_scale=velocity_scale)
+        if len(given) == len(names):
+            used = "given"
+            theta0.update(given)
+        elif start_from == "run":
+            used = "run"
+            theta0.update(window_states(exp, theta0, windows))
+        else:
+            used = "video"
+            began = time.perf_counter()
+            estimate = estimate_window_states(exp, target, theta0, windows, kind=kind, free=free,
+                                              progress=progress, **(start_options or {}))
+            start_fit = {**{k: v.tolist() for k, v in estimate.pop("_pose_fit").items()},
+                         "wall_time": time.perf_counter() - began}
+            theta0.update(estimate)
+        for part in state_parts(exp):
+            for name, scale in zip(PARTS[part], scales[part]):
+                transforms[name] = Scaled(scale * ratio)
+        fields = free + names
+    first, last = _check_continuity(continuity)
+    loss_of = dict(shooting=shooting, kind=kind, position_scale=position_scale, velocity_scale=velocity_scale,
+                   pose_scale=pose_scale, rate_scale=rate_scale)
 
-    def loss_fn(theta):
+    def loss_fn(theta, iteration):
         theta, e, tgt = _split_data(exp, theta)
-        return windowed_loss(e, tgt, windows, **loss_of)(theta)
+        return windowed_loss(e, tgt, windows, continuity=continuity, iterations=iterations, **loss_of)(theta,
+                                                                                                        iteration)
 
     fit_callback = None
     if callback is not None:
@@ -378,31 +422,36 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     theta0, bounds = stable_bounds(exp, theta0, free)
     result = fit(loss_fn, _with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
                  optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
-                 steps=iterations, progress=progress, callback=fit_callback,
+                 steps=iterations, progress=progress, callback=fit_callback, uses_iteration=True,
                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
                  checks=traced_checks(exp),
-                 metadata={"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride, **loss_of},
+                 metadata={"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride,
+                                        "continuity": [first, last], "start_from": used,
+                                        **{k: v for k, v in loss_of.items() if v is not None}},
                            "free": list(free), "iterations": iterations, "learning_rate": learning_rate})
     theta = _split_data(exp, result.params)[0]
     history = dict(result.history)
-    if polish:
+    if polish and shooting == "multiple" and windows.count > 1:
+        polished, records = polish_multiple(exp, target, theta, free, windows, scales, weight=last, steps=polish,
+                                            kind=kind, progress=progress)
+        theta.update({n: jnp.asarray(polished[n]) for n in free + names})
+        history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
+    elif polish:
         polished, records = polish_truncated(exp, target, theta, free, windows, steps=polish, kind=kind,
                                              progress=progress)
         theta.update({n: jnp.asarray(polished[n]) for n in free})
         history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
 
     def final_terms(e, th, tgt):
-        return windowed_terms(e, tgt, th, windows, shooting=shooting, kind=kind, position_scale=position_scale,
-                              velocity_scale=velocity_scale)
+        return windowed_terms(e, tgt, th, windows, **loss_of)
 
-    key = ("windowed_terms", shooting, kind, windows, position_scale, velocity_scale, tuple(sorted(theta)))
+    key = ("windowed_terms", windows, tuple(sorted(loss_of.items())), tuple(sorted(theta)))
     terms = jax.device_get(compiled(exp, final_terms, key)(theta, target))
-    starts = {k: np.asarray(theta.pop(k)) for k in (START_X, START_V) if k in theta}
-    loss = float(terms["image"] + continuity * terms["continuity"])
+    starts = {k: np.asarray(theta.pop(k)) for k in names if k in theta}
+    loss = float(terms["image"] + last * terms["continuity"])
     return WindowedFitResult(
         theta={k: np.asarray(v) for k, v in theta.items()}, starts=starts, loss=loss,
         terms={"image": float(terms["image"]), "continuity": float(terms["continuity"]),
-               "join_x_max": float(np.max(terms["join_x"], initial=0.0)),
-               "join_v_max": float(np.max(terms["join_v"], initial=0.0))},
+               **{f"{k}_max": float(np.max(terms[k], initial=0.0)) for k in ("join_x", "join_v", "join_q", "join_qd")}},
         history=history, windows=windows, shooting=shooting, wall_time=time.perf_counter() - started,
-        fit=result)
+        fit=result, start_from=used, start_fit=start_fit)

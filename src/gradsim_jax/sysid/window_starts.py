@@ -1,0 +1,347 @@
+"""Where the windows of a multiple-shooting fit start (`sysid.windowed`), and the runs that start there.
+
+Multiple shooting simulates every window from its own start state, a free unknown fitted along with the
+quantities. The fit converges only when those states begin near the recorded motion. Two ways to begin:
+
+- **from the video** (`estimate_window_states`, the default of `fit_windowed(shooting="multiple")`): window by
+  window, the state at the window's first frame s is read off the video itself. The previous window's start
+  (window 0: the experiment's initial state) is run forward with the current guess of the quantities to
+  predict the poses at frames s - k .. s + k (k = `neighbours`, default 2). Each of those 2k + 1 frames is
+  then fitted for the pose alone (positions of the particles, the ODE body's pose), starting from the
+  prediction: Adam on the image loss of that one frame plus a small pull towards the prediction (`prior`,
+  which holds what the image cannot see, such as a cloth's in-plane motion). The start pose is the fitted
+  pose at s; the start rate (velocities, the ODE body's rate) is the derivative at s of the polynomial
+  through the 2k + 1 fitted poses (degree 2k: the 5-point central difference for k = 2, error O(dt^4)).
+  The prediction runs over one window only, so a guess whose long-run motion has parted from the video
+  (a chaotic motion, 5 % off) still predicts each next window's first frames well.
+- **from a run of the initial guess** (`window_states`): the states of one simulation with the initial
+  quantities at the windows' first frames. Its joins match exactly, but in a chaotic or long motion the
+  run parts from the video after a few windows, and the fit then starts far from it (issue 12's runs stalled
+  there).
+
+The start states are theta entries: START_X, START_V (particles, [count - 1, n, 3] m and m/s) and START_Q,
+START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1, ...] in its own units).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from gradsim_jax.fit.least_squares import forward_jacobian
+from gradsim_jax.fit.transforms import resolve_transform
+from gradsim_jax.fit.windows import Windows
+from gradsim_jax.physics import State
+from gradsim_jax.physics.checkpointing import PerFrame
+from gradsim_jax.physics.ode import ode_coordinates, ode_trajectory, with_ode_coordinates
+from gradsim_jax.physics.rollout import push_control
+from gradsim_jax.render.mesh import scene_vertices
+from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, trajectory
+from gradsim_jax.sysid.losses import image_loss
+from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
+
+Array = Any
+
+#: theta entries of the free window start states (windows 1, 2, ...): particle positions and velocities
+#: [count - 1, n, 3] m, m/s; an ODE body's pose and rate [count - 1, ...] (its own units).
+START_X = "_window_x"
+START_V = "_window_v"
+START_Q = "_window_q"
+START_QD = "_window_qd"
+STARTS = (START_X, START_V, START_Q, START_QD)
+#: (pose, rate) entries per part of the state: "x" the particles, "q" the ODE body.
+PARTS = {"x": (START_X, START_V), "q": (START_Q, START_QD)}
+
+
+def has_ode(exp: Experiment) -> bool:
+    return exp.topology.ode is not None and exp.state0.ode is not None
+
+
+def state_parts(exp: Experiment) -> tuple[str, ...]:
+    """The parts of the state that a window start frees: "x" (particles, when there are any), "q" (an ODE body)."""
+    return (("x",) if int(np.shape(exp.state0.particles.x)[0]) else ()) + (("q",) if has_ode(exp) else ())
+
+
+def start_names(exp: Experiment) -> tuple[str, ...]:
+    """The theta entries of this experiment's free window start states."""
+    return tuple(name for part in state_parts(exp) for name in PARTS[part])
+
+
+def movable(exp: Experiment) -> Array:
+    """[n, 1] bool: particles a start state may move (not pinned, positive mass); traceable."""
+    return (~exp.topology.particles.pinned & (exp.params.particles.mass > 0))[:, None]
+
+
+def pose_rate(exp: Experiment, state: State) -> tuple[dict, dict]:
+    """({part: pose}, {part: rate}) of a state: "x" particle positions / velocities, "q" the ODE body's pose /
+    rate (`physics.ode.ode_coordinates`); works on states with leading axes."""
+    pose, rate = {}, {}
+    for part in state_parts(exp):
+        if part == "x":
+            pose["x"], rate["x"] = state.particles.x, state.particles.v
+        else:
+            pose["q"], rate["q"] = ode_coordinates(exp.topology.ode.system, state.ode)
+    return pose, rate
+
+
+def with_pose_rate(exp: Experiment, state: State, pose: dict, rate: dict) -> State:
+    """`state` (no leading axis) with the parts in pose / rate replaced; pinned particles keep theirs."""
+    if "x" in pose:
+        keep = movable(exp)
+        particles = dataclasses.replace(state.particles, x=jnp.where(keep, pose["x"], state.particles.x),
+                                        v=jnp.where(keep, rate["x"], state.particles.v))
+        state = dataclasses.replace(state, particles=particles)
+    if "q" in pose:
+        state = dataclasses.replace(state, ode=with_ode_coordinates(exp.topology.ode.system, state.ode, pose["q"],
+                                                                    rate["q"]))
+    return state
+
+
+def push_of(exp: Experiment, theta: dict):
+    """theta's known push (the experiment's when theta has none), or None."""
+    push = theta["push"] if "push" in theta else exp.theta.get("push")
+    return None if push is None else jnp.asarray(push, exp.dtype)
+
+
+def _advance(exp: Experiment, params, state: State, frame, push) -> State:
+    """The particles and bodies one frame later: `exp.substeps` steps of the experiment's integrator from frame
+    index `frame` (absolute, traced), the known push acting during the first `exp.push_frames` frames."""
+    dt = exp.frame_dt / exp.substeps
+    ctrl = push_control(push, exp.push_frames, frame)
+    t0 = frame * exp.frame_dt
+    integrator = exp.integrator
+
+    def substep(s, k):
+        return integrator.step(exp.topology, params, s, ctrl, t0 + k * dt, dt), None
+
+    return jax.lax.scan(PerFrame().substep(substep), state, jnp.arange(exp.substeps))[0]
+
+
+def run_from(exp: Experiment, params, state0: State, first, frames: int, push, cuts: tuple = ()) -> State:
+    """States [frames + 1, ...] from `state0` at absolute frame `first` (traced); `cuts`: frames (from `first`,
+    host ints) where the gradient of the carried state is stopped (truncated backpropagation). One
+    `jax.checkpoint` per frame, as `simulate`; an ODE body is solved apart over the same frames, one solve per
+    stretch between cuts."""
+    y0 = state0.ode
+    state0 = dataclasses.replace(state0, ode=None)
+    cut = np.zeros(frames, bool)
+    cut[[c for c in cuts if 0 < c < frames]] = True
+    cut = jnp.asarray(cut)
+
+    @jax.checkpoint
+    def one_frame(state, k):
+        if cuts:
+            state = jax.tree.map(lambda a: jnp.where(cut[k], jax.lax.stop_gradient(a), a), state)
+        state = _advance(exp, params, state, first + k, push)
+        return state, state
+
+    _, traj = jax.lax.scan(one_frame, state0, jnp.arange(frames))
+    traj = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
+    if y0 is None or exp.topology.ode is None:
+        return traj
+    bounds = [0] + sorted(c for c in set(cuts) if 0 < c < frames) + [frames]
+    y, pieces = y0, []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if a:
+            y = jax.lax.stop_gradient(y)
+        piece = ode_trajectory(exp.topology.ode, params.ode, params.world, y, b - a, exp.frame_dt, exp.substeps,
+                               first=first + a)
+        pieces.append(piece if not a else jax.tree.map(lambda v: v[1:], piece))
+        y = jax.tree.map(lambda v: v[-1], piece)
+    return dataclasses.replace(traj, ode=jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces))
+
+
+def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
+    """The window start states of one run of theta (`start_names(exp)` entries, at frames `windows.starts[1:]`):
+    its joins match exactly; see the module docstring for when it is a poor start."""
+    theta = _as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
+    traj = compiled(exp, trajectory, "trajectory")(theta)
+    idx = np.asarray(windows.starts[1:], np.int64)
+    pose, rate = pose_rate(exp, jax.tree.map(lambda a: jnp.asarray(a)[idx], traj))
+    return {name: value for part in pose for name, value in zip(PARTS[part], (pose[part], rate[part]))}
+
+
+def derivative_weights(offsets, dt: float) -> np.ndarray:
+    """Weights w [m] with sum_i w_i p(offsets_i dt) = p'(0) for every polynomial of degree min(m - 1, 4) (least
+    squares beyond): the central difference of the poses at frames `offsets` around the start (0)."""
+    t = np.asarray(offsets, np.float64) * dt
+    degree = min(len(t) - 1, 4)
+    if degree < 1:
+        raise ValueError("a rate needs the poses of at least two frames")
+    return np.linalg.pinv(np.vander(t, degree + 1, increasing=True))[1]
+
+
+#: Up to this many pose unknowns (an ODE body's angles, a few particles) a pose is fitted by Levenberg-Marquardt
+#: with a forward-mode Jacobian (dense renderer); beyond it (a cloth's particles) by Adam.
+GAUSS_NEWTON_LIMIT = 32
+#: The unit of a free quantity in a pose fit: 0.05 in its fit transform (5 % of a quantity fitted in log space).
+QUANTITY_SCALE = 0.05
+
+
+def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target: Array, scales: dict, kind: str,
+              steps: int, learning_rate: float, prior: float, free: tuple = ()):
+    """Poses fitted to the frames target [m, H, W, 4], one per frame, each from its predicted pose ({part:
+    [m, ...]}), in units of `scales`, minimizing the frame's image loss + prior * mean(offset^2):
+    Levenberg-Marquardt (at most `steps` trial steps; forward-mode Jacobian, dense renderer) for at most GAUSS_NEWTON_LIMIT unknowns, else Adam (`steps`
+    iterations of size `learning_rate`). The quantities `free` are fitted with each frame too, in their fit
+    transforms in units of QUANTITY_SCALE (a length that is off would otherwise bend the fitted pose to make up
+    for it; a quantity the picture does not show keeps its value). Returns (poses {part: [m, ...]}, image
+    losses [m] at the predicted poses, [m] at the fitted ones)."""
+    keep = movable(exp) if "x" in predicted else None
+    tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
+    size = sum(int(np.prod(np.shape(v)[1:])) for v in predicted.values()) + sum(int(np.size(theta[n])) for n in free)
+    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}.get(kind, slice(None))
+
+    def image(pose, dense=False):
+        th = {**theta, **{n: tf[n].inverse(tf[n].forward(theta[n]) + QUANTITY_SCALE * pose["_" + n]) for n in free}}
+        params, _ = assemble(exp, th)
+        zero = {k: jnp.zeros_like(v) for k, v in pose.items() if k in PARTS}
+        vertices = scene_vertices(exp.topology, params, with_pose_rate(exp, base, {k: pose[k] for k in zero}, zero))
+        return frames_for(exp, vertices[None], th, dense=dense)
+
+    def one(pred, tgt):
+        unknowns = {**jax.tree.map(jnp.zeros_like, pred), **{"_" + n: jnp.zeros_like(theta[n]) for n in free}}
+        flat, unravel = jax.flatten_util.ravel_pytree(unknowns)
+
+        def pose_of(u):
+            u = unravel(u)
+            pose = {k: pred[k] + scales[k] * (jnp.where(keep, u[k], 0.0) if k == "x" else u[k]) for k in pred}
+            return {**pose, **{k: v for k, v in u.items() if k not in PARTS}}
+
+        if size <= GAUSS_NEWTON_LIMIT:
+            def residual(u):
+                diff = (image(pose_of(u), dense=True)[0] - tgt)[..., channels]
+                return jnp.concatenate([jnp.ravel(diff) / np.sqrt(diff.size), np.sqrt(prior / size) * u])
+
+            def step(carry):
+                k, u, lam, cost, _ = carry
+                r, cols = forward_jacobian(residual, u)
+                jtj, jtr = cols @ cols.T, cols @ r
+                damped = jtj + lam * (jnp.diag(jnp.diag(jtj)) + 1e-12 * jnp.eye(u.size, dtype=u.dtype))
+                trial = u - jnp.linalg.solve(damped, jtr)
+                new = jnp.sum(jnp.square(residual(trial)))
+                better = new < cost
+                done = (better & (cost - new < 1e-4 * cost)) | (lam > 1e6)
+                return (k + 1, jnp.where(better, trial, u), jnp.where(better, lam * 0.3, lam * 10.0),
+                        jnp.where(better, new, cost), done)
+
+            start = (0, flat, jnp.asarray(1e-3, flat.dtype), jnp.sum(jnp.square(residual(flat))), False)
+            u = jax.lax.while_loop(lambda c: (c[0] < steps) & ~c[4], step, start)[1]
+        else:
+            optimizer = optax.adam(optax.cosine_decay_schedule(learning_rate, max(steps, 1), alpha=0.05))
+
+            def loss(u):
+                return image_loss(kind, image(pose_of(u)), tgt[None]) + prior * jnp.mean(jnp.square(u))
+
+            def step(carry, _):
+                u, state = carry
+                updates, state = optimizer.update(jax.grad(loss)(u), state, u)
+                return (optax.apply_updates(u, updates), state), None
+
+            (u, _), _ = jax.lax.scan(step, (flat, optimizer.init(flat)), None, length=steps)
+        fitted = pose_of(u)
+        zero = pose_of(jnp.zeros_like(u))
+        return ({k: fitted[k] for k in pred}, image_loss(kind, image(zero), tgt[None]),
+                image_loss(kind, image(fitted), tgt[None]))
+
+    return jax.vmap(one)(predicted, target)
+
+
+def default_pose_scales(exp: Experiment) -> dict:
+    """{part: scale}: the size of one unit of the pose fit and of the join penalty (`windowed_terms`): particles
+    1 % of the initial state's bounding-box diagonal (m), an ODE body's pose 0.01 of its own unit (rad, m)."""
+    scales = {}
+    if "x" in state_parts(exp):
+        x = np.asarray(exp.state0.particles.x, np.float64)
+        scales["x"] = 0.01 * max(float(np.linalg.norm(x.max(0) - x.min(0))), 1e-6)
+    if has_ode(exp):
+        scales["q"] = 0.01
+    return scales
+
+
+def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows: Windows, *, kind: str = "rgba",
+                           free=(), neighbours: int = 1, steps: int = 30, learning_rate: float = 0.5,
+                           prior: float = 1e-4, progress: bool = False) -> dict:
+    """The window start states read off the video (module docstring), with the quantities of `theta` (the
+    fit's initial guess) predicting each window's first frames from the previous window's start.
+
+    Args:
+      exp, target: the experiment and its video [frames + 1, H, W, 4].
+      theta: quantities (missing ones: the experiment's).
+      windows: how the recording is cut (`windows.frames` = `exp.frames`).
+      kind: the image loss of the pose fits; free: the fit's quantities, fitted with each pose (`_pose_fit`;
+        their guesses are not changed); neighbours: k, the frames on each side of a start whose poses
+        give its rate; steps, learning_rate: Adam iterations per pose fit and their step size, in units of
+        the pose scales (`default_pose_scales`); prior: weight of the pull towards the prediction.
+      progress: a bar over the windows.
+    Returns:
+      {name: [count - 1, ...]} for `start_names(exp)`, plus "_pose_fit": {"predicted": [count - 1] image loss
+      of the predicted start poses, "fitted": [count - 1] after the fit} (a record, not a theta entry).
+    """
+    if not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
+        raise ValueError(f"neighbours must be an integer >= 1, got {neighbours!r}")
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if windows.frames != exp.frames:
+        raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
+    target = jnp.asarray(target, exp.dtype)
+    if target.shape[0] != exp.frames + 1:
+        raise ValueError(f"the target has {target.shape[0]} frames; the experiment needs {exp.frames + 1}")
+    theta = _as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
+    starts = np.asarray(windows.starts)
+    if len(starts) < 2:
+        return {"_pose_fit": {"predicted": np.zeros(0), "fitted": np.zeros(0)}}
+    span = int(np.max(np.diff(starts))) + neighbours
+    scales = default_pose_scales(exp)
+    offsets = np.arange(-neighbours, neighbours + 1)
+
+    def predict(e, th, state, first):
+        params, _ = assemble(e, th)
+        return run_from(e, params, state, first, span, push_of(e, th))
+
+    free = tuple(canonical(n) for n in free if canonical(n) != "push")
+
+    def fit_poses(e, th, predicted, base, tgt):
+        return _pose_fit(e, th, predicted, base, tgt, scales, kind, steps, learning_rate, prior, free)
+
+    predict_c = compiled(exp, predict, ("window_starts_predict", span))
+    fit_c = compiled(exp, fit_poses, ("window_starts_pose_fit", kind, steps, learning_rate, prior,
+                                      tuple(sorted(scales.items())), len(offsets), free))
+    _, state = compiled(exp, lambda e, th: assemble(e, th), "assemble")(theta)
+    out: dict = {name: [] for name in start_names(exp)}
+    record = {"predicted": [], "fitted": []}
+    for w in tqdm(range(1, len(starts)), disable=not progress, desc="window starts", unit="window",
+                  dynamic_ncols=True):
+        s, previous = int(starts[w]), int(starts[w - 1])
+        frames = np.clip(s + offsets, 0, exp.frames)
+        run = predict_c(theta, state, jnp.asarray(previous))
+        predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
+        base = jax.tree.map(lambda a: a[s - previous], run)
+        poses, before, after = fit_c(theta, predicted, base, target[frames])
+        distinct, first = _distinct(frames - s)
+        weights = derivative_weights(distinct, exp.frame_dt)
+        at = int(np.nonzero(frames == s)[0][0])
+        pose = {k: v[at] for k, v in poses.items()}
+        rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
+        state = with_pose_rate(exp, base, pose, rate)
+        for part in pose:
+            out[PARTS[part][0]].append(pose[part])
+            out[PARTS[part][1]].append(rate[part])
+        record["predicted"].append(float(before[at]))
+        record["fitted"].append(float(after[at]))
+    result = {name: jnp.stack(values) for name, values in out.items()}
+    result["_pose_fit"] = {k: np.asarray(v) for k, v in record.items()}
+    return result
+
+
+def _distinct(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct offsets, the index of each one's first occurrence): clipped frames repeat at the ends."""
+    values, first = np.unique(offsets, return_index=True)
+    return values, first
