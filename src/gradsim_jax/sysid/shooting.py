@@ -32,13 +32,13 @@ from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
-from gradsim_jax.sysid.window_starts import PARTS, pose_rate, push_of, run_from, start_names, with_pose_rate
+from gradsim_jax.sysid.losses import residual_channels
+from gradsim_jax.sysid.window_starts import PARTS, pose_rate, push_of, run_windows, start_names
 
 Array = Any
 
 #: The largest start state (numbers per window) the Gauss-Newton polish takes: one forward pass per number.
 STATE_LIMIT = 32
-CHANNELS = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}
 
 
 def _layout(exp: Experiment, theta: dict) -> list:
@@ -79,10 +79,6 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
         raise ValueError("the multiple-shooting polish needs at least two windows")
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
     shapes = {n: tuple(jnp.shape(theta[n])) for n in free}
-    channels = CHANNELS[kind]
-    starts = np.asarray(windows.starts)
-    offsets = windows.offsets()
-    compared = count * len(offsets)
     unit = np.concatenate([np.full(s, scales[part][0 if which == "pose" else 1]) for part, which, _, s in layout])
     # Join residual weights: |c|^2 = weight x mean over joins of the sum over parts of the pose's and the rate's
     # mean squared mismatch in scale units.
@@ -119,16 +115,10 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
         states = unpack_states(zs)
         poses = {p: jnp.concatenate([pose0[p][None], states[PARTS[p][0]]]) for p in pose0}
         rates = {p: jnp.concatenate([rate0[p][None], states[PARTS[p][1]]]) for p in pose0}
-        start_states = jax.vmap(lambda p, r: with_pose_rate(e, state0, p, r))(poses, rates)
-        push = push_of(e, th)
-        trajs = jax.lax.map(lambda sf: run_from(e, params, sf[0], sf[1], windows.length, push),
-                            (start_states, jnp.asarray(starts)))
-        frames = jax.tree.map(lambda a: a[:, offsets].reshape((compared,) + a.shape[2:]), trajs)
+        frames, ends = run_windows(e, params, state0, poses, rates, windows, push_of(e, th))
         pred = frames_for(e, trajectory_vertices(e.topology, params, frames), th, dense=True)
-        want = tgt[windows.frame_index().reshape(-1)]
-        diff = (pred - want)[..., channels]
+        diff = residual_channels(kind, pred - tgt[windows.frame_index().reshape(-1)])
         residual = diff.reshape(count, -1) / math.sqrt(diff.size)
-        ends = jax.tree.map(lambda a: a[np.arange(count - 1), starts[1:] - starts[:-1]], trajs)
         end_pose, end_rate = pose_rate(e, ends)
         flat = []
         for part, which, _, s in layout:
@@ -198,7 +188,7 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
         for n in free:
             k = int(np.prod(shapes[n], dtype=np.int64))
             value = np.asarray(tf[n].inverse(jnp.asarray(zq_[at:at + k]).reshape(shapes[n])))
-            out[n] = float(value) if value.size == 1 else value
+            out[n] = value.item() if value.size == 1 else value
             at += k
         return out
 

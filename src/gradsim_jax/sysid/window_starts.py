@@ -44,7 +44,7 @@ from gradsim_jax.physics.ode import ode_coordinates, ode_trajectory, with_ode_co
 from gradsim_jax.physics.rollout import push_control
 from gradsim_jax.render.mesh import scene_vertices
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, trajectory
-from gradsim_jax.sysid.losses import image_loss
+from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 
 Array = Any
@@ -158,6 +158,21 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
     return dataclasses.replace(traj, ode=jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces))
 
 
+def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict, windows: Windows, push):
+    """Every window run from its own start ({part: [count, ...]} poses and rates, window 0's the initial state's):
+    (the compared states, leaves [count * len(windows.offsets()), ...] in window order, and each window's state
+    at the next window's first frame, leaves [count - 1, ...])."""
+    count = windows.count
+    starts = np.asarray(windows.starts)
+    start_states = jax.vmap(lambda p, r: with_pose_rate(exp, state0, p, r))(poses, rates)
+    trajs = jax.lax.map(lambda sf: run_from(exp, params, sf[0], sf[1], windows.length, push),
+                        (start_states, jnp.asarray(starts)))
+    offsets = windows.offsets()
+    frames = jax.tree.map(lambda a: a[:, offsets].reshape((count * len(offsets),) + a.shape[2:]), trajs)
+    ends = jax.tree.map(lambda a: a[np.arange(count - 1), starts[1:] - starts[:-1]], trajs)
+    return frames, ends
+
+
 def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
     """The window start states of one run of theta (`start_names(exp)` entries, at frames `windows.starts[1:]`):
     its joins match exactly; see the module docstring for when it is a poor start."""
@@ -197,7 +212,6 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
     keep = movable(exp) if "x" in predicted else None
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
     size = sum(int(np.prod(np.shape(v)[1:])) for v in predicted.values()) + sum(int(np.size(theta[n])) for n in free)
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}.get(kind, slice(None))
 
     def image(pose, dense=False):
         th = {**theta, **{n: tf[n].inverse(tf[n].forward(theta[n]) + QUANTITY_SCALE * pose["_" + n]) for n in free}}
@@ -217,7 +231,7 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
 
         if size <= GAUSS_NEWTON_LIMIT:
             def residual(u):
-                diff = (image(pose_of(u), dense=True)[0] - tgt)[..., channels]
+                diff = residual_channels(kind, image(pose_of(u), dense=True)[0] - tgt)
                 return jnp.concatenate([jnp.ravel(diff) / np.sqrt(diff.size), np.sqrt(prior / size) * u])
 
             def step(carry):

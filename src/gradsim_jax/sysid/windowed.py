@@ -56,13 +56,12 @@ from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, _split_data, _with_data, compiled, frames_for, traced_checks
-from gradsim_jax.sysid.losses import image_loss
+from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
 from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
 from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
                                              default_pose_scales, estimate_window_states, has_ode, pose_rate,
-                                             push_of, run_from, start_names, state_parts, window_states,
-                                             with_pose_rate)
+                                             push_of, run_from, run_windows, start_names, state_parts, window_states)
 
 Array = Any
 
@@ -146,8 +145,7 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
         image = jnp.mean(_frame_losses(exp, theta, params, compared, target[idx], kind))
         return {"image": image, "continuity": jnp.zeros((), dtype), **empty}
 
-    count, length = windows.count, windows.length
-    starts = np.asarray(windows.starts)
+    count = windows.count
     pose0, rate0 = pose_rate(exp, state0)
     poses, rates = {}, {}
     for part in pose0:
@@ -158,17 +156,11 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
                 raise ValueError(f"theta[{name!r}] must have shape {expected} (one state per window after the "
                                  f"first, see window_states); got {tuple(jnp.shape(free))}")
             out[part] = jnp.concatenate([jnp.asarray(first, dtype)[None], jnp.asarray(free, dtype)])
-    start_states = jax.vmap(lambda p, r: with_pose_rate(exp, state0, p, r))(poses, rates)
-    trajs = jax.lax.map(lambda sf: run_from(exp, params, sf[0], sf[1], length, push),
-                        (start_states, jnp.asarray(starts)))
-    offsets = windows.offsets()
-    frames = jax.tree.map(lambda a: a[:, offsets].reshape((count * len(offsets),) + a.shape[2:]), trajs)
+    frames, ends = run_windows(exp, params, state0, poses, rates, windows, push)
     tgt = target[windows.frame_index().reshape(-1)]
     image = jnp.mean(_frame_losses(exp, theta, params, frames, tgt, kind))
     if count == 1:
         return {"image": image, "continuity": jnp.zeros((), dtype), **empty}
-    # Window w's simulated state at the first frame of window w + 1.
-    ends = jax.tree.map(lambda a: a[np.arange(count - 1), starts[1:] - starts[:-1]], trajs)
     end_pose, end_rate = pose_rate(exp, ends)
     scales = _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
     # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
@@ -239,7 +231,6 @@ def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") ->
     has a forward-mode derivative. `jax.lax.stop_gradient` stops tangents as well: its Jacobian is the
     truncated one, each frame differentiated only back to the start of its window."""
     _check_experiment(exp, windows, "truncated")
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[kind]
 
     def residual(theta, target):
         params, state0 = assemble(exp, theta)
@@ -248,8 +239,8 @@ def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") ->
         idx = np.arange(1, windows.frames + 1, windows.stride)
         x = trajectory_vertices(exp.topology, params, jax.tree.map(lambda a: a[idx], traj))
         pred = frames_for(exp, x, theta, dense=True)
-        tgt = target[idx][..., channels]
-        return jnp.ravel((pred[..., channels] - tgt) / math.sqrt(tgt.size))
+        diff = residual_channels(kind, pred - target[idx])
+        return jnp.ravel(diff / math.sqrt(diff.size))
 
     return residual
 
