@@ -57,8 +57,8 @@ def typed_values(ftype: str):
         return st.booleans()
     if ftype == "str":
         return STRINGS
-    if ftype == "str|float":
-        return st.one_of(STRINGS, FLOATS, INTS)
+    if "|" in ftype:  # a union: a value of any of its types
+        return st.one_of(*(typed_values(part) for part in ftype.split("|")))
     if ftype == "float[4x4]":
         row = st.lists(FLOATS, min_size=3, max_size=5)
         identity = st.just([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 2.0], [0, 0, 0, 1]])
@@ -83,8 +83,8 @@ def has_type(ftype: str, value) -> bool:
         return isinstance(value, bool)
     if ftype == "str":
         return isinstance(value, str)
-    if ftype == "str|float":
-        return isinstance(value, str) or number(value)
+    if "|" in ftype:
+        return any(has_type(part, value) for part in ftype.split("|"))
     if ftype == "float[4x4]":
         return (isinstance(value, list) and len(value) == 4
                 and all(isinstance(r, list) and len(r) == 4 and all(map(number, r)) for r in value))
