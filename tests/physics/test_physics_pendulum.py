@@ -14,7 +14,7 @@ from scipy.special import ellipk
 
 from gradsim_jax.geometry.ode import ode_body, pendulum
 from gradsim_jax.physics import simulate
-from gradsim_jax.physics.ode import FunctionOde, OdeSolver, ode_trajectory
+from gradsim_jax.physics.ode import EDRIFT, FunctionOde, OdeSolver, energy_drift, ode_trajectory
 from gradsim_jax.physics.pendulum import PendulumState, accelerations, bob_positions, energy
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 
@@ -87,6 +87,23 @@ def test_double_pendulum_conserves_energy_and_damping_dissipates_it(x64):
     e = np.asarray(jax.vmap(lambda y: energy(par.ode, 10.0, y))(traj.ode))[:, 0]
     assert np.all(np.diff(e) < 0)  # dE/dt = -sum c (omega_j - omega_{j-1})^2 < 0 while anything moves
     assert e[-1] < e[0] - 1.0
+
+
+def test_energy_drift_reports_the_dissipation_and_its_conservative_twin_the_solver(x64):
+    top, par, st = _double(damping=0.3)
+    traj = simulate(top, par, st, frames=120, substeps=8, frame_dt=1 / 30)
+    system = top.ode.system
+    report = energy_drift(system, par.ode, par.world, traj.ode)
+    e = np.asarray(jax.vmap(lambda y: energy(par.ode, 10.0, y))(traj.ode))[:, 0]
+    assert report["unit"] == "J" and report["initial"] == [e[0]] and report["final"] == [e[-1]]
+    np.testing.assert_allclose(report["max_drift"], [e[0] - e.min()], rtol=1e-12)  # it only falls (test above)
+    twin = system.conservative(par.ode)
+    assert np.all(np.asarray(twin.damping) == 0) and np.all(np.asarray(par.ode.damping) == 0.3)
+    motion = ode_trajectory(top.ode, twin, par.world, st.ode, 120, 1 / 30, 8)
+    # Same bound as the undamped run above (it is that run): Tsit5's truncation over 960 steps, ~1e-6.
+    assert energy_drift(system, twin, par.world, motion)["relative"][0] < 1e-5
+    assert EDRIFT == 0.05
+    assert energy_drift(FunctionOde(lambda t, y, p, w: y, lambda p, y: y, np.zeros((1, 3))), None, None, None) is None
 
 
 def test_the_adaptive_solver_agrees_with_the_fixed_step_one(x64):

@@ -39,6 +39,9 @@ def test_demo_double_pendulum_starts_from_its_own_guess_and_writes_every_output(
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     report = json.loads((out / "report.json").read_text())
     np.testing.assert_allclose(np.asarray(report["initial"]["pendulum_length"]).reshape(-1), [1.0, 1.7], rtol=1e-6)
+    # gradSim's energy check: no damping here, so the motion's drift is its conservative twin's, Tsit5's alone.
+    energy = report["energy"]
+    assert energy["unit"] == "J" and energy["within_edrift"] and energy["max_drift"] == energy["conservative_max_drift"]
     assert main(["demo", "bounce", "--estimate", "pendulum_length", "--out", str(tmp_path / "b")]) == 2
 
 

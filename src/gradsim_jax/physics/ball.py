@@ -163,6 +163,7 @@ class BallSystem(OdeSystem):
 
     sphere_faces: tuple
     coordinates = ("x", "v")
+    energy_unit = "J/kg"
 
     def field(self, t, y, params, world):
         return BallState(x=y.v, v=jnp.broadcast_to(world.gravity, y.v.shape))
@@ -186,3 +187,8 @@ class BallSystem(OdeSystem):
         """Kinetic + potential energy per unit mass [b] J/kg (zero potential at the ground's height)."""
         n = world.ground_normal / jnp.linalg.norm(world.ground_normal)
         return 0.5 * jnp.sum(y.v ** 2, -1) - jnp.sum(world.gravity * n) * (_dot(y.x, n) - world.ground_height)
+
+    def conservative(self, params):
+        """Perfectly elastic, frictionless impacts: the energy is then a constant of the motion."""
+        return dataclasses.replace(params, restitution=jnp.ones_like(params.restitution),
+                                   friction=jnp.zeros_like(params.friction))

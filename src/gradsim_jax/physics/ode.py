@@ -107,8 +107,17 @@ class OdeSystem:
     #: neighbouring frames (`sysid.window_starts`).
     coordinates: tuple | None = None
 
+    #: The unit of `energy` (a pendulum's J; a ball's J/kg: its energy per unit mass).
+    energy_unit: str = "J"
+
     def validate(self, params, y, world) -> None:
         """ValueError naming the field of a bad concrete value (host side); the default checks nothing."""
+
+    def conservative(self, params):
+        """`params` with every dissipation switched off (joint damping, lost restitution, friction), so that
+        its energy is a constant of the motion and any change of it is the solver's; None (the default) when
+        the system does not know its dissipation."""
+        return None
 
     def trajectory(self, params, world, y0, ts: Array, dt0, solver: OdeSolver, steps: int):
         """y at the times ts [T] (leading time axis on every leaf)."""
@@ -189,6 +198,25 @@ def validate_ode(topology: OdeTopology, params, y, world) -> None:
                 raise ValueError(f"{where}{jax.tree_util.keystr(path)}{list(index) if index else ''} = "
                                  f"{a[index]} is not finite")
     topology.system.validate(params, y, world)
+
+
+#: gradSim's energy check (its double pendulum, after the SciPython example it is built on): the largest
+#: |E(t) - E(0)| it lets a conservative solve drift, in J.
+EDRIFT = 0.05
+
+
+def energy_drift(system: OdeSystem, params, world, ys) -> dict | None:
+    """How far an ODE body's energy strays over its motion ys (leaves [T, ...], `ode_trajectory`): per body the
+    initial and final energy, max_t |E(t) - E(0)| ("max_drift", in `system.energy_unit`) and that over
+    max_t |E(t)| ("relative"); None when the system has no `energy`. Host side (concrete arrays)."""
+    energy = getattr(system, "energy", None)
+    if energy is None:
+        return None
+    e = np.asarray(jax.vmap(lambda y: energy(params, world, y))(ys), np.float64)  # [T, b]
+    drift = np.max(np.abs(e - e[:1]), axis=0)
+    scale = np.maximum(np.max(np.abs(e), axis=0), np.finfo(np.float64).tiny)
+    return {"unit": system.energy_unit, "initial": e[0].tolist(), "final": e[-1].tolist(),
+            "max_drift": drift.tolist(), "relative": (drift / scale).tolist()}
 
 
 def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, arr=jnp.asarray):

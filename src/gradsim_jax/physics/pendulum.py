@@ -165,3 +165,7 @@ class PendulumSystem(OdeSystem):
     def energy(self, params, world, y):
         """Total mechanical energy [p] J of each pendulum."""
         return energy(params, -world.gravity[1], y)
+
+    def conservative(self, params):
+        """No joint damping: the total energy is then a constant of the motion."""
+        return dataclasses.replace(params, damping=jnp.zeros_like(params.damping))

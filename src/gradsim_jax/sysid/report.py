@@ -10,13 +10,15 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.files import atomic_file
 from gradsim_jax.sysid.report_html import write_html
 from gradsim_jax.render.camera import rotation_from_rvec
-from gradsim_jax.sysid.experiment import Experiment
+from gradsim_jax.physics.ode import EDRIFT, energy_drift, ode_trajectory
+from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, rollout
 from gradsim_jax.sysid.config import SysIdResult
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
@@ -130,11 +132,43 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
     report["gradient_norms"] = gradient_norms(result.history)
     # Iterations whose update reached a non-finite loss or gradient and was redone at half length (gs.fit).
     report["backoffs"] = [int(i) for i in result.history.get("backoffs", [])]
+    # An ODE body's energy over the fitted motion and its solver's drift (gradSim's check), or None.
+    report["energy"] = energy_report(result.experiment or exp, result.theta)
     report["inputs"] = result.inputs
     report["resume"] = result.resume
     if extra:
         report.update(extra)
     return report
+
+
+def _ode_motions(exp: Experiment, theta: dict):
+    """(ODE params, world, its motion [frames + 1], the conservative twin's params and motion, or None twice)."""
+    params, traj = rollout(exp, theta)
+    twin = exp.topology.ode.system.conservative(params.ode)
+    if twin is None:
+        return params.ode, params.world, traj.ode, None, None
+    y0 = jax.tree.map(lambda a: a[0], traj.ode)
+    return (params.ode, params.world, traj.ode, twin,
+            ode_trajectory(exp.topology.ode, twin, params.world, y0, exp.frames, exp.frame_dt, exp.substeps))
+
+
+def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
+    """The energy of an ODE body's motion at `theta`, the way gradSim checks its double pendulum: per body the
+    initial and final energy and max_t |E(t) - E(0)| of the fitted motion (joint damping, lost restitution and
+    friction included: it falls by design), and the same of its conservative twin (`OdeSystem.conservative`:
+    the same start with no dissipation), whose drift is the solver's alone, with gradSim's limit `EDRIFT`
+    (0.05 J). None when the scene has no ODE body or its system has no energy."""
+    if exp.topology.ode is None or getattr(exp.topology.ode.system, "energy", None) is None:
+        return None
+    ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(_as_theta(exp, theta))
+    system = exp.topology.ode.system
+    out = energy_drift(system, ode_params, world, motion)
+    if twin is not None:
+        conservative = energy_drift(system, twin, world, twin_motion)
+        out.update({"conservative_max_drift": conservative["max_drift"],
+                    "conservative_relative": conservative["relative"], "edrift": EDRIFT,
+                    "within_edrift": bool(max(conservative["max_drift"]) <= EDRIFT)})
+    return out
 
 
 def gradient_norms(history: dict) -> Optional[dict]:
@@ -287,6 +321,11 @@ def plot_params(path, history: dict, truth: Optional[dict], free_particles=None)
     return _save_figure(fig, path)
 
 
+def _list(values) -> str:
+    """Numbers of a per-body list, to 3 significant figures ("a, b")."""
+    return ", ".join(f"{v:.3g}" for v in values)
+
+
 def summary_lines(report: dict) -> list[str]:
     """Readable lines: each estimated quantity with truth and relative error, identifiability flags."""
     lines = []
@@ -316,6 +355,15 @@ def summary_lines(report: dict) -> list[str]:
     if "camera_pose_error" in report:
         err = report["camera_pose_error"]
         lines.append(f"  camera pose off by {err['rotation_deg']:.3g} deg and {err['centre_m'] * 100:.3g} cm")
+    energy = report.get("energy")
+    if energy:
+        unit = energy["unit"]
+        line = (f"  energy: {_list(energy['initial'])} -> {_list(energy['final'])} {unit}, "
+                f"largest change {_list(energy['max_drift'])} {unit}")
+        if "conservative_max_drift" in energy:
+            line += (f"; with no dissipation it drifts {_list(energy['conservative_max_drift'])} {unit} "
+                     f"(gradSim's limit {energy['edrift']:g}: {'within' if energy['within_edrift'] else 'OVER'})")
+        lines.append(line)
     ident = report.get("identifiability")
     if ident and not ident.get("valid", True):
         lines.append("  identifiability: not assessed (the fit did not converge)")
