@@ -1,0 +1,384 @@
+"""2-D incompressible smoke on a staggered (MAC) grid: gradSim's demo_smoke2d solver, differentiable.
+
+Conventions. A grid of ny x nx square cells of side h m, y up: cell (j, i) has its centre at ((i + 1/2) h,
+(j + 1/2) h). Velocities live on the faces (Harlow and Welch 1965): u [ny, nx] m/s is the x velocity on the
+left face of each cell, at (i h, (j + 1/2) h); v [ny, nx] m/s the y velocity on its bottom face, at
+((i + 1/2) h, j h). The density d [ny, nx] (smoke per unit area, any unit) lives at the centres.
+
+Walls (`SmokeTopology.walls`): "closed" (solid walls on all four sides: u[:, 0] = v[0, :] = 0, and the faces
+past the last column and row are walls too, held at zero) or "periodic" (the grid wraps both ways).
+
+One step of dt s (after Stam 1999, "Stable Fluids", and Bridson's "Fluid Simulation" notes):
+
+1. the density is advected by the velocity, then dissipates, d <- d exp(-dissipation dt), and the inflow adds
+   dt inflow_rate inflow_mask;
+2. the velocity is advected by itself, then buoyancy pushes it up: v += dt buoyancy d (the density averaged
+   onto each bottom face), and vorticity confinement (Fedkiw, Stam and Jensen 2001) adds
+   eps h (N x omega) with N = grad|omega| / |grad|omega||;
+3. the pressure projection makes it divergence-free: phi solves L phi = div u (L the MAC grid's Laplacian,
+   no flux through closed walls), and u <- u - grad phi. The solve is matrix-free conjugate gradients to a
+   relative residual `tolerance` (closed walls), or exact by FFT (periodic walls). Its adjoint is a solve
+   too: the conjugate gradients sit inside `jax.lax.custom_linear_solve`, so differentiating the step never
+   backpropagates through solver iterations; the FFT solve is a linear map that autodiff transposes exactly.
+   Since the residual of that solve is the divergence of the projected velocity, |div u| after projection
+   is at most `tolerance` times its value before it (2-norm over the grid).
+
+Advection is semi-Lagrangian (each sample point traced back along the velocity for dt, one Euler step, the
+field interpolated bilinearly there; a closed box clamps the traced point to the box) or MacCormack
+(Selle et al. 2008: a forward and a backward semi-Lagrangian pass, half the round trip's error taken off,
+clamped to the values the forward pass interpolated between, so no new extrema).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.mathutil import safe_normalize
+from gradsim_jax.typing import pytree_dataclass
+
+Array = Any
+
+WALLS = ("closed", "periodic")
+ADVECTION = ("semi-lagrangian", "maccormack")
+SOLVERS = ("cg", "fft")
+
+#: Offsets (in cells) of each field's sample points from the grid origin: (x, y).
+_U, _V, _D = (0.0, 0.5), (0.5, 0.0), (0.5, 0.5)
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeTopology:
+    """The grid (static, hashable): shape (ny, nx) cells, spacing h m, walls ("closed" or "periodic"),
+    advection ("semi-lagrangian" or "maccormack"), solver ("cg", or "fft" with periodic walls), tolerance
+    (the projection's relative residual, cg) and max_iterations (cg's cap)."""
+
+    shape: tuple
+    spacing: float = 1.0
+    walls: str = "closed"
+    advection: str = "semi-lagrangian"
+    solver: str = "cg"
+    tolerance: float = 1e-5
+    max_iterations: int = 2000
+
+    def __post_init__(self):
+        shape = tuple(self.shape)
+        if (len(shape) != 2 or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in shape)
+                or min(shape) < 2):
+            raise ValueError(f"SmokeTopology.shape must be two whole numbers >= 2 (ny, nx cells), got {self.shape!r}")
+        object.__setattr__(self, "shape", (int(shape[0]), int(shape[1])))
+        if not (isinstance(self.spacing, (int, float)) and math.isfinite(self.spacing) and self.spacing > 0):
+            raise ValueError(f"SmokeTopology.spacing must be a positive length in m, got {self.spacing!r}")
+        for name, allowed in (("walls", WALLS), ("advection", ADVECTION), ("solver", SOLVERS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"SmokeTopology.{name} must be one of {', '.join(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
+        if self.solver == "fft" and self.walls != "periodic":
+            raise ValueError("SmokeTopology.solver 'fft' needs periodic walls; closed walls take 'cg'")
+        if not (0.0 < self.tolerance < 1.0):
+            raise ValueError(f"SmokeTopology.tolerance must be in (0, 1), got {self.tolerance!r}")
+        if not (isinstance(self.max_iterations, int) and self.max_iterations >= 1):
+            raise ValueError(f"SmokeTopology.max_iterations must be a whole number >= 1, got {self.max_iterations!r}")
+
+
+@pytree_dataclass
+class SmokeParams:
+    """buoyancy (m/s^2 per unit density, up), dissipation (1/s), vorticity (confinement eps, 1), inflow_rate
+    (density per second), inflow_mask [ny, nx] (where the inflow adds smoke, 0..1): scalars or arrays."""
+
+    buoyancy: Array
+    dissipation: Array
+    vorticity: Array
+    inflow_rate: Array
+    inflow_mask: Array
+
+
+@pytree_dataclass
+class SmokeState:
+    """u [ny, nx] m/s (x velocity, left faces), v [ny, nx] m/s (y velocity, bottom faces), density [ny, nx]."""
+
+    u: Array
+    v: Array
+    density: Array
+
+
+def smoke_params(topology: SmokeTopology, *, buoyancy=1.0, dissipation=0.0, vorticity=0.0, inflow_rate=0.0,
+                 inflow_mask=None, dtype=jnp.float32) -> SmokeParams:
+    """SmokeParams with every value checked (ValueError naming the field) and in `dtype`."""
+    mask = np.zeros(topology.shape) if inflow_mask is None else np.asarray(inflow_mask, np.float64)
+    if mask.shape != topology.shape:
+        raise ValueError(f"SmokeParams.inflow_mask must have the grid's shape {topology.shape}, got {mask.shape}")
+    values = {"buoyancy": buoyancy, "dissipation": dissipation, "vorticity": vorticity, "inflow_rate": inflow_rate}
+    for name, value in {**values, "inflow_mask": mask}.items():
+        a = np.asarray(value, np.float64)
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"SmokeParams.{name} must be finite, got {value!r}" if a.ndim == 0 else
+                             f"SmokeParams.{name} has a value that is not finite")
+    for name in ("dissipation", "vorticity", "inflow_rate"):
+        if np.any(np.asarray(values[name]) < 0):
+            raise ValueError(f"SmokeParams.{name} must be >= 0, got {values[name]!r}")
+    if np.any(mask < 0) or np.any(mask > 1):
+        raise ValueError("SmokeParams.inflow_mask must lie in [0, 1]")
+    return SmokeParams(**{k: jnp.asarray(v, dtype) for k, v in values.items()}, inflow_mask=jnp.asarray(mask, dtype))
+
+
+def smoke_state(topology: SmokeTopology, *, density=None, u=None, v=None, dtype=jnp.float32) -> SmokeState:
+    """A SmokeState (zeros where not given), checked: every field of the grid's shape and finite, the density
+    >= 0, no flow through closed walls."""
+    out = {}
+    for name, value in (("u", u), ("v", v), ("density", density)):
+        a = np.zeros(topology.shape) if value is None else np.asarray(value, np.float64)
+        if a.shape != topology.shape:
+            raise ValueError(f"SmokeState.{name} must have the grid's shape {topology.shape}, got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            j, i = (int(k) for k in np.argwhere(~np.isfinite(a))[0])
+            raise ValueError(f"SmokeState.{name}[{j}, {i}] = {a[j, i]} is not finite")
+        out[name] = a
+    if np.any(out["density"] < 0):
+        j, i = (int(k) for k in np.argwhere(out["density"] < 0)[0])
+        raise ValueError(f"SmokeState.density[{j}, {i}] = {out['density'][j, i]} is negative")
+    if topology.walls == "closed":
+        out["u"][:, 0] = 0.0
+        out["v"][0, :] = 0.0
+    return SmokeState(**{k: jnp.asarray(a, dtype) for k, a in out.items()})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sampling
+
+
+def _extended(field, axis: int, closed: bool):
+    """A face field with its far wall appended (zeros, closed) or its first face repeated (periodic)."""
+    edge = jnp.take(field, jnp.array([0]), axis=axis)
+    return jnp.concatenate([field, jnp.zeros_like(edge) if closed else edge], axis=axis)
+
+
+def _sample(field, gx, gy, closed: bool, with_range: bool = False):
+    """Bilinear samples of `field` [Ny, Nx] at fractional indices (gx, gy) (any shape), clamped to the array
+    (closed) or wrapped (periodic); with_range: also the min and max of the four values interpolated."""
+    ny, nx = field.shape
+    if closed:
+        gx, gy = jnp.clip(gx, 0.0, nx - 1.0), jnp.clip(gy, 0.0, ny - 1.0)
+        i0 = jnp.clip(jnp.floor(gx), 0, nx - 2).astype(jnp.int32)
+        j0 = jnp.clip(jnp.floor(gy), 0, ny - 2).astype(jnp.int32)
+        fx, fy = gx - i0, gy - j0
+        i1, j1 = i0 + 1, j0 + 1
+    else:
+        fi, fj = jnp.floor(gx), jnp.floor(gy)
+        fx, fy = gx - fi, gy - fj
+        i0, j0 = jnp.mod(fi, nx).astype(jnp.int32), jnp.mod(fj, ny).astype(jnp.int32)
+        i1, j1 = jnp.mod(i0 + 1, nx), jnp.mod(j0 + 1, ny)
+    a, b, c, d = field[j0, i0], field[j0, i1], field[j1, i0], field[j1, i1]
+    value = (1 - fy) * ((1 - fx) * a + fx * b) + fy * ((1 - fx) * c + fx * d)
+    if not with_range:
+        return value
+    return value, jnp.minimum(jnp.minimum(a, b), jnp.minimum(c, d)), jnp.maximum(jnp.maximum(a, b), jnp.maximum(c, d))
+
+
+def _points(shape, offset):
+    """Sample points (x, y) [ny, nx] in cells of a field with `offset`."""
+    ny, nx = shape
+    y, x = jnp.meshgrid(jnp.arange(ny), jnp.arange(nx), indexing="ij")
+    return x + offset[0], y + offset[1]
+
+
+def velocity_at(topology: SmokeTopology, state: SmokeState, x, y):
+    """(u, v) m/s interpolated at points (x, y) given in cells (x = position / h)."""
+    closed = topology.walls == "closed"
+    u = _extended(state.u, 1, closed) if closed else state.u
+    v = _extended(state.v, 0, closed) if closed else state.v
+    return (_sample(u, x - _U[0], y - _U[1], closed), _sample(v, x - _V[0], y - _V[1], closed))
+
+
+def _advect_once(topology, state, field, offset, dt, with_range=False):
+    closed = topology.walls == "closed"
+    x, y = _points(field.shape, offset)
+    u, v = velocity_at(topology, state, x, y)
+    bx, by = x - dt * u / topology.spacing, y - dt * v / topology.spacing
+    if closed:  # a traced point stays in the box
+        bx = jnp.clip(bx, 0.0, topology.shape[1])
+        by = jnp.clip(by, 0.0, topology.shape[0])
+    source = field
+    if closed and offset == _U:
+        source = _extended(field, 1, True)
+    elif closed and offset == _V:
+        source = _extended(field, 0, True)
+    return _sample(source, bx - offset[0], by - offset[1], closed, with_range)
+
+
+def advect(topology: SmokeTopology, state: SmokeState, field, offset, dt):
+    """`field` (sampled at `offset`: physics.smoke._U, _V or _D) carried along the velocity of `state` for
+    dt s, by `topology.advection`."""
+    if topology.advection == "semi-lagrangian":
+        return _advect_once(topology, state, field, offset, dt)
+    forward, low, high = _advect_once(topology, state, field, offset, dt, with_range=True)
+    back = _advect_once(topology, state, forward, offset, -dt)
+    return jnp.clip(forward + 0.5 * (field - back), low, high)
+
+
+def _walls(topology, u, v):
+    """No flow through closed walls (the first column of u, the first row of v)."""
+    if topology.walls != "closed":
+        return u, v
+    return u.at[:, 0].set(0.0), v.at[0, :].set(0.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Projection
+
+
+def divergence(topology: SmokeTopology, u, v):
+    """div [ny, nx] 1/s of the face velocities, per cell."""
+    closed = topology.walls == "closed"
+    ue, ve = _extended(u, 1, closed), _extended(v, 0, closed)
+    return (ue[:, 1:] - ue[:, :-1] + ve[1:, :] - ve[:-1, :]) / topology.spacing
+
+
+def gradient(topology: SmokeTopology, phi):
+    """(d phi / dx on the left faces, d phi / dy on the bottom faces); zero on closed walls."""
+    h = topology.spacing
+    gx = (phi - jnp.roll(phi, 1, axis=1)) / h
+    gy = (phi - jnp.roll(phi, 1, axis=0)) / h
+    return _walls(topology, gx, gy)
+
+
+def laplacian(topology: SmokeTopology, phi):
+    """L phi = div grad phi [ny, nx]: the MAC grid's Laplacian, no flux through closed walls."""
+    return divergence(topology, *gradient(topology, phi))
+
+
+def _cg(matvec, b, tolerance: float, max_iterations: int):
+    """Conjugate gradients on the symmetric positive semi-definite `matvec` from 0 until |r| <= tolerance |b|."""
+    dot = lambda a, c: jnp.sum(a * c)  # noqa: E731
+    bb = dot(b, b)
+    stop = (tolerance ** 2) * bb
+
+    def cond(carry):
+        k, _, _, _, rr = carry
+        return (k < max_iterations) & (rr > stop)
+
+    def body(carry):
+        k, x, r, p, rr = carry
+        ap = matvec(p)
+        alpha = rr / jnp.where(dot(p, ap) > 0, dot(p, ap), 1.0)
+        x, r = x + alpha * p, r - alpha * ap
+        rr_new = dot(r, r)
+        p = r + (rr_new / jnp.where(rr > 0, rr, 1.0)) * p
+        return k + 1, x, r, p, rr_new
+
+    x0 = jnp.zeros_like(b)
+    _, x, _, _, _ = jax.lax.while_loop(cond, body, (0, x0, b, b, bb))
+    return x
+
+
+def _fft_solve(topology: SmokeTopology, rhs):
+    """phi with L phi = rhs on the periodic grid (rhs of zero mean; phi of zero mean), exactly by FFT."""
+    ny, nx = topology.shape
+    ky = jnp.fft.fftfreq(ny)[:, None]
+    kx = jnp.fft.fftfreq(nx)[None, :]
+    symbol = -(4.0 * jnp.sin(jnp.pi * kx) ** 2 + 4.0 * jnp.sin(jnp.pi * ky) ** 2) / topology.spacing ** 2
+    symbol = symbol.at[0, 0].set(1.0)
+    phi_hat = jnp.fft.fft2(rhs) / symbol
+    return jnp.real(jnp.fft.ifft2(phi_hat.at[0, 0].set(0.0))).astype(rhs.dtype)
+
+
+def pressure(topology: SmokeTopology, div):
+    """phi [ny, nx] with L phi = div (zero mean), by `topology.solver`; its adjoint is a solve as well."""
+    div = div - jnp.mean(div)  # the part L can reach (closed and periodic: L's range has zero mean)
+    if topology.solver == "fft":
+        return _fft_solve(topology, div)
+
+    def matvec(phi):  # -L: symmetric positive semi-definite
+        return -laplacian(topology, phi)
+
+    def solve(op, b):
+        x = _cg(op, b, topology.tolerance, topology.max_iterations)
+        return x - jnp.mean(x)
+
+    return jax.lax.custom_linear_solve(matvec, -div, solve, symmetric=True)
+
+
+def project(topology: SmokeTopology, u, v):
+    """(u, v) made divergence-free (to the solver's tolerance): minus the gradient of the pressure."""
+    phi = pressure(topology, divergence(topology, u, v))
+    gx, gy = gradient(topology, phi)
+    return _walls(topology, u - gx, v - gy)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Forces and the step
+
+
+def _centre_velocity(topology, u, v):
+    closed = topology.walls == "closed"
+    ue, ve = _extended(u, 1, closed), _extended(v, 0, closed)
+    return 0.5 * (ue[:, 1:] + ue[:, :-1]), 0.5 * (ve[1:, :] + ve[:-1, :])
+
+
+def vorticity(topology: SmokeTopology, u, v):
+    """omega = dv/dx - du/dy [ny, nx] 1/s at the cell centres (central differences of centred velocities)."""
+    uc, vc = _centre_velocity(topology, u, v)
+    h = topology.spacing
+    if topology.walls == "closed":
+        dvdx = jnp.gradient(vc, h, axis=1)
+        dudy = jnp.gradient(uc, h, axis=0)
+    else:
+        dvdx = (jnp.roll(vc, -1, 1) - jnp.roll(vc, 1, 1)) / (2 * h)
+        dudy = (jnp.roll(uc, -1, 0) - jnp.roll(uc, 1, 0)) / (2 * h)
+    return dvdx - dudy
+
+
+def _to_faces(topology, fx, fy):
+    """Cell-centred (fx, fy) averaged onto the left and bottom faces."""
+    return _walls(topology, 0.5 * (fx + jnp.roll(fx, 1, axis=1)), 0.5 * (fy + jnp.roll(fy, 1, axis=0)))
+
+
+def confinement(topology: SmokeTopology, eps, u, v):
+    """Vorticity confinement accelerations on the faces: eps h (N x omega), N = grad|omega| / |grad|omega||."""
+    w = vorticity(topology, u, v)
+    a = jnp.abs(w)
+    h = topology.spacing
+    if topology.walls == "closed":
+        gx, gy = jnp.gradient(a, h, axis=1), jnp.gradient(a, h, axis=0)
+    else:
+        gx = (jnp.roll(a, -1, 1) - jnp.roll(a, 1, 1)) / (2 * h)
+        gy = (jnp.roll(a, -1, 0) - jnp.roll(a, 1, 0)) / (2 * h)
+    n = safe_normalize(jnp.stack([gx, gy], -1), eps=1e-12)
+    nx, ny = n[..., 0], n[..., 1]
+    return _to_faces(topology, eps * h * ny * w, -eps * h * nx * w)
+
+
+def smoke_step(topology: SmokeTopology, params: SmokeParams, state: SmokeState, dt) -> SmokeState:
+    """One step of dt s (module docstring): advect, dissipate and feed the density; advect the velocity,
+    add buoyancy and vorticity confinement; project."""
+    d = advect(topology, state, state.density, _D, dt)
+    d = d * jnp.exp(-params.dissipation * dt) + dt * params.inflow_rate * params.inflow_mask
+    u = advect(topology, state, state.u, _U, dt)
+    v = advect(topology, state, state.v, _V, dt)
+    closed = topology.walls == "closed"
+    below = jnp.concatenate([d[:1], d[:-1]], axis=0) if closed else jnp.roll(d, 1, axis=0)
+    v = v + dt * params.buoyancy * 0.5 * (d + below)
+    fu, fv = confinement(topology, params.vorticity, u, v)
+    u, v = u + dt * fu, v + dt * fv
+    u, v = project(topology, *_walls(topology, u, v))
+    return SmokeState(u=u, v=v, density=d)
+
+
+def smoke_rollout(topology: SmokeTopology, params: SmokeParams, state: SmokeState, *, frames: int,
+                  substeps: int = 1, frame_dt=1.0 / 30.0) -> SmokeState:
+    """The smoke at every frame (leaves [frames + 1, ny, nx], the first `state`), `substeps` steps a frame;
+    each frame checkpointed (its steps recomputed in the backward pass)."""
+    dt = frame_dt / substeps
+
+    @jax.checkpoint
+    def frame(s, _):
+        s = jax.lax.fori_loop(0, substeps, lambda k, x: smoke_step(topology, params, x, dt), s)
+        return s, s
+
+    _, traj = jax.lax.scan(frame, state, None, length=frames)
+    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), state, traj)
