@@ -1,6 +1,6 @@
 """Run every benchmark, then rewrite the benchmark tables of docs/benchmarks.md from their JSON results.
 
-    python benchmarks/run_all.py            # physics + render, a few minutes on 2 cores
+    python benchmarks/run_all.py            # physics, render and the ODE demos' recoveries, ~12 min on 2 cores
     python benchmarks/run_all.py --table    # only rebuild the table of docs/benchmarks.md from benchmarks/results/*.json
 """
 
@@ -90,9 +90,16 @@ def gpu_table(physics: dict | None, render: dict | None) -> str:
     return "\n".join(lines)
 
 
+def ode_recovery_table(data: dict) -> str:
+    sys.path.insert(0, str(HERE))
+    from bench_ode_recovery import table
+
+    return table(data)
+
+
 def write_table() -> None:
     parts = []
-    for name, fmt in (("physics", physics_table), ("render", render_table)):
+    for name, fmt in (("physics", physics_table), ("render", render_table), ("ode_recovery", ode_recovery_table)):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))
@@ -114,7 +121,7 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="only rebuild the table of docs/benchmarks.md")
     args = parser.parse_args()
     if not args.table:
-        for script in ("bench_physics.py", "bench_render.py"):
+        for script in ("bench_physics.py", "bench_render.py", "bench_ode_recovery.py"):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     write_table()
 
