@@ -91,7 +91,22 @@ def run_case(case: str, args) -> dict:
                     **{n: [float(np.ravel(v)[0]) for v in result.history["params"][n]] for n in TRUTH},
                     "polish": result.history.get("polish")},
         "wall_time_s": result.wall_time,
+        "start_from": result.start_from, "start_fit": result.start_fit,
+        "start_estimate_error": _start_error(exp, result),
     }
+
+
+def _start_error(exp, result):
+    """Largest distance of the window start states from the truth's (multiple shooting), or None."""
+    import numpy as np
+
+    from gradsim_jax.sysid.window_starts import START_V, START_X, window_states
+
+    if not result.starts or START_X not in result.starts:
+        return None
+    truth = window_states(exp, {}, result.windows)
+    return {"position_m_max": float(np.max(np.abs(np.asarray(result.starts[START_X]) - np.asarray(truth[START_X])))),
+            "velocity_m_s_max": float(np.max(np.abs(np.asarray(result.starts[START_V]) - np.asarray(truth[START_V]))))}
 
 
 def main() -> None:

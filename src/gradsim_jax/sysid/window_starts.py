@@ -26,6 +26,7 @@ START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import jax
@@ -297,7 +298,9 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
       progress: a bar over the windows.
     Returns:
       {name: [count - 1, ...]} for `start_names(exp)`, plus "_pose_fit": {"predicted": [count - 1] image loss
-      of the predicted start poses, "fitted": [count - 1] after the fit} (a record, not a theta entry).
+      of the predicted start poses, "fitted": [count - 1] after the fit, "fallback": the windows whose start
+      could not be read off the video (a non-finite prediction or fit) and came from a run of the guess, with a
+      RuntimeWarning} (a record, not a theta entry).
     """
     if not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
         raise ValueError(f"neighbours must be an integer >= 1, got {neighbours!r}")
@@ -330,7 +333,8 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
                                       tuple(sorted(scales.items())), len(offsets), free))
     _, state = compiled(exp, lambda e, th: assemble(e, th), "assemble")(theta)
     out: dict = {name: [] for name in start_names(exp)}
-    record = {"predicted": [], "fitted": []}
+    record = {"predicted": [], "fitted": [], "fallback": []}
+    guess_run = None
     for w in tqdm(range(1, len(starts)), disable=not progress, desc="window starts", unit="window",
                   dynamic_ncols=True):
         s, previous = int(starts[w]), int(starts[w - 1])
@@ -345,14 +349,30 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
         pose = {k: v[at] for k, v in poses.items()}
         rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
         state = with_pose_rate(exp, base, pose, rate)
+        if not (np.isfinite(float(after[at])) and _finite((pose, rate))):
+            # The previous estimate's run with the guess blew up, or this fit did: this window starts from the
+            # guess's own run instead (the old default), and the next prediction from there.
+            if guess_run is None:
+                guess_run = compiled(exp, trajectory, "trajectory")(theta)
+            state = jax.tree.map(lambda a: a[s], guess_run)
+            pose, rate = pose_rate(exp, state)
+            record["fallback"].append(w)
         for part in pose:
             out[PARTS[part][0]].append(pose[part])
             out[PARTS[part][1]].append(rate[part])
         record["predicted"].append(float(before[at]))
         record["fitted"].append(float(after[at]))
+    if record["fallback"]:
+        warnings.warn(f"window start(s) {record['fallback']} could not be read off the video (the motion predicted "
+                      "with the initial guess from the window before, or the pose fit, was not finite); they start "
+                      "from a run of the guess instead", RuntimeWarning, stacklevel=2)
     result = {name: jnp.stack(values) for name, values in out.items()}
     result["_pose_fit"] = {k: np.asarray(v) for k, v in record.items()}
     return result
+
+
+def _finite(tree) -> bool:
+    return all(bool(np.all(np.isfinite(np.asarray(leaf)))) for leaf in jax.tree.leaves(tree))
 
 
 def _distinct(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
