@@ -2,7 +2,6 @@
 loss of an ODE body, and start states read off a short chaotic recording (a double pendulum, 5 % off)."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
