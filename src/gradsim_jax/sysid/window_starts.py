@@ -299,8 +299,8 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     Returns:
       {name: [count - 1, ...]} for `start_names(exp)`, plus "_pose_fit": {"predicted": [count - 1] image loss
       of the predicted start poses, "fitted": [count - 1] after the fit, "fallback": the windows whose start
-      could not be read off the video (a non-finite prediction or fit) and came from a run of the guess, with a
-      RuntimeWarning} (a record, not a theta entry).
+      could not be read off the video (a non-finite prediction, fit, or run of the window's own motion from its
+      estimate) and came from a run of the guess, with a RuntimeWarning} (a record, not a theta entry).
     """
     if not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
         raise ValueError(f"neighbours must be an integer >= 1, got {neighbours!r}")
@@ -315,7 +315,8 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     starts = np.asarray(windows.starts)
     if len(starts) < 2:
         return {"_pose_fit": {"predicted": np.zeros(0), "fitted": np.zeros(0)}}
-    span = int(np.max(np.diff(starts))) + neighbours
+    # Each prediction covers the next start's neighbours and the whole window it starts from (its check).
+    span = max(int(np.max(np.diff(starts))) + neighbours, windows.length)
     scales = default_pose_scales(exp)
     offsets = np.arange(-neighbours, neighbours + 1)
 
@@ -335,11 +336,27 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     out: dict = {name: [] for name in start_names(exp)}
     record = {"predicted": [], "fitted": [], "fallback": []}
     guess_run = None
+
+    def fall_back(w, guess_run):
+        """Window w's start from a run of the guess (the old default): (its state, the run)."""
+        if guess_run is None:
+            guess_run = compiled(exp, trajectory, "trajectory")(theta)
+        state = jax.tree.map(lambda a: a[int(starts[w])], guess_run)
+        pose, rate = pose_rate(exp, state)
+        for part in pose:
+            out[PARTS[part][0]][w - 1] = pose[part]
+            out[PARTS[part][1]][w - 1] = rate[part]
+        record["fallback"].append(w)
+        return state, guess_run
+
     for w in tqdm(range(1, len(starts)), disable=not progress, desc="window starts", unit="window",
                   dynamic_ncols=True):
         s, previous = int(starts[w]), int(starts[w - 1])
         frames = np.clip(s + offsets, 0, exp.frames)
         run = predict_c(theta, state, jnp.asarray(previous))
+        if w > 1 and not _finite(run):  # the last estimate blows up within its window: the guess's run instead
+            state, guess_run = fall_back(w - 1, guess_run)
+            run = predict_c(theta, state, jnp.asarray(previous))
         predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
         base = jax.tree.map(lambda a: a[s - previous], run)
         poses, before, after = fit_c(theta, predicted, base, target[frames])
@@ -349,23 +366,20 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
         pose = {k: v[at] for k, v in poses.items()}
         rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
         state = with_pose_rate(exp, base, pose, rate)
-        if not (np.isfinite(float(after[at])) and _finite((pose, rate))):
-            # The previous estimate's run with the guess blew up, or this fit did: this window starts from the
-            # guess's own run instead (the old default), and the next prediction from there.
-            if guess_run is None:
-                guess_run = compiled(exp, trajectory, "trajectory")(theta)
-            state = jax.tree.map(lambda a: a[s], guess_run)
-            pose, rate = pose_rate(exp, state)
-            record["fallback"].append(w)
         for part in pose:
             out[PARTS[part][0]].append(pose[part])
             out[PARTS[part][1]].append(rate[part])
         record["predicted"].append(float(before[at]))
         record["fitted"].append(float(after[at]))
+        if not (np.isfinite(float(after[at])) and _finite((pose, rate))):
+            # The prediction from the window before, or this fit, blew up: the guess's own run instead.
+            state, guess_run = fall_back(w, guess_run)
+    if len(starts) > 1 and w not in record["fallback"] and not _finite(predict_c(theta, state, jnp.asarray(s))):
+        fall_back(w, guess_run)  # the last window's own motion blows up
     if record["fallback"]:
-        warnings.warn(f"window start(s) {record['fallback']} could not be read off the video (the motion predicted "
-                      "with the initial guess from the window before, or the pose fit, was not finite); they start "
-                      "from a run of the guess instead", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"window start(s) {sorted(record['fallback'])} could not be read off the video (the pose fit, "
+                      "or the motion the initial guess makes from it, was not finite); they start from a run of the "
+                      "guess instead", RuntimeWarning, stacklevel=2)
     result = {name: jnp.stack(values) for name, values in out.items()}
     result["_pose_fit"] = {k: np.asarray(v) for k, v in record.items()}
     return result
