@@ -45,6 +45,7 @@ from gradsim_jax.typing import pytree_dataclass
 Array = Any
 
 WALLS = ("closed", "periodic")
+SLIP = ("free", "no-slip")
 ADVECTION = ("semi-lagrangian", "maccormack")
 SOLVERS = ("cg", "fft")
 
@@ -56,7 +57,10 @@ _U, _V, _D = (0.0, 0.5), (0.5, 0.0), (0.5, 0.5)
 class SmokeTopology:
     """The grid (static, hashable): shape (ny, nx) cells, spacing h m, walls ("closed" or "periodic"),
     advection ("semi-lagrangian" or "maccormack"), solver ("cg", or "fft" with periodic walls), tolerance
-    (the projection's relative residual, cg) and max_iterations (cg's cap)."""
+    (the projection's relative residual, cg), max_iterations (cg's cap), and slip: how advection samples the
+    velocity along a closed wall, "free" (the tangential velocity extrapolated constant past the wall: the fluid
+    slides along it, as in Bridson's notes) or "no-slip" (zero past the wall, PhiFlow's ZERO extrapolation:
+    half the nearest row's value at the wall)."""
 
     shape: tuple
     spacing: float = 1.0
@@ -65,6 +69,7 @@ class SmokeTopology:
     solver: str = "cg"
     tolerance: float = 1e-5
     max_iterations: int = 2000
+    slip: str = "free"
 
     def __post_init__(self):
         shape = tuple(self.shape)
@@ -74,7 +79,7 @@ class SmokeTopology:
         object.__setattr__(self, "shape", (int(shape[0]), int(shape[1])))
         if not (isinstance(self.spacing, (int, float)) and math.isfinite(self.spacing) and self.spacing > 0):
             raise ValueError(f"SmokeTopology.spacing must be a positive length in m, got {self.spacing!r}")
-        for name, allowed in (("walls", WALLS), ("advection", ADVECTION), ("solver", SOLVERS)):
+        for name, allowed in (("walls", WALLS), ("advection", ADVECTION), ("solver", SOLVERS), ("slip", SLIP)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"SmokeTopology.{name} must be one of {', '.join(allowed)}, got "
                                  f"{getattr(self, name)!r}")
@@ -187,28 +192,40 @@ def _points(shape, offset):
     return x + offset[0], y + offset[1]
 
 
+def _sampled(topology: SmokeTopology, field, offset):
+    """(the array bilinear sampling reads for `field` at `offset`, the index shift (sx, sy) of a point): a
+    closed box's face fields gain their far wall (zeros) and, with no slip, a row (u) or column (v) of zeros
+    past each wall along it; the sample point (x, y) in cells reads index (x - offset_x + sx, y - offset_y + sy)."""
+    if topology.walls != "closed" or offset == _D:
+        return field, (0, 0)
+    axis = 1 if offset == _U else 0
+    field = _extended(field, axis, True)
+    if topology.slip == "free":
+        return field, (0, 0)
+    zeros = jnp.zeros_like(jnp.take(field, jnp.array([0]), axis=1 - axis))
+    field = jnp.concatenate([zeros, field, zeros], axis=1 - axis)
+    return field, ((0, 1) if offset == _U else (1, 0))
+
+
+def _sample_at(topology: SmokeTopology, field, offset, x, y, with_range: bool = False):
+    """`field` (sampled at `offset`) interpolated at points (x, y) in cells, by the walls' rules (`_sampled`)."""
+    source, (sx, sy) = _sampled(topology, field, offset)
+    return _sample(source, x - offset[0] + sx, y - offset[1] + sy, topology.walls == "closed", with_range)
+
+
 def velocity_at(topology: SmokeTopology, state: SmokeState, x, y):
     """(u, v) m/s interpolated at points (x, y) given in cells (x = position / h)."""
-    closed = topology.walls == "closed"
-    u = _extended(state.u, 1, closed) if closed else state.u
-    v = _extended(state.v, 0, closed) if closed else state.v
-    return (_sample(u, x - _U[0], y - _U[1], closed), _sample(v, x - _V[0], y - _V[1], closed))
+    return _sample_at(topology, state.u, _U, x, y), _sample_at(topology, state.v, _V, x, y)
 
 
 def _advect_once(topology, state, field, offset, dt, with_range=False):
-    closed = topology.walls == "closed"
     x, y = _points(field.shape, offset)
     u, v = velocity_at(topology, state, x, y)
     bx, by = x - dt * u / topology.spacing, y - dt * v / topology.spacing
-    if closed:  # a traced point stays in the box
+    if topology.walls == "closed":  # a traced point stays in the box
         bx = jnp.clip(bx, 0.0, topology.shape[1])
         by = jnp.clip(by, 0.0, topology.shape[0])
-    source = field
-    if closed and offset == _U:
-        source = _extended(field, 1, True)
-    elif closed and offset == _V:
-        source = _extended(field, 0, True)
-    return _sample(source, bx - offset[0], by - offset[1], closed, with_range)
+    return _sample_at(topology, field, offset, bx, by, with_range)
 
 
 def advect(topology: SmokeTopology, state: SmokeState, field, offset, dt):

@@ -1,0 +1,130 @@
+"""Run a rising smoke plume in PhiFlow 3.4.0 (JAX backend) and write its density, or time it: the anchor of
+`physics.smoke` (issue 38). PhiFlow is no dependency of gradsim-jax; run this with an interpreter that has it:
+
+    python -m venv /tmp/phivenv && /tmp/phivenv/bin/pip install phiflow==3.4.0 jax==0.10.2
+    /tmp/phivenv/bin/python benchmarks/reference/phiflow_plume.py --size 32 --steps 20 --out tests/data/phiflow_plume.npz
+    /tmp/phivenv/bin/python benchmarks/reference/phiflow_plume.py --size 128 --steps 100 --time --out plume.npz
+
+The plume (the same one `tests/physics/test_physics_smoke_phiflow.py` and `benchmarks/bench_smoke.py` build):
+a closed square box of N x N unit cells (ZERO velocity extrapolation: no flow through the walls; the density's
+extrapolation ZERO_GRADIENT), at rest and empty at the start; each step of dt:
+
+1. density advected semi-Lagrangian (`advect.semi_lagrangian`, one Euler step back) by the velocity, then
+   the inflow `dt * rate * mask` added (mask: the cells whose centres lie in a disc of radius N / 16 at
+   (N / 2, N / 8));
+2. velocity advected by itself (semi-Lagrangian), then buoyancy: `dt * buoyancy * density` resampled onto the
+   y faces (`resample(s * (0, b), to=v)`: the mean of the two cells beside each face);
+3. `fluid.make_incompressible` with `Solve('CG', rel_tol, 0)`: |residual| <= rel_tol |div| (PhiFlow's
+   stop_on_l2), from a zero initial guess.
+
+Written (--out, npz): density [steps + 1, N, N] (rows y up, columns x), u [N, N] and v [N, N] on the MAC faces of
+the last step (gradsim-jax's layout: u[:, 0] and v[0, :] the walls), mask [N, N], and the settings; with --time
+also forward_s and gradient_s (the median of --repeats calls, compile excluded) and compile_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from phi.jax.flow import (Box, CenteredGrid, Solve, StaggeredGrid, advect, extrapolation, fluid, math, resample,
+                          tensor, spatial, channel)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--dt", type=float, default=1.0)
+    parser.add_argument("--buoyancy", type=float, default=0.1)
+    parser.add_argument("--rate", type=float, default=0.2, help="inflow rate (density per unit time)")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--max-iterations", type=int, default=5000)
+    parser.add_argument("--precision", type=int, default=64, choices=(32, 64))
+    parser.add_argument("--time", action="store_true", help="also time forward and gradient (jit)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    math.set_global_precision(args.precision)
+    n = args.size
+    bounds = Box(x=n, y=n)
+    yy, xx = np.mgrid[0:n, 0:n] + 0.5
+    mask = ((xx - n / 2) ** 2 + (yy - n / 8) ** 2 <= (n / 16) ** 2).astype(np.float64)  # [y, x]
+    inflow = CenteredGrid(tensor(mask.T, spatial("x,y")), extrapolation.ZERO_GRADIENT, x=n, y=n, bounds=bounds)
+    solve = Solve("CG", args.tolerance, 0.0, max_iterations=args.max_iterations)
+    dt = args.dt
+
+    def step(velocity, smoke):
+        smoke = advect.semi_lagrangian(smoke, velocity, dt) + (dt * args.rate) * inflow
+        buoyancy = resample(smoke * (0, args.buoyancy), to=velocity)
+        velocity = advect.semi_lagrangian(velocity, velocity, dt) + dt * buoyancy
+        velocity, _ = fluid.make_incompressible(velocity, (), solve)
+        return velocity, smoke
+
+    smoke0 = CenteredGrid(0, extrapolation.ZERO_GRADIENT, x=n, y=n, bounds=bounds)
+    velocity0 = StaggeredGrid(0, extrapolation.ZERO, x=n, y=n, bounds=bounds)
+
+    def run(velocity, smoke, steps):
+        frames = [smoke]
+        for _ in range(steps):
+            velocity, smoke = step(velocity, smoke)
+            frames.append(smoke)
+        return velocity, frames
+
+    velocity, frames = run(velocity0, smoke0, args.steps)
+    density = np.stack([f.values.numpy("y,x") for f in frames])
+    ux = velocity.vector["x"].values.numpy("y,x")  # [N, N - 1]: the inner x faces
+    vy = velocity.vector["y"].values.numpy("y,x")  # [N - 1, N]
+    u = np.zeros((n, n))
+    v = np.zeros((n, n))
+    u[:, 1:] = ux
+    v[1:, :] = vy
+    out = {"density": density, "u": u, "v": v, "mask": mask}
+    settings = {k: v for k, v in vars(args).items() if k != "out"}
+    settings["phiflow"] = __import__("phi").__version__
+    if args.time:
+        out.update(_timings(step, velocity0, smoke0, args))
+    np.savez_compressed(args.out, **out, settings=json.dumps(settings))
+    print(json.dumps({k: float(v) for k, v in out.items() if np.ndim(v) == 0}))
+
+
+def _timings(step, velocity0, smoke0, args) -> dict:
+    """Forward (the steps, the final density's sum) and forward + gradient (of the mean squared final density
+    with respect to the buoyancy-free initial velocity field), each jit-compiled whole by PhiFlow."""
+
+    def final_loss(velocity):
+        smoke = smoke0
+        for _ in range(args.steps):
+            velocity, smoke = step(velocity, smoke)
+        return math.mean(smoke.values ** 2, "x,y")
+
+    forward = math.jit_compile(final_loss)
+    gradient = math.jit_compile(math.gradient(final_loss, "velocity", get_output=True))
+    out = {}
+    for name, fn in (("forward", forward), ("gradient", gradient)):
+        started = time.perf_counter()
+        _block(fn(velocity0))
+        out[f"{name}_compile_s"] = time.perf_counter() - started
+        times = []
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            _block(fn(velocity0))
+            times.append(time.perf_counter() - started)
+        out[f"{name}_s"] = float(np.median(times))
+    return out
+
+
+def _block(result):
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(result if not hasattr(result, "native") else result.native())
+    for leaf in leaves:
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+    return result
+
+
+if __name__ == "__main__":
+    main()
