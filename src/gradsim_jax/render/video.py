@@ -205,6 +205,17 @@ def _png_frame_name(index: int, count: int) -> str:
     return f"frame_{index:0{max(4, len(str(count - 1)))}d}.png"
 
 
+def write_png(path, image) -> Path:
+    """Write one RGBA image [H, W, 4] (floats in [0, 1]) as a PNG, atomically (a temporary file, renamed)."""
+    import imageio.v3 as iio
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp.png")
+    iio.imwrite(tmp, to_uint8_rgba(np.asarray(image)[None])[0])
+    tmp.replace(path)
+    return path
+
+
 def write_png_folder(path, frames) -> Path:
     """Write frames [T, H, W, C] (floats in [0, 1]) as a folder of RGBA PNGs frame_0000.png, ....
 

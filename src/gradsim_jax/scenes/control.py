@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -145,7 +144,7 @@ def run_demo(args) -> int:
 
     from gradsim_jax import sysid
     from gradsim_jax.control import train_policy
-    from gradsim_jax.render.video import write_comparison, write_gif
+    from gradsim_jax.render.video import write_comparison, write_gif, write_png
     from gradsim_jax.sysid.report import plot_loss
 
     name = args.demo
@@ -204,7 +203,7 @@ def run_demo(args) -> int:
         "trained": write_gif(out / "trained.gif", trained_video, fps),
         "comparison": write_comparison(out / "comparison.mp4", [target_video, untrained_video, trained_video],
                                        ["target", "untrained", "trained"], fps=fps),
-        "target": _write_png(out / "target.png", task.target_image),
+        "target": write_png(out / "target.png", task.target_image),
         "loss": plot_loss(out / "loss.png", result.history),
     }
     ratio_mean = baseline["mean"] / max(trained_error, 1e-12)
@@ -266,17 +265,6 @@ def run_demo(args) -> int:
           f"(best {baseline['best'] * 1000:.1f} mm): {ratio_mean:.1f}x below the random mean")
     print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
     return 0
-
-
-def _write_png(path: Path, image) -> Path:
-    import imageio.v3 as iio
-
-    from gradsim_jax.render.video import to_uint8_rgba
-
-    tmp = path.with_name(path.name + ".tmp.png")
-    iio.imwrite(tmp, to_uint8_rgba(np.asarray(image)[None])[0])
-    tmp.replace(path)
-    return path
 
 
 __all__ = ["ControlTask", "DEFAULTS", "TASKS", "WindowedPolicy", "cloth_task", "gear_task", "run_demo", "task_builder"]
