@@ -1,5 +1,5 @@
 """`gradsim-jax demo NAME`: the built-in demos (cloth, cloth-control, rigid-*, fem-*, pendulum, double-pendulum,
-bounce, control-*). Each renders
+bounce, smoke-buoyancy, smoke-shape, control-*). Each renders
 its own target from known values, fits from a perturbed start (or trains a policy) and writes the videos,
 plots and report.json to OUT; the scenes and their settings come from `gradsim_jax.scenes.catalog`."""
 
@@ -85,6 +85,8 @@ def add_parser(sub) -> None:
     for name, (summary, text, estimate, fit_defaults, start) in ODE_DEMOS.items():
         _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, ODE_ESTIMATES[name], start)
 
+    _smoke_demo_parsers(demos)
+
     for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
         p = demos.add_parser(name, help=summary, description=summary + ". Trains an explicit policy (tanh of "
                              "phase sinusoids) by gradient descent through simulation and rendering against a "
@@ -104,6 +106,49 @@ def add_parser(sub) -> None:
         progress_flags(p)
         force_flag(p)
 
+
+
+def _smoke_demo_parsers(demos) -> None:
+    """`demo smoke-buoyancy` and `demo smoke-shape` (`scenes.smoke`)."""
+    buoy = demos.add_parser(
+        "smoke-buoyancy", help="recover a smoke plume's buoyancy and inflow rate from its video",
+        description="Render a rising smoke plume (a closed 1 m box, fed by a disc near the floor) from true "
+                    "buoyancy (1 m/s^2 per unit density) and inflow rate (2 per s), start --offset off (buoyancy "
+                    "too strong, inflow too weak), fit both back through the smoke solver and the density "
+                    "renderer (Adam, then Levenberg-Marquardt), and write target/initial/fitted GIFs, "
+                    "comparison.mp4, loss.png, params.png and report.json to OUT.")
+    buoy.add_argument("--estimate", default="smoke_buoyancy,inflow_rate",
+                      help="comma-separated: smoke_buoyancy, inflow_rate (default both)")
+    buoy.add_argument("--cells", type=count(8), default=48, help="grid cells per side (default 48)")
+    buoy.add_argument("--frames", type=count(1), default=45, help="frames at 30 fps (default 45)")
+    buoy.add_argument("--size", type=count(8), default=64, help="image size in pixels (default 64)")
+    buoy.add_argument("--offset", type=float, default=0.5, help="relative offset of the start (default 0.5)")
+    buoy.add_argument("--iterations", type=count(0), default=30, help="Adam iterations (default 30)")
+    buoy.add_argument("--learning-rate", type=positive, default=0.1, help="Adam learning rate, log units (default 0.1)")
+    buoy.add_argument("--polish", type=count(0), default=10, help="Levenberg-Marquardt steps (default 10)")
+    buoy.add_argument("--frame-stride", type=count(1), default=3, help="compare every N-th frame (default 3)")
+    buoy.add_argument("--out", default="runs/smoke-buoyancy", help="output folder (default runs/smoke-buoyancy)")
+    buoy.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    shape = demos.add_parser(
+        "smoke-shape", help="find the initial velocity field that makes smoke form a picture",
+        description="gradSim's smoke2d: smoke fills the lower third of a closed box; its initial velocity field "
+                    "(every face of the grid) is optimized by Adam through --frames solver steps and the density "
+                    "renderer until the smoke at the last step forms the target picture: --text drawn in code, "
+                    "or --target IMAGE (its brightness is the smoke's opacity; alpha, when it has one, too). "
+                    "Writes target/initial/fitted GIFs, comparison.mp4, loss.png, frames.png, target.png and "
+                    "report.json to OUT.")
+    shape.add_argument("--text", default="G", help="the letter(s) to draw as the target (default G)")
+    shape.add_argument("--target", default=None, metavar="IMAGE", help="a picture of your own instead of --text")
+    shape.add_argument("--cells", type=count(8), default=110, help="grid cells per side (default 110)")
+    shape.add_argument("--frames", type=count(1), default=100, help="solver steps (default 100)")
+    shape.add_argument("--iterations", type=count(0), default=40, help="Adam iterations (default 40)")
+    shape.add_argument("--learning-rate", type=positive, default=0.05,
+                       help="Adam learning rate, cells per step (default 0.05)")
+    shape.add_argument("--smoothness", type=float, default=0.0,
+                       help="weight of the initial velocity's smoothness prior (default 0)")
+    shape.add_argument("--out", default="runs/smoke-shape", help="output folder (default runs/smoke-shape)")
+    shape.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _table_demo_parsers(demos, table: dict, estimates) -> None:
@@ -355,4 +400,12 @@ def run(args) -> int:
         return cmd_demo_ode(args)
     if args.demo in CONTROL_DEMOS:
         return cmd_demo_policy(args)
+    if args.demo == "smoke-buoyancy":
+        from gradsim_jax.scenes.smoke import run_buoyancy_demo
+
+        return run_buoyancy_demo(args)
+    if args.demo == "smoke-shape":
+        from gradsim_jax.scenes.smoke import run_shape_demo
+
+        return run_shape_demo(args)
     return None

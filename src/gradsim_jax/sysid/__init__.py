@@ -17,6 +17,8 @@ One module per job:
   windowed    windowed fits of long recordings (multiple shooting, truncated backpropagation)
   restarts    N random starts fitted at once over the devices
   control     gradSim's control_cloth: an initial velocity fitted to a target image
+  smoke       2-D smoke from video: `SmokeExperiment`, its quantities (buoyancy, inflow, initial velocity)
+              and `fit_smoke`
   report      the one report writer: report.json, videos, plots, console summary
   runner      one complete run: fit, videos, report (`run`), and initial guesses (`perturbed`)
 """
@@ -86,9 +88,21 @@ from gradsim_jax.sysid.report import (
     write_report,
 )
 from gradsim_jax.sysid.runner import perturbed, run
+from gradsim_jax.sysid.smoke import (
+    SMOKE_QUANTITIES,
+    SmokeExperiment,
+    fit_smoke,
+    simulate_smoke_video,
+    smoke_loss,
+    smoke_report,
+    smoke_theta,
+    smoke_video,
+)
 from gradsim_jax.sysid.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
 
 __all__ = [
+    "SMOKE_QUANTITIES", "SmokeExperiment", "fit_smoke", "simulate_smoke_video", "smoke_loss", "smoke_report",
+    "smoke_theta", "smoke_video",
     "ARRAY_FIELDS", "KNOWN_INPUTS", "LM_MAX_SCALARS", "LOSSES", "QUANTITIES", "REPORT_MAX_SCALARS", "STATIC_FIELDS",
     "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
     "canonical_theta",
