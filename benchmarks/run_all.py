@@ -97,9 +97,17 @@ def ode_recovery_table(data: dict) -> str:
     return table(data)
 
 
+def smoke_table(data: dict) -> str:
+    sys.path.insert(0, str(HERE))
+    from bench_smoke import table
+
+    return table(data)
+
+
 def write_table() -> None:
     parts = []
-    for name, fmt in (("physics", physics_table), ("render", render_table), ("ode_recovery", ode_recovery_table)):
+    for name, fmt in (("physics", physics_table), ("render", render_table), ("ode_recovery", ode_recovery_table),
+                      ("smoke", smoke_table), ("smoke_32", smoke_table)):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))
@@ -123,6 +131,9 @@ def main() -> None:
     if not args.table:
         for script in ("bench_physics.py", "bench_render.py", "bench_ode_recovery.py"):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
+    if not args.table:
+        print("smoke against PhiFlow: run benchmarks/bench_smoke.py --phiflow PYTHON on its own (PhiFlow is no "
+              "dependency); its last results are in the table")
     write_table()
 
 
