@@ -19,6 +19,7 @@ One module per job:
   control     gradSim's control_cloth: an initial velocity fitted to a target image
   smoke       2-D smoke from video: `SmokeExperiment`, its quantities (buoyancy, inflow, initial velocity)
               and `fit_smoke`
+  texture     a mesh's texture from pictures, the renderer alone: `TextureExperiment`, `fit_texture`, `psnr`
   report      the one report writer: report.json, videos, plots, console summary
   runner      one complete run: fit, videos, report (`run`), and initial guesses (`perturbed`)
 """
@@ -98,11 +99,12 @@ from gradsim_jax.sysid.smoke import (
     smoke_theta,
     smoke_video,
 )
+from gradsim_jax.sysid.texture import TextureExperiment, fit_texture, psnr, render_views
 from gradsim_jax.sysid.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
 
 __all__ = [
     "SMOKE_QUANTITIES", "SmokeExperiment", "fit_smoke", "simulate_smoke_video", "smoke_loss", "smoke_report",
-    "smoke_theta", "smoke_video",
+    "smoke_theta", "smoke_video", "TextureExperiment", "fit_texture", "psnr", "render_views",
     "ARRAY_FIELDS", "KNOWN_INPUTS", "LM_MAX_SCALARS", "LOSSES", "QUANTITIES", "REPORT_MAX_SCALARS", "STATIC_FIELDS",
     "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
     "canonical_theta",
