@@ -125,6 +125,30 @@ DEMOS = {
         "(`--estimate ball_speed,gravity,ball_restitution` fits the restitution too).",
         "gradSim reports no error for this experiment.",
         "ode-bodies"),
+    "smoke-buoyancy": (
+        "A smoke plume's buoyancy and inflow rate",
+        "A plume rising in a closed 1 m box of 48 x 48 cells from an inflow disc near the floor, filmed for 45 "
+        "frames at 30 fps as a 64 px video (density through a colour map). Its buoyancy (1 m/s^2 per unit "
+        "density) and inflow rate (2 per s) are fitted from 50 % off through the smoke solver (pressure by "
+        "conjugate gradients, adjoint by a second solve) and the density renderer: Adam, then "
+        "Levenberg-Marquardt.",
+        "gradSim fits no smoke parameters (its smoke experiment is control: see demo smoke-shape).",
+        "concepts/smoke"),
+    "smoke-shape": (
+        "Smoke that forms a picture",
+        "gradSim's demo_smoke2d: a closed box of 110 x 110 cells with smoke filling its lower third, 100 steps. "
+        "The initial velocity field (every face of the grid) is optimized by Adam until the smoke at the last "
+        "step forms a letter drawn in code (`--text`) or a picture of your own (`--target IMAGE`).",
+        "gradSim shows its smoke2d result as pictures, without a number.",
+        "concepts/smoke"),
+    "texture": (
+        "A mesh's texture from 8 views",
+        "gradSim's softras_texture_optimization, the renderer alone: a bulging sphere made in code, its 64 x 64 "
+        "texture (hue, bands and a checker) rendered from 8 cameras at 96 px; the texture is recovered from grey "
+        "by Adam through the soft rasterizer and scored by PSNR over the mesh's pixels, on the 8 views and on 4 "
+        "views held out of the fit. The videos show the 8 views, then the 4 held out.",
+        "gradSim shows its texture result as pictures, without a number.",
+        "concepts/rendering"),
 }
 
 
@@ -142,6 +166,30 @@ def _fmt(x) -> str:
 
 def _results(name: str, r: dict) -> str:
     """The run's numbers as a table."""
+    wall = r.get("total_wall_time_s", r.get("wall_time_s", 0.0))
+    if "psnr_db" in r:
+        p = r["psnr_db"]
+        return (f"| PSNR over the mesh's pixels (dB) | initial (grey) | fitted |\n|---|---:|---:|\n"
+                f"| the {r['views']} fitted views | {p['fitted_views']['initial']:.1f} | "
+                f"{p['fitted_views']['fitted']:.1f} |\n| the {r['held_out_views']} held-out views | "
+                f"{p['held_out_views']['initial']:.1f} | {p['held_out_views']['fitted']:.1f} |\n\n"
+                f"Texture RMSE against the truth {r['texture_rmse']:.3g} (texels no view sees stay grey); "
+                f"{r['iterations']['adam']} Adam iterations, {wall:.0f} s in all.")
+    if "silhouette_iou" in r:
+        iou = r["silhouette_iou"]
+        return (f"| | image loss (last frame) | overlap (IoU) with the picture |\n|---|---:|---:|\n"
+                f"| initial (at rest) | {r['initial_loss']:.3g} | {iou['initial']:.3f} |\n"
+                f"| fitted | {r['final_loss']:.3g} | {iou['fitted']:.3f} |\n\n"
+                f"{r['iterations']['adam']} Adam iterations, {wall:.0f} s in all.")
+    if "quantities" in r:
+        rows = ["| quantity | true | start | estimate | relative error |", "|---|---:|---:|---:|---:|"]
+        for q, row in r["quantities"].items():
+            rows.append(f"| {q} | {_fmt(row.get('true', '-'))} | {_fmt(row['initial'])} | {_fmt(row['estimated'])} "
+                        f"| {row.get('relative_error', float('nan')):.2g} |")
+        rows.append("")
+        rows.append(f"Final loss {r['final_loss']:.3g}; {r['iterations']['adam']} Adam iterations and "
+                    f"{r['iterations']['levenberg_marquardt']} Levenberg-Marquardt steps; {wall:.0f} s in all.")
+        return "\n".join(rows)
     if "shape_metrics" in r:
         m = r["shape_metrics"]
         rows = ["| | silhouette IoU | mean vertex distance (m) | largest (m) | volume ratio |", "|---|---:|---:|---:|---:|"]
@@ -195,6 +243,12 @@ def write_page(name: str, run: Path) -> None:
     shutil.copy(run / "comparison.mp4", assets / "comparison.mp4")
     shutil.copy(run / "loss.png", assets / "loss.png")
     _frame(run / "comparison.mp4", assets / "frame.png")
+    pictures = ""
+    for extra, caption in (("texture.png", "the textures: true, initial, fitted"),
+                           ("frames.png", "frames of the initial, fitted and target runs")):
+        if (run / extra).exists():
+            shutil.copy(run / extra, assets / extra)
+            pictures += f"\n![{caption}](../assets/demos/{name}/{extra})\n"
     labels = ("target | untrained | trained" if name.startswith("control-")
               else "target | initial guess | fitted")
     text = f"""# demo {name}: {title}
@@ -212,7 +266,7 @@ gradsim-jax demo {name}     # then open runs/{name}/report.html
 </figure>
 
 ![loss against iterations](../assets/demos/{name}/loss.png)
-
+{pictures}
 ## Measured
 
 One run of `gradsim-jax demo {name}` with its defaults on a 2-core Intel Xeon (jax
@@ -223,7 +277,7 @@ One run of `gradsim-jax demo {name}` with its defaults on a 2-core Intel Xeon (j
 **gradSim:** {gradsim}
 
 Every option: [`gradsim-jax demo {name} --help`](../cli.md#demo-{name}). More measurements, other scenes and
-what was tried: [Results in depth](../notes/{notes}.md).
+what was tried: [{'the concepts page' if notes.startswith('concepts/') else 'Results in depth'}](../{notes if '/' in notes else 'notes/' + notes}.md).
 """
     (DOCS / "tutorials" / f"{name}.md").write_text(text)
     print(f"wrote docs/tutorials/{name}.md")
