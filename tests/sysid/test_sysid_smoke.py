@@ -37,11 +37,12 @@ def test_loss_gradient_matches_float64_finite_differences(x64):
     _, video = simulate_smoke_video(exp, {"smoke_buoyancy": 1.2, "inflow_rate": 1.7})
     target = jnp.asarray(check_target(exp, video, frames))
 
+    @jax.jit
     def loss(b, r):
         return smoke_loss(exp, {**smoke_theta(exp), "smoke_buoyancy": b, "inflow_rate": r}, target, frames)
 
     b, r = 1.0, 2.0
-    grad = jax.grad(loss, argnums=(0, 1))(b, r)
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))(b, r)
     h = 1e-5  # central differences: truncation ~h^2 |f'''|, rounding ~1e-16 / h: both << 1e-6 relative
     # The CG projection stops at 1e-5 relative residual; its iterate moves with the parameters smoothly
     # as long as the iteration count does not change, which these small steps keep.
@@ -74,6 +75,7 @@ def test_letter_mask_keeps_the_hole_of_an_o():
     assert mask[35, 20:45].max() == 1.0 and 0.05 < mask.mean() < 0.4
 
 
+@pytest.mark.slow  # its fit is test_plume_quantities_are_recovered_...; make test-all runs the command end to end
 def test_demo_smoke_buoyancy_writes_every_output(tmp_path, capsys):
     out = tmp_path / "plume"
     rc = main(["demo", "smoke-buoyancy", "--cells", "12", "--frames", "10", "--size", "12", "--iterations", "3",

@@ -63,7 +63,7 @@ def test_bad_input_names_it():
 
 def test_demo_texture_writes_every_output(tmp_path):
     out = tmp_path / "texture"
-    assert main(["demo", "texture", "--size", "24", "--texels", "8", "--iterations", "5", "--out", str(out),
+    assert main(["demo", "texture", "--size", "16", "--texels", "4", "--iterations", "3", "--out", str(out),
                  "--no-progress"]) == 0
     for name in ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "texture.png",
                  "report.json", "report.html"):
