@@ -48,23 +48,24 @@ def _phiflow(python: str, out: Path, args, precision: int, timed: bool, extra=()
     return data
 
 
-def _ours(args, data, slip: str, dtype_name: str):
-    import jax
-    import jax.numpy as jnp
+def _ours(args, data, slip: str, dtype):
+    """(topology, params, initial state) of our plume: PhiFlow's settings, its inflow mask."""
+    from gradsim_jax.physics.smoke import SmokeTopology, smoke_params, smoke_state
 
-    from gradsim_jax.physics.smoke import SmokeTopology, smoke_params, smoke_rollout, smoke_state
-
-    dtype = jnp.float64 if dtype_name == "float64" else jnp.float32
     n = args.size
     top = SmokeTopology((n, n), 1.0, "closed", "semi-lagrangian", "cg", args.tolerance, 5000, slip=slip)
     params = smoke_params(top, buoyancy=args.buoyancy, inflow_rate=args.rate, inflow_mask=data["mask"], dtype=dtype)
-    state0 = smoke_state(top, dtype=dtype)
-    return jax, jnp, top, params, state0, smoke_rollout
+    return top, params, smoke_state(top, dtype=dtype)
 
 
 def accuracy(args, data, slip: str) -> dict:
-    jax, jnp, top, params, state0, rollout = _ours(args, data, slip, "float64")
-    traj = jax.jit(lambda p, s: rollout(top, p, s, frames=args.steps, frame_dt=args.dt))(params, state0)
+    import jax
+    import jax.numpy as jnp
+
+    from gradsim_jax.physics.smoke import smoke_rollout
+
+    top, params, state0 = _ours(args, data, slip, jnp.float64)
+    traj = jax.jit(lambda p, s: smoke_rollout(top, p, s, frames=args.steps, frame_dt=args.dt))(params, state0)
     ours = np.asarray(traj.density)
     theirs = data["density"]
     rel = [float(np.linalg.norm(ours[k] - theirs[k]) / max(np.linalg.norm(theirs[k]), 1e-300))
@@ -76,11 +77,18 @@ def accuracy(args, data, slip: str) -> dict:
 
 
 def timings(args, data) -> dict:
-    jax, jnp, top, params, state0, rollout = _ours(args, data, "no-slip", "float32")
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from gradsim_jax.physics.smoke import smoke_rollout
+
+    top, params, state0 = _ours(args, data, "no-slip", jnp.float32)
 
     def final_loss(u, v):
-        s = state0.__class__(u=u, v=v, density=state0.density)
-        traj = rollout(top, params, s, frames=args.steps, frame_dt=args.dt)
+        s = dataclasses.replace(state0, u=u, v=v)
+        traj = smoke_rollout(top, params, s, frames=args.steps, frame_dt=args.dt)
         return jnp.mean(traj.density[-1] ** 2)
 
     forward = jax.jit(final_loss)

@@ -71,22 +71,24 @@ def main() -> None:
 
     pressure = [None]
 
-    def step(velocity, smoke):
+    def advance(velocity, smoke):
+        """A step up to the projection: (the velocity handed to it, the new density)."""
         smoke = advect.semi_lagrangian(smoke, velocity, dt) + (dt * args.rate) * inflow
         buoyancy = resample(smoke * (0, args.buoyancy), to=velocity)
-        velocity = advect.semi_lagrangian(velocity, velocity, dt) + dt * buoyancy
+        return advect.semi_lagrangian(velocity, velocity, dt) + dt * buoyancy, smoke
+
+    def project(velocity):
         start = solve if not (args.warm_start and pressure[0] is not None) else Solve(
             args.method, args.tolerance, 0.0, x0=pressure[0], max_iterations=args.max_iterations,
             rank_deficiency=args.rank_deficiency, suppress=suppress)
         velocity, p = fluid.make_incompressible(velocity, (), start)
         if args.warm_start:
             pressure[0] = p
-        return velocity, smoke
+        return velocity
 
-    def step_unprojected(velocity, smoke):
-        """The velocity a step hands to the projection (for the projection's relative residual)."""
-        smoke = advect.semi_lagrangian(smoke, velocity, dt) + (dt * args.rate) * inflow
-        return advect.semi_lagrangian(velocity, velocity, dt) + dt * resample(smoke * (0, args.buoyancy), to=velocity)
+    def step(velocity, smoke):
+        velocity, smoke = advance(velocity, smoke)
+        return project(velocity), smoke
 
     smoke0 = CenteredGrid(0, extrapolation.ZERO_GRADIENT, x=n, y=n, bounds=bounds)
     velocity0 = StaggeredGrid(0, extrapolation.ZERO, x=n, y=n, bounds=bounds)
@@ -101,8 +103,8 @@ def main() -> None:
         frames = [smoke]
         for k in range(steps):
             try:
-                before = step_unprojected(velocity, smoke)
-                velocity, smoke = step(velocity, smoke)
+                before, smoke = advance(velocity, smoke)
+                velocity = project(before)
                 residuals.append(_div_norm(velocity) / max(_div_norm(before), 1e-300))
             except Exception as e:
                 raise RuntimeError(f"PhiFlow's step {k + 1} failed: {e}") from e

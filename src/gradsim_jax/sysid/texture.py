@@ -93,7 +93,7 @@ def check_texture(exp: TextureExperiment, image, name: str = "texture") -> np.nd
 
 def render_views(exp: TextureExperiment, image, cameras=None) -> Array:
     """RGBA views [V, H, W, 4] of the mesh with texture `image` [Ht, Wt, 3] from `cameras` (default: the
-    fitted ones); differentiable in the image."""
+    fitted ones), one compiled render mapped over the stacked cameras; differentiable in the image."""
     cameras = exp.cameras if cameras is None else tuple(cameras)
     image = jnp.asarray(image)
     dtype = image.dtype
@@ -101,8 +101,9 @@ def render_views(exp: TextureExperiment, image, cameras=None) -> Array:
     vertices = jnp.asarray(exp.vertices, dtype)
     faces = jnp.asarray(exp.faces, jnp.int32)
     background = jnp.asarray(exp.background, dtype)
-    return jnp.stack([render(c, vertices, faces, colors, lights=exp.lights, background=background,
-                             settings=exp.settings) for c in cameras])
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *cameras)
+    return jax.lax.map(lambda camera: render(camera, vertices, faces, colors, lights=exp.lights,
+                                             background=background, settings=exp.settings), stacked)
 
 
 def check_views(exp: TextureExperiment, views, count: int, name: str = "the target views") -> np.ndarray:
