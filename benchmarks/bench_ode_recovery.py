@@ -20,11 +20,10 @@ import argparse
 import json
 import os
 import platform
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
+
+from demo_run import run_demo
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_ERROR, GOAL_WALL_S = 1e-4, 120.0
@@ -39,14 +38,7 @@ ROWS = {
 
 
 def run_row(name: str) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "gradsim_jax.cli", "demo", *ROWS[name], "--no-progress", "--out", tmp]
-        started = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        report = json.loads((Path(tmp) / "report.json").read_text())
+    report, wall = run_demo(ROWS[name])
     errors = {k: float(v) for k, v in report["relative_error"].items()}
     return {
         "name": name, "command": "gradsim-jax demo " + " ".join(ROWS[name]),

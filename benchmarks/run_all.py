@@ -1,12 +1,13 @@
 """Run every benchmark, then rewrite the benchmark tables of docs/benchmarks.md from their JSON results.
 
-    python benchmarks/run_all.py            # physics, render and the ODE demos' recoveries, ~12 min on 2 cores
+    python benchmarks/run_all.py            # physics, render, the ODE demos' and issue 38's recoveries, ~25 min
     python benchmarks/run_all.py --table    # only rebuild the table of docs/benchmarks.md from benchmarks/results/*.json
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -90,24 +91,20 @@ def gpu_table(physics: dict | None, render: dict | None) -> str:
     return "\n".join(lines)
 
 
-def ode_recovery_table(data: dict) -> str:
-    sys.path.insert(0, str(HERE))
-    from bench_ode_recovery import table
+def script_table(script: str):
+    """The `table(data)` of benchmarks/SCRIPT.py (the scripts that format their own results)."""
+    def fmt(data: dict) -> str:
+        sys.path.insert(0, str(HERE))
+        return importlib.import_module(script).table(data)
 
-    return table(data)
-
-
-def smoke_table(data: dict) -> str:
-    sys.path.insert(0, str(HERE))
-    from bench_smoke import table
-
-    return table(data)
+    return fmt
 
 
 def write_table() -> None:
     parts = []
-    for name, fmt in (("physics", physics_table), ("render", render_table), ("ode_recovery", ode_recovery_table),
-                      ("smoke", smoke_table), ("smoke_32", smoke_table)):
+    for name, fmt in (("physics", physics_table), ("render", render_table),
+                      ("ode_recovery", script_table("bench_ode_recovery")), ("smoke", script_table("bench_smoke")),
+                      ("smoke_32", script_table("bench_smoke")), ("recoveries", script_table("bench_recoveries"))):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))
@@ -129,7 +126,7 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="only rebuild the table of docs/benchmarks.md")
     args = parser.parse_args()
     if not args.table:
-        for script in ("bench_physics.py", "bench_render.py", "bench_ode_recovery.py"):
+        for script in ("bench_physics.py", "bench_render.py", "bench_ode_recovery.py", "bench_recoveries.py"):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     if not args.table:
         print("smoke against PhiFlow: run benchmarks/bench_smoke.py --phiflow PYTHON on its own (PhiFlow is no "

@@ -4,7 +4,9 @@ Most of the suite's time is XLA compiling small programs, many of them identical
 scene fitted several times, a resumed run). A persistent compilation cache shared by the test workers
 compiles each distinct program once per machine. And the suite compiles with XLA's fusion emitters off
 (`gradsim_jax.compilation`): a fit's step compiles about 30 % faster and runs 10-25 % slower, and the suite
-is mostly compiling. `GRADSIM_JAX_COMPILER_OPTIONS=` (empty) runs it with the library's defaults.
+is mostly compiling. `GRADSIM_JAX_COMPILER_OPTIONS=` (empty) runs it with the library's defaults. (Tried
+and dropped: LLVM at -O0 via `XLA_FLAGS`: two compile-bound test files went from 101 to 88 s from a cold
+cache, but a render-bound fit from 30 to 96 s.)
 """
 
 import os

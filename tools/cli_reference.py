@@ -62,7 +62,7 @@ def page() -> str:
             parts.append(f"## {name}\n\n```text\n{_help([name])}\n```\n")
             if name == "demo":
                 demos = ["cloth", "cloth-control", *RIGID_DEMOS, "rigid-shape", *FEM_DEMOS, *ODE_DEMOS,
-                         "smoke-buoyancy", "smoke-shape", "texture", *CONTROL_DEMOS]
+                         "smoke-buoyancy", "smoke-shape", "texture", "shape", *CONTROL_DEMOS]
                 for demo in demos:
                     parts.append(f"### demo {demo}\n\nTutorial: [demo {demo}](tutorials/{demo}.md).\n\n"
                                  f"```text\n{_help(['demo', demo])}\n```\n")

@@ -140,6 +140,7 @@ def test_training_beats_random_policies(name, request):
     assert trained < 0.5 * random_mean, (trained, random_mean)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_the_state_target_is_read_from_the_target_image(jellyfish, walker):
     # The demos' state term pulls to where the target image shows the body, not to the scene's truth.
     pose = jellyfish.target_pose

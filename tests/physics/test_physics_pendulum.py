@@ -114,7 +114,7 @@ def test_the_adaptive_solver_agrees_with_the_fixed_step_one(x64):
     np.testing.assert_allclose(adaptive.ode.theta, fixed.ode.theta, atol=1e-7)
 
 
-@pytest.mark.parametrize("adjoint", ["direct", "recursive"])
+@pytest.mark.parametrize("adjoint", ["direct", pytest.param("recursive", marks=pytest.mark.slow)])  # suite time
 def test_gradient_matches_float64_finite_differences(x64, adjoint):
     top, par, st = _double(damping=0.1)
     solver = OdeSolver(adjoint=adjoint)

@@ -56,7 +56,7 @@ ONE_CHUNK = RenderSettings(gamma=1e-2, tile_size=8, tile_capacity=32, pixel_capa
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("supersample", [1, 2])
+@pytest.mark.parametrize("supersample", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: suite time
 def test_uniform_image_equals_constant_background(supersample):
     v, f = cloth()
     cam = front_camera()
@@ -131,7 +131,8 @@ def test_render_video_with_background_image():
 
 
 @pytest.mark.parametrize(
-    "settings", [ONE_CHUNK, CHUNKED, dataclasses.replace(CHUNKED, supersample=2)], ids=["one_chunk", "chunked", "ss2"]
+    "settings", [pytest.param(ONE_CHUNK, marks=pytest.mark.slow), CHUNKED,  # one chunk: suite time
+                 dataclasses.replace(CHUNKED, supersample=2)], ids=["one_chunk", "chunked", "ss2"]
 )
 def test_background_image_gradients_match_dense_autodiff(settings):
     with jax.enable_x64(True):

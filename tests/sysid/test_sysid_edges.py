@@ -31,6 +31,7 @@ def _start(truth):
     return dict(truth, mass=truth["mass"] * 1.3, stiffness=truth["stiffness"] * 0.75)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_a_blurred_target_gets_its_blur_measured_and_fitted(lens):
     """On today's main the same fit ends hundreds of times above the noise floor with no word about edges."""
     exp, truth, target = lens

@@ -141,6 +141,7 @@ def test_density_first_needs_particle_mass_free_and_not_density_too():
         check_config(FitConfig(free=("particle_mass",), density_first=10, density_learning_rate=0.0))
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_density_first_fits_one_density_then_every_mass_from_it(tmp_path):
     """A one-cell box (8 particles) at 24 px, every mass 50 % off at random: the density stage starts from the
     initial masses' total over the box's volume and lands within 1 % of the true density; the per-particle

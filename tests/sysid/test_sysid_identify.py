@@ -26,7 +26,7 @@ def recording():
 
 # Stiffness alone is slow-marked: the README fit (tests/cli/test_cli_fit.py) recovers it within 1 % in make test.
 @pytest.mark.parametrize("name, seed", [("mass", 0), pytest.param("stiffness", 1, marks=pytest.mark.slow),
-                                        ("damping", 2)])
+                                        pytest.param("damping", 2, marks=pytest.mark.slow)])
 def test_single_quantity_within_2_percent(recording, name, seed):
     exp, truth, target = recording
     initial = sysid.perturbed(truth, (name,), seed=seed, low=0.3, high=0.5)

@@ -6,6 +6,7 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from gradsim_jax import sysid
 from gradsim_jax.cli import main
@@ -15,6 +16,7 @@ from gradsim_jax.scenes.ode import simple_pendulum
 OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json")
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_pendulum_length_and_damping_are_recovered_from_video():
     exp = simple_pendulum(size=20, frames=20)
     truth = dict(exp.theta)

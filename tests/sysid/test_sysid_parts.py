@@ -59,6 +59,7 @@ def test_velocity_error_metric():
     assert sysid.relative_error("velocity", est, truth, np.array([True, False])) == pytest.approx(0.01)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_control_finds_the_landing_velocity():
     """gradSim's control_cloth, tiny: the initial velocity that lands the cloth where the last frame shows."""
     v_true = np.array([1.0, 1.5, -0.4], np.float32)

@@ -43,6 +43,7 @@ def test_mass_recovered_on_another_scene_and_camera():
     assert errors["body_mass"] < 1e-3
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_friction_recovered_on_the_material_scene():
     exp = rigid.rigid_material(**SMALL, frames=12, estimate=("body_mu",))
     errors, _, _ = _recover(exp, ["body_mu"], iterations=15, polish=6, horizon=8, learning_rate=0.1)

@@ -50,6 +50,7 @@ def test_hull_error_of_the_cube_itself_is_zero():
     np.testing.assert_allclose(rigid_shape.box_surface_distance(verts * 0.5, (half,) * 3), 0.5 * half)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_reduced_demo_learns_the_cube(tmp_path):
     args = types.SimpleNamespace(size=24, frames=8, iterations=30, out=str(tmp_path / "out"), seed=0,
                                  smoothness=None, resume=False, resume_anyway=False, checkpoint_every=1000,

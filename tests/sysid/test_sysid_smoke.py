@@ -18,6 +18,7 @@ OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.pn
            "report.html")
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_plume_quantities_are_recovered_from_half_off_on_a_reduced_grid():
     exp = plume_experiment(cells=16, frames=18, size=16)
     truth = {"smoke_buoyancy": 1.0, "inflow_rate": 2.0}

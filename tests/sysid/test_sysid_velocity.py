@@ -1,11 +1,13 @@
 """Per-particle initial velocity (gradSim's cloth demo, Table 3: 0.026 mean relative error): below 0.01."""
 
 import numpy as np
+import pytest
 
 from gradsim_jax import sysid
 from gradsim_jax.scenes.demos import tossed_cloth
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_per_particle_velocity_below_one_percent():
     exp = tossed_cloth(size=32, frames=12, cells=2)
     truth = dict(exp.theta)

@@ -49,6 +49,7 @@ def test_ode_body_windows_join_on_its_own_motion_and_a_gap_costs_its_scaled_squa
     assert float(full) == pytest.approx(float(plain), rel=1e-5)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_start_states_read_off_a_chaotic_video_beat_a_run_of_the_guess():
     exp = double_pendulum(size=32, frames=45)
     _, target = sysid.simulate_video(exp, {})

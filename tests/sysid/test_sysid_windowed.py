@@ -112,6 +112,7 @@ def test_bad_windowed_inputs_are_refused(tiny):
         windowed_loss(exp, target, Windows(exp.frames, 4))(_as_theta(exp, {}))
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it
 def test_reduced_demo_windowed_fit_recovers_mass_and_stiffness(tiny):
     exp, target = tiny
     result = fit_windowed(exp, target, {"mass": 1.4, "stiffness": 240.0}, FREE, window=4, shooting="truncated",

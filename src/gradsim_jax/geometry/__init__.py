@@ -5,7 +5,7 @@ State) the physics runs on."""
 from gradsim_jax.geometry.obj import MeshFileError, read_obj
 from gradsim_jax.geometry.rigid import (
     MassProperties, MeshError, RigidShape, box_mesh, capsule_mesh, check_closed_mesh, cone_mesh, cylinder_mesh,
-    load_mesh, mass_properties, rigid_body_from_mesh, sphere_mesh,
+    load_mesh, mass_properties, rigid_body_from_mesh, sphere_mesh, superquadric_mesh,
 )
 from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
 from gradsim_jax.geometry.ode import ode_body, pendulum
@@ -20,4 +20,4 @@ __all__ = ["MassProperties", "MeshError", "MeshFileError", "RigidShape", "Scene"
            "check_closed_mesh", "check_tets", "cylinder_tets", "extrude_tets", "gear_outline", "gear_tets",
            "load_tets", "save_tets", "sphere_tets", "tetrahedralize", "voxel_tets", "walker_tets", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
            "cylinder_mesh", "interior_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",
-           "ode_body", "pendulum", "read_obj", "rigid_body", "rigid_body_from_mesh", "soft_body", "sphere_mesh", "tet_surface", "tet_volumes"]
+           "ode_body", "pendulum", "read_obj", "rigid_body", "rigid_body_from_mesh", "soft_body", "sphere_mesh", "superquadric_mesh", "tet_surface", "tet_volumes"]

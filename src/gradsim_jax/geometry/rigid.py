@@ -353,6 +353,29 @@ def sphere_mesh(radius: float, subdivisions: int = 3, *, fit: str = "volume") ->
     return v * radius, f.astype(np.int32)
 
 
+def superquadric_mesh(semi_axes=(1.0, 1.0, 1.0), exponent: float = 0.5, subdivisions: int = 3
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Superquadric |x/a|^(2/e) + |y/b|^(2/e) + |z/c|^(2/e) = 1 (a, b, c: `semi_axes` in m; e: `exponent`, 1 an
+    ellipsoid, below 1 towards a box, above 1 towards an octahedron, in [0.1, 4]) as a closed triangle mesh:
+    the unit icosphere of `subdivisions` (`sphere_mesh`, outward faces) with each vertex moved along its
+    direction onto the surface. The surface is star-shaped about its centre, so the mesh stays closed and
+    keeps its faces' orientation; its vertices lie on the surface exactly."""
+    axes = [_positive_length(f"semi_axes[{k}]", a) for k, a in enumerate(semi_axes)] if len(semi_axes) == 3 else None
+    if axes is None:
+        raise ValueError(f"superquadric_mesh: semi_axes must be three lengths (a, b, c), got {semi_axes!r}")
+    exponent = _positive_length("exponent", exponent)
+    if not 0.1 <= exponent <= 4.0:
+        raise ValueError(f"superquadric_mesh: exponent must be in [0.1, 4], got {exponent}")
+    v, f = sphere_mesh(1.0, subdivisions, fit="vertices")
+    p = 2.0 / exponent
+    # Radius along unit direction d: (sum_k |d_k / a_k|^p)^(-1/p); scaled by the largest term first so that
+    # large p does not underflow.
+    terms = np.abs(v / np.asarray(axes))
+    top = terms.max(axis=1, keepdims=True)
+    radius = 1.0 / (top[:, 0] * np.sum((terms / top) ** p, axis=1) ** (1.0 / p))
+    return v * radius[:, None], f
+
+
 def cylinder_mesh(radius: float, height: float, segments: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """Cylinder (a regular `segments`-gon prism inscribed in it) of axis y, from y = -height/2 to height/2;
     caps fanned from a centre vertex. Vertices on the circle of `radius` m."""

@@ -57,9 +57,13 @@ from gradsim_jax.physics.validate import check_index_rows, is_concrete
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
 from gradsim_jax.render.coverage import area_coverage
+from gradsim_jax.render.dibr import dibr_aggregate
 from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, face_light_factor
 
 Array = Any
+
+#: The models of `RenderSettings.coverage`: SoftRas, the exact box coverage of each pixel, DIB-R.
+COVERAGE_MODELS = ("softras", "box", "dibr")
 
 # Screen-space doubled areas below this are treated as zero: far below a pixel's area at any size.
 _DEGENERATE_AREA = 1e-10
@@ -79,10 +83,13 @@ class RenderSettings:
     pairs_per_chunk: pixel-face pairs evaluated at once (a cache-size knob; it does not change results).
     checkpoint_frames: `render_video` recomputes each frame in the backward pass (slower; the memory of
     a gradient is then that of one frame instead of T frames' residuals, ~3 MB each at 128 px).
-    coverage: "softras" (alpha = 1 - prod_j (1 - D_j), SoftRas and PyTorch3D's), or "box": alpha is the
+    coverage: "softras" (alpha = 1 - prod_j (1 - D_j), SoftRas and PyTorch3D's), "box": alpha is the
     exact fraction of each pixel's square that the mesh covers, as a camera's sensor integrates it (see
     `coverage.py`: no seams where faces meet), and the colour is blended over the background by it.
     "box" is the one to compare with real footage; its gradient lives on the pixels an outline crosses.
+    "dibr" (DIB-R, `dibr.py`): covered pixels take the front face's attributes interpolated exactly (a
+    hard z-buffer), other pixels the background with DIB-R's soft silhouette alpha, 1 - prod_j (1 -
+    exp(-d_j^2 / sigma)); geometry learns from the alpha channel and from inside the faces.
     pixel_footprint: with "box", the side of the square each pixel integrates, in pixels (1: the
     sensor's pixel; up to 2 for a blurrier lens).
     """
@@ -110,8 +117,9 @@ class RenderSettings:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
         if not 0.5 <= self.pixel_footprint <= 2.0:
             raise ValueError(f"pixel_footprint must be in [0.5, 2] pixels, got {self.pixel_footprint}")
-        if self.coverage not in ("softras", "box"):
-            raise ValueError(f'coverage must be "softras" or "box", got {self.coverage!r}')
+        if self.coverage not in COVERAGE_MODELS:
+            models = ", ".join(map(repr, COVERAGE_MODELS))
+            raise ValueError(f"coverage must be one of {models}, got {self.coverage!r}")
         if not (self.gamma > 0 and 0 < self.dist_eps < 0.5):
             raise ValueError("gamma must be positive and dist_eps in (0, 0.5)")
 
@@ -122,6 +130,8 @@ class RenderSettings:
     def cutoff_sq(self, height: int) -> float:
         """Squared distance beyond which an outside pixel has coverage below dist_eps (with "box"
         coverage, at least the reach of the pixel's square: 3/4 of its side)."""
+        if self.coverage == "dibr":  # exp(-d^2 / sigma) < dist_eps
+            return self.sigma_for(height) * math.log(1.0 / self.dist_eps)
         softras = self.sigma_for(height) * math.log(1.0 / self.dist_eps - 1.0)
         reach = 0.75 * self.pixel_footprint * 2.0 / height
         return max(softras, reach * reach) if self.coverage == "box" else softras
@@ -425,6 +435,13 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
     )
 
 
+def _kernel(settings: RenderSettings, kind: str):
+    """The per-pixel kernel of `settings.coverage` for colours of `kind`."""
+    if settings.coverage == "dibr":
+        return dibr_aggregate
+    return aggregate_autodiff if kind == "texture" else aggregate
+
+
 def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, with_color):
     """With "box" coverage, the kernel's output with its alpha replaced by the exact area coverage of
     each pixel (`coverage.area_coverage`; `height` is the sampled grid's, pixels are 2 / height wide)."""
@@ -544,7 +561,7 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     index, mask, tile_counts = _bin_faces(screen, tile_rect, radius, tile_capacity)
     tile_overflow = jnp.sum(jnp.maximum(tile_counts - tile_capacity, 0))
     tile_xy = jnp.asarray(tile_xy, dtype)
-    kernel = aggregate_autodiff if kind == "texture" else aggregate
+    kernel = _kernel(settings, kind)
     config = _kernel_config(settings, kind, with_color, height)
     per_pixel = settings.pixel_capacity < tile_capacity
     pair_capacity = settings.pixel_capacity if per_pixel else tile_capacity
@@ -743,7 +760,8 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
         background = background.reshape(-1, 3)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
     color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
-    out = aggregate_autodiff(
+    kernel = dibr_aggregate if settings.coverage == "dibr" else aggregate_autodiff
+    out = kernel(
         _kernel_config(settings, kind, with_color, height),
         xy[:, 0:1],
         xy[:, 1:2],
@@ -763,24 +781,30 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
 
 
 def suggest_capacities(
-    camera: Camera, frames, faces, *, settings: RenderSettings = RenderSettings(), multiple: int = 8
+    camera, frames, faces, *, settings: RenderSettings = RenderSettings(), multiple: int = 8
 ) -> RenderSettings:
     """`settings` with the smallest tile and pixel capacities (rounded up to `multiple`) that drop no face
-    on example `frames [T, N, 3]` (or one [N, 3] frame). Host-side: run it once on representative frames
-    (e.g. a first simulation), then keep the settings fixed so that nothing recompiles."""
+    on example `frames [T, N, 3]` (or one [N, 3] frame) seen by `camera` (a `Camera`, or a sequence of
+    cameras of one image size: the capacities then serve every view). Host-side: run it once on
+    representative frames (e.g. a first simulation), then keep the settings fixed so that nothing
+    recompiles. Each measurement is compiled once, whatever the number of cameras and frames."""
     frames = np.asarray(frames)
     if frames.ndim == 2:
         frames = frames[None]
     faces = jnp.asarray(faces, jnp.int32)
+    cameras = (camera,) if isinstance(camera, Camera) else tuple(camera)
+    if not cameras or len({(c.width, c.height) for c in cameras}) != 1:
+        raise ValueError("suggest_capacities: give a camera, or cameras of one image size")
 
     def rounded(count):
         return max(multiple, -(-int(count) // multiple) * multiple)
 
-    height = camera.height
-    binning_camera = camera
-    if settings.supersample == 2:
-        binning_camera = with_image_size(camera, 2 * camera.width, 2 * camera.height)
-    _, _, _, tile_rect = _tile_layout(binning_camera.width, binning_camera.height, settings.tile_size)
+    height = cameras[0].height
+
+    def binning(cam):
+        return with_image_size(cam, 2 * cam.width, 2 * cam.height) if settings.supersample == 2 else cam
+
+    _, _, _, tile_rect = _tile_layout(binning(cameras[0]).width, binning(cameras[0]).height, settings.tile_size)
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
 
     # faces and the camera are arguments, not constants folded into the programs (big meshes).
@@ -789,11 +813,11 @@ def suggest_capacities(
         screen = _screen_faces(cam, vertices, faces, settings.fill_back)
         return jnp.max(jnp.sum(_tile_overlap(screen.table, screen.valid, tile_rect, radius), axis=1))
 
-    tile_capacity = rounded(max(int(fullest_tile(binning_camera, jnp.asarray(f), faces)) for f in frames))
+    tile_capacity = rounded(max(int(fullest_tile(binning(c), jnp.asarray(f), faces)) for c in cameras for f in frames))
     # With no tile overflowing, the per-pixel count is exact.
     probe = dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=1)
     fullest_pixel = jit(
         lambda cam, v, f: render_with_stats(cam, v, f, settings=probe, with_color=False)[1].max_faces_per_pixel
     )
-    pixel_capacity = rounded(max(int(fullest_pixel(camera, jnp.asarray(f), faces)) for f in frames))
+    pixel_capacity = rounded(max(int(fullest_pixel(c, jnp.asarray(f), faces)) for c in cameras for f in frames))
     return dataclasses.replace(settings, tile_capacity=tile_capacity, pixel_capacity=pixel_capacity)

@@ -8,6 +8,7 @@ import numpy as np
 
 from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
+from gradsim_jax.render.rasterize import COVERAGE_MODELS
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
@@ -46,8 +47,8 @@ def read_look(spec, topology, params, state0):
         if ren[key] is not None and ren[key] < 1:
             raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {ren[key]}; leave "
                                  "it out to keep every face")
-    if ren["coverage"] not in ("box", "softras"):
-        raise SceneFileError(f'{path}: [render] coverage must be "box" or "softras", got {ren["coverage"]!r}')
+    if ren["coverage"] not in COVERAGE_MODELS:
+        raise SceneFileError(f'{path}: [render] coverage must be "box", "softras" or "dibr", got {ren["coverage"]!r}')
     faces = jnp.asarray(scene_faces(topology))
     if ren["color"] is not None:
         rgb = np.broadcast_to(np.asarray(ren["color"], np.float32), (faces.shape[0], 3)).copy()

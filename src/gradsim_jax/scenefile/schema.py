@@ -200,7 +200,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
         "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
         "coverage": Field("str", "box", "edge model: \"box\" (the covered fraction of each pixel, as a camera "
-                                        "sees it) or \"softras\" (SoftRas's soft silhouette)"),
+                                        "sees it), \"softras\" (SoftRas's soft silhouette) or \"dibr\" "
+                                        "(DIB-R: exact colours inside, soft silhouette outside)"),
     },
     "simulation": {
         "fps": Field("float", 60.0, "frames per second of the video"),

@@ -64,16 +64,20 @@ def true_texture(shape=(64, 64)) -> np.ndarray:
 
 
 def texture_experiment(size: int = 96, rings: int = 16, segments: int = 32, texture_shape=(64, 64), *,
-                       distance: float = 4.0) -> TextureExperiment:
+                       distance: float = 4.0, rasterizer: str = "softras") -> TextureExperiment:
     """The blob seen from `FIT_VIEWS` (and `HELD_OUT_VIEWS`, held out) at `distance` m, `size` px, under
-    SoftRas's default lights, on a black background."""
+    SoftRas's default lights, on a black background, rendered by `rasterizer` ("softras" or "dibr": the
+    `RenderSettings.coverage` model)."""
+    if rasterizer not in ("softras", "dibr"):
+        raise ValueError(f"rasterizer must be softras or dibr, got {rasterizer!r}")
     vertices, faces, uv = textured_blob(rings, segments)
 
     def cams(views):
         return tuple(look_at_camera(distance, el, az, width=size, height=size, view_angle=20.0) for el, az in views)
 
     return TextureExperiment(vertices, faces, uv, texture_shape, cams(FIT_VIEWS), cams(HELD_OUT_VIEWS),
-                             lights=default_lights(), settings=RenderSettings(fill_back=False), name="texture")
+                             lights=default_lights(), settings=RenderSettings(fill_back=False, coverage=rasterizer),
+                             name="texture" if rasterizer == "softras" else f"texture-{rasterizer}")
 
 
 def textures_figure(path, textures: dict):
@@ -105,12 +109,13 @@ def run_texture_demo(args) -> int:
 
     try:
         out = sysid.ensure_writable_folder(args.out)
-        exp = texture_experiment(size=args.size, texture_shape=(args.texels, args.texels))
+        exp = texture_experiment(size=args.size, texture_shape=(args.texels, args.texels),
+                                 rasterizer=getattr(args, "rasterizer", "softras"))
     except ValueError as e:
         print(f"error: {e}")
         return 2
     started = time.perf_counter()
-    print(f"demo texture: a {args.texels} x {args.texels} texture from {len(exp.cameras)} views of "
+    print(f"demo texture ({exp.settings.coverage}): a {args.texels} x {args.texels} texture from {len(exp.cameras)} views of "
           f"{args.size} px ({len(exp.faces)} triangles), {args.iterations} Adam iterations")
     truth = true_texture(exp.texture_shape)
     grey = np.full_like(truth, 0.5)
@@ -126,7 +131,8 @@ def run_texture_demo(args) -> int:
     scores = {"fitted_views": {"initial": psnr(initial, target), "fitted": psnr(fitted, target)},
               "held_out_views": {"initial": psnr(held_initial, held_target), "fitted": psnr(held_fitted, held_target)}}
     seen = np.abs(fitted_texture - 0.5).max(-1) > 1e-3
-    report = {"command": "demo texture", "experiment": exp.name, "views": len(exp.cameras),
+    report = {"command": "demo texture", "experiment": exp.name, "rasterizer": exp.settings.coverage,
+              "views": len(exp.cameras),
               "held_out_views": len(exp.held_out), "image_size": [args.size, args.size],
               "frames": len(exp.cameras) + len(exp.held_out), "texture_shape": list(exp.texture_shape),
               "triangles": int(len(exp.faces)), "psnr_db": scores,
