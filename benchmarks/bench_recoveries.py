@@ -5,6 +5,7 @@ timed from the command to its exit (import, compile and outputs included), its r
 
     python benchmarks/bench_recoveries.py                      # every row, one after another (~10 min, 2 cores)
     python benchmarks/bench_recoveries.py --only shape-softras,shape-dibr
+    python benchmarks/bench_recoveries.py --keep runs/demos     # and keep the outputs for tools/demo_pages.py
 
 Writes benchmarks/results/recoveries.json (rows merged by name, so separate runs add up).
 """
@@ -51,8 +52,12 @@ def _accuracy(report: dict) -> dict:
     return {"iou_initial": iou.get("initial"), "iou_fitted": iou.get("fitted"), "goal": "the picture's outline"}
 
 
-def run_row(name: str) -> dict:
-    report, wall = run_demo(ROWS[name])
+def run_row(name: str, keep=None) -> dict:
+    """One row; with `keep` (a folder) its outputs stay in KEEP/DEMO (the demo's defaults) or KEEP/ROW."""
+    folder = None
+    if keep:
+        folder = Path(keep) / (ROWS[name][0] if len(ROWS[name]) == 1 else name)
+    report, wall = run_demo(ROWS[name], folder)
     return {"name": name, "command": "gradsim-jax demo " + " ".join(ROWS[name]), **_accuracy(report),
             "iterations": report["iterations"], "final_loss": report["final_loss"],
             "fit_wall_time_s": report["wall_time_s"], "wall_time_s": wall}
@@ -83,6 +88,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help=f"comma-separated rows of {', '.join(ROWS)}")
     parser.add_argument("--table", action="store_true", help="only print the table of the JSON")
+    parser.add_argument("--keep", metavar="DIR", help="keep each run's outputs in DIR (e.g. runs/demos, for "
+                        "tools/demo_pages.py)")
     args = parser.parse_args()
     path = RESULTS / "recoveries.json"
     data = json.loads(path.read_text()) if path.exists() else {"rows": {}}
@@ -90,7 +97,7 @@ def main() -> None:
         for name in (args.only.split(",") if args.only else ROWS):
             if name not in ROWS:
                 raise SystemExit(f"--only: unknown row {name!r}; rows: {', '.join(ROWS)}")
-            row = run_row(name)
+            row = run_row(name, args.keep)
             print(f"{name}: {row['wall_time_s']:.0f} s", flush=True)
             data["rows"][name] = row
         data.update({"machine": f"{platform.machine()}, {os.cpu_count()} cores, rows one after another",

@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 
 
-def run_demo(arguments: list) -> tuple[dict, float]:
-    """`gradsim-jax demo ARGUMENTS --no-progress` in its own process, into a temporary folder: its report.json
-    and the wall time (s) from the command to its exit (import, compile and the outputs included)."""
-    with tempfile.TemporaryDirectory() as tmp:
+def run_demo(arguments: list, keep=None) -> tuple[dict, float]:
+    """`gradsim-jax demo ARGUMENTS --no-progress` in its own process, into a temporary folder (or the folder
+    `keep`, whose outputs stay for the docs' pages): its report.json and the wall time (s) from the command
+    to its exit (import, compile and the outputs included)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(keep) if keep else scratch
         cmd = [sys.executable, "-m", "gradsim_jax.cli", "demo", *arguments, "--no-progress", "--out", tmp]
         started = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -128,6 +128,7 @@ def test_negative_iterations_end_cleanly_without_fitting(tmp_path, capsys, no_si
     ("frames = 3", "frames = -2", ["[simulation] frames", "at least 1", "got -2"]),
     ("height = 16", "height = 16\ntile_capacity = 0", ["[render] tile_capacity", "at least 1", "got 0"]),
     ("height = 16", "height = 16\npixel_capacity = -1", ["[render] pixel_capacity", "at least 1"]),
+    ("height = 16", 'height = 16\ncoverage = "dib-r"', ["[render] coverage", '"softras" or "dibr"', "dib-r"]),
     ("[fit]", "[material]\nmass = 0.0\n[fit]", ["[material] mass", "positive", "pinned"]),
     ("[fit]", "[material]\nmass = -0.01\n[fit]", ["[material] mass", "positive", "-0.01"]),
     ("[fit]", "[push]\nforce = [0.0, 0.1, 0.0]\nparticles = [4]\nframes = 40\n[fit]",

@@ -19,6 +19,7 @@ def test_fem_demo_help_lists_options(demo, capsys):
     assert ("--density-first" in text) == (demo == "fem-mass")
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_fem_material_demo_recovers_mu_and_lambda_and_writes_every_output(tmp_path, capsys):
     """The demo scene at 32 px and 8 frames, fem_mu and fem_lambda both 50 % off: below 1e-2 jointly after 60
     Adam iterations and no polish (measured 8.2e-4 and 3.2e-3 with the contact's damping taken backward; 40

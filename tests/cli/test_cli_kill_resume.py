@@ -16,6 +16,7 @@ import time
 
 import jax
 import numpy as np
+import pytest
 
 from gradsim_jax.cli import main
 
@@ -102,6 +103,7 @@ class _Moment:
         return bool(self.new_temporaries(self.out))
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_sigkill_at_random_moments_then_resume_is_bit_identical(tmp_path):
     started = time.perf_counter()
     (tmp_path / "truth.toml").write_text(SCENE.format(mass=0.012))

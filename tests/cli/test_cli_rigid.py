@@ -18,6 +18,7 @@ def test_rigid_demo_help_lists_options(demo, capsys):
     assert ("--estimate" in text) == (demo == "rigid-material")
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_rigid_mass_demo_recovers_the_mass_and_writes_every_output(tmp_path, capsys):
     """The demo scene at 32 px, 14 frames, mass 50 % off at the start: below 1e-3 (the 64 px demo: 3e-7)."""
     out = tmp_path / "rigid-mass"

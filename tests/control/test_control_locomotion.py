@@ -130,7 +130,8 @@ def _trained_vs_random(task, iterations: int = 8, learning_rate: float = 0.1):
     return 0.1 * np.sqrt(best), float(np.mean(0.1 * np.sqrt(randoms)))
 
 
-@pytest.mark.parametrize("name", ["control-walker", "control-jellyfish", "control-fem"])
+@pytest.mark.parametrize("name", ["control-walker", pytest.param("control-jellyfish", marks=pytest.mark.slow),
+                                  pytest.param("control-fem", marks=pytest.mark.slow)])  # suite time
 def test_training_beats_random_policies(name, request):
     if name == "control-fem":
         task = gear_task(size=16, frames=12, offset=0.2)

@@ -75,7 +75,7 @@ def test_box_colour_is_blended_by_coverage(x64):
     np.testing.assert_allclose(np.asarray(image[..., :3])[empty], np.asarray(background)[empty], atol=1e-12)
 
 
-@pytest.mark.parametrize("supersample", [1, 2])
+@pytest.mark.parametrize("supersample", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: suite time
 def test_box_gradients_tiled_dense_and_finite_differences(x64, supersample):
     faces, x, colors, rng = _scene()
     camera = gs.look_at_camera(2.0, 10.0, 20.0, width=12, height=10)

@@ -45,6 +45,7 @@ def test_a_blurred_target_gets_its_blur_measured_and_fitted(lens):
     assert result.convergence.converged
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_a_fit_whose_loss_lies_on_the_outlines_names_the_edge_model(lens):
     exp, truth, target = lens
     config = sysid.FitConfig(free=("mass", "stiffness"), iterations=12, polish=0, progress=False, blur="off")

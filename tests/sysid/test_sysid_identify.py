@@ -25,7 +25,7 @@ def recording():
 
 
 # Stiffness alone is slow-marked: the README fit (tests/cli/test_cli_fit.py) recovers it within 1 % in make test.
-@pytest.mark.parametrize("name, seed", [("mass", 0), pytest.param("stiffness", 1, marks=pytest.mark.slow),
+@pytest.mark.parametrize("name, seed", [pytest.param("mass", 0, marks=pytest.mark.slow), pytest.param("stiffness", 1, marks=pytest.mark.slow),
                                         pytest.param("damping", 2, marks=pytest.mark.slow)])
 def test_single_quantity_within_2_percent(recording, name, seed):
     exp, truth, target = recording
@@ -73,6 +73,7 @@ def test_joint_without_push_is_flagged(recording):
     assert np.all(np.isinf(report.stderr))
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_rounds_continue_from_a_stall_and_keep_the_best(recording):
     """A round that ends above the noise floor starts another from its estimate (all frames, a fresh
     schedule); each round's history follows the last, and the estimate is the best round's."""

@@ -36,6 +36,7 @@ def test_smoothness_is_checked_against_the_free_quantities():
     sysid.check_config(sysid.FitConfig(free=("shape",), smoothness=1.0))
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_hull_error_of_the_cube_itself_is_zero():
     _, model = rigid_shape.experiments(size=24, frames=8)  # the reduced demo's scene: its programs compile once
     half = rigid_shape.HALF_SIDE

@@ -148,6 +148,7 @@ def test_bad_input_names_it(tmp_path):
                  "--out", str(tmp_path / "never")]) == 2
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_demo_shape_end_to_end(tmp_path):
     out = tmp_path / "shape"
     code = main(["demo", "shape", "--size", "16", "--subdivisions", "1", "--iterations", "2", "--rasterizer", "dibr",

@@ -1,6 +1,7 @@
 """Smoke from video (`sysid.smoke`, `scenes.smoke`): the plume's buoyancy and inflow rate recovered on a reduced
 grid, the loss's gradient against float64 finite differences, bad input, and both smoke demos end to end."""
 
+import dataclasses
 import json
 
 import imageio.v3 as iio
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.cli import main
+from gradsim_jax.render.camera import look_at_camera
 from gradsim_jax.scenes.smoke import letter_mask, plume_experiment, shape_experiment, target_picture
 from gradsim_jax.sysid.smoke import (check_target, compared_frames, fit_smoke, simulate_smoke_video, smoke_loss,
                                      smoke_theta)
@@ -32,8 +34,16 @@ def test_plume_quantities_are_recovered_from_half_off_on_a_reduced_grid():
     assert result.lm_iterations >= 1 and "lm" in result.history["stage"]
 
 
-def test_loss_gradient_matches_float64_finite_differences(x64):
+@pytest.mark.parametrize("through_camera", [False, True])
+def test_loss_gradient_matches_float64_finite_differences(x64, through_camera):
+    """Head-on (the grid fills the image) and through an oblique camera (the grid a slab of smoke)."""
     exp = plume_experiment(cells=12, frames=8, size=12, dtype=jnp.float64)
+    if through_camera:
+        # The camera looks at the origin, near the inflow disc (the slab's corner puts it there), from aside.
+        camera = look_at_camera(1.0, 20.0, 25.0, width=14, height=12, view_angle=25.0, dtype=jnp.float64)
+        exp = dataclasses.replace(exp, size=None, camera=camera, corner=(-0.5, -0.15, 0.0))
+        video = simulate_smoke_video(exp, {})[1]
+        assert video.shape[1:] == (12, 14, 4) and 0 < (video[-1, ..., 3] > 0).mean() < 1  # smoke in view
     frames = compared_frames(exp, "all", 2)
     _, video = simulate_smoke_video(exp, {"smoke_buoyancy": 1.2, "inflow_rate": 1.7})
     target = jnp.asarray(check_target(exp, video, frames))

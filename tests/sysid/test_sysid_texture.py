@@ -61,6 +61,7 @@ def test_bad_input_names_it():
         TextureExperiment(exp.vertices, exp.faces, exp.uv[:, :2], (8, 8), exp.cameras)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_demo_texture_writes_every_output(tmp_path):
     out = tmp_path / "texture"
     assert main(["demo", "texture", "--size", "16", "--texels", "4", "--iterations", "3", "--out", str(out),

@@ -49,6 +49,7 @@ def test_windows_cover_the_recording_with_equal_lengths():
         window_length_for(0, 32)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_one_window_is_the_full_horizon_loss_and_truncation_changes_only_the_gradient(tiny):
     exp, target = tiny
     theta = _as_theta(exp, {"mass": 1.3, "stiffness": 300.0})

@@ -1,6 +1,7 @@
 """Differentiable rendering of whatever the physics simulates (cloth, rigid bodies, soft bodies' surfaces):
-cameras and calibrations, the tiled soft rasterizer (SoftRas coverage, or the box coverage a camera sees),
-shading, blur, and video files in (`target`) and out (`video`)."""
+cameras and calibrations, the tiled rasterizer (SoftRas coverage, the box coverage a camera sees, or DIB-R),
+shading, blur, density fields (smoke) head-on or as a slab through a camera, and video files in (`target`) and
+out (`video`)."""
 
 from gradsim_jax.render.camera import (
     Camera,
@@ -10,7 +11,9 @@ from gradsim_jax.render.camera import (
     project,
     world_to_camera,
 )
+from gradsim_jax.render.density import density_image, density_slab_image
 from gradsim_jax.render.rasterize import (
+    COVERAGE_MODELS,
     RenderSettings,
     RenderStats,
     composite,
@@ -35,6 +38,7 @@ from gradsim_jax.render.video import (
 )
 
 __all__ = [
+    "COVERAGE_MODELS",
     "Camera",
     "FaceColors",
     "Lights",
@@ -46,6 +50,8 @@ __all__ = [
     "camera_from_eye",
     "composite",
     "default_lights",
+    "density_image",
+    "density_slab_image",
     "look_at_camera",
     "load_target",
     "load_video",

@@ -25,7 +25,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from gradsim_jax.render.aggregate import KernelConfig, _columns, _depth, _pair_colors, _pairs
+from gradsim_jax.render.aggregate import KernelConfig, _columns, _depth, _Depth, _pair_colors, _pairs
 
 #: 1 - exp(-d^2 / sigma) is floored here before its log: only a pixel centre exactly on an outside edge
 #: (d = 0 without being inside) reaches it; its alpha is then 1 to float precision.
@@ -52,10 +52,17 @@ def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, 
     if not config.with_color:
         return alpha
     depth = _depth(pairs, cols)
+    # The front covering face of each pixel (no gradient through the choice); only its colour is computed.
     z = jax.lax.stop_gradient(jnp.where(covering, depth.z, jnp.inf))
-    front = jax.nn.one_hot(jnp.argmin(z, axis=-1), z.shape[-1], dtype=z.dtype)  # [..., P, K]
-    pair_rgb = _pair_colors(config, color_table, texture_image, depth)  # [..., P or 1, K, 3]
-    face_rgb = jnp.sum(front[..., None] * pair_rgb, axis=-2)
+    front = jnp.argmin(z, axis=-1)[..., None]  # [..., P, 1]
+
+    def pick(a):
+        return jnp.take_along_axis(jnp.broadcast_to(a, z.shape), front, axis=-1)
+
+    front_depth = _Depth([pick(b) for b in depth.b], pick(depth.total), [pick(b) for b in depth.bary], pick(depth.z))
+    corner = jnp.broadcast_to(color_table, z.shape + color_table.shape[-1:])
+    front_corner = jnp.take_along_axis(corner, front[..., None], axis=-2)  # [..., P, 1, C]
+    face_rgb = _pair_colors(config, front_corner, texture_image, front_depth)[..., 0, :]
     rgb = jnp.where(covered[..., None], face_rgb, background)
     return jnp.concatenate([rgb, alpha[..., None]], axis=-1)
 

@@ -20,6 +20,8 @@ One module per job:
   smoke       2-D smoke from video: `SmokeExperiment`, its quantities (buoyancy, inflow, initial velocity)
               and `fit_smoke`
   texture     a mesh's texture from pictures, the renderer alone: `TextureExperiment`, `fit_texture`, `psnr`
+  shape       a mesh's shape from silhouettes, the renderer alone: `ShapeExperiment`, `fit_shape`,
+              `silhouette_iou`, `chamfer_distance`
   report      the one report writer: report.json, videos, plots, console summary
   runner      one complete run: fit, videos, report (`run`), and initial guesses (`perturbed`)
 """
@@ -99,12 +101,14 @@ from gradsim_jax.sysid.smoke import (
     smoke_theta,
     smoke_video,
 )
+from gradsim_jax.sysid.shape import ShapeExperiment, chamfer_distance, fit_shape, render_silhouettes, silhouette_iou
 from gradsim_jax.sysid.texture import TextureExperiment, fit_texture, psnr, render_views
 from gradsim_jax.sysid.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
 
 __all__ = [
     "SMOKE_QUANTITIES", "SmokeExperiment", "fit_smoke", "simulate_smoke_video", "smoke_loss", "smoke_report",
     "smoke_theta", "smoke_video", "TextureExperiment", "fit_texture", "psnr", "render_views",
+    "ShapeExperiment", "chamfer_distance", "fit_shape", "render_silhouettes", "silhouette_iou",
     "ARRAY_FIELDS", "KNOWN_INPUTS", "LM_MAX_SCALARS", "LOSSES", "QUANTITIES", "REPORT_MAX_SCALARS", "STATIC_FIELDS",
     "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
     "canonical_theta",

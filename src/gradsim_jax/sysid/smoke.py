@@ -37,7 +37,8 @@ from gradsim_jax.fit.losses import rgba_mse
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.physics.rollout import SimulationDiverged
 from gradsim_jax.physics.smoke import SmokeParams, SmokeState, SmokeTopology, smoke_rollout
-from gradsim_jax.render.density import colormap_colors, density_image
+from gradsim_jax.render.camera import Camera
+from gradsim_jax.render.density import colormap_colors, density_image, density_slab_image
 from gradsim_jax.sysid.config import SysIdResult
 
 Array = Any
@@ -57,7 +58,10 @@ class SmokeExperiment:
     """A recording of smoke: topology (the grid), params and state0 (SmokeParams, SmokeState: every value a
     theta does not give), frames of frame_dt s with `substeps` solver steps each, and the image: size (H, W)
     pixels (None: one per cell), colormap (`render.density.COLORMAPS` name or RGB rows), scale (the density
-    of opacity 1 - 1/e), background RGB."""
+    of opacity 1 - 1/e), background RGB. camera: None (the grid fills the image, seen head-on), or a
+    `render.camera.Camera` that films the grid as a thin slab of smoke in the world plane z = corner[2], its
+    bottom-left corner at `corner` (m) and as wide and tall as the grid (`render.density.density_slab_image`;
+    the image size is then the camera's)."""
 
     topology: SmokeTopology
     params: SmokeParams
@@ -70,6 +74,8 @@ class SmokeExperiment:
     scale: float = 1.0
     background: tuple = (0.0, 0.0, 0.0)
     name: str = "smoke"
+    camera: Any = None
+    corner: tuple = (0.0, 0.0, 0.0)
     #: `report.write_outputs` reads it (a particle scene's free particles): a smoke has none.
     free_particles = None
 
@@ -87,6 +93,15 @@ class SmokeExperiment:
         if self.size is not None and (len(self.size) != 2 or min(int(v) for v in self.size) < 1):
             raise ValueError(f"SmokeExperiment.size must be (height, width) pixels, got {self.size!r}")
         colormap_colors(self.colormap)  # a ValueError naming it
+        if self.camera is not None:
+            if not isinstance(self.camera, Camera):
+                raise TypeError(f"SmokeExperiment.camera must be a render.camera.Camera or None, got "
+                                f"{type(self.camera).__name__}")
+            if self.size is not None and tuple(int(v) for v in self.size) != (self.camera.height, self.camera.width):
+                raise ValueError(f"SmokeExperiment.size {tuple(self.size)} differs from the camera's image "
+                                 f"({self.camera.height}, {self.camera.width}): leave size out with a camera")
+        if len(self.corner) != 3 or not np.all(np.isfinite(np.asarray(self.corner, np.float64))):
+            raise ValueError(f"SmokeExperiment.corner must be a finite point (x, y, z) m, got {self.corner!r}")
         for name in ("u", "v", "density"):
             shape = np.shape(getattr(self.state0, name))
             if shape != self.topology.shape:
@@ -99,6 +114,8 @@ class SmokeExperiment:
     @property
     def image_shape(self) -> tuple:
         """(H, W) of each frame."""
+        if self.camera is not None:
+            return (self.camera.height, self.camera.width)
         return tuple(int(v) for v in (self.size or self.topology.shape))
 
     @property
@@ -160,6 +177,11 @@ def smoke_trajectory(exp: SmokeExperiment, theta: dict) -> SmokeState:
 
 def render_density(exp: SmokeExperiment, density) -> Array:
     """RGBA frames [..., H, W, 4] of density [..., ny, nx] as the experiment's camera sees it."""
+    if exp.camera is not None:
+        ny, nx = exp.topology.shape
+        extent = (nx * exp.topology.spacing, ny * exp.topology.spacing)
+        return density_slab_image(exp.camera, density, corner=exp.corner, extent=extent, colormap=exp.colormap,
+                                  scale=exp.scale, background=exp.background)
     return density_image(density, size=exp.image_shape, colormap=exp.colormap, scale=exp.scale,
                          background=exp.background)
 
@@ -177,16 +199,17 @@ def simulate_smoke_video(exp: SmokeExperiment, theta: Optional[dict] = None) -> 
     smoke is not finite (a velocity too fast for the step: the semi-Lagrangian step itself is stable, but an
     unconverged solve or a huge buoyancy is not)."""
     theta = smoke_theta(exp, theta)
+    # The camera is an argument of the program (its arrays are data), the rest of the experiment its structure.
     key = (exp.topology, exp.frames, exp.substeps, exp.frame_dt, exp.image_shape, str(exp.colormap), exp.scale,
-           tuple(exp.background))
+           tuple(exp.background), exp.camera is None, tuple(exp.corner))
     fn = _VIDEO.get(key)
     if fn is None:
-        def run(params, state0, th):
-            e = dataclasses.replace(exp, params=params, state0=state0)
+        def run(params, state0, th, camera):
+            e = dataclasses.replace(exp, params=params, state0=state0, camera=camera)
             d = smoke_trajectory(e, th).density
             return d, render_density(e, d)
         fn = _VIDEO[key] = jax.jit(run)
-    density, video = fn(exp.params, exp.state0, theta)
+    density, video = fn(exp.params, exp.state0, theta, exp.camera)
     density = np.asarray(density)
     if not np.all(np.isfinite(density)):
         frame = int(np.argmax(~np.isfinite(density).reshape(len(density), -1).all(1)))
