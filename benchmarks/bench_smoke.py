@@ -76,7 +76,7 @@ def accuracy(args, data, slip: str) -> dict:
             "total_density_phiflow": float(theirs[-1].sum())}
 
 
-def timings(args, data) -> dict:
+def timings(args, data, dtype=None) -> dict:
     import dataclasses
 
     import jax
@@ -84,7 +84,7 @@ def timings(args, data) -> dict:
 
     from gradsim_jax.physics.smoke import smoke_rollout
 
-    top, params, state0 = _ours(args, data, "no-slip", jnp.float32)
+    top, params, state0 = _ours(args, data, "no-slip", jnp.float32 if dtype is None else dtype)
 
     def final_loss(u, v):
         s = dataclasses.replace(state0, u=u, v=v)
@@ -114,7 +114,8 @@ def table(data: dict) -> str:
     lines = [f"Smoke against PhiFlow {data['phiflow']} (`benchmarks/bench_smoke.py`; {data['machine']}, "
              f"{data['date']}): a plume in a closed {s['size']} x {s['size']} box, {s['steps']} steps of dt = "
              f"{s['dt']}, semi-Lagrangian, CG to {s['tolerance']} relative. Accuracy in float64 against PhiFlow "
-             f"run with `{s['accuracy_args']}`: the relative L2 difference of the density field. Time in float32: median of "
+             f"run with `{s['accuracy_args']}`: the relative L2 difference of the density field. Time in float"
+             f"{s.get('time_precision', 32)}: median of "
              f"{s['repeats']} calls, compile apart; gradient = forward + the gradient of the mean squared final "
              "density w.r.t. the initial velocity field.", "",
              "| walls (ours) | density difference at step " + str(data["compare_at"]) + " | at the end |",
@@ -134,7 +135,7 @@ def table(data: dict) -> str:
     sp = data["speedup"]
     ph = data["time"]["PhiFlow"]
     lines.append(f"\nSpeed-up over PhiFlow: forward {sp['forward']:.1f}x, gradient {sp['gradient']:.1f}x. PhiFlow's "
-                 f"float32 CG met the tolerance in {ph['steps_projected_to_tolerance']} of {s['steps']} steps "
+                 f"float{s.get('time_precision', 32)} CG met the tolerance in {ph['steps_projected_to_tolerance']} of {s['steps']} steps "
                  + (f"(its divergence check stopped it early from step {ph['first_step_short_of_tolerance']} on; "
                     f"largest relative residual {ph['largest_projection_residual']:.1e}): it did less work than ours."
                     if ph["first_step_short_of_tolerance"] else "."))
@@ -161,6 +162,9 @@ def main() -> None:
                         help="phiflow_plume.py's arguments for the float32 timing (default: CG at --tolerance, its "
                              "divergence check's partial result kept)")
     parser.add_argument("--no-time", action="store_true", help="accuracy only (no timing runs)")
+    parser.add_argument("--time-precision", type=int, choices=(32, 64), default=32,
+                        help="float bits of both timing runs (default 32; 64: PhiFlow's CG then meets the tolerance "
+                             "where its float32 CG runs to its iteration cap)")
     parser.add_argument("--out", default=None, help="results file (default benchmarks/results/smoke.json)")
     parser.add_argument("--table", action="store_true", help="only print the table of smoke.json")
     args = parser.parse_args()
@@ -173,11 +177,15 @@ def main() -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     with tempfile.TemporaryDirectory() as tmp:
         ref64 = _phiflow(args.phiflow, Path(tmp) / "f64.npz", args, 64, False, args.accuracy_args.split())
-        ref32 = None if args.no_time else _phiflow(args.phiflow, Path(tmp) / "f32.npz", args, 32, True,
-                                                   args.time_args.split())
+        ref32 = None if args.no_time else _phiflow(args.phiflow, Path(tmp) / "timed.npz", args, args.time_precision,
+                                                   True, args.time_args.split())
     import jax
+    import jax.numpy as jnp
 
-    ours = None if args.no_time else timings(args, ref64)  # float32, before x64 is switched on for accuracy
+    if args.time_precision == 64:
+        jax.config.update("jax_enable_x64", True)
+    # float32 timing before x64 is switched on for the accuracy runs
+    ours = None if args.no_time else timings(args, ref64, jnp.float64 if args.time_precision == 64 else jnp.float32)
     jax.config.update("jax_enable_x64", True)
     acc = [accuracy(args, ref64, slip) for slip in ("no-slip", "free")]
     theirs = None if args.no_time else _their_times(args, ref32, ref64)
@@ -186,7 +194,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} CPU",
         "phiflow": json.loads(str(ref64["settings"]))["phiflow"],
         "settings": {k: getattr(args, k) for k in ("size", "steps", "dt", "buoyancy", "rate", "tolerance", "repeats")}
-        | {"accuracy_args": args.accuracy_args, "time_args": None if args.no_time else args.time_args},
+        | {"accuracy_args": args.accuracy_args, "time_args": None if args.no_time else args.time_args,
+           "time_precision": args.time_precision},
         "compare_at": min(args.compare_at, args.steps),
         "accuracy": acc,
         "time": None if args.no_time else {"gradsim-jax": ours, "PhiFlow": theirs},

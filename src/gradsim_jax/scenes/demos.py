@@ -25,7 +25,7 @@ from gradsim_jax.geometry import cloth_grid, quat_from_axis_angle
 from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, project, suggest_capacities
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
-from gradsim_jax.sysid import Experiment, default_theta, vertices
+from gradsim_jax.sysid import Experiment, default_theta, simulate_vertices
 
 DEFAULT_LIGHT_DIRECTION = (0.4, 1.0, -0.6)
 
@@ -81,7 +81,7 @@ def finish_experiment(name, topology, params, state0, theta, *, size, frames, su
                      colors=colors, lights=lights, background=jnp.asarray(background, jnp.float32),
                      settings=RenderSettings(), frames=frames, substeps=substeps, frame_dt=frame_dt, theta=theta,
                      push_frames=push_frames, name=name)
-    x = np.asarray(vertices(exp, theta))
+    x = simulate_vertices(exp, theta)
     if not np.all(np.isfinite(x)):
         raise FloatingPointError(f"the {name} scene is unstable with these parameters (more substeps?)")
     return reframe(exp, x, elevation=elevation, azimuth=azimuth)
@@ -174,6 +174,6 @@ def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) ->
     the camera framed on where both `v_true` and the starting guess `v_guess` take it."""
     exp = tossed_cloth(size=size, frames=frames, velocity=v_true, **kw)
     shape = np.shape(exp.state0.particles.x)
-    runs = [vertices(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape)))
+    runs = [simulate_vertices(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape)))
             for v in (v_true, v_guess)]
-    return reframe(exp, np.concatenate([np.asarray(r) for r in runs]), **_TOSSED_VIEW)
+    return reframe(exp, np.concatenate(runs), **_TOSSED_VIEW)

@@ -26,7 +26,7 @@ import numpy as np
 from gradsim_jax.geometry import box_mesh, mass_properties, quat_from_axis_angle, rigid_body, sphere_mesh
 from gradsim_jax.render import FaceColors
 from gradsim_jax.scenes.demos import finish_experiment, fitted_settings
-from gradsim_jax.sysid import Experiment, FitConfig, default_theta, vertices
+from gradsim_jax.sysid import Experiment, FitConfig, default_theta, simulate_vertices, vertices
 
 #: Half side of the target cube (m) and circumradius of the template icosphere (m): the sphere's volume is
 #: 0.67 of the cube's, so the fit has to both grow the body and push out its corners.
@@ -60,7 +60,7 @@ def _body_experiment(name, verts, faces, *, size, frames, substeps, frame_dt, ca
                             frame_dt=frame_dt, colors=colors, elevation=15.0, azimuth=30.0)
     if camera is None:
         return exp
-    x = np.concatenate([np.asarray(vertices(exp, theta)), x_extra], axis=1)
+    x = np.concatenate([simulate_vertices(exp, theta), x_extra], axis=1)
     return dataclasses.replace(exp, camera=camera,
                                settings=fitted_settings(camera, x[:: max(1, len(x) // 12)], exp.faces))
 

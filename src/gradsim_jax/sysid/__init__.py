@@ -39,6 +39,7 @@ from gradsim_jax.sysid.experiment import (
     experiment_arrays,
     frames_for,
     render_frames,
+    simulate_vertices,
     simulate_video,
     static_structure,
     rollout,
@@ -116,6 +117,6 @@ __all__ = [
     "final_position_error", "fit_control", "fit_inputs", "gauss_newton_report", "horizon_weights", "identify",
     "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",
     "pose_error", "register", "relative_error", "frames_for", "render_frames", "residual_with_target", "rollout", "run",
-    "silhouette_moments", "simulate_video", "static_structure", "summary_lines", "trajectory", "transforms_for", "vertices",
+    "silhouette_moments", "simulate_vertices", "simulate_video", "static_structure", "summary_lines", "trajectory", "transforms_for", "vertices",
     "video", "WindowedFitResult", "fit_windowed", "windowed_loss", "windowed_terms", "with_arrays", "with_camera_pose", "write_outputs", "write_report",
 ]

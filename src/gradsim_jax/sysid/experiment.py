@@ -226,6 +226,13 @@ def _positions_and_video(exp: Experiment, theta: dict):
     return x, frames_for(exp, x, theta)
 
 
+def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
+    """Host-side render vertices [frames + 1, V, 3] of the motion for theta, as one compiled program (an ODE
+    body's solve run op by op compiles hundreds of small programs: 11.5 s instead of 2 s for the double
+    pendulum's scene)."""
+    return np.asarray(compiled(exp, vertices, "vertices")(_as_theta(exp, theta)))
+
+
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
     """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
     x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
