@@ -4,7 +4,7 @@ in one run of this script:
 
 - accuracy: float64 both, our no-slip walls (PhiFlow's ZERO extrapolation) and our default free slip; the
   relative L2 difference of the density after every step (reported at --compare-at and at the end);
-- time: float32 both, the median of --repeats calls after compiling; forward = the --steps steps and the mean
+- time: float32 both (float64 with --time-precision 64), the median of --repeats calls after compiling; forward = the --steps steps and the mean
   squared final density, gradient = that and its gradient with respect to the initial velocity field (both
   jit-compiled whole, `block_until_ready` on the result).
 
