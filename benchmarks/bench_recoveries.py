@@ -38,11 +38,13 @@ def _accuracy(report: dict) -> dict:
     """The figures each demo scores itself by."""
     if "psnr_db" in report:
         p = report["psnr_db"]
-        return {"psnr_fitted_views_db": p["fitted_views"]["fitted"], "psnr_held_out_views_db": p["held_out_views"]["fitted"],
-                "texture_rmse": report["texture_rmse"], "goal": "PSNR > 35 dB on both"}
+        return {"psnr_fitted_views_db": p["fitted_views"]["fitted"],
+                "psnr_held_out_views_db": p["held_out_views"]["fitted"], "texture_rmse": report["texture_rmse"],
+                "goal": "PSNR > 35 dB on both"}
     if "chamfer_m" in report:
         iou = report["silhouette_iou"]
-        return {"iou_fitted_views": iou["fitted_views"]["fitted"], "iou_held_out_views": iou["held_out_views"]["fitted"],
+        return {"iou_fitted_views": iou["fitted_views"]["fitted"],
+                "iou_held_out_views": iou["held_out_views"]["fitted"],
                 "lowest_held_out_iou": report["lowest_view_iou"]["held_out_views"],
                 "chamfer_m": report["chamfer_m"]["fitted"]["mean"],
                 "chamfer_initial_m": report["chamfer_m"]["initial"]["mean"], "goal": "held-out IoU > 0.97"}
@@ -80,7 +82,8 @@ def table(data: dict) -> str:
             acc = ", ".join(f"{k} {v:.1e}" for k, v in r["relative_error"].items())
         else:
             acc = f"IoU with the picture {r['iou_initial']:.3f} -> {r['iou_fitted']:.3f}"
-        lines.append(f"| `{r['command']}` | {acc} | {r['goal']} | {r['fit_wall_time_s']:.0f} | {r['wall_time_s']:.0f} |")
+        lines.append(f"| `{r['command']}` | {acc} | {r['goal']} | {r['fit_wall_time_s']:.0f} | "
+                     f"{r['wall_time_s']:.0f} |")
     return "\n".join(lines)
 
 

@@ -4,9 +4,9 @@ in one run of this script:
 
 - accuracy: float64 both, our no-slip walls (PhiFlow's ZERO extrapolation) and our default free slip; the
   relative L2 difference of the density after every step (reported at --compare-at and at the end);
-- time: float32 both (float64 with --time-precision 64), the median of --repeats calls after compiling; forward = the --steps steps and the mean
-  squared final density, gradient = that and its gradient with respect to the initial velocity field (both
-  jit-compiled whole, `block_until_ready` on the result).
+- time: float32 both (float64 with --time-precision 64), the median of --repeats calls after compiling;
+  forward = the --steps steps and the mean squared final density, gradient = that and its gradient with respect
+  to the initial velocity field (both jit-compiled whole, `block_until_ready` on the result).
 
     python -m venv /tmp/phivenv && /tmp/phivenv/bin/pip install phiflow==3.4.0 jax==0.10.2
     python benchmarks/bench_smoke.py --phiflow /tmp/phivenv/bin/python            # 128 x 128, 100 steps
@@ -135,7 +135,8 @@ def table(data: dict) -> str:
     sp = data["speedup"]
     ph = data["time"]["PhiFlow"]
     lines.append(f"\nSpeed-up over PhiFlow: forward {sp['forward']:.1f}x, gradient {sp['gradient']:.1f}x. PhiFlow's "
-                 f"float{s.get('time_precision', 32)} CG met the tolerance in {ph['steps_projected_to_tolerance']} of {s['steps']} steps "
+                 f"float{s.get('time_precision', 32)} CG met the tolerance in {ph['steps_projected_to_tolerance']} of "
+                 f"{s['steps']} steps "
                  + (f"(its divergence check stopped it early from step {ph['first_step_short_of_tolerance']} on; "
                     f"largest relative residual {ph['largest_projection_residual']:.1e}): it did less work than ours."
                     if ph["first_step_short_of_tolerance"] else "."))
