@@ -17,13 +17,9 @@ Writes benchmarks/results/ode_recovery.json (rows merged by name, so separate ru
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import time
 from pathlib import Path
 
-from demo_run import run_demo
+from demo_run import run_demo, update_rows
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_ERROR, GOAL_WALL_S = 1e-4, 120.0
@@ -77,21 +73,7 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated rows of {', '.join(ROWS)}")
     parser.add_argument("--table", action="store_true", help="only print the table of the JSON")
     args = parser.parse_args()
-    path = RESULTS / "ode_recovery.json"
-    data = json.loads(path.read_text()) if path.exists() else {"rows": {}}
-    if not args.table:
-        for name in (args.only.split(",") if args.only else ROWS):
-            if name not in ROWS:
-                raise SystemExit(f"--only: unknown row {name!r}; rows: {', '.join(ROWS)}")
-            row = run_row(name)
-            print(f"{name}: errors {row['relative_error']}, {row['wall_time_s']:.0f} s", flush=True)
-            data["rows"][name] = row
-        data.update({"machine": f"{platform.machine()}, {os.cpu_count()} cores, rows one after another",
-                     "date": time.strftime("%Y-%m-%d")})
-        RESULTS.mkdir(exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
-        print(f"written {path}")
-    print(table(data))
+    update_rows(RESULTS / "ode_recovery.json", ROWS, args.only, run_row, table, args.table)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,9 @@ Writes benchmarks/results/recoveries.json (rows merged by name, so separate runs
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import time
 from pathlib import Path
 
-from demo_run import run_demo
+from demo_run import run_demo, update_rows
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -94,21 +90,7 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="keep each run's outputs in DIR (e.g. runs/demos, for "
                         "tools/demo_pages.py)")
     args = parser.parse_args()
-    path = RESULTS / "recoveries.json"
-    data = json.loads(path.read_text()) if path.exists() else {"rows": {}}
-    if not args.table:
-        for name in (args.only.split(",") if args.only else ROWS):
-            if name not in ROWS:
-                raise SystemExit(f"--only: unknown row {name!r}; rows: {', '.join(ROWS)}")
-            row = run_row(name, args.keep)
-            print(f"{name}: {row['wall_time_s']:.0f} s", flush=True)
-            data["rows"][name] = row
-        data.update({"machine": f"{platform.machine()}, {os.cpu_count()} cores, rows one after another",
-                     "date": time.strftime("%Y-%m-%d")})
-        RESULTS.mkdir(exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
-        print(f"written {path}")
-    print(table(data))
+    update_rows(RESULTS / "recoveries.json", ROWS, args.only, lambda name: run_row(name, args.keep), table, args.table)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, 
     def pick(a):
         return jnp.take_along_axis(jnp.broadcast_to(a, z.shape), front, axis=-1)
 
-    front_depth = _Depth([pick(b) for b in depth.b], pick(depth.total), [pick(b) for b in depth.bary], pick(depth.z))
+    # The colour reads only the perspective-correct barycentrics.
+    front_depth = _Depth(b=None, total=None, bary=[pick(b) for b in depth.bary], z=None)
     corner = jnp.broadcast_to(color_table, z.shape + color_table.shape[-1:])
     front_corner = jnp.take_along_axis(corner, front[..., None], axis=-2)  # [..., P, 1, C]
     face_rgb = _pair_colors(config, front_corner, texture_image, front_depth)[..., 0, :]

@@ -14,6 +14,7 @@ from gradsim_jax.render.camera import look_at_camera
 from gradsim_jax.render.rasterize import RenderSettings, render, suggest_capacities
 from gradsim_jax.render.shading import FaceColors, default_lights
 from gradsim_jax.sysid.shape import ShapeExperiment
+from gradsim_jax.sysid.texture import stack_cameras
 
 #: The target: semi-axes (m) and exponent of the superquadric (0.5: a rounded box)
 TARGET_AXES = (1.0, 0.7, 0.8)
@@ -83,9 +84,8 @@ def shaded_views(exp: ShapeExperiment, vertices, faces=None, cameras=None, setti
     vertices = jnp.asarray(vertices, jnp.float32)
     colors = FaceColors(jnp.broadcast_to(jnp.asarray(COLOR, jnp.float32), (faces.shape[0], 3)))
     settings = exp.settings if settings is None else settings
-    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *cameras)
     return np.asarray(jax.lax.map(lambda c: render(c, vertices, faces, colors, lights=default_lights(),
-                                                   settings=settings), stacked))
+                                                   settings=settings), stack_cameras(cameras)))
 
 
 def shapes_figure(path, columns: dict, titles: list):

@@ -32,6 +32,7 @@ from gradsim_jax.fit.fit import cosine_schedule, fit
 from gradsim_jax.render.rasterize import RenderSettings, silhouette
 from gradsim_jax.sysid.builtin import shape_roughness
 from gradsim_jax.sysid.config import SysIdResult
+from gradsim_jax.sysid.texture import check_cameras, stack_cameras
 
 Array = Any
 
@@ -75,11 +76,7 @@ class ShapeExperiment:
             raise ValueError(f"ShapeExperiment.vertices must be finite [N, 3], got shape {v.shape}")
         if f.ndim != 2 or f.shape[1] != 3 or f.size == 0 or f.min() < 0 or f.max() >= len(v):
             raise ValueError(f"ShapeExperiment.faces must be [F, 3] indices below {len(v)}")
-        if not self.cameras:
-            raise ValueError("ShapeExperiment.cameras is empty: a shape needs at least one view")
-        sizes = {(c.width, c.height) for c in tuple(self.cameras) + tuple(self.held_out)}
-        if len(sizes) != 1:
-            raise ValueError(f"every camera must have the same image size, got {sorted(sizes)}")
+        check_cameras(self.cameras, self.held_out, "ShapeExperiment", "a shape")
         for name in ("laplacian", "edge_length"):
             w = getattr(self, name)
             if not (np.isfinite(w) and w >= 0):
@@ -92,10 +89,6 @@ class ShapeExperiment:
         return (self.cameras[0].height, self.cameras[0].width)
 
 
-def _stacked(cameras):
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *cameras)
-
-
 def render_silhouettes(exp: ShapeExperiment, vertices, cameras=None, faces=None) -> Array:
     """Silhouettes (alpha) [V, H, W] of `vertices` [N, 3] (with `faces`, default the experiment's) from
     `cameras` (default: the fitted ones), one compiled render mapped over the stacked cameras;
@@ -104,7 +97,7 @@ def render_silhouettes(exp: ShapeExperiment, vertices, cameras=None, faces=None)
     vertices = jnp.asarray(vertices)
     faces = jnp.asarray(exp.faces if faces is None else faces, jnp.int32)
     return jax.lax.map(lambda camera: silhouette(camera, vertices, faces, settings=exp.settings),
-                       _stacked(cameras))
+                       stack_cameras(cameras))
 
 
 def check_silhouettes(exp: ShapeExperiment, masks, count: int, name: str = "the target silhouettes") -> np.ndarray:

@@ -66,11 +66,7 @@ class TextureExperiment:
         shape = tuple(int(n) for n in self.texture_shape)
         if len(shape) != 2 or min(shape) < 2:
             raise ValueError(f"TextureExperiment.texture_shape must be (Ht, Wt) >= 2, got {self.texture_shape!r}")
-        if not self.cameras:
-            raise ValueError("TextureExperiment.cameras is empty: a texture needs at least one view")
-        sizes = {(c.width, c.height) for c in tuple(self.cameras) + tuple(self.held_out)}
-        if len(sizes) != 1:
-            raise ValueError(f"every camera must have the same image size, got {sorted(sizes)}")
+        check_cameras(self.cameras, self.held_out, "TextureExperiment", "a texture")
         object.__setattr__(self, "texture_shape", shape)
         object.__setattr__(self, "cameras", tuple(self.cameras))
         object.__setattr__(self, "held_out", tuple(self.held_out))
@@ -78,6 +74,21 @@ class TextureExperiment:
     @property
     def size(self) -> tuple:
         return (self.cameras[0].height, self.cameras[0].width)
+
+
+def check_cameras(cameras, held_out, owner: str, what: str) -> None:
+    """A ValueError unless there is at least one fitted camera and every camera (fitted and held out) has the
+    same image size (the views of a renderer-only experiment)."""
+    if not cameras:
+        raise ValueError(f"{owner}.cameras is empty: {what} needs at least one view")
+    sizes = {(c.width, c.height) for c in tuple(cameras) + tuple(held_out)}
+    if len(sizes) != 1:
+        raise ValueError(f"every camera must have the same image size, got {sorted(sizes)}")
+
+
+def stack_cameras(cameras):
+    """One `Camera` whose leaves stack those of `cameras` (for `lax.map` over the views)."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *cameras)
 
 
 def check_texture(exp: TextureExperiment, image, name: str = "texture") -> np.ndarray:
@@ -101,9 +112,8 @@ def render_views(exp: TextureExperiment, image, cameras=None) -> Array:
     vertices = jnp.asarray(exp.vertices, dtype)
     faces = jnp.asarray(exp.faces, jnp.int32)
     background = jnp.asarray(exp.background, dtype)
-    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *cameras)
     return jax.lax.map(lambda camera: render(camera, vertices, faces, colors, lights=exp.lights,
-                                             background=background, settings=exp.settings), stacked)
+                                             background=background, settings=exp.settings), stack_cameras(cameras))
 
 
 def check_views(exp: TextureExperiment, views, count: int, name: str = "the target views") -> np.ndarray:
