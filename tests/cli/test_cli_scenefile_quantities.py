@@ -69,10 +69,22 @@ restitution = 0.7
 friction = 0.1
 """ + TAIL
 
+#: A scene of the smoke's quantities: a [smoke] table.
+SMOKE = """
+[smoke]
+cells = [6, 6]
+buoyancy = 1.5
+inflow_rate = 0.5
+dissipation = 0.1
+vorticity = 0.2
+source = [0.5, 0.2, 0.2]
+""" + TAIL
+
 #: Quantities with no key in scene files, and why: the camera's pose is [camera]'s; the blur of the edges is
 #: [fit] blur's; a body's shape offsets are fitted from its template (`demo rigid-shape`), never given;
-#: gravity is [material] gravity's (a vector; the quantity is its y component).
-WITHOUT_KEYS = {"camera_pose", "blur", "shape", "gravity"}
+#: gravity is [material] gravity's (a vector; the quantity is its y component); the smoke's initial velocity
+#: field is a whole grid of face values (fitted, as `demo smoke-shape` does, never typed in).
+WITHOUT_KEYS = {"camera_pose", "blur", "shape", "gravity", "smoke_velocity"}
 
 
 def _keyed():
@@ -111,7 +123,7 @@ def test_every_fittable_quantity_has_a_material_and_an_initial_key():
 @pytest.mark.parametrize("name", [q.name for q in _keyed()])
 def test_each_quantity_set_in_material_is_the_built_scenes_and_in_initial_the_start(tmp_path, name):
     q = QUANTITIES[name]
-    scene = BALLS if name.startswith("ball_") else EVERYTHING
+    scene = BALLS if name.startswith("ball_") else SMOKE if q.field.startswith("smoke.") else EVERYTHING
     base = load_scene(write_scene(tmp_path, scene)).experiment()
     own = default_theta(base.topology, base.params, base.state0, [name])[name]
     value = _other_value(q, own)

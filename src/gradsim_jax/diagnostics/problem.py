@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.sysid import Experiment, _split_data, _with_data, frames_for, image_loss, make_loss, vertices
+from gradsim_jax.sysid import Experiment, _split_data, _with_data, frames_at, image_loss, make_loss
 
 Array = Any
 
@@ -55,7 +55,7 @@ class SceneProblem:
         """[K] image loss of each loss frame; `dense`: through the reference renderer (forward mode)."""
         theta, e, tgt = _split_data(self.experiment, params)
         idx = self.loss_frames
-        pred = frames_for(e, vertices(e, theta)[idx], theta, dense=dense)
+        pred = frames_at(e, theta, idx, dense)
         return jax.vmap(lambda p, t: image_loss(self.kind, p[None], t[None]))(pred, tgt[idx])
 
     def loss_dense(self, params: dict) -> Array:

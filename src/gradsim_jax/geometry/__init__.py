@@ -1,4 +1,4 @@
-"""Host-side builders of scenes (cloth, rigid bodies, FEM soft bodies, particles, ODE bodies) and meshes, and mesh files
+"""Host-side builders of scenes (cloth, rigid bodies, FEM soft bodies, particles, ODE bodies, smoke) and meshes, and mesh files
 read from disk. A `Scene` is the host description; `Scene.build()` makes the device trees (Topology, Params,
 State) the physics runs on."""
 
@@ -10,6 +10,7 @@ from gradsim_jax.geometry.rigid import (
 from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
 from gradsim_jax.geometry.ode import ode_body, pendulum
 from gradsim_jax.geometry.scene import Scene, combine, particles, quat_from_axis_angle, rigid_body, soft_body
+from gradsim_jax.geometry.smoke import box_mask, disc_mask, smoke_grid
 from gradsim_jax.geometry.tet_files import load_tets, save_tets, tetrahedralize
 from gradsim_jax.geometry.tets import (
     box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, lumped_masses, orient_tets,
@@ -20,4 +21,4 @@ __all__ = ["MassProperties", "MeshError", "MeshFileError", "RigidShape", "Scene"
            "check_closed_mesh", "check_tets", "cylinder_tets", "extrude_tets", "gear_outline", "gear_tets",
            "load_tets", "save_tets", "sphere_tets", "tetrahedralize", "voxel_tets", "walker_tets", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
            "cylinder_mesh", "interior_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",
-           "ode_body", "pendulum", "read_obj", "rigid_body", "rigid_body_from_mesh", "soft_body", "sphere_mesh", "superquadric_mesh", "tet_surface", "tet_volumes"]
+           "ode_body", "pendulum", "read_obj", "box_mask", "disc_mask", "smoke_grid", "rigid_body", "rigid_body_from_mesh", "soft_body", "sphere_mesh", "superquadric_mesh", "tet_surface", "tet_volumes"]

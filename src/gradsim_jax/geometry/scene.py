@@ -22,6 +22,7 @@ from gradsim_jax.geometry import tets as tetmesh
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.ode import with_ode_body
+from gradsim_jax.physics.smoke import with_smoke
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
@@ -155,6 +156,9 @@ class Scene:
     push_end: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     # An ODE body (`physics.ode`; `geometry.ode` builds them): (system, params, y), host values; None: none.
     ode: tuple | None = None
+    # Smoke on a grid (`physics.smoke`; `geometry.smoke` builds it): (SmokeTopology, SmokeParams, SmokeState);
+    # None: none.
+    smoke: tuple | None = None
 
     def __post_init__(self):
         if self.volume is None:
@@ -298,6 +302,8 @@ class Scene:
                                        v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
         if self.ode is not None:
             topology, params, state = with_ode_body(topology, params, state, *self.ode, arr)
+        if self.smoke is not None:
+            topology, params, state = with_smoke(topology, params, state, *self.smoke)
         validate_scene(topology, params, state)
         return topology, params, state
 
@@ -351,11 +357,14 @@ def combine(*pieces: Scene) -> Scene:
         offsets = np.cumsum([0] + [count(p) for p in pieces])[:-1]
         return np.concatenate([getattr(p, name) + o for p, o in zip(pieces, offsets)]).astype(np.int32)
 
-    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene) if f.name != "ode"}
-    odes = [p.ode for p in pieces if p.ode is not None]
-    if len(odes) > 1:
-        raise ValueError(f"a scene holds one ODE body (physics.ode), got {len(odes)}: build them as one piece")
-    fields["ode"] = odes[0] if odes else None
+    if not pieces:
+        raise ValueError("combine needs at least one Scene piece")
+    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene) if f.name not in ("ode", "smoke")}
+    for name, what in (("ode", "ODE body (physics.ode)"), ("smoke", "smoke grid (physics.smoke)")):
+        given = [getattr(p, name) for p in pieces if getattr(p, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"a scene holds one {what}, got {len(given)}: build them as one piece")
+        fields[name] = given[0] if given else None
     for name in ("springs", "triangles", "bend_edges", "tets", "tet_surface"):
         fields[name] = shifted(name, lambda p: p.num_particles)
     for name in ("vertex_body", "push_body"):

@@ -28,6 +28,7 @@ from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
+from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
 from gradsim_jax.physics.rigid import rigid_contact_message
 from gradsim_jax.physics.types import Control, Params, State, Topology
@@ -40,12 +41,14 @@ ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Contr
 class SimulationDiverged(FloatingPointError):
     """A rollout produced a non-finite state. Attributes: frame (index of the first bad frame, 0 = the initial
     state), quantity ("x" position m or "v" velocity m/s of a particle; "rigid.x", "rigid.q", "rigid.v",
-    "rigid.w" of a body) and particle (the index of the particle or body)."""
+    "rigid.w" of a body; "smoke.density" of the smoke) and particle (the index of the particle or body; the
+    smoke's flat cell index, -1 when unknown)."""
 
     def __init__(self, frame: int, quantity: str, particle: int):
         self.frame, self.quantity, self.particle = frame, quantity, particle
         what = f"state.{quantity} of body {particle}" if quantity.startswith("rigid.") else (
-            f"state.{quantity} of particle {particle}")
+            f"state.{quantity}" + (f" of cell {particle}" if particle >= 0 else "") if quantity.startswith("smoke.")
+            else f"state.{quantity} of particle {particle}")
         super().__init__(
             f"simulation diverged: {what} is not finite at frame {frame} "
             "(try more substeps, a smaller frame_dt, or smaller stiffness)"
@@ -69,6 +72,7 @@ def simulate(
     checkpoint: CheckpointLike = True,
     integrator=SemiImplicitEuler(),
     ode_solver: OdeSolver = OdeSolver(),
+    smoke_substeps: int = 1,
 ) -> State:
     """Roll the scene forward and return the state at every frame, the initial one included.
 
@@ -87,6 +91,8 @@ def simulate(
       integrator: the time integrator (static; `SemiImplicitEuler()`), see `gradsim_jax.physics.integrators`.
       ode_solver: how an ODE body is solved (static; `physics.ode.OdeSolver`): by default Tsit5 at fixed steps
         of frame_dt / substeps.
+      smoke_substeps: solver steps of the smoke a frame (static; `physics.smoke.smoke_rollout`), when the
+        scene has smoke (State.smoke).
 
     Returns:
       `State` whose leaves have a leading axis of length frames + 1: particles.x [frames + 1, n, 3], ...
@@ -109,10 +115,16 @@ def simulate(
     remat_substep = getattr(policy, "substep", lambda step: step)
     topology, params = as_arrays(topology, params)
     state0 = as_float_state(state0, params)
-    y0 = state0.ode
-    state0 = dataclasses.replace(state0, ode=None)  # integrated apart, below
+    y0, smoke0 = state0.ode, state0.smoke
+    state0 = dataclasses.replace(state0, ode=None, smoke=None)  # integrated apart, below
     if y0 is not None and topology.ode is None:
         raise ValueError("the state has an ODE body (State.ode) but Topology.ode is None")
+    if smoke0 is not None:
+        if topology.smoke is None or params.smoke is None:
+            raise ValueError("the state has smoke (State.smoke) but Topology.smoke or Params.smoke is None")
+        if not isinstance(smoke_substeps, (int, np.integer)) or smoke_substeps < 1:
+            raise ValueError(f"smoke_substeps must be a positive int, got {smoke_substeps!r}")
+        validate_smoke(topology.smoke, params.smoke, smoke0)
     if y0 is not None and is_concrete_tree(params.ode, y0, params.world):
         validate_ode(topology.ode, params.ode, y0, params.world)
     validate_scene(topology, params, state0)
@@ -153,6 +165,9 @@ def simulate(
     if y0 is not None:
         motion = ode_trajectory(topology.ode, params.ode, params.world, y0, frames, frame_dt, substeps, ode_solver)
         traj = dataclasses.replace(traj, ode=motion)
+    if smoke0 is not None:
+        traj = dataclasses.replace(traj, smoke=smoke_rollout(topology.smoke, params.smoke, smoke0, frames=frames,
+                                                             substeps=smoke_substeps, frame_dt=frame_dt))
     return traj
 
 

@@ -114,7 +114,7 @@ class SmokeState:
 
 def smoke_params(topology: SmokeTopology, *, buoyancy=1.0, dissipation=0.0, vorticity=0.0, inflow_rate=0.0,
                  inflow_mask=None, dtype=jnp.float32) -> SmokeParams:
-    """SmokeParams with every value checked (ValueError naming the field) and in `dtype`."""
+    """SmokeParams with every value checked (ValueError naming the field) and in `dtype` (None: host float64)."""
     mask = np.zeros(topology.shape) if inflow_mask is None else np.asarray(inflow_mask, np.float64)
     if mask.shape != topology.shape:
         raise ValueError(f"SmokeParams.inflow_mask must have the grid's shape {topology.shape}, got {mask.shape}")
@@ -129,15 +129,16 @@ def smoke_params(topology: SmokeTopology, *, buoyancy=1.0, dissipation=0.0, vort
             raise ValueError(f"SmokeParams.{name} must be >= 0, got {values[name]!r}")
     if np.any(mask < 0) or np.any(mask > 1):
         raise ValueError("SmokeParams.inflow_mask must lie in [0, 1]")
-    return SmokeParams(**{k: jnp.asarray(v, dtype) for k, v in values.items()}, inflow_mask=jnp.asarray(mask, dtype))
+    conv = _converter(dtype)
+    return SmokeParams(**{k: conv(v) for k, v in values.items()}, inflow_mask=conv(mask))
 
 
 def smoke_state(topology: SmokeTopology, *, density=None, u=None, v=None, dtype=jnp.float32) -> SmokeState:
     """A SmokeState (zeros where not given), checked: every field of the grid's shape and finite, the density
-    >= 0, no flow through closed walls."""
+    >= 0, no flow through closed walls; in `dtype` (None: host float64)."""
     out = {}
     for name, value in (("u", u), ("v", v), ("density", density)):
-        a = np.zeros(topology.shape) if value is None else np.asarray(value, np.float64)
+        a = np.zeros(topology.shape) if value is None else np.array(value, np.float64)
         if a.shape != topology.shape:
             raise ValueError(f"SmokeState.{name} must have the grid's shape {topology.shape}, got {a.shape}")
         if not np.all(np.isfinite(a)):
@@ -150,7 +151,54 @@ def smoke_state(topology: SmokeTopology, *, density=None, u=None, v=None, dtype=
     if topology.walls == "closed":
         out["u"][:, 0] = 0.0
         out["v"][0, :] = 0.0
-    return SmokeState(**{k: jnp.asarray(a, dtype) for k, a in out.items()})
+    conv = _converter(dtype)
+    return SmokeState(**{k: conv(a) for k, a in out.items()})
+
+
+def _converter(dtype):
+    """Leaves as device arrays of `dtype`, or (None) as host float64 arrays (`geometry.smoke`'s Scene pieces)."""
+    return (lambda a: np.asarray(a, np.float64)) if dtype is None else (lambda a: jnp.asarray(a, dtype))
+
+
+def validate_smoke(topology: SmokeTopology, params: SmokeParams, state: SmokeState) -> None:
+    """ValueError or TypeError naming the field for a smoke branch that does not fit its grid (a field of another
+    shape, a parameter that does not broadcast to it); on concrete values also for NaN, negative density or
+    negative rates (`smoke_params`, `smoke_state`). Traced values: shapes only."""
+    if not isinstance(topology, SmokeTopology):
+        raise TypeError(f"Topology.smoke must be a SmokeTopology, got {type(topology).__name__}")
+    if not isinstance(params, SmokeParams):
+        raise TypeError(f"Params.smoke must be a SmokeParams (physics.smoke.smoke_params), got {type(params).__name__}")
+    if not isinstance(state, SmokeState):
+        raise TypeError(f"State.smoke must be a SmokeState (physics.smoke.smoke_state), got {type(state).__name__}")
+    for name in ("u", "v", "density"):
+        if np.shape(getattr(state, name)) != topology.shape:
+            raise ValueError(f"State.smoke.{name} has shape {np.shape(getattr(state, name))}, the grid "
+                             f"{topology.shape}")
+    for f in dataclasses.fields(params):
+        shape = np.shape(getattr(params, f.name))
+        try:
+            np.broadcast_shapes(shape, topology.shape)
+        except ValueError:
+            raise ValueError(f"Params.smoke.{f.name} has shape {shape}: it must be a scalar or broadcast to the grid "
+                             f"{topology.shape}") from None
+    leaves = jax.tree.leaves((params, state))
+    if any(isinstance(a, jax.core.Tracer) for a in leaves):
+        return
+    values = {f.name: np.asarray(getattr(params, f.name), np.float64) for f in dataclasses.fields(params)}
+    values["inflow_mask"] = np.broadcast_to(values["inflow_mask"], topology.shape)
+    smoke_params(topology, **values, dtype=None)
+    smoke_state(topology, **{name: np.asarray(getattr(state, name)) for name in ("u", "v", "density")}, dtype=None)
+
+
+def with_smoke(topology, params, state, smoke_topology: SmokeTopology, smoke_params_: SmokeParams,
+               smoke_state_: SmokeState):
+    """(topology, params, state) (`physics.types` trees) with a smoke branch added, its leaves in the scene's
+    float dtype (that of state.particles.x), checked (`validate_smoke`)."""
+    dtype = jnp.result_type(state.particles.x)
+    smoke_params_, smoke_state_ = jax.tree.map(lambda a: jnp.asarray(a, dtype), (smoke_params_, smoke_state_))
+    validate_smoke(smoke_topology, smoke_params_, smoke_state_)
+    return (dataclasses.replace(topology, smoke=smoke_topology), dataclasses.replace(params, smoke=smoke_params_),
+            dataclasses.replace(state, smoke=smoke_state_))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -269,8 +317,11 @@ def laplacian(topology: SmokeTopology, phi):
     return divergence(topology, *gradient(topology, phi))
 
 
-def _cg(matvec, b, tolerance: float, max_iterations: int):
-    """Conjugate gradients on the symmetric positive semi-definite `matvec` from 0 until |r| <= tolerance |b|."""
+def _cg(matvec, b, tolerance: float, max_iterations: int, deflate=lambda a: a):
+    """Conjugate gradients on the symmetric positive semi-definite `matvec` from 0 until |r| <= tolerance |b|.
+    `deflate` removes the operator's null space from the residual and the search direction at each iteration:
+    rounding leaves a little of it in them, and a direction p with p.Ap ~ 0 would take a huge step along it
+    (a float32 solve asked for more than float32 can give then blows up instead of stalling)."""
     dot = lambda a, c: jnp.sum(a * c)  # noqa: E731
     bb = dot(b, b)
     stop = (tolerance ** 2) * bb
@@ -283,9 +334,9 @@ def _cg(matvec, b, tolerance: float, max_iterations: int):
         k, x, r, p, rr = carry
         ap = matvec(p)
         alpha = rr / jnp.where(dot(p, ap) > 0, dot(p, ap), 1.0)
-        x, r = x + alpha * p, r - alpha * ap
+        x, r = x + alpha * p, deflate(r - alpha * ap)
         rr_new = dot(r, r)
-        p = r + (rr_new / jnp.where(rr > 0, rr, 1.0)) * p
+        p = deflate(r + (rr_new / jnp.where(rr > 0, rr, 1.0)) * p)
         return k + 1, x, r, p, rr_new
 
     x0 = jnp.zeros_like(b)
@@ -314,7 +365,7 @@ def pressure(topology: SmokeTopology, div):
         return -laplacian(topology, phi)
 
     def solve(op, b):
-        x = _cg(op, b, topology.tolerance, topology.max_iterations)
+        x = _cg(op, b, topology.tolerance, topology.max_iterations, deflate=lambda a: a - jnp.mean(a))
         return x - jnp.mean(x)
 
     return jax.lax.custom_linear_solve(matvec, -div, solve, symmetric=True)

@@ -12,13 +12,15 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | rigid     | `RigidTopology`       | `RigidParams`             | `RigidState`    | `RigidControl`    |
 | fem       | `FemTopology`         | `FemParams`               |                 | `FemControl`      |
 | ode       | `OdeTopology`         | the system's (any pytree) | its y (pytree)  |                   |
+| smoke     | `SmokeTopology`       | `SmokeParams`             | `SmokeState`    |                   |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
 terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`). FEM tetrahedra, like
 cloth, are made of particles: their positions and velocities are the particle state, so they need no State
 branch (and get the particles' ground contact). The ode branch is optional (None: none): a body whose motion is
 an ODE in its own coordinates (a pendulum, a bouncing ball, a user's system), integrated apart by `simulate`
-(`physics.ode`).
+(`physics.ode`). So is the smoke branch (None: none): 2-D smoke on a grid (`physics.smoke`), stepped apart by
+`simulate` (`smoke_substeps` solver steps a frame); its topology is static (the grid's shape and solver).
 
 Conventions (used throughout the package):
 - SI units, y axis up, gravity (0, -9.81, 0) m/s^2 by default.
@@ -41,6 +43,7 @@ from gradsim_jax.physics.cloth import ClothControl, ClothParams, ClothTopology
 from gradsim_jax.physics.contact import ContactParams
 from gradsim_jax.physics.fem import FemControl, FemParams, FemTopology
 from gradsim_jax.physics.ode import OdeTopology
+from gradsim_jax.physics.smoke import SmokeParams, SmokeState, SmokeTopology
 from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
@@ -48,12 +51,12 @@ from gradsim_jax.physics.world import World
 from gradsim_jax.typing import pytree_dataclass
 
 
-@pytree_dataclass(meta=("ground",))
+@pytree_dataclass(meta=("ground", "smoke"))
 class Topology:
     """Static structure: particles (pinned flags), springs (pairs), cloth (triangles, bending edges,
     aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model), fem (tets,
     surface triangles); `ground` (static): whether particles collide with the ground plane (bodies:
-    `RigidTopology.contact`)."""
+    `RigidTopology.contact`); ode (an ODE body, None: none); smoke (static `SmokeTopology`, None: none)."""
 
     particles: ParticleTopology
     springs: SpringTopology
@@ -62,6 +65,7 @@ class Topology:
     fem: FemTopology
     ground: bool = False
     ode: Optional[OdeTopology] = None
+    smoke: Optional[SmokeTopology] = None
 
     @property
     def num_particles(self) -> int:
@@ -75,7 +79,9 @@ class Params:
     particles (mass [n] kg, radius m, ...), springs (ke, kd, rest [s]), cloth (membrane tri_ke, tri_ka, tri_kd
     [t], bending bend_ke, bend_kd [e], aerodynamic tri_drag, tri_lift, rest shape), contact (ground ke, kd,
     kf, mu), rigid (mass [b] kg, gyration, hull vertices, contact coefficients and restitution per body), fem
-    (Lame k_mu, k_lambda [k] Pa, damping k_damp [k] Pa s, activation, rest shape, particle volumes)."""
+    (Lame k_mu, k_lambda [k] Pa, damping k_damp [k] Pa s, activation, rest shape, particle volumes); ode (the
+    system's parameters, None: none); smoke (`SmokeParams`: buoyancy, dissipation, vorticity, inflow; None:
+    none)."""
 
     world: World
     particles: ParticleParams
@@ -85,17 +91,19 @@ class Params:
     rigid: RigidParams
     fem: FemParams
     ode: Any = None
+    smoke: Optional[SmokeParams] = None
 
 
 @pytree_dataclass
 class State:
     """Time-varying state carried by `lax.scan`: particles (x [n, 3] m, v [n, 3] m/s) and rigid bodies
     (x [b, 3] m, q [b, 4] wxyz, v [b, 3] m/s, w [b, 3] rad/s); an ODE body's y
-    (None: none, `physics.ode`)."""
+    (None: none, `physics.ode`); the smoke (`SmokeState`: u, v [ny, nx] m/s, density [ny, nx]; None: none)."""
 
     particles: ParticleState
     rigid: RigidState
     ode: Any = None
+    smoke: Optional[SmokeState] = None
 
 
 @pytree_dataclass

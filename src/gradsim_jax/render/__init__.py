@@ -11,7 +11,7 @@ from gradsim_jax.render.camera import (
     project,
     world_to_camera,
 )
-from gradsim_jax.render.density import density_image, density_slab_image
+from gradsim_jax.render.density import SmokeLook, density_image, density_slab_image, smoke_over
 from gradsim_jax.render.rasterize import (
     COVERAGE_MODELS,
     RenderSettings,
@@ -50,8 +50,10 @@ __all__ = [
     "camera_from_eye",
     "composite",
     "default_lights",
+    "SmokeLook",
     "density_image",
     "density_slab_image",
+    "smoke_over",
     "look_at_camera",
     "load_target",
     "load_video",

@@ -31,6 +31,8 @@ def checker_colors(triangles, x) -> np.ndarray:
     """Per-face RGB [F, 3] (float32) for `triangles` [F, 3] over positions `x` [n, 3]: hue from the face
     centroid's position along the mesh's two longest extents, an 8 x 8 checkerboard in brightness."""
     tris = np.asarray(triangles)
+    if tris.shape[0] == 0:
+        return np.zeros((0, 3), np.float32)
     x = np.asarray(x, np.float64)
     centroid = x[tris].mean(axis=1)
     lo, hi = centroid.min(0), centroid.max(0)

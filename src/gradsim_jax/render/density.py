@@ -10,6 +10,7 @@ covering the whole image).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -151,3 +152,35 @@ def density_slab_image(camera, density, *, corner=(0.0, 0.0, 0.0), extent=(1.0, 
     opacity = jnp.where(inside, 1.0 - jnp.exp(-sampled * path / scale), 0.0)
     rgb = jnp.asarray(bg, dtype) * (1.0 - opacity[..., None]) + apply_colormap(opacity, colors) * opacity[..., None]
     return jnp.concatenate([rgb, opacity[..., None]], axis=-1).reshape(lead + (camera.height, camera.width, 4))
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeLook:
+    """How a scene's smoke is filmed (static, hashable): as a thin slab in the world plane z = corner[2], its
+    bottom-left corner at `corner` (m), as wide and tall as the grid (`density_slab_image`), coloured by
+    `colormap` (a name of COLORMAPS or RGB rows) with opacity 1 - 1/e at density `scale`."""
+
+    corner: tuple = (0.0, 0.0, 0.0)
+    colormap: Any = "smoke"
+    scale: float = 1.0
+
+    def __post_init__(self):
+        corner = tuple(float(c) for c in np.asarray(self.corner, np.float64).reshape(-1))
+        if len(corner) != 3 or not np.all(np.isfinite(corner)):
+            raise ValueError(f"SmokeLook.corner must be a finite point (x, y, z) m, got {self.corner!r}")
+        object.__setattr__(self, "corner", corner)
+        colors = colormap_colors(self.colormap)
+        if not isinstance(self.colormap, str):
+            object.__setattr__(self, "colormap", tuple(tuple(float(c) for c in row) for row in colors))
+        if not (isinstance(self.scale, (int, float)) and np.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"SmokeLook.scale must be a positive density, got {self.scale!r}")
+
+
+def smoke_over(camera, density, image, look: SmokeLook, extent) -> Array:
+    """Frames [..., H, W, 4] of smoke density [..., ny, nx] filmed by `camera` as `look` says, in front of
+    `image` [..., H, W, 4] (colours already blended over their background, alpha the coverage): the slab's colour
+    c a over the image's, colour c a + (1 - a) rgb, alpha a + (1 - a) alpha. extent: the slab's (width, height) m."""
+    smoke = density_slab_image(camera, density, corner=look.corner, extent=extent, colormap=look.colormap,
+                               scale=look.scale)  # over black: premultiplied colour
+    a = smoke[..., 3:]
+    return jnp.concatenate([smoke[..., :3] + (1.0 - a) * image[..., :3], a + (1.0 - a) * image[..., 3:]], axis=-1)

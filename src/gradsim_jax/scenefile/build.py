@@ -18,6 +18,7 @@ from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
 from gradsim_jax.scenefile.render import read_look
 from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
+from gradsim_jax.scenefile.smoke import read_smoke, smoke_look
 
 
 def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
@@ -32,10 +33,11 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     cloth = sc["grid"] is not None or sc["mesh"] is not None
     if sc["grid"] is not None and sc["mesh"] is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
-    ode = read_ode_body(spec)
-    if not cloth and not v["body"] and not v["soft_body"] and ode is None:
+    ode, smoke = read_ode_body(spec), read_smoke(spec)
+    if not cloth and not v["body"] and not v["soft_body"] and ode is None and smoke is None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
-                             "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum] or [[ball]] tables")
+                             "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum], [[ball]] tables or "
+                             "a [smoke] table")
     if sc["rigid_contact"] is not None and sc["rigid_contact"] not in RIGID_CONTACTS:
         raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
                              f"{sc['rigid_contact']!r}")
@@ -48,8 +50,8 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             "ground = false with \"none\"")
     pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(v["soft_body"])]
     pieces += [bodies] if bodies is not None else []
-    pieces += [ode] if ode is not None else []
-    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; then the rigid bodies; the ODE body
+    pieces += [p for p in (ode, smoke) if p is not None]
+    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; the rigid bodies; the ODE body; smoke
     scene = add_body_pushes(spec, scene)
     n = scene.num_particles
     try:
@@ -120,6 +122,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
             f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
     faces, colors, lights, settings = read_look(spec, topology, params, state0)
     camera = spec.camera(native_size)
+    look, smoke_substeps = smoke_look(spec)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
                       background=jnp.asarray(ren["background"] if background_image is None else background_image,
@@ -127,4 +130,5 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
                       settings=settings, frames=int(frames),
                       substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
                       push_frames=push["frames"] if push["particles"] else 0, name=path.stem,
-                      integrator=SemiImplicitEuler(implicit_contact=sim["contact"] == "implicit"))
+                      integrator=SemiImplicitEuler(implicit_contact=sim["contact"] == "implicit"),
+                      smoke_look=look, smoke_substeps=smoke_substeps)

@@ -104,6 +104,10 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     edges = {k: v for k, v in edges.items() if fit[k] is None and k not in given}
     config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **edges, **given)
     check_config(config)  # combinations of settings (e.g. window with horizon), before anything compiles
+    if config.window is not None and exp.topology.smoke is not None:
+        raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) are not available for [smoke]: a "
+                             "window's start would be a whole velocity field, which the video does not show; fit the "
+                             "whole recording")
     notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]
     if undistort is not None:
         notes.append("frames undistorted with the [camera] distortion coefficients")

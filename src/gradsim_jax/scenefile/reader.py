@@ -83,8 +83,8 @@ def read_scene_file(path) -> dict:
         elif not isinstance(value, dict):
             raise SceneFileError(f"{path}: {section} must be a [{section}] table")
     for section in REQUIRED_SECTIONS:
-        if section not in raw and not (section == "scene" and any(raw.get(k) for k in ("body", "soft_body", "ball",
-                                                                                        "pendulum"))):
+        bodies = ("body", "soft_body", "ball", "pendulum", "smoke")
+        if section not in raw and not (section == "scene" and any(raw.get(k) for k in bodies)):
             raise SceneFileError(f"{path}: missing section [{section}]")
     out = {}
     for section in ARRAY_SECTIONS:

@@ -67,7 +67,7 @@ def read_look(spec, topology, params, state0):
                     directional=jnp.asarray(ren["directional"], jnp.float32),
                     direction=jnp.asarray(ren["light_direction"], jnp.float32))
     num_faces = int(faces.shape[0])
-    tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else num_faces
-    pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else num_faces
+    tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else max(num_faces, 1)
+    pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else max(num_faces, 1)
     settings = RenderSettings(tile_capacity=tile_capacity, pixel_capacity=pixel_capacity, coverage=ren["coverage"])
     return faces, colors, lights, settings

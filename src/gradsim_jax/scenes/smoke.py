@@ -8,19 +8,12 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.geometry.smoke import disc_mask
 from gradsim_jax.physics.smoke import SmokeTopology, smoke_params, smoke_state
 from gradsim_jax.sysid.smoke import SmokeExperiment
 
 #: The plume's true quantities (`demo smoke-buoyancy`).
 PLUME_TRUTH = {"smoke_buoyancy": 1.0, "inflow_rate": 2.0}
-
-
-def disc_mask(shape, centre, radius) -> np.ndarray:
-    """[ny, nx] 1.0 in the cells whose centres lie within `radius` of `centre` (both in units of the box's
-    width, y up), else 0."""
-    ny, nx = shape
-    y, x = (np.mgrid[0:ny, 0:nx] + 0.5) / nx
-    return (((x - centre[0]) ** 2 + (y - centre[1]) ** 2) <= radius ** 2).astype(np.float64)
 
 
 def plume_experiment(cells: int = 48, frames: int = 45, size: int = 64, *, buoyancy: float = 1.0,

@@ -37,7 +37,9 @@ from gradsim_jax.sysid.experiment import (
     _with_data,
     compiled,
     experiment_arrays,
+    frames_at,
     frames_for,
+    motion,
     render_frames,
     simulate_vertices,
     simulate_video,
@@ -116,7 +118,7 @@ __all__ = [
     "check_config", "compiled", "control_loss", "default_theta", "ensure_writable_folder", "experiment_arrays",
     "final_position_error", "fit_control", "fit_inputs", "gauss_newton_report", "horizon_weights", "identify",
     "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",
-    "pose_error", "register", "relative_error", "frames_for", "render_frames", "residual_with_target", "rollout", "run",
+    "pose_error", "register", "relative_error", "frames_at", "frames_for", "motion", "render_frames", "residual_with_target", "rollout", "run",
     "silhouette_moments", "simulate_vertices", "simulate_video", "static_structure", "summary_lines", "trajectory", "transforms_for", "vertices",
     "video", "WindowedFitResult", "fit_windowed", "windowed_loss", "windowed_terms", "with_arrays", "with_camera_pose", "write_outputs", "write_report",
 ]

@@ -1,7 +1,7 @@
 """The quantities of the built-in components, registered: the cloth's (particles, membrane, bending, aerodynamics,
 ground contact), the camera pose and the render blur, the rigid bodies' (mass, contact coefficients, restitution,
 shape) and the FEM soft bodies' (Lame parameters, damping, per-particle masses, density and a density field), the
-world's gravity, the pendulums' and the bouncing balls'. A new component registers its own the same way
+world's gravity, the pendulums', the bouncing balls' and the smoke's. A new component registers its own the same way
 (`registry.register`)."""
 
 from __future__ import annotations
@@ -328,6 +328,41 @@ for _q in (
              "Coulomb friction of the balls with the ground (at impacts and while resting)",
              read=lambda topology, params, state0: _first(params.ode.friction),
              expand=_broadcast("ode.friction"), applies=_has_balls),
+):
+    register(_q)
+del _q
+
+
+# Smoke (physics/smoke.py): the grid's parameters (scalars, or a field of the grid's shape) and its initial velocity
+
+
+def _has_smoke(topology) -> bool:
+    return topology.smoke is not None
+
+
+def _smoke_quantity(name: str, field: str, unit: str, transform, doc: str, aliases=()) -> Quantity:
+    path = f"smoke.{field}"
+    return Quantity(name, path, unit, transform, (name, path, *aliases), doc,
+                    read=lambda topology, params, state0: np.asarray(get_path(params, path)),
+                    expand=lambda exp, value: {path: value}, applies=_has_smoke)
+
+
+def _read_smoke_velocity(topology, params, state0):
+    return np.stack([np.asarray(state0.smoke.u), np.asarray(state0.smoke.v)])
+
+
+for _q in (
+    _smoke_quantity("smoke_buoyancy", "buoyancy", "m/s^2 per unit density", "log",
+                    "upward acceleration of the smoke per unit density", ("buoyancy",)),
+    _smoke_quantity("inflow_rate", "inflow_rate", "density/s", "log",
+                    "smoke added per second where the inflow mask is 1", ("smoke_inflow_rate",)),
+    _smoke_quantity("smoke_dissipation", "dissipation", "1/s", "softplus",
+                    "exponential decay rate of the smoke's density"),
+    _smoke_quantity("smoke_vorticity", "vorticity", "1", "softplus", "vorticity confinement eps"),
+    Quantity("smoke_velocity", "smoke.u", "m/s", "identity", ("smoke_velocity",),
+             "the smoke's initial velocity field (u, v) on the grid's faces [2, ny, nx]",
+             read=_read_smoke_velocity, expand=lambda exp, value: {"smoke.u": value[0], "smoke.v": value[1]},
+             container="state", applies=_has_smoke, key="", auto=False),
 ):
     register(_q)
 del _q

@@ -21,10 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.compilation import jit
-from gradsim_jax.physics import Params, SemiImplicitEuler, State, Topology, check_finite, particle_state, simulate
+from gradsim_jax.physics import (Params, SemiImplicitEuler, SimulationDiverged, State, Topology, check_finite,
+                                particle_state, simulate)
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.physics.rollout import leading_push
-from gradsim_jax.render import Camera, Lights, RenderSettings, composite, render, render_dense
+from gradsim_jax.render import Camera, Lights, RenderSettings, SmokeLook, composite, render, render_dense, smoke_over
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
 from gradsim_jax.sysid.quantities import (assemble, blur_for, camera_for, canonical_theta, check_masses,
@@ -44,6 +45,9 @@ class Experiment:
     push_frames: number of leading frames during which theta["push"] acts.
     integrator: the time integrator of the rollout (static; `SemiImplicitEuler()`: the contact's damping and
       friction taken backward; `SemiImplicitEuler(implicit_contact=False)`: Warp's explicit contact).
+    smoke_look: how the scene's smoke (Topology.smoke) is filmed (static `render.SmokeLook`: a slab in front of
+      the meshes; None: the default look, the slab's corner at the origin); smoke_substeps: its solver steps a
+      frame (static).
     Derived on construction: free_particles ([n] bool, host), mass_ref (kg, the mean mass of the free
     particles: "mass" scales every mass by mass / mass_ref), area_ratio (tri_ka / tri_ke per triangle).
     """
@@ -64,12 +68,20 @@ class Experiment:
     push_frames: int = 0
     name: str = "experiment"
     integrator: Any = SemiImplicitEuler()
+    smoke_look: Optional[SmokeLook] = None
+    smoke_substeps: int = 1
 
     def __post_init__(self):
         derived = derived_values(self.topology, self.params, self.dtype)
         if (not derived["free_particles"].any() and not (np.asarray(self.params.rigid.mass) > 0).any()
-                and self.topology.ode is None):
-            raise ValueError("the experiment has no free particle, rigid body or ODE body: nothing moves")
+                and self.topology.ode is None and self.topology.smoke is None):
+            raise ValueError("the experiment has no free particle, rigid body, ODE body or smoke: nothing moves")
+        if self.topology.smoke is not None and self.smoke_look is None:
+            object.__setattr__(self, "smoke_look", SmokeLook())
+        if self.smoke_look is not None and not isinstance(self.smoke_look, SmokeLook):
+            raise TypeError(f"Experiment.smoke_look must be a render.SmokeLook, got {type(self.smoke_look).__name__}")
+        if not (isinstance(self.smoke_substeps, (int, np.integer)) and self.smoke_substeps >= 1):
+            raise ValueError(f"Experiment.smoke_substeps must be a whole number >= 1, got {self.smoke_substeps!r}")
         for name, value in derived.items():
             object.__setattr__(self, name, value)
         check_masses(self)
@@ -87,7 +99,8 @@ ARRAY_FIELDS = ("topology", "params", "state0", "area_ratio", "camera", "faces",
                 "theta")
 #: The Experiment attributes a compiled function may read besides its arrays: hashable values, the key of
 #: the compiled-function cache with the arrays' shapes (which `jax.jit` keys on itself).
-STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref", "integrator")
+STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref", "integrator", "smoke_look",
+                 "smoke_substeps")
 
 
 def experiment_arrays(exp: Experiment) -> dict:
@@ -173,8 +186,14 @@ def trajectory(exp: Experiment, theta: dict) -> State:
 def vertices(exp: Experiment, theta: dict) -> Array:
     """Render vertices [frames + 1, V, 3] of the motion for theta: particles, then bodies' hull vertices
     placed by their poses (`render.mesh`); plain function."""
+    return motion(exp, theta)[0]
+
+
+def motion(exp: Experiment, theta: dict) -> tuple[Array, Optional[Array]]:
+    """What the camera films of the motion for theta: (render vertices [frames + 1, V, 3] (`vertices`), the smoke's
+    density [frames + 1, ny, nx], or None for a scene without smoke); plain function."""
     params, traj = rollout(exp, theta)
-    return trajectory_vertices(exp.topology, params, traj)
+    return trajectory_vertices(exp.topology, params, traj), None if traj.smoke is None else traj.smoke.density
 
 
 def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
@@ -186,44 +205,66 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
 
     return params, simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
                             frame_dt=exp.frame_dt, control=leading_push(push, exp.push_frames),
-                            integrator=exp.integrator)
+                            integrator=exp.integrator, smoke_substeps=exp.smoke_substeps)
 
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,
-                  blur=None) -> Array:
+                  blur=None, density: Optional[Array] = None) -> Array:
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense` uses the autodiff
     reference renderer (forward-mode differentiable, used for Jacobians); `camera` defaults to the
     experiment's; `blur`: a Gaussian point spread of that many pixels over each frame (`render.blur`; None:
-    none). A frame whose vertices are not all finite (a simulation that blew up) is NaN (the renderer's
-    own rule), so a loss of it is NaN too."""
+    none); `density` [T, ny, nx]: the scene's smoke at those frames, filmed as `exp.smoke_look` says in front
+    of the meshes (`render.smoke_over`). A frame whose vertices are not all finite (a simulation that blew
+    up) is NaN (the renderer's own rule), so a loss of it is NaN too."""
     renderer = render_dense if dense else render
     camera = exp.camera if camera is None else camera
+    if density is not None and exp.topology.smoke is None:
+        raise ValueError("render_frames: a density was given but the experiment has no smoke (Topology.smoke)")
+    if density is None and exp.topology.smoke is not None:
+        raise ValueError("render_frames: the experiment has smoke: give its density (`motion`) with the vertices")
+    faces = np.shape(exp.faces)[0]
 
     @jax.checkpoint
-    def one(vertices):
-        image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
-                         background=exp.background, settings=exp.settings)
-        if exp.settings.coverage != "box":
-            image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
+    def one(frame):
+        vertices, rho = frame
+        if faces:
+            image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
+                             background=exp.background, settings=exp.settings)
+            if exp.settings.coverage != "box":
+                image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
+        else:  # nothing but smoke: the background, uncovered
+            bg = jnp.broadcast_to(jnp.asarray(exp.background, x.dtype), (camera.height, camera.width, 3))
+            image = jnp.concatenate([bg, jnp.zeros(bg.shape[:2] + (1,), bg.dtype)], axis=-1)
+        if rho is not None:
+            ny, nx = exp.topology.smoke.shape
+            h = exp.topology.smoke.spacing
+            image = smoke_over(camera, rho, image, exp.smoke_look, (nx * h, ny * h))
         return image if blur is None else gaussian_blur(image, blur)
 
-    return jax.lax.map(one, x)
+    return jax.lax.map(one, (x, density))
 
 
-def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False) -> Array:
-    """`render_frames` of render vertices x [T, V, 3] with theta's camera pose and blur, when it has them."""
-    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta))
+def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, density: Optional[Array] = None) -> Array:
+    """`render_frames` of render vertices x [T, V, 3] (and the smoke's density [T, ny, nx], for a scene with
+    smoke) with theta's camera pose and blur, when it has them."""
+    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), density)
+
+
+def frames_at(exp: Experiment, theta: dict, idx, dense: bool = False) -> Array:
+    """The rendered frames idx [k] of theta's motion (meshes and smoke) [k, H, W, 4]; plain function."""
+    x, density = motion(exp, theta)
+    return frames_for(exp, x[idx], theta, dense, None if density is None else density[idx])
 
 
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
     """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
-    return frames_for(exp, vertices(exp, theta), theta, dense)
+    return _positions_and_video(exp, theta, dense)[1]
 
 
-def _positions_and_video(exp: Experiment, theta: dict):
-    x = vertices(exp, theta)
-    return x, frames_for(exp, x, theta)
+def _positions_and_video(exp: Experiment, theta: dict, dense: bool = False):
+    x, density = motion(exp, theta)
+    return x, frames_for(exp, x, theta, dense, density)
 
 
 def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
@@ -237,7 +278,11 @@ def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray
     """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
     x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
     traj = check_finite(particle_state(x, x))
-    return np.asarray(traj.particles.x), np.asarray(frames)
+    frames = np.asarray(frames)
+    bad = ~np.isfinite(frames).reshape(frames.shape[0], -1).all(axis=1)
+    if exp.topology.smoke is not None and bad.any():  # the smoke, seen through its video
+        raise SimulationDiverged(int(np.argmax(bad)), "smoke.density", -1)
+    return np.asarray(traj.particles.x), frames
 
 
 def traced_checks(exp: Experiment):

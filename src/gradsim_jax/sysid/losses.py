@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.fit import rgba_mse, silhouette_loss
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, vertices
+from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_at
 
 Array = Any
 
@@ -51,8 +51,7 @@ def make_loss(exp: Experiment, target: Array, kind: str = "rgba", frame_stride: 
     tgt = target[idx]
 
     def frame_losses(theta):
-        x = vertices(exp, theta)[idx]
-        pred = frames_for(exp, x, theta)
+        pred = frames_at(exp, theta, idx)
         return jax.vmap(lambda p, t: image_loss(kind, p[None], t[None]))(pred, tgt)
 
     if horizon is None:
@@ -74,8 +73,7 @@ def residual_with_target(exp: Experiment, kind: str = "rgba", frame_stride: int 
 
     def residual(theta, target, weights=None):
         tgt = residual_channels(kind, target[idx])
-        x = vertices(exp, theta)[idx]
-        pred = frames_for(exp, x, theta, dense=dense)
+        pred = frames_at(exp, theta, idx, dense)
         r = (residual_channels(kind, pred) - tgt) / math.sqrt(tgt.size)
         if weights is not None:
             r = r * jnp.sqrt(weights)[:, None, None, None]

@@ -40,17 +40,15 @@ from gradsim_jax.physics.smoke import SmokeParams, SmokeState, SmokeTopology, sm
 from gradsim_jax.render.camera import Camera
 from gradsim_jax.render.density import colormap_colors, density_image, density_slab_image
 from gradsim_jax.sysid.config import SysIdResult
+from gradsim_jax.sysid import builtin  # noqa: F401  (registers the smoke quantities read below)
+from gradsim_jax.sysid.registry import QUANTITIES
 
 Array = Any
 
 #: name: (the SmokeParams field, or "velocity" for the initial state's (u, v); fit transform; unit)
-SMOKE_QUANTITIES = {
-    "smoke_buoyancy": ("buoyancy", "log", "m/s^2 per unit density"),
-    "inflow_rate": ("inflow_rate", "log", "density/s"),
-    "smoke_dissipation": ("dissipation", "softplus", "1/s"),
-    "smoke_vorticity": ("vorticity", "softplus", "1"),
-    "smoke_velocity": ("velocity", "identity", "m/s"),
-}
+#: (the registry's smoke quantities, `sysid.builtin`: the same names in scene files and `Experiment` fits.)
+SMOKE_QUANTITIES = {q.name: ("velocity" if q.name == "smoke_velocity" else q.field[len("smoke."):], q.transform, q.unit)
+                    for q in QUANTITIES.values() if q.field.startswith("smoke.")}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

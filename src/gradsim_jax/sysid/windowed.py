@@ -75,6 +75,10 @@ def _check_experiment(exp: Experiment, windows: Windows, shooting: str) -> None:
         raise ValueError(f"unknown shooting {shooting!r}; choose from {SHOOTING}")
     if windows.frames != exp.frames:
         raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
+    if exp.topology.smoke is not None:
+        raise ValueError("windowed fits (window, shooting) are not available for smoke (Topology.smoke): its state is "
+                         "a whole velocity field, which a window's start cannot be estimated for from the video; fit "
+                         "the whole recording (no window)")
     if shooting == "multiple" and np.shape(exp.state0.rigid.x)[0]:
         raise ValueError("multiple shooting estimates particle and ODE-body start states only; this experiment has "
                          "rigid bodies: use shooting='truncated'")

@@ -1,0 +1,65 @@
+"""[smoke]: a scene file's smoke on a grid (`physics.smoke`, built by `geometry.smoke`) as a `Scene` piece, and
+how it is filmed (`render.SmokeLook`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradsim_jax.geometry.smoke import box_mask, disc_mask, smoke_grid
+from gradsim_jax.render import SmokeLook
+from gradsim_jax.scenefile.schema import SceneFileError
+
+
+def has_smoke(spec) -> bool:
+    """Whether the file has a [smoke] table (its required key, cells, given)."""
+    return spec.values["smoke"]["cells"] is not None
+
+
+def read_smoke(spec):
+    """The file's smoke as a `Scene` piece, or None without a [smoke] table (SceneFileError naming the key for a
+    bad value)."""
+    if not has_smoke(spec):
+        return None
+    s, path = spec.values["smoke"], spec.path
+    cells = tuple(s["cells"])
+    if len(cells) != 2 or min(cells) < 2:
+        raise SceneFileError(f"{path}: [smoke] cells must be [ny, nx], each at least 2, got {list(cells)}")
+    if not (np.isfinite(s["width"]) and s["width"] > 0):
+        raise SceneFileError(f"{path}: [smoke] width must be a positive length (m), got {s['width']}")
+    if s["substeps"] < 1:
+        raise SceneFileError(f"{path}: [smoke] substeps must be at least 1, got {s['substeps']}")
+    for key in ("source", "fill_disc"):
+        if s[key] is not None and not s[key][2] > 0:
+            raise SceneFileError(f"{path}: [smoke] {key} = [x, y, radius] needs a positive radius, got {s[key]}")
+    if s["fill_box"] is not None and not (s["fill_box"][0] < s["fill_box"][2] and s["fill_box"][1] < s["fill_box"][3]):
+        raise SceneFileError(f"{path}: [smoke] fill_box = [x0, y0, x1, y1] needs x0 < x1 and y0 < y1, got "
+                             f"{s['fill_box']}")
+    masks = {key: (disc_mask(cells, s[key][:2], s[key][2]) if key != "fill_box" else
+                   box_mask(cells, s[key][:2], s[key][2:])) for key in ("source", "fill_box", "fill_disc")
+             if s[key] is not None}
+    for key, mask in masks.items():
+        if not mask.any():
+            raise SceneFileError(f"{path}: [smoke] {key} = {s[key]} covers no cell's centre of the {cells[0]} x "
+                                 f"{cells[1]} grid (coordinates are in units of the width from its bottom-left "
+                                 "corner)")
+    fill = np.maximum(masks.get("fill_box", np.zeros(cells)), masks.get("fill_disc", np.zeros(cells)))
+    inflow = masks.get("source")
+    try:
+        return smoke_grid(cells, spacing=s["width"] / cells[1], walls=s["walls"], advection=s["advection"],
+                          solver=s["solver"], tolerance=s["tolerance"], slip=s["slip"], buoyancy=s["buoyancy"],
+                          dissipation=s["dissipation"], vorticity=s["vorticity"], inflow_rate=s["inflow_rate"],
+                          inflow_mask=inflow, density=fill * s["fill_density"])
+    except ValueError as e:
+        raise SceneFileError(f"{path}: [smoke] {e}") from None
+
+
+def smoke_look(spec):
+    """(`render.SmokeLook`, solver steps per frame) of the file's [smoke], or (None, 1) without one."""
+    if not has_smoke(spec):
+        return None, 1
+    s = spec.values["smoke"]
+    corner = s["corner"] if s["corner"] is not None else (-0.5 * s["width"], 0.0, 0.0)
+    try:
+        return SmokeLook(corner=tuple(corner), colormap=s["colormap"], scale=s["scale"]), int(s["substeps"])
+    except ValueError as e:
+        raise SceneFileError(f"{spec.path}: [smoke] {e}") from None
