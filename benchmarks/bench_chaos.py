@@ -96,12 +96,14 @@ def run_case(case: str, args) -> dict:
            "recovered": lengths, "relative_error": errors, "within_1e-3": bool(max(errors) < 1e-3),
            "terms": result.terms, "history": history, "wall_time_s": time.perf_counter() - started}
     if result.start_fit is not None:
+        from gradsim_jax.sysid.window_starts import join_gap
         from gradsim_jax.sysid.windowed import START_Q, START_QD, window_states
 
         truth = window_states(exp, {}, result.windows)
         row["start_fit"] = result.start_fit
         row["start_estimate_error"] = {
-            "pose_rad_max": float(np.max(np.abs(np.asarray(result.starts[START_Q]) - np.asarray(truth[START_Q])))),
+            "pose_rad_max": float(np.max(np.abs(join_gap(np.asarray(result.starts[START_Q]),
+                                                         np.asarray(truth[START_Q]), 2.0 * np.pi)))),
             "rate_rad_s_max": float(np.max(np.abs(np.asarray(result.starts[START_QD]) - np.asarray(truth[START_QD])))),
         }
     del jnp

@@ -8,7 +8,8 @@ import pytest
 from gradsim_jax import sysid
 from gradsim_jax.scenes.ode import double_pendulum, simple_pendulum
 from gradsim_jax.sysid.experiment import _as_theta
-from gradsim_jax.sysid.window_starts import START_Q, START_QD, derivative_weights, estimate_window_states
+from gradsim_jax.sysid.window_starts import (START_Q, START_QD, derivative_weights, estimate_window_states, join_gap,
+                                             pose_periods)
 from gradsim_jax.sysid.windowed import (Windows, continuity_weight, window_states, windowed_loss,
                                         windowed_terms)
 
@@ -28,6 +29,15 @@ def test_rate_stencil_is_exact_for_polynomials_and_the_join_weight_tightens_geom
         continuity_weight((0.0, 1.0), 0, 5)
 
 
+def test_an_angle_join_is_measured_on_the_circle_and_a_particle_join_is_not():
+    assert pose_periods(simple_pendulum(size=8, frames=2)) == {"x": None, "q": pytest.approx(2.0 * np.pi)}
+    gap = np.array([0.1, 2.0 * np.pi + 0.1, -4.0 * np.pi - 0.1, 3.0])
+    # float32 rounding of 2 pi k + 0.1 (|k| <= 2): a few ulps of 12.6
+    np.testing.assert_allclose(np.asarray(join_gap(np.float32(gap), np.float32(0.0), 2.0 * np.pi)),
+                               [0.1, 0.1, -0.1, 3.0], atol=8 * np.spacing(np.float32(13.0)))
+    np.testing.assert_array_equal(np.asarray(join_gap(gap, 0.0, None)), gap)
+
+
 @pytest.mark.slow  # ~20 s; CI's 10 minutes are nearly full (the chaotic start test below runs there)
 def test_ode_body_windows_join_on_its_own_motion_and_a_gap_costs_its_scaled_square():
     exp = simple_pendulum(size=16, frames=12)
@@ -42,6 +52,10 @@ def test_ode_body_windows_join_on_its_own_motion_and_a_gap_costs_its_scaled_squa
     gap = dict(theta, **{START_Q: theta[START_Q].at[-1].add(0.02)})
     terms = jax.jit(lambda th: windowed_terms(exp, target, th, windows, pose_scale=0.01))(gap)
     # one join of two off by 0.02 rad = 2 scales: (2^2 + 0) / 2 joins
+    assert float(terms["continuity"]) == pytest.approx(2.0, rel=1e-3)
+    # ... and a whole turn more is the same gap: an angle's join is measured on the circle
+    turn = dict(gap, **{START_Q: gap[START_Q].at[-1].add(-2.0 * np.pi)})
+    terms = jax.jit(lambda th: windowed_terms(exp, target, th, windows, pose_scale=0.01))(turn)
     assert float(terms["continuity"]) == pytest.approx(2.0, rel=1e-3)
     one = Windows(12, 12)
     full = jax.jit(windowed_loss(exp, target, one, shooting="truncated"))(_as_theta(exp, {"pendulum_length": 1.02}))
@@ -93,3 +107,46 @@ def test_a_start_that_cannot_be_read_off_the_video_falls_back_to_the_guess_run_w
     run = window_states(exp, guess, windows)
     np.testing.assert_array_equal(np.asarray(est[START_Q])[0], np.asarray(run[START_Q])[0])
     assert np.all(np.isfinite(np.asarray(est[START_Q]))) and list(est["_pose_fit"]["fallback"]) == [1]
+
+
+def test_search_grid_covers_a_turn_with_the_prediction_and_unwrap_keeps_one_branch():
+    from gradsim_jax.sysid.window_starts import SEARCH_CANDIDATES, search_offsets, unwrap
+
+    coarse, fine = search_offsets(2, 2 * np.pi)
+    assert coarse.shape == (256, 2) and len(coarse) <= SEARCH_CANDIDATES  # 16 x 16
+    assert np.any(np.all(coarse == 0.0, axis=1)) and np.any(np.all(fine == 0.0, axis=1))  # the prediction itself
+    spacing = 2 * np.pi / 16
+    assert np.allclose(np.diff(np.unique(coarse[:, 0])), spacing) and np.ptp(coarse[:, 0]) == pytest.approx(
+        2 * np.pi - spacing)
+    assert np.ptp(fine[:, 1]) == pytest.approx(spacing)  # the fine grid spans one coarse spacing
+    assert search_offsets(1, 1.0)[0].shape == (256, 1) and search_offsets(3, 1.0)[0].shape == (216, 3)
+    angles = np.array([3.1, -3.1, 9.5])
+    np.testing.assert_allclose(unwrap(angles, 3.0, 2 * np.pi), [3.1, 2 * np.pi - 3.1, 9.5 - 2 * np.pi], rtol=1e-6)
+
+
+def test_a_lost_pose_is_found_again_by_the_search_over_whole_turns():
+    """The prediction of a start pose 2 rad off (a window whose previous start was lost in the chaos): the
+    pose fit from it alone stays in a wrong minimum; starting from the search it finds the pose."""
+    from gradsim_jax.physics.ode import ode_coordinates
+    from gradsim_jax.sysid.window_starts import _pose_fit, default_pose_scales, pose_search_period
+
+    exp = double_pendulum(size=32, frames=6)
+    _, target = sysid.simulate_video(exp, {})
+    traj = jax.jit(lambda th: sysid.trajectory(exp, th))(_as_theta(exp, {}))
+    state = jax.tree.map(lambda a: a[4], traj)
+    truth, _ = ode_coordinates(exp.topology.ode.system, state.ode)
+    predicted = {"q": (truth + np.array([[2.0, -1.5]], np.float32))[None]}
+    theta = _as_theta(exp, {})
+    period = pose_search_period(exp)
+    assert period == pytest.approx(2 * np.pi)
+    scales = default_pose_scales(exp)
+    lost, _, _ = jax.jit(lambda: _pose_fit(exp, theta, predicted, state, target[4:5], scales, "rgba", 30, 0.5,
+                                           1e-4))()
+    found, before, after = jax.jit(lambda: _pose_fit(exp, theta, predicted, state, target[4:5], scales, "rgba", 30,
+                                                     0.5, 1e-4, period=period))()
+    wrapped = lambda q: (np.asarray(q)[0] - np.asarray(truth) + np.pi) % (2 * np.pi) - np.pi  # noqa: E731
+    assert np.abs(wrapped(lost["q"])).max() > 0.5  # the fit from the prediction alone does not get there
+    # From the search's best (a 16 x 16 grid, then 5 x 5 within 0.39 rad) the fit reaches the true pose: the
+    # image's noise-free, so to well under a degree (the bobs are 2 px wide at 32 px)
+    assert np.abs(wrapped(found["q"])).max() < 0.02
+    assert float(after[0]) < 1e-2 * float(before[0])

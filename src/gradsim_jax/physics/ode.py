@@ -107,6 +107,12 @@ class OdeSystem:
     #: neighbouring frames (`sysid.window_starts`).
     coordinates: tuple | None = None
 
+    #: The period of every pose coordinate when they are angles (a pendulum's 2 pi: a pose and the same pose
+    #: plus a whole turn look and move alike); None when they are not. Multiple shooting then searches each
+    #: window's start pose over a whole turn before fitting it (`sysid.window_starts`), so that a start lost
+    #: in a chaotic motion is found again, and unwraps the fitted poses onto one branch.
+    pose_period: float | None = None
+
     #: The unit of `energy` (a pendulum's J; a ball's J/kg: its energy per unit mass).
     energy_unit: str = "J"
 
@@ -129,13 +135,15 @@ class FunctionOde(OdeSystem):
     """A user's ODE body from plain functions: field_fn(t, y, params, world) -> y' (world.gravity [3] m/s^2),
     vertices_fn(params, y) -> [v, 3] m, and the faces [F, 3] over those vertices (a mesh that moves with y);
     coordinates: (pose, rate), the keys (y a dict) or attributes of y holding a pose and its time derivative
-    (optional: multiple shooting needs them). Equal only to itself."""
+    (optional: multiple shooting needs them); pose_period: the period of the pose's coordinates when they are
+    angles (e.g. 2 pi; `OdeSystem.pose_period`). Equal only to itself."""
 
     field_fn: Callable
     vertices_fn: Callable
     face_array: Any
     validate_fn: Callable | None = None
     coordinates: tuple | None = None
+    pose_period: float | None = None
 
     def field(self, t, y, params, world):
         return self.field_fn(t, y, params, world)

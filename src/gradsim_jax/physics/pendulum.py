@@ -144,6 +144,7 @@ class PendulumSystem(OdeSystem):
 
     bob_faces: tuple
     coordinates = ("theta", "omega")
+    pose_period = 2.0 * np.pi
 
     def field(self, t, y, params, world):
         return PendulumState(theta=y.omega, omega=accelerations(params, -world.gravity[1], y.theta, y.omega))

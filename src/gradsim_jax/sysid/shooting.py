@@ -33,7 +33,7 @@ from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 from gradsim_jax.sysid.losses import residual_channels
-from gradsim_jax.sysid.window_starts import PARTS, pose_rate, push_of, run_windows, start_names
+from gradsim_jax.sysid.window_starts import PARTS, pose_periods, pose_rate, push_of, run_windows, start_names
 
 Array = Any
 
@@ -83,6 +83,11 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
     # Join residual weights: |c|^2 = weight x mean over joins of the sum over parts of the pose's and the rate's
     # mean squared mismatch in scale units.
     join_w = np.concatenate([np.full(s, math.sqrt(weight / ((count - 1) * s))) for *_, s in layout])
+    # An angle's join is measured on the circle (`join_gap`): its period in scale units, per start-state number.
+    periods = pose_periods(exp)
+    wrap = np.concatenate([np.full(s, 0.0 if which == "rate" or periods[part] is None else
+                                   periods[part] / scales[part][0]) for part, which, _, s in layout])
+    turns = lambda gap: np.round(gap / np.where(wrap > 0, wrap, 1.0)) * wrap  # noqa: E731
 
     def pack_states(th):
         cols = []
@@ -155,7 +160,8 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
     dim = nq + n_s
 
     def join_cost(ends, zs_):
-        c = join_w * (np.asarray(ends, np.float64) - zs_)
+        gap = np.asarray(ends, np.float64) - zs_
+        c = join_w * (gap - turns(gap))
         return float(np.sum(np.square(c))), c
 
     def normal(zq_, zs_):

@@ -13,7 +13,13 @@ quantities. The fit converges only when those states begin near the recorded mot
   pose at s; the start rate (velocities, the ODE body's rate) is the derivative at s of the polynomial
   through the 2k + 1 fitted poses (degree 2k: the 5-point central difference for k = 2, error O(dt^4)).
   The prediction runs over one window only, so a guess whose long-run motion has parted from the video
-  (a chaotic motion, 5 % off) still predicts each next window's first frames well.
+  (a chaotic motion, 5 % off) still predicts each next window's first frames well. When it does not (the
+  image loss is flat once a bob misses its image), an ODE body whose poses are angles
+  (`OdeSystem.pose_period`: the pendulums) has each frame's fit start from the best pose of a search over
+  whole turns around the prediction (`search_offsets`: a 16 x 16 grid over both angles of a double pendulum,
+  then 5 x 5 around the best, compared at 32 px): a lost start is found again. Angles are unwrapped onto
+  the prediction's turn, and a join between windows measures an angle's mismatch on the circle
+  (`join_gap`): a start a whole turn away is the same physical state.
 - **from a run of the initial guess** (`window_states`): the states of one simulation with the initial
   quantities at the windows' first frames. Its joins match exactly, but in a chaotic or long motion the
   run parts from the video after a few windows, and the fit then starts far from it (issue 12's runs stalled
@@ -44,9 +50,10 @@ from gradsim_jax.physics.checkpointing import PerFrame
 from gradsim_jax.physics.ode import ode_coordinates, ode_trajectory, with_ode_coordinates
 from gradsim_jax.physics.rollout import push_control
 from gradsim_jax.render.mesh import scene_vertices
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, trajectory
+from gradsim_jax.render.camera import with_image_size
+from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, render_frames, trajectory
 from gradsim_jax.sysid.losses import image_loss, residual_channels
-from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
+from gradsim_jax.sysid.quantities import QUANTITIES, assemble, blur_for, camera_for, canonical
 
 Array = Any
 
@@ -199,17 +206,74 @@ def derivative_weights(offsets, dt: float) -> np.ndarray:
 GAUSS_NEWTON_LIMIT = 32
 #: The unit of a free quantity in a pose fit: 0.05 in its fit transform (5 % of a quantity fitted in log space).
 QUANTITY_SCALE = 0.05
+#: An ODE body whose pose coordinates are angles (`OdeSystem.pose_period`) has each pose fit start from the best
+#: of a search over whole turns: about this many poses on a grid over every coordinate's period (the prediction
+#: among them), then FINE_POINTS per coordinate within one grid spacing of the best. Up to SEARCH_MAX_COORDINATES
+#: coordinates (a double pendulum's 2: a 16 x 16 grid, then 5 x 5); a pose with more is fitted from its prediction.
+SEARCH_CANDIDATES = 256
+FINE_POINTS = 5
+SEARCH_MAX_COORDINATES = 3
+#: The search compares its candidates at about this many pixels on the image's short side (the frame averaged
+#: down by a whole factor, the camera's intrinsics scaled alike): it only has to find the basin the fit refines.
+SEARCH_PIXELS = 32
+
+
+def search_offsets(n: int, period: float) -> tuple[np.ndarray, np.ndarray]:
+    """(coarse [c, n], fine [f, n]) offsets of a pose search over n periodic coordinates: a grid of g points per
+    coordinate over one period, g^n <= SEARCH_CANDIDATES, offset 0 (the prediction) included; then FINE_POINTS
+    per coordinate spanning one coarse spacing around the best."""
+    g = 2
+    while (g + 1) ** n <= SEARCH_CANDIDATES:
+        g += 1
+    spacing = period / g
+    axes = (np.arange(g) - g // 2) * spacing
+    fine = np.linspace(-0.5, 0.5, FINE_POINTS) * spacing
+    grid = lambda a: np.stack(np.meshgrid(*([a] * n), indexing="ij"), -1).reshape(-1, n)  # noqa: E731
+    return grid(axes), grid(fine)
+
+
+def pose_search_period(exp: Experiment):
+    """The period of the ODE body's pose coordinates when its start poses are searched (`OdeSystem.pose_period`,
+    at most SEARCH_MAX_COORDINATES of them), else None."""
+    if not has_ode(exp):
+        return None
+    period = getattr(exp.topology.ode.system, "pose_period", None)
+    pose, _ = ode_coordinates(exp.topology.ode.system, exp.state0.ode)
+    return period if period is not None and 0 < np.size(pose) <= SEARCH_MAX_COORDINATES else None
+
+
+def unwrap(value, centre, period):
+    """value moved by whole periods to lie within half a period of centre."""
+    return centre + (value - centre) - period * jnp.round((value - centre) / period)
+
+
+def pose_periods(exp: Experiment) -> dict:
+    """{part: the period of its pose coordinates, or None}: the ODE body's `OdeSystem.pose_period` (angles), None
+    for particles. A join between windows measures an angle's mismatch on the circle (`join_gap`)."""
+    periods = {"x": None}
+    if has_ode(exp):
+        periods["q"] = getattr(exp.topology.ode.system, "pose_period", None)
+    return periods
+
+
+def join_gap(end, start, period):
+    """end - start, the nearest by whole periods when the coordinates are angles of `period` (None: as it is). A
+    window that starts a whole turn from where the previous one ends starts from the same physical state."""
+    gap = end - start
+    return gap if period is None else gap - period * jnp.round(gap / period)
 
 
 def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target: Array, scales: dict, kind: str,
-              steps: int, learning_rate: float, prior: float, free: tuple = ()):
+              steps: int, learning_rate: float, prior: float, free: tuple = (), period=None):
     """Poses fitted to the frames target [m, H, W, 4], one per frame, each from its predicted pose ({part:
     [m, ...]}), in units of `scales`, minimizing the frame's image loss + prior * mean(offset^2):
     Levenberg-Marquardt (at most `steps` trial steps; forward-mode Jacobian, dense renderer) for at most GAUSS_NEWTON_LIMIT unknowns, else Adam (`steps`
     iterations of size `learning_rate`). The quantities `free` are fitted with each frame too, in their fit
     transforms in units of QUANTITY_SCALE (a length that is off would otherwise bend the fitted pose to make up
-    for it; a quantity the picture does not show keeps its value). Returns (poses {part: [m, ...]}, image
-    losses [m] at the predicted poses, [m] at the fitted ones)."""
+    for it; a quantity the picture does not show keeps its value). `period`: the ODE body's pose coordinates are
+    angles of this period: each frame's fit starts from the best pose of a search over whole turns around the
+    prediction (`search_offsets`). Returns (poses {part: [m, ...]}, image losses [m] at the predicted poses, [m]
+    at the fitted ones)."""
     keep = movable(exp) if "x" in predicted else None
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
     size = sum(int(np.prod(np.shape(v)[1:])) for v in predicted.values()) + sum(int(np.size(theta[n])) for n in free)
@@ -221,7 +285,37 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
         vertices = scene_vertices(exp.topology, params, with_pose_rate(exp, base, {k: pose[k] for k in zero}, zero))
         return frames_for(exp, vertices[None], th, dense=dense)
 
+    def searched(pred, tgt):
+        """pred with its ODE pose the best of the search around it (coarse grid, then fine), compared at a
+        reduced size (SEARCH_PIXELS)."""
+        q = pred["q"]
+        coarse, fine = search_offsets(int(np.size(q)), period)
+        camera = camera_for(exp, theta)
+        f = max(1, min(camera.height, camera.width) // SEARCH_PIXELS)
+        h, w = camera.height // f, camera.width // f
+        small = with_image_size(camera, w, h) if f > 1 else camera
+        pooled = tgt[:h * f, :w * f].reshape(h, f, w, f, tgt.shape[-1]).mean(axis=(1, 3))
+        blur = blur_for(theta)
+        params, _ = assemble(exp, theta)
+        zero = {k: jnp.zeros_like(v) for k, v in pred.items() if k in PARTS}
+
+        def loss_at(c):
+            state = with_pose_rate(exp, base, {**{k: pred[k] for k in zero}, "q": c}, zero)
+            frame = render_frames(exp, scene_vertices(exp.topology, params, state)[None], camera=small,
+                                  blur=None if blur is None else blur / f)
+            return image_loss(kind, frame, pooled[None])
+
+        def best(centre, offsets):
+            cands = centre[None] + jnp.asarray(offsets, q.dtype).reshape((-1,) + q.shape)
+            losses = jax.lax.map(loss_at, cands, batch_size=16)
+            return cands[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
+
+        return {**pred, "q": best(best(q, coarse), fine)}
+
     def one(pred, tgt):
+        original = pred
+        if period is not None:
+            pred = searched(pred, tgt)
         unknowns = {**jax.tree.map(jnp.zeros_like, pred), **{"_" + n: jnp.zeros_like(theta[n]) for n in free}}
         flat, unravel = jax.flatten_util.ravel_pytree(unknowns)
 
@@ -262,7 +356,7 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
 
             (u, _), _ = jax.lax.scan(step, (flat, optimizer.init(flat)), None, length=steps)
         fitted = pose_of(u)
-        zero = pose_of(jnp.zeros_like(u))
+        zero = {**pose_of(jnp.zeros_like(u)), **original}
         return ({k: fitted[k] for k in pred}, image_loss(kind, image(zero), tgt[None]),
                 image_loss(kind, image(fitted), tgt[None]))
 
@@ -326,12 +420,14 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
 
     free = tuple(canonical(n) for n in free if canonical(n) != "push")
 
+    period = pose_search_period(exp)
+
     def fit_poses(e, th, predicted, base, tgt):
-        return _pose_fit(e, th, predicted, base, tgt, scales, kind, steps, learning_rate, prior, free)
+        return _pose_fit(e, th, predicted, base, tgt, scales, kind, steps, learning_rate, prior, free, period)
 
     predict_c = compiled(exp, predict, ("window_starts_predict", span))
     fit_c = compiled(exp, fit_poses, ("window_starts_pose_fit", kind, steps, learning_rate, prior,
-                                      tuple(sorted(scales.items())), len(offsets), free))
+                                      tuple(sorted(scales.items())), len(offsets), free, period))
     _, state = compiled(exp, lambda e, th: assemble(e, th), "assemble")(theta)
     out: dict = {name: [] for name in start_names(exp)}
     record = {"predicted": [], "fitted": [], "fallback": []}
@@ -360,6 +456,10 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
         predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
         base = jax.tree.map(lambda a: a[s - previous], run)
         poses, before, after = fit_c(theta, predicted, base, target[frames])
+        if period is not None:  # the start onto the prediction's turn (the run that joins this window), and its
+            at_start = int(np.nonzero(frames == s)[0][0])  # neighbours onto the start's
+            centre = unwrap(poses["q"][at_start], predicted["q"][at_start], period)
+            poses = {**poses, "q": unwrap(poses["q"], centre[None], period)}
         distinct, first = _distinct(frames - s)
         weights = derivative_weights(distinct, exp.frame_dt)
         at = int(np.nonzero(frames == s)[0][0])

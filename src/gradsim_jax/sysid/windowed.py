@@ -60,8 +60,8 @@ from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
 from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
 from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
-                                             default_pose_scales, estimate_window_states, has_ode, pose_rate,
-                                             push_of, run_from, run_windows, start_names, state_parts, window_states)
+                                             default_pose_scales, estimate_window_states, has_ode, join_gap,
+                                             pose_periods, pose_rate, push_of, run_from, run_windows, start_names, state_parts, window_states)
 
 Array = Any
 
@@ -172,8 +172,9 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
     pose_scale, rate_scale = scales.get("q", (None, None))
     per_join = jnp.zeros((count - 1,), dtype)
     joins = dict(empty)
+    periods = pose_periods(exp)
     for part in poses:
-        dp, dr = end_pose[part] - poses[part][1:], end_rate[part] - rates[part][1:]
+        dp, dr = join_gap(end_pose[part], poses[part][1:], periods[part]), end_rate[part] - rates[part][1:]
         axes = tuple(range(1, dp.ndim))
         sp, sr = scales[part]
         per_join = per_join + jnp.mean(jnp.square(dp / sp), axis=axes) + jnp.mean(jnp.square(dr / sr), axis=axes)
