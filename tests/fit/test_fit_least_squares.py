@@ -20,8 +20,13 @@ def _linearize(z, calls):
 
 
 def test_trials_by_the_jacobian_take_the_same_steps_and_linearize_once_per_trial():
-    calls_two, calls_one = [], []
-    two = least_squares.levenberg_marquardt(_residual, lambda z: _linearize(z, calls_two), [1.0, 2.0], steps=30,
+    calls_two, calls_one, residuals = [], [], []
+
+    def residual(z):
+        residuals.append(len(calls_two))  # how many linearizations came before
+        return _residual(z)
+
+    two = least_squares.levenberg_marquardt(residual, lambda z: _linearize(z, calls_two), [1.0, 2.0], steps=30,
                                             tol=1e-12)
     one = least_squares.levenberg_marquardt(None, lambda z: _linearize(z, calls_one), [1.0, 2.0], steps=30,
                                             tol=1e-12)
@@ -31,12 +36,30 @@ def test_trials_by_the_jacobian_take_the_same_steps_and_linearize_once_per_trial
     np.testing.assert_allclose(one.jacobian, two.jacobian, rtol=1e-12)
     # Without a residual function every accepted trial's Jacobian is kept: no evaluation twice at one point.
     assert len({tuple(c) for c in calls_one}) == len(calls_one)
-    assert len(calls_two) == len(one.steps) + 1
+    # With one, trials go by the Jacobian until one is rejected (that trial's Jacobian is the only one wasted),
+    # then by the residual: one linearization per accepted step, at most one more.
+    assert len({tuple(c) for c in calls_two}) == len(calls_two)
+    assert len(one.steps) + 1 <= len(calls_two) <= len(one.steps) + 2
+    assert residuals and (len(calls_two) == len(one.steps) + 2) and residuals[0] >= 2
+
+
+def test_the_polish_stops_once_the_gauss_newton_step_is_below_step_tol():
+    loose = least_squares.levenberg_marquardt(None, lambda z: _linearize(z, []), [1.0, 2.0], steps=30, tol=0.0,
+                                              step_tol=1e-3)
+    tight = least_squares.levenberg_marquardt(None, lambda z: _linearize(z, []), [1.0, 2.0], steps=30, tol=0.0,
+                                              step_tol=1e-10)
+    # the loose run ends at the first point whose step is <= 1e-3 max(1, |z|); the tight one goes further
+    assert np.all(np.abs(loose.gauss_newton_step) <= 1e-3 * np.maximum(1.0, np.abs(loose.z)))
+    assert len(loose.steps) < len(tight.steps)
+    before = loose.steps[-2][1]
+    j = _linearize(before, [])
+    assert np.max(np.abs(np.linalg.lstsq(j[1], -j[0], rcond=None)[0])) > 1e-3
+    np.testing.assert_allclose(tight.z, [1.7, 0.8], rtol=1e-9)
 
 
 def test_masked_unknowns_keep_their_values():
     result = least_squares.levenberg_marquardt(None, lambda z: _linearize(z, []), [1.0, 0.8], mask=[True, False],
-                                               steps=20, tol=1e-12)
+                                               steps=20, tol=1e-12, step_tol=0.0)
     assert result.z[1] == 0.8
     np.testing.assert_allclose(result.z[0], 1.7, rtol=1e-9)
     assert result.jacobian.shape == (T.size, 1)

@@ -273,6 +273,16 @@ def test_tiled_render_equals_dense_reference(settings):
         np.testing.assert_allclose(grad, dense_grad, rtol=1e-7, atol=1e-9)
         assert float(jnp.abs(grad).max()) > 0
 
+        # autodiff=True: the same image, and forward mode works: <weights, J t> equals the VJP's <grad, t>
+        def forward(verts):
+            return render_with_stats(cam, verts, f, colors, settings=settings, background=[0.1, 0.2, 0.3],
+                                     autodiff=True)[0]
+
+        t = jnp.asarray(np.random.default_rng(4).normal(size=v.shape))
+        same, tangent = jax.jit(lambda x: jax.jvp(forward, (x,), (t,)))(v)
+        np.testing.assert_allclose(same, image, atol=1e-12)
+        np.testing.assert_allclose(float(jnp.sum(weights * tangent)), float(jnp.sum(grad * t)), rtol=1e-7, atol=1e-9)
+
 
 def test_overflow_is_reported_and_suggested_capacities_remove_it():
     v, f = random_mesh(4, num_faces=30, spread=0.5)

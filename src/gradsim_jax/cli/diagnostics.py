@@ -43,9 +43,9 @@ def add_parser(sub) -> None:
              "differences, float32 vs 64",
         formatter_class=fmt,
         description="For every [fit] free quantity of the scene, the directional derivative of the fit's image "
-                    "loss by reverse mode, forward mode (through the dense reference renderer) and central finite "
-                    "differences, all in float64, and the float32 gradient against the float64 one. Prints a "
-                    "table with a verdict per quantity, writes OUT/gradcheck.json, and exits with status 1 when a "
+                    "loss by reverse mode, forward mode (through the renderer differentiated by JAX, "
+                    "`render(autodiff=True)`) and central finite differences, all in float64, and the float32 "
+                    "gradient against the float64 one. Prints a table with a verdict per quantity, writes OUT/gradcheck.json, and exits with status 1 when a "
                     "check fails.\n\nTolerances (relative): reverse vs forward 1e-6, reverse vs FD 1e-4, float32 vs "
                     "float64 0.1. FD step h = eps^(1/3) |q| (6e-6 relative), the step balancing truncation and "
                     "rounding errors of a central difference.")
@@ -70,7 +70,7 @@ def add_parser(sub) -> None:
     _common(hz, "horizon")
     hz.add_argument("--tol", type=positive, default=0.1, help="float32/float64 criterion (default 0.1)")
     hz.add_argument("--mode", choices=("auto", "forward", "reverse"), default="auto",
-                    help="forward: one pass per free scalar (dense renderer); reverse: one per horizon; auto: the "
+                    help="forward: one pass per free scalar; reverse: one per horizon; auto: the "
                          "cheaper")
 
     ls = sub.add_parser(

@@ -59,7 +59,7 @@ class SceneProblem:
         return jax.vmap(lambda p, t: image_loss(self.kind, p[None], t[None]))(pred, tgt[idx])
 
     def loss_dense(self, params: dict) -> Array:
-        """The fit's loss through the dense reference renderer (has forward-mode derivatives)."""
+        """The fit's loss through the renderer with forward-mode derivatives (`render(autodiff=True)`)."""
         return jnp.mean(self.frame_losses(params, dense=True))
 
     def horizon_losses(self, params: dict, dense: bool = False) -> Array:

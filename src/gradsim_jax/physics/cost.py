@@ -12,8 +12,9 @@ number of bytes of temporaries and of seconds; a gradient stores one frame's sub
 residuals (`simulate` checkpoints every frame and every substep) or every substep's residuals (without
 checkpoints). Per rendered frame: binning compares
 every face with every 8 x 8 tile; the kernel evaluates `64 x capacity` pixel-face pairs per covered tile,
-a chunk of pairs at a time; the dense reference renderer (Levenberg-Marquardt, identifiability) evaluates
-every pixel against every face, and its linearization keeps all of those pairs.
+a chunk of pairs at a time; a Levenberg-Marquardt or identifiability Jacobian renders the compared frames once
+more with every column's tangent (forward mode, `JACOBIAN_BATCH` columns at a time, each about one more
+render: 5.8 ms a frame and 6.0 ms a column on the pendulum demo), keeping only the chunks in flight.
 """
 
 from __future__ import annotations
@@ -36,10 +37,8 @@ _PAIR_RESIDUAL_BYTES = 1.7  # per pixel-face pair kept for the backward pass
 _BIN_SECONDS = 1.2e-8  # per (tile, face)
 _PAIR_SECONDS = 1.6e-8  # per pixel-face pair
 _RENDER_GRAD_TIME_FACTOR = 6.0
-_DENSE_PAIR_BYTES = 8.0
-_DENSE_LINEARIZED_PAIR_BYTES = 72.0
-_DENSE_PAIR_SECONDS = 9.0e-8
-_DENSE_JVP_PAIR_SECONDS = 3.0e-7
+_JACOBIAN_COLUMN_FACTOR = 1.0  # a forward-mode column costs about one more render
+_JACOBIAN_BATCH = 4  # fit.least_squares.JACOBIAN_BATCH (physics does not import fit)
 _PAIRS_PER_CHUNK = 16384  # RenderSettings.pairs_per_chunk
 _TILE = 8  # RenderSettings.tile_size
 _FIXED_BYTES = 64 * 2**20  # the runtime and small buffers
@@ -109,8 +108,8 @@ def estimate_cost(
       gradient: each of `iterations` evaluations is also differentiated (a fit); `checkpoint` as in
         `simulate`.
       tile_capacity, pixel_capacity: the renderer's (None: every face, as scene files default to).
-      dense_frames, dense_columns: frames the dense reference renderer linearizes (Levenberg-Marquardt,
-        identifiability) and its Jacobian columns (free scalars); 0: not used.
+      dense_frames, dense_columns: frames a forward-mode Jacobian renders (Levenberg-Marquardt, identifiability)
+        and its columns (free scalars); 0: not used.
       itemsize: bytes per float (8 for float64).
     Returns:
       CostEstimate(memory_bytes, seconds, text).
@@ -155,16 +154,18 @@ def estimate_cost(
         parts["render"] = (render_bytes + video, render_seconds)
         resident += video
         if dense_frames:
-            dense_pairs = height * width * faces
-            parts["dense render"] = (
-                scale * dense_pairs * (_DENSE_PAIR_BYTES + dense_frames * _DENSE_LINEARIZED_PAIR_BYTES),
-                dense_frames * dense_pairs * (_DENSE_PAIR_SECONDS + dense_columns * _DENSE_JVP_PAIR_SECONDS))
-    # The simulation and the render of one evaluation are one program; the dense renderer is another.
-    evaluation = sum(b for name, (b, _) in parts.items() if name != "dense render")
-    peak = max([evaluation] + [b for name, (b, _) in parts.items() if name == "dense render"])
+            batch = min(_JACOBIAN_BATCH, max(1, dense_columns))
+            parts["Jacobian render"] = (
+                scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
+                         + (1 + batch) * chunk_pairs * _PAIR_CHUNK_BYTES) + batch * video,
+                dense_frames * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
+                * (1.0 + _JACOBIAN_COLUMN_FACTOR * dense_columns))
+    # The simulation and the render of one evaluation are one program; a Jacobian's is another.
+    evaluation = sum(b for name, (b, _) in parts.items() if name != "Jacobian render")
+    peak = max([evaluation] + [b for name, (b, _) in parts.items() if name == "Jacobian render"])
     memory = int(peak + resident + _FIXED_BYTES)
-    per_evaluation = sum(s for name, (_, s) in parts.items() if name != "dense render")
-    seconds = max(1, iterations) * per_evaluation + parts.get("dense render", (0, 0.0))[1]
+    per_evaluation = sum(s for name, (_, s) in parts.items() if name != "Jacobian render")
+    seconds = max(1, iterations) * per_evaluation + parts.get("Jacobian render", (0, 0.0))[1]
     detail = ", ".join(f"{name} {human_bytes(b)} / {human_seconds(s)}" for name, (b, s) in parts.items())
     text = (f"{n} particles, {faces} triangles, {counts['bend_edges']} bending edges: about "
             f"{human_bytes(memory)} of memory and {human_seconds(seconds)} of run time ({detail}; measured on "

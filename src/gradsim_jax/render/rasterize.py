@@ -435,11 +435,12 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
     )
 
 
-def _kernel(settings: RenderSettings, kind: str):
-    """The per-pixel kernel of `settings.coverage` for colours of `kind`."""
+def _kernel(settings: RenderSettings, kind: str, autodiff: bool = False):
+    """The per-pixel kernel of `settings.coverage` for colours of `kind` (autodiff: JAX's own derivatives, so
+    that forward mode works, instead of the hand-written VJP)."""
     if settings.coverage == "dibr":
         return dibr_aggregate
-    return aggregate_autodiff if kind == "texture" else aggregate
+    return aggregate_autodiff if kind == "texture" or autodiff else aggregate
 
 
 def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, with_color):
@@ -504,15 +505,16 @@ def render_with_stats(
     background=None,
     settings: RenderSettings = RenderSettings(),
     with_color: bool = True,
+    autodiff: bool = False,
 ):
     """`render` (or, with `with_color=False`, `silhouette`), also returning the tiling's RenderStats.
 
-    background: RGB [3] or an image [H, W, 3] behind the mesh (ignored without color).
+    background: RGB [3] or an image [H, W, 3] behind the mesh (ignored without color). autodiff: see `render`.
     """
     height = camera.height  # sigma follows the output size, also when supersampling
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
     image, stats = _run(_render_tiled, (camera, vertices, faces, colors, lights, background), settings=settings,
-                        with_color=with_color, height=height)
+                        with_color=with_color, height=height, autodiff=autodiff)
     return _nan_unless_finite(image, vertices), stats
 
 
@@ -542,7 +544,8 @@ def _run(renderer, args, **static):
     return compiled(*args, **static)
 
 
-def _render_tiled(camera, vertices, faces, colors, lights, background, *, settings, with_color, height):
+def _render_tiled(camera, vertices, faces, colors, lights, background, *, settings, with_color, height,
+                  autodiff=False):
     """`render_with_stats` on prepared inputs (`_prepare`); height: the output's (before supersampling)."""
     dtype = vertices.dtype
     num_faces = faces.shape[0]
@@ -561,7 +564,7 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     index, mask, tile_counts = _bin_faces(screen, tile_rect, radius, tile_capacity)
     tile_overflow = jnp.sum(jnp.maximum(tile_counts - tile_capacity, 0))
     tile_xy = jnp.asarray(tile_xy, dtype)
-    kernel = _kernel(settings, kind)
+    kernel = _kernel(settings, kind, autodiff)
     config = _kernel_config(settings, kind, with_color, height)
     per_pixel = settings.pixel_capacity < tile_capacity
     pair_capacity = settings.pixel_capacity if per_pixel else tile_capacity
@@ -651,6 +654,7 @@ def render(
     lights: Lights | None = None,
     background=None,
     settings: RenderSettings = RenderSettings(),
+    autodiff: bool = False,
 ):
     """Soft-rasterized RGBA image [H, W, 4] of a triangle mesh.
 
@@ -663,9 +667,12 @@ def render(
     camera's image size are static).
     Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`. Non-finite
     vertices raise when concrete; traced ones (a simulation that blew up inside a loss) give a NaN image.
+    autodiff: the per-pixel kernel differentiated by JAX's own rules instead of its hand-written VJP, so that
+    forward mode (`jax.jvp`, a Levenberg-Marquardt Jacobian) works too; the same image, a slower gradient.
     """
     image, _ = render_with_stats(
-        camera, vertices, faces, colors, lights=lights, background=background, settings=settings
+        camera, vertices, faces, colors, lights=lights, background=background, settings=settings,
+        autodiff=autodiff,
     )
     return image
 

@@ -1,5 +1,5 @@
 """The Levenberg-Marquardt polish of a fit: Gauss-Newton steps on the pixel residuals over a few free
-quantities, with the Jacobian from forward-mode differentiation through the dense reference renderer
+quantities, with the Jacobian from forward-mode differentiation through the renderer (`render(autodiff=True)`)
 (`fit.least_squares` does the algebra; this module makes the residuals of an experiment)."""
 
 from __future__ import annotations
@@ -20,19 +20,13 @@ from gradsim_jax.sysid.quantities import QUANTITIES, canonical
 
 Array = Any
 
-#: Levenberg-Marquardt with at most this many Jacobian columns evaluates its trial steps with the Jacobian's
-#: compiled function too (forward mode: about 1 + columns / 2 forward passes each) instead of compiling a
-#: second, residual-only program of the whole rollout and render: at this size the compile costs more.
-LM_TRIALS_BY_JACOBIAN = 8
-
-
 def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, steps: int = 10,
                         kind: str = "rgba", frame_stride: int = 1, jac_fields=None, progress: bool = False,
                         tol: float = 1e-6, horizons=None, info: Optional[dict] = None):
     """Levenberg-Marquardt on the pixel residuals over the free quantities (log space for positive ones).
 
-    The Jacobian comes from forward-mode differentiation through the dense renderer, one column per free
-    scalar, so this is for a few scalars (a handful of quantities, or a small cloth's velocities).
+    The Jacobian comes from forward-mode differentiation through the renderer (`render(autodiff=True)`), one
+    column per free scalar, so this is for a few scalars (a handful of quantities, or a small cloth's velocities).
     `jac_fields` (a superset of `free`) lets different free sets share one compiled Jacobian.
     `horizons`: growing numbers of leading frames to fit in turn (each stage up to `steps` steps; the
     last is always the whole video): a start far off in a ratio such as stiffness / mass puts the
@@ -98,7 +92,7 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
                 print(f"  LM step {done + k} (first {horizon} frames): loss {cost:.4e}")  # noqa: B023
 
         solution = least_squares.levenberg_marquardt(
-            residual if z.size > LM_TRIALS_BY_JACOBIAN else None, linearize, zf, mask=mask, steps=steps, tol=tol,
+            residual, linearize, zf, mask=mask, steps=steps, tol=tol,
             on_step=on_step)
         zf = solution.z
         for cost, zk in solution.steps:

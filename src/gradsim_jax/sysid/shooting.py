@@ -7,7 +7,7 @@ end and, through it, to the quantities, a long chain of stiff couplings that fir
 (measured on the double pendulum: after 40 Adam iterations its lengths were still 2 to 3 % off). A Gauss-Newton
 step solves for all of them together.
 
-The residuals are the image residuals of every window's compared frames (dense reference renderer, so that
+The residuals are the image residuals of every window's compared frames (the renderer with `autodiff=True`, so that
 they have forward-mode derivatives) and the join residuals (window w's simulated state at window w + 1's first
 frame minus that window's start state, in units of the join scales), weighted so that |r|^2 is
 `windowed_terms`' image + weight x continuity. The Jacobian is block-sparse: window w's residuals depend on the

@@ -202,7 +202,7 @@ def derivative_weights(offsets, dt: float) -> np.ndarray:
 
 
 #: Up to this many pose unknowns (an ODE body's angles, a few particles) a pose is fitted by Levenberg-Marquardt
-#: with a forward-mode Jacobian (dense renderer); beyond it (a cloth's particles) by Adam.
+#: with a forward-mode Jacobian (`render(autodiff=True)`); beyond it (a cloth's particles) by Adam.
 GAUSS_NEWTON_LIMIT = 32
 #: The unit of a free quantity in a pose fit: 0.05 in its fit transform (5 % of a quantity fitted in log space).
 QUANTITY_SCALE = 0.05
@@ -267,8 +267,8 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
               steps: int, learning_rate: float, prior: float, free: tuple = (), period=None):
     """Poses fitted to the frames target [m, H, W, 4], one per frame, each from its predicted pose ({part:
     [m, ...]}), in units of `scales`, minimizing the frame's image loss + prior * mean(offset^2):
-    Levenberg-Marquardt (at most `steps` trial steps; forward-mode Jacobian, dense renderer) for at most GAUSS_NEWTON_LIMIT unknowns, else Adam (`steps`
-    iterations of size `learning_rate`). The quantities `free` are fitted with each frame too, in their fit
+    Levenberg-Marquardt (at most `steps` trial steps; forward-mode Jacobian) for at most GAUSS_NEWTON_LIMIT
+    unknowns, else Adam (`steps` iterations of size `learning_rate`). The quantities `free` are fitted with each frame too, in their fit
     transforms in units of QUANTITY_SCALE (a length that is off would otherwise bend the fitted pose to make up
     for it; a quantity the picture does not show keeps its value). `period`: the ODE body's pose coordinates are
     angles of this period: each frame's fit starts from the best pose of a search over whole turns around the

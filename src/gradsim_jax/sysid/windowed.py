@@ -232,7 +232,7 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
 
 def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") -> Callable:
     """`residual(theta, target)`: pixel residuals (pred - target) / sqrt(N) of the compared frames of the
-    truncated run, flattened (|r|^2 is the rgba loss), rendered by the dense reference renderer so that it
+    truncated run, flattened (|r|^2 is the rgba loss), rendered with `render(autodiff=True)` so that it
     has a forward-mode derivative. `jax.lax.stop_gradient` stops tangents as well: its Jacobian is the
     truncated one, each frame differentiated only back to the start of its window."""
     _check_experiment(exp, windows, "truncated")
