@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.fit.windows import Windows
+from gradsim_jax.fit.least_squares import JACOBIAN_BATCH
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for
 from gradsim_jax.render.mesh import trajectory_vertices
@@ -133,11 +134,16 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
     nq = sum(int(np.prod(shapes[n], dtype=np.int64)) for n in free)
 
     def linearized(e, th, tgt, zq, zs):
-        (res, ends), lin = jax.linearize(lambda a, b: pieces(e, th, tgt, a, b), zq, zs)
-        tangents_q = jnp.eye(nq, dtype=zq.dtype)
-        tangents_s = jnp.broadcast_to(jnp.eye(size, dtype=zs.dtype)[:, None, :], (size, count - 1, size))
-        dq = jax.lax.map(lambda t: lin(t, jnp.zeros_like(zs)), tangents_q)
-        ds = jax.lax.map(lambda t: lin(jnp.zeros_like(zq), t), tangents_s)
+        # One tangent per quantity, then one per start-state number (every window's at once: each window
+        # depends on its own start only), pushed JACOBIAN_BATCH at a time (`fit.least_squares.forward_jacobian`).
+        tq = jnp.concatenate([jnp.eye(nq, dtype=zq.dtype), jnp.zeros((size, nq), zq.dtype)])
+        ts = jnp.concatenate([jnp.zeros((nq, count - 1, size), zs.dtype),
+                              jnp.broadcast_to(jnp.eye(size, dtype=zs.dtype)[:, None, :], (size, count - 1, size))])
+        (res, ends), (d_res, d_ends) = jax.lax.map(
+            lambda t: jax.jvp(lambda a, b: pieces(e, th, tgt, a, b), (zq, zs), t), (tq, ts),
+            batch_size=min(JACOBIAN_BATCH, nq + size))
+        res, ends = res[0], ends[0]
+        dq, ds = (d_res[:nq], d_ends[:nq]), (d_res[nq:], d_ends[nq:])
         # Per window: J_w = [A_w | B_w] (its residuals against the quantities and against its own start).
         a = jnp.moveaxis(dq[0], 0, -1)  # [count, Nw, nq]
         b = jnp.moveaxis(ds[0], 0, -1)  # [count, Nw, size] (window 0's start is not free: zero)
