@@ -225,7 +225,9 @@ def _results(name: str, r: dict) -> str:
         for q, err in r["relative_error"].items():
             mean = f"mean {np.mean(err):.2g}" if np.ndim(err) else f"{err:.2g}"
             true, start, est = (r[k].get(q) for k in ("true", "initial", "estimated"))
-            if np.ndim(true):
+            if np.ndim(true) and np.size(true) <= 4:  # a pendulum's lengths: the values themselves
+                true, start, est = (", ".join(_fmt(float(x)) for x in np.ravel(v)) for v in (true, start, est))
+            elif np.ndim(true):
                 true, start, est = (f"{np.size(true)} values" for _ in range(3))
             else:
                 true, start, est = _fmt(true), _fmt(start), _fmt(est)
