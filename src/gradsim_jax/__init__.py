@@ -17,8 +17,8 @@ images [H, W, 4] float RGBA in [0, 1], row 0 at the top; videos [T, H, W, 4].
 """
 
 from gradsim_jax.geometry import (
-    Scene, box_mesh, box_tets, cloth_grid, cloth_mesh, combine, load_mesh, particles, quat_from_axis_angle, rigid_body,
-    ode_body, pendulum, soft_body, sphere_mesh,
+    Scene, box_mesh, box_tets, cloth_grid, cloth_mesh, collider, combine, load_mesh, particles, quat_from_axis_angle,
+    rigid_body, ode_body, pendulum, soft_body, sphere_mesh,
 )
 from gradsim_jax.physics import (
     Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, particle_state, simulate,
@@ -34,7 +34,7 @@ from gradsim_jax.version import __version__  # noqa: E402
 
 __all__ = [
     "Camera", "Control", "FitResult", "Params", "gradcheck", "gradient_horizon", "loss_landscape", "RenderSettings", "Scene", "SimulationDiverged", "State",
-    "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "combine", "first_nonfinite", "fit",
+    "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "collider", "combine", "first_nonfinite", "fit",
     "fit_batched", "jit",
     "load_mesh", "rigid_body", "soft_body", "sphere_mesh", "pendulum", "ode_body", "FunctionOde", "OdeSolver",
     "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",

@@ -9,7 +9,7 @@ from gradsim_jax.geometry.rigid import (
 )
 from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
 from gradsim_jax.geometry.ode import ode_body, pendulum
-from gradsim_jax.geometry.scene import Scene, combine, particles, quat_from_axis_angle, rigid_body, soft_body
+from gradsim_jax.geometry.scene import Scene, collider, combine, particles, quat_from_axis_angle, rigid_body, soft_body
 from gradsim_jax.geometry.smoke import box_mask, disc_mask, smoke_grid
 from gradsim_jax.geometry.tet_files import load_tets, save_tets, tetrahedralize
 from gradsim_jax.geometry.tets import (
@@ -17,7 +17,7 @@ from gradsim_jax.geometry.tets import (
     sphere_tets, tet_surface, tet_volumes, voxel_tets, walker_tets,
 )
 
-__all__ = ["MassProperties", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",
+__all__ = ["MassProperties", "collider", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",
            "check_closed_mesh", "check_tets", "cylinder_tets", "extrude_tets", "gear_outline", "gear_tets",
            "load_tets", "save_tets", "sphere_tets", "tetrahedralize", "voxel_tets", "walker_tets", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
            "cylinder_mesh", "interior_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",

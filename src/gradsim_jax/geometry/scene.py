@@ -21,6 +21,7 @@ from gradsim_jax.physics import (
 from gradsim_jax.geometry import tets as tetmesh
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
 from gradsim_jax.physics.gather import corner_incidence
+from gradsim_jax.physics.colliders import COLLIDER_KINDS, ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
 from gradsim_jax.physics.smoke import with_smoke
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
@@ -159,6 +160,9 @@ class Scene:
     # Smoke on a grid (`physics.smoke`; `geometry.smoke` builds it): (SmokeTopology, SmokeParams, SmokeState);
     # None: none.
     smoke: tuple | None = None
+    # Static colliders (`physics.colliders`; `collider` builds one): (kind, position [3], rotation [4] w x y z,
+    # size [3], ke, kd, kf, mu) each.
+    colliders: tuple = ()
 
     def __post_init__(self):
         if self.volume is None:
@@ -304,6 +308,12 @@ class Scene:
             topology, params, state = with_ode_body(topology, params, state, *self.ode, arr)
         if self.smoke is not None:
             topology, params, state = with_smoke(topology, params, state, *self.smoke)
+        if self.colliders:
+            kinds = tuple(c[0] for c in self.colliders)
+            fields = [np.array([c[i] for c in self.colliders], np.float64) for i in range(1, 8)]
+            topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds))
+            params = dataclasses.replace(params, colliders=ColliderParams(*(arr(f) for f in fields)))
+            validate_colliders(topology.colliders, params.colliders)
         validate_scene(topology, params, state)
         return topology, params, state
 
@@ -337,6 +347,29 @@ def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
     return Scene(x=x, v=_f(v, (n, 3), "v"), mass=mass, pinned=pinned | (mass == 0.0))
 
 
+def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.0), size=(1.0, 1.0, 1.0),
+             radius=None, half_extents=None, half_height=None, ke: float = 1.0e3, kd: float = 10.0,
+             kf: float = 10.0, mu: float = 0.5) -> Scene:
+    """A static collider as a `Scene` piece (`physics.colliders`): kind "plane" (through `position`, normal the
+    rotated +y), "sphere" (`radius`), "box" (`half_extents` [3]) or "capsule" (`radius`, `half_height` along the
+    rotated y axis); `rotation` a quaternion w, x, y, z; contact coefficients ke N/m, kd N s/m, kf N s/m, mu
+    (defaults: Warp's soft contact). `size` [3] may be given instead of radius / half_extents / half_height.
+    `combine` it with the cloth or soft body that meets it."""
+    if kind not in COLLIDER_KINDS:
+        raise ValueError(f"collider kind must be one of {', '.join(COLLIDER_KINDS)}, got {kind!r}")
+    size = list(_f(size, (3,), "size"))
+    if half_extents is not None:
+        size = list(_f(half_extents, (3,), "half_extents"))
+    if radius is not None:
+        size[0] = float(radius)
+    if half_height is not None:
+        size[1] = float(half_height)
+    position, rotation = _f(position, (3,), "position"), _f(rotation, (4,), "rotation")
+    values = (position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
+    empty = np.zeros((0, 3))
+    return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=((kind,) + values,))
+
+
 def _points(a, name) -> np.ndarray:
     """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise."""
     a = _f(a, name=name)
@@ -359,7 +392,8 @@ def combine(*pieces: Scene) -> Scene:
 
     if not pieces:
         raise ValueError("combine needs at least one Scene piece")
-    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene) if f.name not in ("ode", "smoke")}
+    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene) if f.name not in ("ode", "smoke", "colliders")}
+    fields["colliders"] = sum((tuple(p.colliders) for p in pieces), ())
     for name, what in (("ode", "ODE body (physics.ode)"), ("smoke", "smoke grid (physics.smoke)")):
         given = [getattr(p, name) for p in pieces if getattr(p, name) is not None]
         if len(given) > 1:

@@ -1,14 +1,18 @@
 """Differentiable physics of cloth (membrane, bending, springs, aerodynamics), rigid bodies and FEM soft bodies, with
-ground contact, and ODE bodies (pendulums, a bouncing ball, a user's system): the containers (Topology, Params,
-State, Control: one branch per component), force terms, integrators, the rollout over frames (`simulate`) and the
-checks of a scene and a trajectory. The lowest layer above the shared helpers: it imports no other part of
-gradsim_jax (docs/architecture.md)."""
+ground contact and static colliders (planes, spheres, boxes, capsules), and ODE bodies (pendulums, a bouncing
+ball, a user's system): the containers (Topology, Params, State, Control: one branch per component), force
+terms, integrators, the rollout over frames (`simulate`) and the checks of a scene and a trajectory. The lowest
+layer above the shared helpers: it imports no other part of gradsim_jax (docs/architecture.md)."""
 
 from gradsim_jax.physics.checks import (
     TracedCheckError, checked_simulate, raise_if_error, scene_checks, trajectory_checks, validate_traced,
 )
 from gradsim_jax.physics.cloth import (
     ClothControl, ClothParams, ClothTopology, bending_forces, membrane_energy, membrane_forces,
+)
+from gradsim_jax.physics.colliders import (
+    COLLIDER_KINDS, ColliderParams, ColliderTopology, collider_contact, collider_distance, collider_params,
+    validate_colliders,
 )
 from gradsim_jax.physics.contact import (
     ContactParams, ContactReport, ContactWarning, contact_report, ground_contact, implicit_penalty_force,
@@ -40,6 +44,8 @@ from gradsim_jax.physics.world import World
 from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
+    "COLLIDER_KINDS", "ColliderParams", "ColliderTopology", "collider_contact", "collider_distance",
+    "collider_params", "validate_colliders",
     "FunctionOde", "OdeSolver", "OdeSystem", "OdeTopology", "PendulumParams", "PendulumState", "PendulumSystem",
     "solve_ode",
     "CONTACT_FORCES", "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactTerm", "contact_forces",

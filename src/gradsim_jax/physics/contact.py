@@ -61,11 +61,11 @@ class ContactParams:
 
 
 def penalty_force(normal, c, v, ke, kd, kf, mu):
-    """Penalty contact force [..., 3] on points at signed distance c [...] (m; < 0 inside) from a plane of
-    unit normal `normal` [3], moving at v [..., 3]; zero out of contact (the model in the module docstring).
+    """Penalty contact force [..., 3] on points at signed distance c [...] (m; < 0 inside) from a surface of
+    unit normal `normal` [3] (a plane) or [..., 3] (each point's), moving at v [..., 3]; zero out of contact (the model in the module docstring).
     ke, kd, kf, mu broadcast against c."""
     c = jnp.minimum(c, 0.0)
-    vn = v @ normal
+    vn = jnp.sum(v * normal, axis=-1)
     vt = v - vn[..., None] * normal
     in_contact = c < 0.0
     fn = jnp.where(in_contact, c * ke + jnp.minimum(vn, 0.0) * kd, 0.0)
@@ -92,8 +92,9 @@ def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu):
     c = jnp.minimum(c, 0.0)
     in_contact = c < 0.0
     elastic = c * ke
-    vn = v_free @ normal - dt * inv_mass * elastic  # the normal velocity after the elastic push (c ke <= 0)
-    vt = v_free - (v_free @ normal)[..., None] * normal
+    vn_free = jnp.sum(v_free * normal, axis=-1)
+    vn = vn_free - dt * inv_mass * elastic  # the normal velocity after the elastic push (c ke <= 0)
+    vt = v_free - vn_free[..., None] * normal
     damping = kd / (1.0 + dt * kd * inv_mass)
     fn = jnp.where(in_contact, elastic + jnp.minimum(vn, 0.0) * damping, 0.0)
     slope = kf / (1.0 + dt * kf * inv_mass)

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import bending_forces, membrane_forces, prepare_bending, prepare_membrane
+from gradsim_jax.physics.colliders import collider_contact
 from gradsim_jax.physics.contact import ground_contact
 from gradsim_jax.physics.fem import fem_forces, prepare_fem
 from gradsim_jax.physics.springs import spring_forces
@@ -98,6 +99,11 @@ def register_contact(term: ContactTerm) -> ContactTerm:
 register_contact(ContactTerm("ground", lambda t: t.ground,
                              lambda t, p, x, v, v_free, inv_mass, dt: ground_contact(t, p, x, v, v_free=v_free,
                                                                                       inv_mass=inv_mass, dt=dt)))
+
+
+register_contact(ContactTerm("colliders", lambda t: t.colliders is not None and len(t.colliders.kinds) > 0,
+                             lambda t, p, x, v, v_free, inv_mass, dt: collider_contact(t, p, x, v, v_free=v_free,
+                                                                                        inv_mass=inv_mass, dt=dt)))
 
 
 def has_contact(topology) -> bool:

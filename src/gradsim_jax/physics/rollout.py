@@ -28,6 +28,7 @@ from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
+from gradsim_jax.physics.colliders import validate_colliders
 from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
 from gradsim_jax.physics.rigid import rigid_contact_message
@@ -128,6 +129,10 @@ def simulate(
     if y0 is not None and is_concrete_tree(params.ode, y0, params.world):
         validate_ode(topology.ode, params.ode, y0, params.world)
     validate_scene(topology, params, state0)
+    if topology.colliders is not None:
+        if params.colliders is None:
+            raise ValueError("the scene has colliders (Topology.colliders) but Params.colliders is None")
+        validate_colliders(topology.colliders, params.colliders)
     dt = frame_dt / substeps
     if topology.ground and is_concrete(params, state0, frame_dt):
         message = contact_report(topology, params, state0, dt=float(dt),

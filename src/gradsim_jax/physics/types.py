@@ -13,6 +13,7 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | fem       | `FemTopology`         | `FemParams`               |                 | `FemControl`      |
 | ode       | `OdeTopology`         | the system's (any pytree) | its y (pytree)  |                   |
 | smoke     | `SmokeTopology`       | `SmokeParams`             | `SmokeState`    |                   |
+| colliders | `ColliderTopology`    | `ColliderParams`          |                 |                   |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
 terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`). FEM tetrahedra, like
@@ -20,7 +21,9 @@ cloth, are made of particles: their positions and velocities are the particle st
 branch (and get the particles' ground contact). The ode branch is optional (None: none): a body whose motion is
 an ODE in its own coordinates (a pendulum, a bouncing ball, a user's system), integrated apart by `simulate`
 (`physics.ode`). So is the smoke branch (None: none): 2-D smoke on a grid (`physics.smoke`), stepped apart by
-`simulate` (`smoke_substeps` solver steps a frame); its topology is static (the grid's shape and solver).
+`simulate` (`smoke_substeps` solver steps a frame); its topology is static (the grid's shape and solver). So
+is the colliders branch (None: none): static planes, spheres, boxes and capsules that the particles collide
+with (`physics.colliders`); its topology (the kinds) is static.
 
 Conventions (used throughout the package):
 - SI units, y axis up, gravity (0, -9.81, 0) m/s^2 by default.
@@ -40,6 +43,7 @@ from typing import Any, Optional
 import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import ClothControl, ClothParams, ClothTopology
+from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology
 from gradsim_jax.physics.contact import ContactParams
 from gradsim_jax.physics.fem import FemControl, FemParams, FemTopology
 from gradsim_jax.physics.ode import OdeTopology
@@ -51,7 +55,7 @@ from gradsim_jax.physics.world import World
 from gradsim_jax.typing import pytree_dataclass
 
 
-@pytree_dataclass(meta=("ground", "smoke"))
+@pytree_dataclass(meta=("ground", "smoke", "colliders"))
 class Topology:
     """Static structure: particles (pinned flags), springs (pairs), cloth (triangles, bending edges,
     aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model), fem (tets,
@@ -66,6 +70,7 @@ class Topology:
     ground: bool = False
     ode: Optional[OdeTopology] = None
     smoke: Optional[SmokeTopology] = None
+    colliders: Optional[ColliderTopology] = None
 
     @property
     def num_particles(self) -> int:
@@ -92,6 +97,7 @@ class Params:
     fem: FemParams
     ode: Any = None
     smoke: Optional[SmokeParams] = None
+    colliders: Optional[ColliderParams] = None
 
 
 @pytree_dataclass

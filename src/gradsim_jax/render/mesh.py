@@ -1,10 +1,12 @@
 """The one seam from simulation state to render vertices.
 
-A scene renders as one triangle mesh: the particles as they are (cloth, FEM soft bodies) followed by
-the rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r), then an ODE body's
-(`physics.ode`: a pendulum's bobs and rods, a ball). `scene_faces` gives the one faces array that indexes those vertices: the
-cloth triangles, the soft bodies' surface triangles, every body's faces offset by the particle count, then
-the ODE body's faces offset by both counts. The renderer never learns where vertices came from.
+A scene renders as one triangle mesh: the particles as they are (cloth, FEM soft bodies) followed by the
+rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r), then the static colliders' meshes
+(`physics.colliders`: spheres, boxes and capsules; planes are not drawn), then an ODE body's (`physics.ode`: a
+pendulum's bobs and rods, a ball). `scene_faces` gives the one faces array that indexes those vertices: the
+cloth triangles, the soft bodies' surface triangles, every body's faces offset by the particle count, the
+colliders' and then the ODE body's faces offset by the vertices before them. The renderer never learns where
+vertices came from.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.physics.colliders import collider_faces, collider_vertex_count, collider_vertices
 from gradsim_jax.physics.rigid import world_vertices
 
 
@@ -21,9 +24,15 @@ def scene_vertices(topology, params, state):
     parts = [state.particles.x]
     if topology.rigid.vertex_body.shape[0]:
         parts.append(world_vertices(topology.rigid, params.rigid, state.rigid).astype(state.particles.x.dtype))
+    if _has_collider_mesh(topology):
+        parts.append(collider_vertices(topology.colliders, params.colliders).astype(state.particles.x.dtype))
     if _has_ode(topology, state):
         parts.append(topology.ode.system.vertices(params.ode, state.ode).astype(state.particles.x.dtype))
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
+
+
+def _has_collider_mesh(topology) -> bool:
+    return topology.colliders is not None and collider_faces(topology.colliders).shape[0] > 0
 
 
 def _has_ode(topology, state) -> bool:
@@ -32,7 +41,7 @@ def _has_ode(topology, state) -> bool:
 
 def trajectory_vertices(topology, params, trajectory):
     """Render vertices [T, n + m, 3] of a trajectory (leading axis: frames)."""
-    if not topology.rigid.vertex_body.shape[0] and not _has_ode(topology, trajectory):
+    if not (topology.rigid.vertex_body.shape[0] or _has_ode(topology, trajectory) or _has_collider_mesh(topology)):
         return trajectory.particles.x
     return jax.vmap(lambda s: scene_vertices(topology, params, s))(trajectory)
 
@@ -45,7 +54,10 @@ def scene_faces(topology) -> np.ndarray:
     fem = np.asarray(topology.fem.surface, np.int32).reshape(-1, 3)
     bodies = np.asarray(topology.rigid.faces, np.int32).reshape(-1, 3) + n
     parts = [cloth, fem, bodies]
+    offset = n + int(np.shape(topology.rigid.vertex_body)[0])
+    if _has_collider_mesh(topology):
+        parts.append(collider_faces(topology.colliders) + offset)
+        offset += collider_vertex_count(topology.colliders)
     if topology.ode is not None:
-        parts.append(np.asarray(topology.ode.faces, np.int32).reshape(-1, 3) + n
-                     + int(np.shape(topology.rigid.vertex_body)[0]))
+        parts.append(np.asarray(topology.ode.faces, np.int32).reshape(-1, 3) + offset)
     return np.concatenate(parts).astype(np.int32)

@@ -1,0 +1,313 @@
+"""Shapes that particles (cloth and soft-body vertices) collide with: planes, spheres, boxes and capsules.
+
+A collider is a shape at a pose: `ColliderTopology.kinds` (static: one of COLLIDER_KINDS per collider) and
+`ColliderParams` (data: position [k, 3] m, rotation [k, 4] unit quaternions w, x, y, z, size [k, 3] m, and the
+contact's ke, kd, kf, mu [k]). In its own frame (p = R^T (x - position)):
+
+| kind      | size                         | signed distance d(p) (m; < 0 inside)                               |
+|-----------|------------------------------|--------------------------------------------------------------------|
+| "plane"   | unused                       | p_y: the plane y = 0 of the frame, its normal the frame's +y        |
+| "sphere"  | (radius, -, -)               | abs(p) - radius                                                    |
+| "box"     | (half extents x, y, z)       | abs(max(q, 0)) + min(max_i q_i, 0), q = abs(p) - half extents      |
+| "capsule" | (radius, half height, -)     | distance to the segment (0, +-half height, 0), less the radius      |
+
+Each is the exact Euclidean signed distance of its shape (a box's too, inside and out), and its outward
+normal is the distance's gradient, written out in closed form with a fixed choice where the gradient is
+undefined (the sphere's centre: +y; a capsule's axis: +x; inside a box, the face of the largest q; a tie:
+the first axis), so that forces and their derivatives stay finite everywhere.
+
+Contact is the ground's penalty model (`physics.contact`, PHYSICS.md "Ground contact") against the shape's
+surface, with the collider's own coefficients: penetration c = min(d - particle radius, 0), normal force
+c ke with approach damping kd, isotropic Coulomb friction of viscous slope kf up to mu |fn|; damping and
+friction integrated backward over the step when the integrator asks (`implicit_penalty_force`). A particle
+touching several colliders gets the sum of their forces. The coefficients are those of the pair: NVIDIA Warp
+averages a particle's and a shape's (`0.5 (particle_ke + shape_ke)` and likewise for kd, kf, mu); give the
+average to match it.
+
+The colliders here are static: they stay where `ColliderParams` puts them (every float in it is data a fit may
+differentiate, e.g. `colliders.mu`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from gradsim_jax.mathutil import safe_norm, safe_normalize
+from gradsim_jax.physics.contact import implicit_penalty_force, penalty_force
+from gradsim_jax.physics.quaternion import quat_conjugate, quat_rotate
+from gradsim_jax.typing import Array, pytree_dataclass
+
+COLLIDER_KINDS = ("plane", "sphere", "box", "capsule")
+
+
+@dataclasses.dataclass(frozen=True)
+class ColliderTopology:
+    """The colliders' kinds, one of COLLIDER_KINDS each (static, hashable)."""
+
+    kinds: tuple
+
+    def __post_init__(self):
+        kinds = tuple(self.kinds)
+        unknown = [k for k in kinds if k not in COLLIDER_KINDS]
+        if unknown:
+            raise ValueError(f"collider kinds must be among {', '.join(COLLIDER_KINDS)}; got {unknown[0]!r}")
+        object.__setattr__(self, "kinds", kinds)
+
+    def indices(self, kind: str) -> np.ndarray:
+        """The colliders of `kind` (int32 indices, static)."""
+        return np.array([i for i, k in enumerate(self.kinds) if k == kind], np.int32)
+
+
+@pytree_dataclass
+class ColliderParams:
+    """position [k, 3] m (a point of the plane; the centre of the others), rotation [k, 4] (w, x, y, z; need not
+    be normalized), size [k, 3] m (module table), and the contact's ke [k] N/m, kd [k] N s/m, kf [k] N s/m
+    (friction's viscous slope), mu [k] (Coulomb)."""
+
+    position: Array
+    rotation: Array
+    size: Array
+    ke: Array
+    kd: Array
+    kf: Array
+    mu: Array
+
+
+def collider_params(count: int, *, position=None, rotation=None, size=None, ke=1.0e3, kd=10.0, kf=10.0, mu=0.5,
+                    dtype=jnp.float32) -> ColliderParams:
+    """ColliderParams of `count` colliders: each field broadcast to its shape (defaults: at the origin,
+    unrotated, unit size; Warp's soft-contact ke 1e3, kd 10, kf 10 and mu 0.5)."""
+    def field(value, shape, default):
+        return jnp.broadcast_to(jnp.asarray(default if value is None else value, dtype), shape)
+
+    return ColliderParams(
+        position=field(position, (count, 3), 0.0), rotation=field(rotation, (count, 4), [1.0, 0.0, 0.0, 0.0]),
+        size=field(size, (count, 3), 1.0), ke=field(ke, (count,), 0.0), kd=field(kd, (count,), 0.0),
+        kf=field(kf, (count,), 0.0), mu=field(mu, (count,), 0.0))
+
+
+def _unit(rotation):
+    return rotation / jnp.maximum(safe_norm(rotation, keepdims=True), 1e-30)
+
+
+def _axis(index, like):
+    """The unit vector along local axis `index` [...] (int), shaped like `like` [..., 3]."""
+    return (jnp.arange(3) == index[..., None]).astype(like.dtype)
+
+
+def local_distance(kind: str, p, size):
+    """(signed distance [...] m, outward unit normal [..., 3]) of points p [..., 3] in a collider's frame; size
+    [..., 3] broadcasts against p (the module's table)."""
+    up = jnp.zeros_like(p).at[..., 1].set(1.0)
+    if kind == "plane":
+        return p[..., 1], up
+    if kind == "sphere":
+        r = safe_norm(p)
+        return r - size[..., 0], jnp.where((r > 0.0)[..., None], safe_normalize(p), up)
+    if kind == "capsule":
+        half = size[..., 1]
+        rel = p - jnp.clip(p[..., 1], -half, half)[..., None] * up
+        r = safe_norm(rel)
+        side = jnp.zeros_like(p).at[..., 0].set(1.0)
+        return r - size[..., 0], jnp.where((r > 0.0)[..., None], safe_normalize(rel), side)
+    if kind == "box":
+        sign = jnp.where(p >= 0.0, 1.0, -1.0).astype(p.dtype)
+        q = jnp.abs(p) - size
+        out = jnp.maximum(q, 0.0)
+        largest = jnp.max(q, axis=-1)
+        distance = safe_norm(out) + jnp.minimum(largest, 0.0)
+        inside = _axis(jnp.argmax(q, axis=-1), p) * sign
+        return distance, jnp.where((largest > 0.0)[..., None], safe_normalize(out * sign), inside)
+    raise ValueError(f"unknown collider kind {kind!r}")
+
+
+def collider_distance(topology: ColliderTopology, params: ColliderParams, x):
+    """(signed distance [n, k] m, outward unit normal [n, k, 3] in world axes) of points x [n, 3] to every
+    collider, in the order of `topology.kinds`."""
+    k = len(topology.kinds)
+    n = x.shape[0]
+    distance = jnp.zeros((n, k), x.dtype)
+    normal = jnp.zeros((n, k, 3), x.dtype)
+    for kind in COLLIDER_KINDS:
+        idx = topology.indices(kind)
+        if idx.size == 0:
+            continue
+        q = _unit(params.rotation[idx])  # [m, 4]
+        local = quat_rotate(quat_conjugate(q)[None], x[:, None, :] - params.position[idx][None])  # [n, m, 3]
+        d, nl = local_distance(kind, local, params.size[idx][None])
+        distance = distance.at[:, idx].set(d)
+        normal = normal.at[:, idx].set(quat_rotate(q[None], nl))
+    return distance, normal
+
+
+def collider_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=None):
+    """Contact forces [n, 3] N of the scene's colliders (`Topology.colliders`, `Params.colliders`) on particles
+    at x [n, 3] m: explicit at the velocities v (v_free None), else with damping and friction integrated
+    backward over dt (`implicit_penalty_force`; v_free [n, 3], inv_mass [n]). Summed over colliders."""
+    col = params.colliders
+    d, normal = collider_distance(topology.colliders, col, x)
+    c = d - params.particles.radius
+    if v_free is None:
+        f = penalty_force(normal, c, v[:, None, :], col.ke, col.kd, col.kf, col.mu)
+    else:
+        f = implicit_penalty_force(normal, c, v_free[:, None, :], inv_mass[:, None], dt, col.ke, col.kd, col.kf,
+                                   col.mu)
+    return jnp.sum(f, axis=1)
+
+
+def validate_colliders(topology: ColliderTopology, params: ColliderParams) -> None:
+    """ValueError naming the field (and collider) for shapes that do not match the kinds, non-finite values,
+    non-positive sizes (a sphere's or capsule's radius, a box's half extents; a capsule's half height may be 0),
+    a zero rotation, or negative contact coefficients. Concrete params only (traced ones are not checked)."""
+    k = len(topology.kinds)
+    shapes = {"position": (k, 3), "rotation": (k, 4), "size": (k, 3), "ke": (k,), "kd": (k,), "kf": (k,),
+              "mu": (k,)}
+    for name, shape in shapes.items():
+        got = tuple(np.shape(getattr(params, name)))
+        if got != shape:
+            raise ValueError(f"colliders.{name} must have shape {shape} for {k} collider(s); got {got}")
+    try:
+        values = {name: np.asarray(getattr(params, name), np.float64) for name in shapes}
+    except Exception:  # traced
+        return
+    for name, value in values.items():
+        bad = np.flatnonzero(~np.isfinite(value).reshape(k, -1).all(axis=1))
+        if bad.size:
+            raise ValueError(f"colliders.{name} of collider {bad[0]} ({topology.kinds[bad[0]]}) is not finite")
+    for name in ("ke", "kd", "kf", "mu"):
+        bad = np.flatnonzero(values[name] < 0.0)
+        if bad.size:
+            raise ValueError(f"colliders.{name} of collider {bad[0]} must be >= 0; got {values[name][bad[0]]:.4g}")
+    bad = np.flatnonzero(np.linalg.norm(values["rotation"], axis=1) == 0.0)
+    if bad.size:
+        raise ValueError(f"colliders.rotation of collider {bad[0]} is the zero quaternion")
+    needs = {"sphere": ((0, "radius"),), "box": ((0, "half extent x"), (1, "half extent y"), (2, "half extent z")),
+             "capsule": ((0, "radius"),)}
+    for i, kind in enumerate(topology.kinds):
+        for axis, what in needs.get(kind, ()):
+            if values["size"][i, axis] <= 0.0:
+                raise ValueError(f"colliders.size of collider {i} ({kind}): its {what} must be > 0; got "
+                                 f"{values['size'][i, axis]:.4g}")
+        if kind == "capsule" and values["size"][i, 1] < 0.0:
+            raise ValueError(f"colliders.size of collider {i} (capsule): its half height must be >= 0; got "
+                             f"{values['size'][i, 1]:.4g}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Meshes that show the colliders in a video (`render.mesh.scene_vertices`). Planes are not drawn (unbounded).
+# ------------------------------------------------------------------------------------------------
+
+#: Triangles of a collider's mesh: the sphere an icosphere split twice (320 faces), the capsule's hemispheres
+#: and cylinder CAPSULE_SEGMENTS around and CAPSULE_RINGS bands each, the box its 12 triangles.
+CAPSULE_SEGMENTS, CAPSULE_RINGS = 16, 4
+
+
+def _icosphere(subdivisions: int = 2):
+    """(unit vertices [m, 3], faces [f, 3]) of an icosphere, counter-clockwise seen from outside."""
+    t = (1.0 + 5.0 ** 0.5) / 2.0
+    v = [[-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t], [0, -1, -t], [0, 1, -t],
+         [t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1]]
+    f = [[0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2], [10, 7, 6],
+         [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5], [2, 4, 11], [6, 2, 10],
+         [8, 6, 7], [9, 8, 1]]
+    vertices = [np.array(p, np.float64) / np.linalg.norm(p) for p in v]
+    faces = f
+    for _ in range(subdivisions):
+        middle: dict = {}
+
+        def mid(a, b):
+            key = (min(a, b), max(a, b))
+            if key not in middle:
+                p = vertices[a] + vertices[b]
+                vertices.append(p / np.linalg.norm(p))
+                middle[key] = len(vertices) - 1
+            return middle[key]
+
+        faces = [g for a, b, c in faces for g in ([a, mid(a, b), mid(c, a)], [b, mid(b, c), mid(a, b)],
+                                                  [c, mid(c, a), mid(b, c)], [mid(a, b), mid(b, c), mid(c, a)])]
+    return np.array(vertices), np.array(faces, np.int32)
+
+
+def _capsule_template():
+    """(unit-sphere vertices [m, 3], the side each belongs to [m] (+1 upper, -1 lower hemisphere), faces): a UV
+    sphere cut at the equator into two hemispheres, each with its own equator ring, and the band between the
+    rings (the cylinder: its height is 2 half heights once the hemispheres are moved apart)."""
+    rows = []  # (polar angle, side) from the north pole down
+    for k in range(CAPSULE_RINGS + 1):
+        rows.append((0.5 * np.pi * k / CAPSULE_RINGS, 1.0))
+    for k in range(CAPSULE_RINGS + 1):
+        rows.append((0.5 * np.pi * (1.0 + k / CAPSULE_RINGS), -1.0))
+    s = CAPSULE_SEGMENTS
+    phi = 2.0 * np.pi * np.arange(s) / s
+    vertices, sides = [], []
+    for theta, side in rows:
+        ring = np.stack([np.sin(theta) * np.cos(phi), np.full(s, np.cos(theta)), np.sin(theta) * np.sin(phi)], 1)
+        vertices.append(ring)
+        sides.append(np.full(s, side))
+    vertices, sides = np.concatenate(vertices), np.concatenate(sides)
+    faces = []
+    for r in range(len(rows) - 1):
+        for j in range(s):
+            a, b = r * s + j, r * s + (j + 1) % s
+            c, d = a + s, b + s
+            if r != 0:  # the pole rows are one point repeated: skip the zero-area triangles there
+                faces.append([a, b, c])
+            if r != len(rows) - 2:
+                faces.append([b, d, c])
+    return vertices, sides, np.array(faces, np.int32)
+
+
+def _templates():
+    box = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], np.float64)
+    quads = [[0, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]]
+    box_faces = np.array([t for a, b, c, d in quads for t in ([a, b, c], [a, c, d])], np.int32)
+    sphere, sphere_faces = _icosphere(2)
+    capsule, sides, capsule_faces = _capsule_template()
+    return {"sphere": (sphere, np.zeros(len(sphere)), sphere_faces), "box": (box, np.zeros(8), box_faces),
+            "capsule": (capsule, sides, capsule_faces)}
+
+
+_TEMPLATES = _templates()
+
+
+def collider_faces(topology: ColliderTopology) -> np.ndarray:
+    """Faces [F, 3] int32 over `collider_vertices` (host side; planes have none)."""
+    parts, offset = [], 0
+    for kind in topology.kinds:
+        if kind in _TEMPLATES:
+            vertices, _, faces = _TEMPLATES[kind]
+            parts.append(faces + offset)
+            offset += len(vertices)
+    return np.concatenate(parts).astype(np.int32) if parts else np.zeros((0, 3), np.int32)
+
+
+def collider_vertex_count(topology: ColliderTopology) -> int:
+    """The number of `collider_vertices` (static)."""
+    return sum(len(_TEMPLATES[k][0]) for k in topology.kinds if k in _TEMPLATES)
+
+
+def collider_vertices(topology: ColliderTopology, params: ColliderParams):
+    """World vertices [V, 3] m of the colliders' meshes, in the order of `topology.kinds` (planes have none):
+    each template scaled by its size (a capsule's hemispheres moved apart by its half height), rotated and
+    placed; differentiable in position, rotation and size."""
+    parts = []
+    for i, kind in enumerate(topology.kinds):
+        if kind not in _TEMPLATES:
+            continue
+        unit, sides, _ = _TEMPLATES[kind]
+        size = params.size[i]
+        unit = jnp.asarray(unit, size.dtype)
+        if kind == "sphere":
+            local = size[0] * unit
+        elif kind == "box":
+            local = size * unit
+        else:
+            local = size[0] * unit + jnp.asarray(sides, size.dtype)[:, None] * size[1] * jnp.array([0.0, 1.0, 0.0],
+                                                                                                     size.dtype)
+        parts.append(params.position[i] + quat_rotate(_unit(params.rotation[i])[None], local))
+    if not parts:
+        return jnp.zeros((0, 3), params.position.dtype)
+    return jnp.concatenate(parts)
