@@ -43,14 +43,21 @@ damping = [0.1, 0.1]
 pivot = [0.0, 0.8, 0.0]
 """
 
+COLLIDER = """
+[[collider]]
+shape = "sphere"
+pos = [0.0, -0.5, 0.0]
+radius = 0.2
+"""
+
 #: A scene every quantity but the balls' applies to: a cloth with bending and aerodynamics, a soft block and a
-#: rigid box on the ground, and a double pendulum.
+#: rigid box on the ground, a sphere collider below, and a double pendulum.
 EVERYTHING = SMALL_CLOTH.replace('fix = ["left"]', 'fix = ["left"]\nground = true') + """
 [material]
 bend_ke = 0.01
 tri_drag = 0.1
 tri_lift = 0.05
-""" + BLOCK + BOX + PENDULUM + TAIL
+""" + BLOCK + BOX + COLLIDER + PENDULUM + TAIL
 
 #: The balls' quantities apply to a scene of [[ball]] tables (one ODE body per scene: not with the pendulum).
 BALLS = """

@@ -9,7 +9,9 @@ from gradsim_jax.geometry.rigid import (
 )
 from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
 from gradsim_jax.geometry.ode import ode_body, pendulum
-from gradsim_jax.geometry.scene import Scene, collider, combine, particles, quat_from_axis_angle, rigid_body, soft_body
+from gradsim_jax.geometry.colliders import collider
+from gradsim_jax.geometry.scene import Scene, combine, particles, quat_from_axis_angle, rigid_body
+from gradsim_jax.geometry.soft import soft_body
 from gradsim_jax.geometry.smoke import box_mask, disc_mask, smoke_grid
 from gradsim_jax.geometry.tet_files import load_tets, save_tets, tetrahedralize
 from gradsim_jax.geometry.tets import (

@@ -18,10 +18,9 @@ from gradsim_jax.physics import (
     ClothParams, ClothTopology, ContactParams, FemParams, FemTopology, Params, ParticleParams, ParticleState,
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
-from gradsim_jax.geometry import tets as tetmesh
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
 from gradsim_jax.physics.gather import corner_incidence
-from gradsim_jax.physics.colliders import COLLIDER_KINDS, ColliderParams, ColliderTopology, validate_colliders
+from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
 from gradsim_jax.physics.smoke import with_smoke
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
@@ -347,29 +346,6 @@ def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
     return Scene(x=x, v=_f(v, (n, 3), "v"), mass=mass, pinned=pinned | (mass == 0.0))
 
 
-def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.0), size=(1.0, 1.0, 1.0),
-             radius=None, half_extents=None, half_height=None, ke: float = 1.0e3, kd: float = 10.0,
-             kf: float = 10.0, mu: float = 0.5) -> Scene:
-    """A static collider as a `Scene` piece (`physics.colliders`): kind "plane" (through `position`, normal the
-    rotated +y), "sphere" (`radius`), "box" (`half_extents` [3]) or "capsule" (`radius`, `half_height` along the
-    rotated y axis); `rotation` a quaternion w, x, y, z; contact coefficients ke N/m, kd N s/m, kf N s/m, mu
-    (defaults: Warp's soft contact). `size` [3] may be given instead of radius / half_extents / half_height.
-    `combine` it with the cloth or soft body that meets it."""
-    if kind not in COLLIDER_KINDS:
-        raise ValueError(f"collider kind must be one of {', '.join(COLLIDER_KINDS)}, got {kind!r}")
-    size = list(_f(size, (3,), "size"))
-    if half_extents is not None:
-        size = list(_f(half_extents, (3,), "half_extents"))
-    if radius is not None:
-        size[0] = float(radius)
-    if half_height is not None:
-        size[1] = float(half_height)
-    position, rotation = _f(position, (3,), "position"), _f(rotation, (4,), "rotation")
-    values = (position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
-    empty = np.zeros((0, 3))
-    return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=((kind,) + values,))
-
-
 def _points(a, name) -> np.ndarray:
     """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise."""
     a = _f(a, name=name)
@@ -477,77 +453,3 @@ def _pinned_mask(pinned, n: int) -> np.ndarray:
             check_index_rows("pinned", rows, n)
             mask[rows[:, 0]] = True
     return mask
-
-
-def soft_body(
-    vertices,
-    tets,
-    *,
-    density: float = DEFAULT_DENSITY,
-    k_mu: float = DEFAULT_K_MU,
-    k_lambda: float = DEFAULT_K_LAMBDA,
-    k_damp: float = DEFAULT_K_DAMP,
-    pos=(0.0, 0.0, 0.0),
-    rot=(1.0, 0.0, 0.0, 0.0),
-    vel=(0.0, 0.0, 0.0),
-    pinned=None,
-    particle_volume=None,
-    masses=None,
-    name: str = "soft body",
-) -> Scene:
-    """An FEM soft body from a tetrahedral mesh (`gradsim_jax.geometry.tets`: box_tets, ...).
-
-    vertices [n, 3] m, tets [k, 4] positively oriented (`check_tets` refuses inverted or degenerate tets,
-    naming the first; `orient_tets` fixes a mesh written the other way round). The mesh is rotated by `rot`
-    (unit quaternion w, x, y, z) about its own origin and moved by `pos` [3] m; that placement is also its
-    rest shape. `vel`: [3] or [n, 3] m/s. `pinned`: optional [n] bool mask or vertex indices (kinematic).
-    Lumped mass: each tet gives density V0 / 4 (kg) to each vertex (`density` kg/m^3); `particle_volume`
-    (m^3, one value or [n]) makes every particle's mass density x its own volume instead (Warp's
-    `add_soft_grid` gives each particle a whole cell: the cell's volume), and `masses` [n] kg sets the masses
-    outright (the volumes then stay the lumped ones: a fitted "density" replaces such masses). Stable Neo-Hookean
-    material per tet (`gradsim_jax.physics.fem`): k_mu, k_lambda (Pa, the Lame parameters) and k_damp (Pa s),
-    one value or one per tet. Defaults: density 1000, k_mu = k_lambda = 1e5, k_damp = 10, a soft rubber that
-    keeps its shape under gravity for bodies of 0.1-1 m (a 1 m cube on its base sags ~3 %). Semi-implicit
-    Euler is stable for these at dt = 1e-3 s with elements of 5 cm or more, 5e-4 s with 2 cm, 1e-4 s with
-    1 cm; roughly dt < 0.3 h / sqrt((k_lambda + 2 k_mu) / density) for elements of size h, so stiffer
-    materials or finer meshes need smaller steps. The boundary triangles (`tet_surface`) render the body
-    (`render.mesh.scene_faces`).
-    """
-    x, t = tetmesh.check_tets(vertices, tets, name=name)
-    k, n = t.shape[0], x.shape[0]
-    rot = _f(rot, name="rot")
-    if rot.shape != (4,) or not (np.all(np.isfinite(rot)) and 0 < np.linalg.norm(rot) < np.inf):
-        raise ValueError(f"soft_body needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
-    pos, vel = _f(pos, (3,), "pos"), _f(vel, (n, 3), "vel")
-    _check_finite("pos", pos)
-    _check_finite("vel", vel)
-    material = {}
-    for key, value in (("density", density), ("k_mu", k_mu), ("k_lambda", k_lambda), ("k_damp", k_damp)):
-        material[key] = _f(value, (k,), key)
-        bad = ~(np.isfinite(material[key]) & (material[key] >= 0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"soft_body needs a finite {key} >= 0, got {material[key][i]} (tet {i})")
-    x = quat_rotate(rot / np.linalg.norm(rot), x) + pos
-    if particle_volume is None:
-        volume = tetmesh.lumped_masses(x, t, 1.0)
-        mass = tetmesh.lumped_masses(x, t, material["density"])
-    else:
-        if np.size(density) != 1:
-            raise ValueError("soft_body: particle_volume takes one density (kg/m^3), not one per tet")
-        volume = _f(particle_volume, (n,), "particle_volume")
-        bad = ~(np.isfinite(volume) & (volume > 0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"soft_body needs a finite particle_volume > 0 (m^3), got {volume[i]} (particle {i})")
-        mass = material["density"][0] * volume
-    if masses is not None:
-        mass = _f(masses, (n,), "masses")
-        bad = ~(np.isfinite(mass) & (mass > 0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"soft_body needs finite masses > 0 (kg; pin a particle to hold it), got {mass[i]} "
-                             f"(particle {i})")
-    piece = dataclasses.replace(particles(x, vel, mass, _pinned_mask(pinned, n)), volume=volume)
-    return dataclasses.replace(piece, tets=t, tet_k_mu=material["k_mu"], tet_k_lambda=material["k_lambda"],
-                               tet_k_damp=material["k_damp"], tet_surface=tetmesh.tet_surface(t))

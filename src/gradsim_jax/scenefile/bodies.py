@@ -89,7 +89,7 @@ def read_soft_body(spec, i: int, b: dict):
     """One [[soft_body]] table as a host-side Scene (FEM tets; `geometry.tets` and `soft_body`)."""
     from gradsim_jax.geometry import tet_files
     from gradsim_jax.geometry import tets as tetmesh
-    from gradsim_jax.geometry.scene import soft_body
+    from gradsim_jax.geometry.soft import soft_body
 
     where = f"{spec.path}: [[soft_body]] {i}:"
     given = [k for k in ("shape", "mesh", "surface") if b[k] is not None]

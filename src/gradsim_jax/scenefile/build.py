@@ -14,6 +14,7 @@ from gradsim_jax.physics import SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
 from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_body
 from gradsim_jax.scenefile.cloth import read_cloth
+from gradsim_jax.scenefile.colliders import read_colliders
 from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
 from gradsim_jax.scenefile.render import read_look
@@ -50,8 +51,9 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             "ground = false with \"none\"")
     pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(v["soft_body"])]
     pieces += [bodies] if bodies is not None else []
+    pieces += read_colliders(spec)
     pieces += [p for p in (ode, smoke) if p is not None]
-    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; the rigid bodies; the ODE body; smoke
+    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; bodies; colliders; ODE body; smoke
     scene = add_body_pushes(spec, scene)
     n = scene.num_particles
     try:

@@ -10,6 +10,7 @@ from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.rasterize import COVERAGE_MODELS
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
+from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
 
@@ -40,8 +41,8 @@ def read_background_image(spec, target_frames=None, undistort=None):
 def read_look(spec, topology, params, state0):
     """[render] (and [[body]] color) for a built scene: (faces [F, 3], FaceColors, Lights, RenderSettings).
     Faces are `scene_faces`' (the cloth's, the soft bodies' surfaces, then the bodies'); their colours
-    [render] color, else a checkerboard, with each [[body]] color over its body's faces; an ODE body's as
-    `ode_face_colors` says."""
+    [render] color, else a checkerboard, with each [[body]] color over its body's faces; the colliders' their
+    [[collider]] color or grey (`collider_face_colors`); an ODE body's as `ode_face_colors` says."""
     v, path, ren = spec.values, spec.path, spec.values["render"]
     for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
         if ren[key] is not None and ren[key] < 1:
@@ -61,7 +62,7 @@ def read_look(spec, topology, params, state0):
     for i, b in enumerate(v["body"]):
         if b["color"] is not None:
             rgb[first + np.flatnonzero(body_of_face == i)] = b["color"]
-    ode_face_colors(spec, topology, rgb, first + len(body_of_face))
+    ode_face_colors(spec, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
     colors = FaceColors(jnp.asarray(rgb))
     lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
                     directional=jnp.asarray(ren["directional"], jnp.float32),

@@ -163,6 +163,21 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "friction": Field("float", 0.0, "Coulomb friction with the ground (quantity ball_friction)"),
         "color": Field("float[3]", None, "RGB of the ball (default: [render] color or the checkerboard)"),
     },
+    "collider": {
+        "shape": Field("str", None, "\"plane\", \"sphere\", \"box\" or \"capsule\": a static shape the cloth and soft "
+                                    "bodies collide with", required=True),
+        "pos": Field("float[3]", [0.0, 0.0, 0.0], "centre (a plane: a point on it), m"),
+        "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "rotation, quaternion (w, x, y, z); a plane's normal and a "
+                                                       "capsule's axis are the rotated +y"),
+        "radius": Field("float", None, "sphere, capsule: radius, m"),
+        "half_extents": Field("float[3]", None, "box: half extents, m"),
+        "half_height": Field("float", None, "capsule: half the length of its axis segment, m"),
+        "ke": Field("float", 1.0e3, "contact stiffness with the particles, N/m (quantity collider_ke)"),
+        "kd": Field("float", 10.0, "contact damping, N s/m (quantity collider_kd)"),
+        "kf": Field("float", 10.0, "friction stiffness, N s/m (quantity collider_kf)"),
+        "mu": Field("float", 0.5, "Coulomb friction coefficient (quantity collider_mu)"),
+        "color": Field("float[3]", None, "RGB of its faces (default grey 0.6; planes are not drawn)"),
+    },
     "smoke": {
         "cells": Field("int[2]", None, "the grid: [ny, nx] cells (rows up, columns along x); required"),
         "width": Field("float", 1.0, "width of the grid along world x, m (cells are square: nx of them)"),
@@ -310,7 +325,7 @@ SCHEMA["initial"] = initial_fields()
 
 
 #: Sections that are arrays of tables ([[body]]): one entry per body or push.
-ARRAY_SECTIONS = ("body", "soft_body", "body_push", "ball")
+ARRAY_SECTIONS = ("body", "soft_body", "body_push", "ball", "collider")
 
 
 #: [scene] is required unless the file has bodies or soft bodies.
@@ -332,13 +347,17 @@ def help_text() -> str:
         if section == "scene":
             req = " (required for a cloth: grid or mesh; a scene of [[body]] bodies only may leave it out)"
         if section in ARRAY_SECTIONS:
-            what = {"body": "rigid body", "soft_body": "soft body", "ball": "ball"}.get(section, "push")
+            what = {"body": "rigid body", "soft_body": "soft body", "ball": "ball",
+                    "collider": "collider"}.get(section, "push")
             lines.append(f"  [[{section}]]  (array of tables: repeat it, one per {what})")
             if section == "body":
                 lines.append("    rigid bodies collide with the ground only: not with the cloth, nor each other")
             if section == "ball":
                 lines.append("    bouncing balls with exact impacts on the ground plane y = ground_height (not with "
                              "anything else); a file holds [[ball]] tables or a [pendulum], not both")
+            if section == "collider":
+                lines.append("    static shapes the cloth and the soft bodies collide with (the ground's penalty "
+                             "contact, with the collider's ke, kd, kf, mu); not the rigid bodies, nor the balls")
             if section == "soft_body":
                 lines.append("    soft bodies are particles: the ground ([scene] ground) and [material] contact_* apply; "
                              "they do not collide with the cloth, bodies or each other")

@@ -94,6 +94,26 @@ del _q
 
 
 # --------------------------------------------------------------------------------------------------
+# Static colliders (physics/colliders.py): a scalar sets every collider alike, a [k] array each collider
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_colliders(topology) -> bool:
+    return topology.colliders is not None and len(topology.colliders.kinds) > 0
+
+
+for _name, _field, _unit, _doc in (
+        ("collider_ke", "ke", "N/m", "contact stiffness of the colliders (penalty model, with the particles)"),
+        ("collider_kd", "kd", "N s/m", "contact damping of the colliders (on approach)"),
+        ("collider_kf", "kf", "N s/m", "friction stiffness of the colliders (viscous slope below the Coulomb limit)"),
+        ("collider_mu", "mu", "1", "Coulomb friction coefficient of the particles on the colliders")):
+    register(Quantity(_name, "colliders." + _field, _unit, "log", (_name, "colliders." + _field), _doc,
+                      read=_read_path("colliders." + _field), expand=_broadcast("colliders." + _field),
+                      applies=_has_colliders))
+del _name, _field, _unit, _doc
+
+
+# --------------------------------------------------------------------------------------------------
 # Rigid bodies (physics/rigid.py): a scalar sets every body alike, a [b] array each body
 # --------------------------------------------------------------------------------------------------
 
