@@ -1,0 +1,87 @@
+"""Reference motions of cloth against static colliders from NVIDIA Warp 1.8.1 (`warp.sim`), for
+tests/physics/test_physics_colliders_warp.py: writes tests/data/warp_colliders.json (the scenes) and .npz (the
+particle positions of every frame).
+
+Warp is no dependency of gradsim-jax; run this with a Python that has it (it installs from the package index and
+runs on a CPU):
+
+    python -m venv /tmp/warpenv && /tmp/warpenv/bin/pip install warp-lang==1.8.1 numpy
+    /tmp/warpenv/bin/python tools/warp_colliders.py
+
+Each scene: a cloth grid (Warp's `add_cloth_grid`, no bending) released above a static shape (`add_shape_sphere`
+or `add_shape_box` on body -1), semi-implicit Euler (`SemiImplicitIntegrator`), `wp.sim.collide` before every
+step (soft contacts within `soft_contact_margin`), no ground. Warp averages a particle's and a shape's contact
+coefficients (0.5 (soft_contact_ke + shape ke), ...): both are set to the same values, which are then the pair's.
+Its particle-shape friction is limited by mu |c ke| (the elastic force alone) and its damping is explicit; the
+frictionless scenes compare the models where they coincide, the one with friction shows what that limit changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import warp as wp
+import warp.sim
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data"
+
+SCENES = {
+    "sphere": dict(shape="sphere", pos=[0.0, 0.0, 0.0], rot_axis=[0.0, 0.0, 1.0], rot_angle=0.0, radius=0.5,
+                   half_extents=None, mu=0.0),
+    "box": dict(shape="box", pos=[0.1, 0.0, 0.0], rot_axis=[0.0, 0.0, 1.0], rot_angle=0.3, radius=None,
+                half_extents=[0.4, 0.3, 0.5], mu=0.0),
+    "sphere_friction": dict(shape="sphere", pos=[0.0, 0.0, 0.0], rot_axis=[0.0, 0.0, 1.0], rot_angle=0.0, radius=0.5,
+                            half_extents=None, mu=0.5),
+}
+COMMON = dict(dim_x=8, dim_y=8, cell=0.15, cloth_pos=[-0.6, 0.7, 0.6], mass=0.01, tri_ke=200.0, tri_ka=200.0,
+              tri_kd=1.0, particle_radius=0.01, ke=1.0e4, kd=1.0, kf=1.0, gravity=-9.81, fps=30.0, frames=45,
+              substeps=48)
+
+
+def run(scene: dict) -> np.ndarray:
+    c = {**COMMON, **scene}
+    builder = wp.sim.ModelBuilder(gravity=c["gravity"])
+    flat = wp.quat_from_axis_angle(wp.vec3(1.0, 0.0, 0.0), -0.5 * np.pi)  # the x-y grid into x-z
+    builder.add_cloth_grid(pos=wp.vec3(*c["cloth_pos"]), rot=flat, vel=wp.vec3(0.0, 0.0, 0.0), dim_x=c["dim_x"],
+                           dim_y=c["dim_y"], cell_x=c["cell"], cell_y=c["cell"], mass=c["mass"], tri_ke=c["tri_ke"],
+                           tri_ka=c["tri_ka"], tri_kd=c["tri_kd"], edge_ke=0.0, edge_kd=0.0,
+                           particle_radius=c["particle_radius"])
+    rot = wp.quat_from_axis_angle(wp.vec3(*c["rot_axis"]), float(c["rot_angle"]))
+    kw = dict(body=-1, pos=wp.vec3(*c["pos"]), rot=rot, ke=c["ke"], kd=c["kd"], kf=c["kf"], mu=c["mu"])
+    if c["shape"] == "sphere":
+        builder.add_shape_sphere(radius=c["radius"], **kw)
+    else:
+        builder.add_shape_box(hx=c["half_extents"][0], hy=c["half_extents"][1], hz=c["half_extents"][2], **kw)
+    model = builder.finalize("cpu")
+    model.ground = False
+    model.soft_contact_ke, model.soft_contact_kd = c["ke"], c["kd"]
+    model.soft_contact_kf, model.soft_contact_mu = c["kf"], c["mu"]
+    integrator = wp.sim.SemiImplicitIntegrator()
+    s0, s1 = model.state(), model.state()
+    dt = 1.0 / c["fps"] / c["substeps"]
+    frames = [s0.particle_q.numpy().copy()]
+    for _ in range(c["frames"]):
+        for _ in range(c["substeps"]):
+            s0.clear_forces()
+            wp.sim.collide(model, s0)
+            integrator.simulate(model, s0, s1, dt)
+            s0, s1 = s1, s0
+        frames.append(s0.particle_q.numpy().copy())
+    return np.stack(frames)
+
+
+def main() -> None:
+    wp.init()
+    data = {name: run(scene) for name, scene in SCENES.items()}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "warp_colliders.json").write_text(json.dumps({"warp": wp.config.version, "common": COMMON,
+                                                         "scenes": SCENES}, indent=1))
+    np.savez_compressed(OUT / "warp_colliders.npz", **{k: v.astype(np.float32) for k, v in data.items()})
+    for name, x in data.items():
+        print(name, x.shape, "lowest", float(x[-1, :, 1].min()))
+
+
+if __name__ == "__main__":
+    main()
