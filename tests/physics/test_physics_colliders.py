@@ -217,3 +217,26 @@ def test_collider_meshes_lie_on_their_surfaces_and_join_the_scene_mesh():
         face_owner = np.repeat([0, 2, 3], [320, 12, 256])
         along = np.sum(normal * np.asarray(outward)[np.arange(len(face_owner)), face_owner], axis=1)
         assert np.all(along > 0)
+
+
+def test_a_start_inside_a_collider_or_a_contact_too_stiff_for_the_step_is_warned():
+    from gradsim_jax.physics import ContactWarning
+
+    inside = combine(particles([[0.0, 0.1, 0.0], [2.0, 2.0, 0.0]], mass=0.1),
+                     collider("plane", (0.0, -1.0, 0.0)), collider("sphere", (0.0, 0.0, 0.0), radius=0.5))
+    topology, params, state = inside.build(particle_radius=0.01)
+    with pytest.warns(ContactWarning, match=r"starts inside collider 1 \(sphere\): 1 free particle.*particle 0 by "
+                                             r"0.41 m"):
+        simulate(topology, params, state, frames=1, substeps=8, frame_dt=1.0 / 30.0)
+    stiff = combine(particles([[0.0, 2.0, 0.0]], mass=1e-4), collider("sphere", radius=0.5, ke=1.0e4))
+    topology, params, state = stiff.build(particle_radius=0.01)
+    with pytest.warns(ContactWarning, match=r"collider 0 \(sphere\) is too stiff for the time step: ke 1e\+04 on a "
+                                             r"0.0001 kg particle needs a step below 0.0002 s"):
+        simulate(topology, params, state, frames=1, substeps=8, frame_dt=1.0 / 30.0)
+    resting = combine(particles([[0.0, 0.51, 0.0]], mass=0.1), collider("sphere", radius=0.5))
+    topology, params, state = resting.build(particle_radius=0.01)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContactWarning)  # touching, not inside: no warning
+        simulate(topology, params, state, frames=1, substeps=8, frame_dt=1.0 / 30.0)

@@ -311,3 +311,50 @@ def collider_vertices(topology: ColliderTopology, params: ColliderParams):
     if not parts:
         return jnp.zeros((0, 3), params.position.dtype)
     return jnp.concatenate(parts)
+
+
+#: An initial state counts as starting deep inside a collider when a free particle is deeper than its sag
+#: m g / ke plus this fraction of the particle radius (as for the ground: `physics.contact.DEEP_FRACTION`).
+DEEP_FRACTION = 0.1
+
+
+def collider_message(topology, params, state, dt=None, *, implicit: bool = True) -> str:
+    """What is wrong with the colliders of a concrete initial `state` (and step `dt` s), or "": free particles
+    starting deep inside a collider (the penalty spring would throw them out), or a collider's contact too stiff
+    for the step (dt^2 ke / m < 4, with explicit damping + 2 dt kd / m). Host side."""
+    if topology.colliders is None or not topology.colliders.kinds:
+        return ""
+    mass = np.asarray(params.particles.mass, np.float64)
+    free = ~np.asarray(topology.particles.pinned) & (mass > 0.0)
+    if not free.any():
+        return ""
+    col = params.colliders
+    x = np.asarray(state.particles.x, np.float64)[free]
+    d, _ = collider_distance(topology.colliders, col, jnp.asarray(x))
+    depth = np.maximum(float(np.asarray(params.particles.radius)) - np.asarray(d, np.float64), 0.0)  # [p, k]
+    ke, kd = np.asarray(col.ke, np.float64), np.asarray(col.kd, np.float64)
+    m = mass[free]
+    weight = float(np.linalg.norm(np.asarray(params.world.gravity, np.float64))) * m
+    sag = weight[:, None] / np.where(ke > 0, ke, np.inf)[None]
+    deep = depth - sag > DEEP_FRACTION * float(np.asarray(params.particles.radius))
+    parts = []
+    if deep.any():
+        p, k = np.unravel_index(np.argmax(np.where(deep, depth, -1.0)), depth.shape)
+        particle = int(np.flatnonzero(free)[p])
+        speed = float(np.max(np.where(deep, depth * np.sqrt(ke[None] / m[:, None]), 0.0)))
+        parts.append(f"the initial state starts inside collider {k} ({topology.colliders.kinds[k]}): "
+                     f"{int(deep.any(axis=1).sum())} free particle(s) deeper than its surface + particle_radius, "
+                     f"particle {particle} by {depth[p, k]:.3g} m; the contact force will throw them out at up to "
+                     f"{speed:.2g} m/s. Move the collider or the particles apart")
+    if dt is not None:
+        lightest = float(m.min())
+        gamma = 0.0 if implicit else kd / lightest
+        rate = gamma + np.sqrt(gamma * gamma + 4.0 * ke / lightest)
+        limit = np.where(rate > 0, 4.0 / np.maximum(rate, 1e-300), np.inf)
+        k = int(np.argmin(limit))
+        if float(dt) >= limit[k]:
+            factor = int(np.ceil(float(dt) / (0.8 * limit[k])))
+            parts.append(f"collider {k} ({topology.colliders.kinds[k]}) is too stiff for the time step: ke "
+                         f"{ke[k]:.4g} on a {lightest:.3g} kg particle needs a step below {limit[k]:.3g} s, the step "
+                         f"is {float(dt):.3g} s: use {factor} times as many substeps, or a smaller ke")
+    return "; ".join(parts)

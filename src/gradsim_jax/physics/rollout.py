@@ -28,7 +28,7 @@ from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
-from gradsim_jax.physics.colliders import validate_colliders
+from gradsim_jax.physics.colliders import collider_message, validate_colliders
 from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
 from gradsim_jax.physics.rigid import rigid_contact_message
@@ -98,8 +98,9 @@ def simulate(
     Returns:
       `State` whose leaves have a leading axis of length frames + 1: particles.x [frames + 1, n, 3], ...
 
-    Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or
-    the contact is too stiff for the step (`contact_report`), and likewise for rigid bodies
+    Warns (`ContactWarning`, concrete inputs only) when the initial state starts deep in ground contact or the
+    contact is too stiff for the step (`contact_report`), likewise inside or against a collider
+    (`physics.colliders.collider_message`) and for rigid bodies
     (`rigid_contact_message`); warns (`StepWarning`) when the step is too long for the stiffness and damping
     of the tets, springs and cloth (`step_report`).
 
@@ -134,6 +135,11 @@ def simulate(
             raise ValueError("the scene has colliders (Topology.colliders) but Params.colliders is None")
         validate_colliders(topology.colliders, params.colliders)
     dt = frame_dt / substeps
+    if topology.colliders is not None and is_concrete(params, state0, frame_dt):
+        message = collider_message(topology, params, state0, float(dt),
+                                   implicit=getattr(integrator, "implicit_contact", False))
+        if message:
+            warnings.warn(message, ContactWarning, stacklevel=2)
     if topology.ground and is_concrete(params, state0, frame_dt):
         message = contact_report(topology, params, state0, dt=float(dt),
                                  implicit=getattr(integrator, "implicit_contact", False)).message
