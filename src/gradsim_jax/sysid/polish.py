@@ -20,6 +20,13 @@ from gradsim_jax.sysid.quantities import QUANTITIES, canonical
 
 Array = Any
 
+#: Levenberg-Marquardt with at most this many Jacobian columns evaluates its trial steps with the Jacobian's
+#: compiled function only: compiling a second, residual-only program of the whole rollout and render (3.5 s for
+#: the pendulum demo) costs more than the rejected trials it would make cheaper (1.3 s -> 0.2 s each; the
+#: Gauss-Newton step test stops the polish before the trials near the float32 floor that were most of them).
+LM_TRIALS_BY_JACOBIAN = 8
+
+
 def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, steps: int = 10,
                         kind: str = "rgba", frame_stride: int = 1, jac_fields=None, progress: bool = False,
                         tol: float = 1e-6, horizons=None, info: Optional[dict] = None):
@@ -92,7 +99,7 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
                 print(f"  LM step {done + k} (first {horizon} frames): loss {cost:.4e}")  # noqa: B023
 
         solution = least_squares.levenberg_marquardt(
-            residual, linearize, zf, mask=mask, steps=steps, tol=tol,
+            residual if z.size > LM_TRIALS_BY_JACOBIAN else None, linearize, zf, mask=mask, steps=steps, tol=tol,
             on_step=on_step)
         zf = solution.z
         for cost, zk in solution.steps:
