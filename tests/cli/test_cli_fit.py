@@ -11,6 +11,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cloth_scene.toml"
 OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json", "report.html")
 
 
+@pytest.mark.slow  # 27 s cold; CI's 10 minutes (test_fit_from_png_folder runs render then fit)
 def test_render_then_fit_example_scene(tmp_path):
     target = tmp_path / "target.gif"
     assert main(["render", str(EXAMPLE), "--out", str(target)]) == 0

@@ -83,6 +83,7 @@ def test_smoke_in_front_of_a_mesh_is_composited_over_it():
     np.testing.assert_allclose(thick[4, 4], [1.0, 1.0, 1.0, 1.0], atol=1e-6)  # white, opaque: e^-50
 
 
+@pytest.mark.slow  # 17 s cold; CI's 10 minutes (sysid/test_sysid_smoke checks the slab's gradient through the camera)
 def test_experiment_loss_gradient_through_the_slab_matches_finite_differences(tmp_path, x64):
     text = PLUME.replace("scale = 0.5", "scale = 0.5\ntolerance = 1e-12").replace("frames = 16", "frames = 6")
     exp = load_scene(write_scene(tmp_path, text)).experiment()

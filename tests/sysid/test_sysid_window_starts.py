@@ -87,6 +87,7 @@ def test_start_states_read_off_a_chaotic_video_beat_a_run_of_the_guess():
     assert np.all(est["_pose_fit"]["fitted"] <= est["_pose_fit"]["predicted"] + 1e-7)
 
 
+@pytest.mark.slow  # 35 s cold; CI's 10 minutes: `make test-all` runs it
 def test_a_start_that_cannot_be_read_off_the_video_falls_back_to_the_guess_run_with_a_warning(monkeypatch):
     from gradsim_jax.sysid import window_starts
 
@@ -124,6 +125,7 @@ def test_search_grid_covers_a_turn_with_the_prediction_and_unwrap_keeps_one_bran
     np.testing.assert_allclose(unwrap(angles, 3.0, 2 * np.pi), [3.1, 2 * np.pi - 3.1, 9.5 - 2 * np.pi], rtol=1e-6)
 
 
+@pytest.mark.slow  # 38 s cold (the search's program); CI's 10 minutes: `make test-all` runs it, bench_chaos at scale
 def test_a_lost_pose_is_found_again_by_the_search_over_whole_turns():
     """The prediction of a start pose 2 rad off (a window whose previous start was lost in the chaos): the
     pose fit from it alone stays in a wrong minimum; starting from the search it finds the pose."""
