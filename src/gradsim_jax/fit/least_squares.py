@@ -84,6 +84,7 @@ def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *
     cost = float(r @ r)
     records = []
     rejected = False
+    step = None  # the Gauss-Newton step at (r, J), once computed
     for _ in range(steps):
         g = J.T @ r
         H = J.T @ J
@@ -113,12 +114,15 @@ def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *
         zf, lam = trial, max(lam / 4.0, 1e-9)
         r, J = (r_new, J_new) if J_new is not None else linearized(zf)
         cost = float(r @ r)
+        step = _gauss_newton_step(J, r)
         records.append((cost, zf.copy()))
         if on_step is not None:
             on_step(len(records), cost)
-        if improvement < tol or np.max(np.abs(dz)) < 1e-7 or _step_below(J, r, zf[mask], step_tol):
+        if (improvement < tol or np.max(np.abs(dz)) < 1e-7
+                or np.all(np.abs(step) <= step_tol * np.maximum(1.0, np.abs(zf[mask])))):
             break
-    step = _gauss_newton_step(J, r)
+    if step is None:
+        step = _gauss_newton_step(J, r)
     return LeastSquaresResult(z=zf, steps=records, cost=cost, residual=r, jacobian=J,
                               grad_norm=float(np.linalg.norm(2.0 * (J.T @ r))), gauss_newton_step=step)
 
@@ -129,9 +133,3 @@ def _gauss_newton_step(J, r) -> np.ndarray:
     if not (np.all(np.isfinite(J)) and np.all(np.isfinite(r))):
         return np.full(J.shape[1], np.nan)
     return np.linalg.lstsq(J, -r, rcond=None)[0]
-
-
-def _step_below(J, r, z, step_tol: float) -> bool:
-    """Whether the Gauss-Newton step from z moves no entry by more than step_tol x max(1, |z|)."""
-    step = _gauss_newton_step(J, r)
-    return bool(np.all(np.abs(step) <= step_tol * np.maximum(1.0, np.abs(z))))

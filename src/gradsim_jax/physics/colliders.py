@@ -36,8 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_norm, safe_normalize
-from gradsim_jax.physics.contact import implicit_penalty_force, penalty_force
+from gradsim_jax.physics.contact import implicit_penalty_force, max_stable_dt, penalty_force
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_rotate
+from gradsim_jax.physics.validate import is_concrete
 from gradsim_jax.typing import Array, pytree_dataclass
 
 COLLIDER_KINDS = ("plane", "sphere", "box", "capsule")
@@ -171,10 +172,9 @@ def validate_colliders(topology: ColliderTopology, params: ColliderParams) -> No
         got = tuple(np.shape(getattr(params, name)))
         if got != shape:
             raise ValueError(f"colliders.{name} must have shape {shape} for {k} collider(s); got {got}")
-    try:
-        values = {name: np.asarray(getattr(params, name), np.float64) for name in shapes}
-    except Exception:  # traced
+    if not is_concrete(params):
         return
+    values = {name: np.asarray(getattr(params, name), np.float64) for name in shapes}
     for name, value in values.items():
         bad = np.flatnonzero(~np.isfinite(value).reshape(k, -1).all(axis=1))
         if bad.size:
@@ -350,9 +350,7 @@ def collider_message(topology, params, state, dt=None, *, implicit: bool = True)
                      f"{speed:.2g} m/s. Move the collider or the particles apart")
     if dt is not None:
         lightest = float(m.min())
-        gamma = 0.0 if implicit else kd / lightest
-        rate = gamma + np.sqrt(gamma * gamma + 4.0 * ke / lightest)
-        limit = np.where(rate > 0, 4.0 / np.maximum(rate, 1e-300), np.inf)
+        limit = max_stable_dt(ke, kd, lightest, implicit)
         k = int(np.argmin(limit))
         if float(dt) >= limit[k]:
             factor = int(np.ceil(float(dt) / (0.8 * limit[k])))

@@ -114,6 +114,16 @@ def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=Non
     return implicit_penalty_force(n, c, v_free, inv_mass, dt, contact.ke, contact.kd, contact.kf, contact.mu)
 
 
+def max_stable_dt(ke, kd, mass, implicit: bool = True):
+    """The largest stable step (s) of a penalty contact spring ke (N/m) with damping kd (N s/m) on a particle of
+    `mass` (kg): semi-implicit Euler on m c'' = -ke c - kd c' needs dt^2 ke / m + 2 dt kd / m < 4 with explicit
+    damping, dt^2 ke / m < 4 with it taken backward (`implicit`); inf where ke and kd are 0. numpy, broadcasting."""
+    ke, kd, mass = (np.asarray(a, np.float64) for a in (ke, kd, mass))
+    gamma = np.zeros_like(kd) if implicit else kd / mass
+    rate = gamma + np.sqrt(gamma * gamma + 4.0 * ke / mass)
+    return np.where(rate > 0, 4.0 / np.where(rate > 0, rate, 1.0), np.inf)
+
+
 class ContactWarning(UserWarning):
     """The initial state starts deep in ground contact, or the contact is too stiff for the time step."""
 
@@ -206,11 +216,9 @@ def contact_report(topology, params, state, dt: Optional[float] = None, *, impli
     deep = c - sag > DEEP_FRACTION * r
     k = int(np.argmax(c))
     index = np.flatnonzero(free)
-    gamma, omega_sq = (0.0 if implicit else kd / m.min()), ke / m.min()
-    rate = gamma + math.sqrt(gamma * gamma + 4.0 * omega_sq)  # 4 / rate: largest stable step (s)
     return ContactReport(
         ground_height=h, particle_radius=r, particles_in_contact=int(np.count_nonzero(c > 0.0)),
         depth=float(c[k]), particle=int(index[k]) if c[k] > 0 else None,
         release_speed=float(np.max(c * np.sqrt(ke / m))), deep=bool(deep.any()),
-        max_stable_dt=4.0 / rate if rate > 0 else math.inf, dt=None if dt is None else float(dt),
+        max_stable_dt=float(max_stable_dt(ke, kd, m.min(), implicit)), dt=None if dt is None else float(dt),
         contact_ke=ke, contact_kd=kd, lightest_mass=float(m.min()), implicit=bool(implicit))

@@ -32,7 +32,7 @@ def scene_vertices(topology, params, state):
 
 
 def _has_collider_mesh(topology) -> bool:
-    return topology.colliders is not None and collider_faces(topology.colliders).shape[0] > 0
+    return topology.colliders is not None and collider_vertex_count(topology.colliders) > 0
 
 
 def _has_ode(topology, state) -> bool:

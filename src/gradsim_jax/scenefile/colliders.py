@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradsim_jax.geometry.colliders import collider
-from gradsim_jax.physics.colliders import (_TEMPLATES, COLLIDER_KINDS, ColliderParams, ColliderTopology,
+from gradsim_jax.physics.colliders import (COLLIDER_KINDS, ColliderParams, ColliderTopology, collider_faces,
                                             validate_colliders)
 from gradsim_jax.scenefile.schema import SceneFileError
 
@@ -43,9 +43,7 @@ def collider_face_colors(spec, topology, rgb: np.ndarray, first: int) -> int:
     """Colour each collider's faces in rgb [F, 3] with its [[collider]] color (default grey 0.6), the colliders'
     faces starting at `first`; returns the index after them."""
     for t in spec.values["collider"]:
-        if t["shape"] not in _TEMPLATES:  # a plane is not drawn
-            continue
-        count = len(_TEMPLATES[t["shape"]][2])
+        count = len(collider_faces(ColliderTopology((t["shape"],))))  # a plane has none
         rgb[first:first + count] = t["color"] if t["color"] is not None else 0.6
         first += count
     return first

@@ -34,7 +34,7 @@ from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 from gradsim_jax.sysid.losses import residual_channels
-from gradsim_jax.sysid.window_starts import PARTS, pose_periods, pose_rate, push_of, run_windows, start_names
+from gradsim_jax.sysid.window_starts import PARTS, join_gap, pose_periods, pose_rate, push_of, run_windows, start_names
 
 Array = Any
 
@@ -88,7 +88,6 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
     periods = pose_periods(exp)
     wrap = np.concatenate([np.full(s, 0.0 if which == "rate" or periods[part] is None else
                                    periods[part] / scales[part][0]) for part, which, _, s in layout])
-    turns = lambda gap: np.round(gap / np.where(wrap > 0, wrap, 1.0)) * wrap  # noqa: E731
 
     def pack_states(th):
         cols = []
@@ -166,8 +165,7 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
     dim = nq + n_s
 
     def join_cost(ends, zs_):
-        gap = np.asarray(ends, np.float64) - zs_
-        c = join_w * (gap - turns(gap))
+        c = join_w * join_gap(np.asarray(ends, np.float64), zs_, wrap)
         return float(np.sum(np.square(c))), c
 
     def normal(zq_, zs_):

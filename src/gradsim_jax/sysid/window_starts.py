@@ -235,16 +235,16 @@ def search_offsets(n: int, period: float) -> tuple[np.ndarray, np.ndarray]:
 def pose_search_period(exp: Experiment):
     """The period of the ODE body's pose coordinates when its start poses are searched (`OdeSystem.pose_period`,
     at most SEARCH_MAX_COORDINATES of them), else None."""
-    if not has_ode(exp):
+    period = pose_periods(exp).get("q")
+    if period is None:
         return None
-    period = getattr(exp.topology.ode.system, "pose_period", None)
     pose, _ = ode_coordinates(exp.topology.ode.system, exp.state0.ode)
-    return period if period is not None and 0 < np.size(pose) <= SEARCH_MAX_COORDINATES else None
+    return period if 0 < np.size(pose) <= SEARCH_MAX_COORDINATES else None
 
 
 def unwrap(value, centre, period):
     """value moved by whole periods to lie within half a period of centre."""
-    return centre + (value - centre) - period * jnp.round((value - centre) / period)
+    return centre + join_gap(value, centre, period)
 
 
 def pose_periods(exp: Experiment) -> dict:
@@ -257,10 +257,13 @@ def pose_periods(exp: Experiment) -> dict:
 
 
 def join_gap(end, start, period):
-    """end - start, the nearest by whole periods when the coordinates are angles of `period` (None: as it is). A
-    window that starts a whole turn from where the previous one ends starts from the same physical state."""
+    """end - start, the nearest by whole periods when the coordinates are angles of `period` (None, or 0 in an
+    array of periods per entry: as it is). A window that starts a whole turn from where the previous one ends
+    starts from the same physical state. numpy in, numpy out (its dtype kept); traceable."""
     gap = end - start
-    return gap if period is None else gap - period * jnp.round(gap / period)
+    if period is None:
+        return gap
+    return gap - period * (gap / (period + (period == 0))).round()
 
 
 def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target: Array, scales: dict, kind: str,

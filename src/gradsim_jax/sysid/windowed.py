@@ -61,7 +61,8 @@ from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focuse
 from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
 from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
                                              default_pose_scales, estimate_window_states, has_ode, join_gap,
-                                             pose_periods, pose_rate, push_of, run_from, run_windows, start_names, state_parts, window_states)
+                                             pose_periods, pose_rate, push_of, run_from, run_windows, start_names,
+                                             state_parts, window_states)
 
 Array = Any
 
