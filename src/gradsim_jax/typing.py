@@ -68,3 +68,8 @@ def replace_paths(tree, values: dict):
         nested.setdefault(head, {})[rest] = value
     updates = {head: sub[""] if "" in sub else replace_paths(getattr(tree, head), sub) for head, sub in nested.items()}
     return dataclasses.replace(tree, **updates)
+
+
+def is_concrete(*values) -> bool:
+    """True when no leaf of `values` is a tracer (so it can be inspected on the host)."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(values))

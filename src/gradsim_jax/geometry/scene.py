@@ -10,6 +10,7 @@ pieces in order: a piece's particle k is `offset + k` where `offset` counts the 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +20,7 @@ from gradsim_jax.physics import (
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
+from gradsim_jax.physics.bodycontact import hull_problems
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
@@ -226,6 +228,7 @@ class Scene:
         particle_radius: float = 0.01,
         aerodynamics: bool | None = None,
         rigid_contact: str | None = None,
+        body_contact: bool | None = None,
         incidence: bool | None = None,
         dtype=None,
     ) -> tuple[Topology, Params, State]:
@@ -239,7 +242,11 @@ class Scene:
         suit particles of 0.1 kg or more at 1 ms steps; lighter ones need smaller values or steps.
         `ground` governs the ground of every component: with it, rigid bodies meet it through `rigid_contact`,
         "penalty" (the default: each body's contact_ke, kd, kf, mu at its hull vertices) or "impulse"
-        (restitution); without it they fall through. They do not collide with the cloth or with each other.
+        (restitution); without it they fall through. `body_contact`: the bodies meet each other (penalty, each
+        pair's mean contact coefficients; `physics.bodycontact`): True needs closed convex hulls (ValueError
+        naming the body otherwise); None (default) is on for two or more bodies whose hulls all are, and off
+        with a warning naming the body that is not. Bodies always meet the scene's colliders; they do not
+        collide with the cloth.
         A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
         in a scene with bodies) is a ValueError.
         `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
@@ -273,7 +280,8 @@ class Scene:
             rigid=RigidTopology(vertex_body=jnp.asarray(self.vertex_body, jnp.int32),
                                 push_body=jnp.asarray(self.push_body, jnp.int32),
                                 faces=jnp.asarray(self.body_faces, jnp.int32).reshape(-1, 3),
-                                contact=str(rigid_contact)),
+                                contact=str(rigid_contact),
+                                collide=_body_contact(body_contact, self)),
             fem=FemTopology(tets=jnp.asarray(self.tets, jnp.int32).reshape(-1, 4),
                             surface=jnp.asarray(self.tet_surface, jnp.int32).reshape(-1, 3),
                             incidence=table(self.tets, 4)),
@@ -315,6 +323,26 @@ class Scene:
             validate_colliders(topology.colliders, params.colliders)
         validate_scene(topology, params, state)
         return topology, params, state
+
+
+def _body_contact(body_contact, scene) -> bool:
+    """Whether the bodies of `scene` meet each other (`Scene.build(body_contact=...)`)."""
+    if body_contact is not None and not isinstance(body_contact, (bool, np.bool_)):
+        raise TypeError(f"body_contact must be True, False or None, got {body_contact!r}")
+    if body_contact is False or scene.num_bodies < 2:
+        return False
+    problems = hull_problems(scene.vertex_body, scene.body_faces, scene.body_vertices, scene.num_bodies)
+    if problems:
+        i, what = next(iter(problems.items()))
+        message = (f"rigid body {i} cannot be a solid for body contact: {what}; body contact tests each hull "
+                   "vertex against the other bodies' face planes, so hulls must be closed and convex (give the body "
+                   "its convex hull)")
+        if body_contact:
+            raise ValueError(message)
+        warnings.warn(message + "; the bodies will not collide with each other (body_contact=False silences this)",
+                      UserWarning, stacklevel=3)
+        return False
+    return True
 
 
 def _rigid_contact(rigid_contact, ground: bool, bodies: int) -> str:

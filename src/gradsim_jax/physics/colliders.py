@@ -38,8 +38,7 @@ import numpy as np
 from gradsim_jax.mathutil import safe_norm, safe_normalize
 from gradsim_jax.physics.contact import implicit_penalty_force, max_stable_dt, penalty_force
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_rotate
-from gradsim_jax.physics.validate import is_concrete
-from gradsim_jax.typing import Array, pytree_dataclass
+from gradsim_jax.typing import Array, is_concrete, pytree_dataclass
 
 COLLIDER_KINDS = ("plane", "sphere", "box", "capsule")
 

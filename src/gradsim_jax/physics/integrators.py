@@ -49,7 +49,8 @@ class SemiImplicitEuler:
         if rigid.x.shape[0]:
             rc = None if control is None else control.rigid
             rigid = rigid_step(topology.rigid, params.rigid, params.world, rigid, t, dt,
-                               force=None if rc is None else rc.force, torque=None if rc is None else rc.torque)
+                               force=None if rc is None else rc.force, torque=None if rc is None else rc.torque,
+                               colliders=(topology.colliders, params.colliders))
         return State(particles=particles, rigid=rigid)
 
 

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_div, safe_norm, safe_normalize
+from gradsim_jax.physics.bodycontact import body_body_loads, body_collider_loads
 from gradsim_jax.physics.contact import penalty_force
 from gradsim_jax.physics.quaternion import quat_multiply, quat_normalize, quat_to_matrix
 from gradsim_jax.typing import Array, pytree_dataclass
@@ -59,17 +60,19 @@ RESTING_STEPS = 2.0
 IMPULSE_SWEEPS = 8
 
 
-@pytree_dataclass(meta=("contact",))
+@pytree_dataclass(meta=("contact", "collide"))
 class RigidTopology:
     """vertex_body [m] int32: body of each hull vertex (all bodies' vertices concatenated);
     push_body [k] int32: body each push acts on; faces [f, 3] int32: the bodies' surface triangles, indices
-    into the concatenated hull vertices (rendering, mass properties of a fitted shape);
-    contact (static): "none", "penalty" or "impulse"."""
+    into the concatenated hull vertices (rendering, mass properties of a fitted shape, body contact);
+    contact (static): the ground's model, "none", "penalty" or "impulse"; collide (static): the bodies meet
+    each other (penalty, `physics.bodycontact`; their hulls must be closed and convex)."""
 
     vertex_body: Array
     push_body: Array
     faces: Array
     contact: str = "penalty"
+    collide: bool = False
 
 
 @pytree_dataclass
@@ -189,15 +192,24 @@ def _penalty_loads(topology, params, world, state, rotation, b):
     return seg(f), seg(jnp.cross(r, f))
 
 
-def rigid_forces(topology: RigidTopology, params: RigidParams, world, state: RigidState, t: Array):
+def rigid_forces(topology: RigidTopology, params: RigidParams, world, state: RigidState, t: Array,
+                 colliders=None):
     """World-frame force [b, 3] N and torque about the COM [b, 3] N m on each body at time t (s): active
-    pushes (torque r x F at their body points) plus ground penalty contact when topology.contact is
-    "penalty". Gravity is not a force here (the step adds it as an acceleration)."""
+    pushes (torque r x F at their body points), ground penalty contact when topology.contact is "penalty",
+    the bodies' contacts with each other when topology.collide and with `colliders` ((ColliderTopology,
+    ColliderParams) or None) (`physics.bodycontact`). Gravity is not a force here (the step adds it as an
+    acceleration)."""
     b = _num_bodies(params)
     rotation = quat_to_matrix(state.q)
     force, torque = _push_loads(topology, params, state, rotation, t, b)
     if topology.contact == "penalty":
         f, tau = _penalty_loads(topology, params, world, state, rotation, b)
+        force, torque = force + f, torque + tau
+    if topology.collide and b > 1:
+        f, tau = body_body_loads(topology, params, state, rotation, b)
+        force, torque = force + f, torque + tau
+    if colliders is not None and colliders[0] is not None and colliders[0].kinds:
+        f, tau = body_collider_loads(colliders[0], colliders[1], topology, params, state, rotation, b)
         force, torque = force + f, torque + tau
     return force, torque
 
@@ -295,16 +307,17 @@ def _project_out_of_ground(topology, params, world, x, q, free, b):
 
 
 def rigid_step(topology: RigidTopology, params: RigidParams, world, state: RigidState, t: Array, dt: Array,
-               force: Optional[Array] = None, torque: Optional[Array] = None) -> RigidState:
+               force: Optional[Array] = None, torque: Optional[Array] = None, colliders=None) -> RigidState:
     """Advance the bodies by one semi-implicit Euler step of dt (s) from time t (s) (module docstring).
 
     force, torque [b, 3] (N, N m, world frame, about the COM): optional extra loads, e.g. a controller's.
+    colliders: (ColliderTopology, ColliderParams) the hull vertices meet, or None (`rigid_forces`).
     Kinematic bodies (mass 0) keep their state. An empty component (b = 0) is returned unchanged.
     """
     b = _num_bodies(params)
     if b == 0:
         return state
-    f, tau = rigid_forces(topology, params, world, state, t)
+    f, tau = rigid_forces(topology, params, world, state, t, colliders)
     if force is not None:
         f = f + force
     if torque is not None:

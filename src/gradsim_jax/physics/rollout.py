@@ -28,6 +28,7 @@ from gradsim_jax.physics.contact import ContactWarning, contact_report
 from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
+from gradsim_jax.physics.bodycontact import body_contact_message, hull_problems
 from gradsim_jax.physics.colliders import collider_message, validate_colliders
 from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
@@ -153,7 +154,17 @@ def simulate(
         if message:
             warnings.warn(message, StepWarning, stacklevel=2)
     if state0.rigid.x.shape[0] and is_concrete(params, state0, frame_dt):
-        message = rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt))
+        b = state0.rigid.x.shape[0]
+        if topology.rigid.collide and b > 1:
+            problems = hull_problems(topology.rigid.vertex_body, topology.rigid.faces, params.rigid.vertices, b)
+            if problems:
+                i, what = next(iter(problems.items()))
+                raise ValueError(f"RigidTopology.collide is True but rigid body {i} cannot be a solid for body "
+                                 f"contact: {what} (hulls must be closed and convex)")
+        message = "; ".join(m for m in (
+            rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt)),
+            body_contact_message(topology.rigid, params.rigid, state0.rigid, (topology.colliders, params.colliders)),
+        ) if m)
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)
 

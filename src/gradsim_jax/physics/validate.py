@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.gather import incidence_mismatch
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
-from gradsim_jax.typing import get_path, named_leaves
+from gradsim_jax.typing import get_path, is_concrete, named_leaves  # noqa: F401 (is_concrete re-exported)
 
 #: Params leaves (dotted paths) that must be >= 0.
 NONNEGATIVE = (
@@ -25,11 +24,6 @@ NONNEGATIVE = (
     "rigid.contact_kd", "rigid.contact_kf", "rigid.contact_mu", "rigid.restitution", "fem.k_mu", "fem.k_lambda",
     "fem.k_damp", "fem.particle_volume",
 )
-
-
-def is_concrete(*values) -> bool:
-    """True when no leaf of `values` is a tracer (so it can be inspected on the host)."""
-    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(values))
 
 
 def _first_index(mask) -> str:

@@ -56,6 +56,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "rigid_contact": Field("str", None, "ground contact of the [[body]] bodies: \"penalty\" (their "
                                             "contact_ke/kd/kf/mu; the default with a ground), \"impulse\" "
                                             "(restitution) or \"none\" (the default without one)"),
+        "body_contact": Field("bool", None, "the [[body]] bodies collide with each other (penalty, the mean of the "
+                                            "pair's contact coefficients; hulls must be closed and convex); "
+                                            "default: true for two or more bodies with such hulls"),
         "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
                                                 "at y = ground_height + particle_radius (one placed lower is "
                                                 "pushed out, fast)"),
