@@ -59,6 +59,16 @@ DEMOS = {
         "contact model); each bounce's apex is e^2 times the last.",
         "gradSim reports no figure for restitution.",
         "rigid-bodies"),
+    "stack": (
+        "Contact between bodies: a box's mass and the friction between two boxes",
+        "Two boxes of one mass and material: the upper one rests on the lower one, which stands on the ground, "
+        "and is pushed along its top by two known forces, a strong one and later a weak one back; it slides "
+        "and stops against the friction between the boxes (penalty contact between rigid bodies, "
+        "`physics.bodycontact`). The pushes act as F / m, the friction as mu g; two pushes of different "
+        "strength separate them (with one, a heavier box on slicker boxes slid almost alike). Mass and "
+        "friction are fitted jointly from 50 % off.",
+        "gradSim has no contact between bodies.",
+        "rigid-bodies"),
     "rigid-shape": (
         "Rigid body: shape from video",
         "gradSim's mass_unknown_shape: per-vertex offsets of a sphere's hull are fitted until it moves and "

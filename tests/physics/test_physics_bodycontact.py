@@ -232,6 +232,13 @@ def test_bad_bodies_are_named():
     assert "starts inside collider 0 (sphere)" in message
     with pytest.warns(ContactWarning, match="starts inside rigid body"):
         simulate(top, par, s0, frames=1, substeps=4)
+    # Contact too stiff for the step between two free bodies (reduced mass 0.5 kg, ten points of a face).
+    top, par, s0 = _boxes([((0.1, 0.1, 0.1), 1.0, (0.0, 0.0, 0.0), {}), ((0.1, 0.1, 0.1), 1.0, (1.0, 0.0, 0.0), {})],
+                          gravity=(0.0, 0.0, 0.0))
+    message = body_contact_message(top.rigid, par.rigid, s0.rigid, dt=1e-2)
+    # dt^2 N ke / m + 2 dt N kd / m = 1e-4 * 10 * 2e4 / 0.5 + 2e-2 * 10 * 200 / 0.5 = 120
+    assert "the contact of rigid bodies 0 and 1 is too stiff for the time step 0.01 s" in message and "= 120" in message
+    assert body_contact_message(top.rigid, par.rigid, s0.rigid, dt=1e-4) == ""
     # NaN poses are refused before a run.
     bad = dataclasses.replace(s0, rigid=dataclasses.replace(s0.rigid, q=s0.rigid.q.at[1, 0].set(jnp.nan)))
     with warnings.catch_warnings():

@@ -165,10 +165,57 @@ def hull_problems(vertex_body, faces, vertices, b: int) -> dict:
 START_DEPTH_FRACTION = 0.01
 
 
-def body_contact_message(topology, params, state, colliders=None) -> str:
+def face_point_counts(topology, params) -> np.ndarray:
+    """[b]: the most contact points of each body on one of its face planes (a box: 10 on a side), the count a body
+    lying on that face presses with (host, numpy)."""
+    local, vb = (np.asarray(a) for a in contact_points(topology, params))
+    faces = np.asarray(topology.faces).reshape(-1, 3)
+    vertices = np.asarray(params.vertices, np.float64)
+    b = int(np.shape(params.mass)[0])
+    counts = np.zeros(b, int)
+    for f in faces:
+        body = int(np.asarray(topology.vertex_body)[f[0]])
+        n = np.cross(vertices[f[1]] - vertices[f[0]], vertices[f[2]] - vertices[f[0]])
+        if np.linalg.norm(n) == 0:
+            continue
+        n = n / np.linalg.norm(n)
+        size = max(float(np.abs(vertices[f]).max()), 1e-12)
+        on = (vb == body) & (np.abs((local - vertices[f[0]]) @ n) <= 1e-6 * size)
+        counts[body] = max(counts[body], int(on.sum()))
+    return counts
+
+
+def contact_step_numbers(topology, params, dt: float, colliders=None):
+    """[(what, normal number, friction number)] of the penalty step for each free body against each other body
+    (reduced mass, the pair's mean coefficients) and each collider, on `face_point_counts` points:
+    dt^2 N ke / m + 2 dt N kd / m (stable below 4) and dt N kf / m (below 2). Host, numpy."""
+    mass = np.asarray(params.mass, np.float64)
+    b = mass.shape[0]
+    count = face_point_counts(topology, params)
+    coef = {k: np.asarray(getattr(params, "contact_" + k), np.float64) for k in ("ke", "kd", "kf")}
+    rows = []
+
+    def numbers(what, n, m, ke, kd, kf):
+        rows.append((what, dt * dt * n * ke / m + 2.0 * dt * n * kd / m, dt * n * kf / m))
+
+    for i in np.flatnonzero(mass > 0):
+        if topology.collide:
+            for j in range(b):
+                if j != i and (j > i or mass[j] == 0):  # each free pair once
+                    m = mass[i] * mass[j] / (mass[i] + mass[j]) if mass[j] > 0 else mass[i]
+                    pair = {k: 0.5 * (v[i] + v[j]) for k, v in coef.items()}
+                    numbers(f"rigid bodies {i} and {j}", max(count[i], count[j]), m, **pair)
+        if colliders is not None and colliders[0] is not None:
+            for c, kind in enumerate(colliders[0].kinds):
+                col = {k: float(np.asarray(getattr(colliders[1], k))[c]) for k in ("ke", "kd", "kf")}
+                numbers(f"rigid body {i} and collider {c} ({kind})", count[i], mass[i], **col)
+    return rows
+
+
+def body_contact_message(topology, params, state, colliders=None, dt=None) -> str:
     """Host-side: bodies whose contact points start deeper than START_DEPTH_FRACTION of their body's size inside
     another body (when `topology.collide`) or inside a collider (`colliders`: (ColliderTopology, ColliderParams)
-    or None); "" when none does."""
+    or None), and (given the step dt in s) contacts too stiff for it (`contact_step_numbers`); "" when none."""
     b = int(np.shape(params.mass)[0])
     if b == 0:
         return ""
@@ -195,4 +242,14 @@ def body_contact_message(topology, params, state, colliders=None) -> str:
             k, c = np.unravel_index(np.argmin(d), d.shape)
             parts.append(f"rigid body {vb[k]} starts inside collider {c} ({colliders[0].kinds[c]}) (a contact point "
                          f"{-d[k, c]:.3g} m deep): the contact force will throw it out; move it or the collider")
+    if dt is not None:
+        rows = contact_step_numbers(topology, params, float(dt), colliders)
+        bad = [r for r in rows if r[1] >= 4.0 or r[2] >= 2.0]
+        if bad:
+            what, normal, friction = max(bad, key=lambda r: max(r[1] / 4.0, r[2] / 2.0))
+            factor = int(np.ceil(1.25 * max(normal / 4.0, friction / 2.0)))
+            parts.append(f"the contact of {what} is too stiff for the time step {float(dt):.3g} s: dt^2 N ke / m + "
+                         f"2 dt N kd / m = {normal:.3g} (must be < 4) and dt N kf / m = {friction:.3g} (must be < 2) "
+                         f"on the N contact points of a face, m the pair's reduced mass: use about {factor} times "
+                         "as many substeps, or smaller contact coefficients")
     return "; ".join(parts)

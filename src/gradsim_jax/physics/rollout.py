@@ -163,7 +163,8 @@ def simulate(
                                  f"contact: {what} (hulls must be closed and convex)")
         message = "; ".join(m for m in (
             rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt)),
-            body_contact_message(topology.rigid, params.rigid, state0.rigid, (topology.colliders, params.colliders)),
+            body_contact_message(topology.rigid, params.rigid, state0.rigid, (topology.colliders, params.colliders),
+                                 dt=float(dt)),
         ) if m)
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)

@@ -34,6 +34,15 @@ RIGID_DEMOS = {
         "A level cube spinning about the vertical drops onto the ground and bounces several times; each "
         "bounce's apex is e^2 times the last. Fits restitution.",
         None, {"iterations": 30, "polish": 20, "horizon": 14, "learning_rate": 0.2}),
+    "stack": (
+        "recover a box's mass and the friction between two boxes from a video of one dropped onto the other",
+        "Two boxes of one mass and material: the upper one is dropped level onto the lower one, which stands "
+        "on the ground, and a known force pushes it along the lower box's top for some frames; it slides and "
+        "stops against the friction between them (penalty contact between the bodies). The push acts as F / m "
+        "(the mass), the deceleration after it as mu g (the friction). Quantities: body_mass, body_mu, "
+        "body_kf.",
+        "body_mass,body_mu",
+        {"iterations": 40, "polish": 20, "horizon": 12, "learning_rate": 0.1}),
 }
 
 
@@ -169,6 +178,11 @@ def rigid_demo_experiment(demo: str, free, *, size, frames=None):
         return rigid.rigid_mass(**_scene_kwargs(demo, free, None, size=size, frames=frames))
     if demo == "rigid-restitution":
         return rigid.rigid_restitution(**_scene_kwargs(demo, free, None, size=size, frames=frames))
+    if demo == "stack":
+        from gradsim_jax.scenes import contact
+
+        return contact.stack(estimate=free, **_scene_kwargs(demo, free, contact.STACK_QUANTITIES, size=size,
+                                                           frames=frames))
     kw = _scene_kwargs(demo, free, RIGID_MATERIAL_ESTIMATES, size=size, frames=frames)
     return rigid.rigid_material(estimate=free, **kw)
 

@@ -55,11 +55,14 @@ def framed_camera(points, size: int, *, elevation: float = 20.0, azimuth: float 
                           view_angle=view_angle, near=max(0.05, 0.2 * (distance - radius)), far=10.0 * distance)
 
 
-def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple: int = 8) -> RenderSettings:
+def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple: int = 8,
+                    gamma: float | None = None) -> RenderSettings:
     """Render settings whose tile and pixel capacities hold every face the frames `[T, n, 3]` need, with
     room for the motion of perturbed parameters (x 2, at most the number of faces)."""
     num_faces = int(np.shape(faces)[0])
     base = RenderSettings(sigma=RenderSettings().sigma_for(camera.height) * sigma_scale)
+    if gamma is not None:
+        base = dataclasses.replace(base, gamma=gamma)
     needed = suggest_capacities(camera, np.asarray(frames), faces, settings=base, multiple=multiple)
 
     def room(capacity):
@@ -70,8 +73,10 @@ def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple
 
 
 def finish_experiment(name, topology, params, state0, theta, *, size, frames, substeps, frame_dt, push_frames=0,
-                      elevation=20.0, azimuth=25.0, colors=None, lights=None, background=(0.0, 0.0, 0.0)):
-    """Frame a camera on the true motion and fix colors and render settings: the finished Experiment."""
+                      elevation=20.0, azimuth=25.0, colors=None, lights=None, background=(0.0, 0.0, 0.0),
+                      gamma=None):
+    """Frame a camera on the true motion and fix colors and render settings (`gamma`: the depth softmax's
+    temperature, None: the renderer's default): the finished Experiment."""
     faces = jnp.asarray(scene_faces(topology))
     if colors is None:
         colors = FaceColors(jnp.asarray(checker_colors(faces, scene_vertices(topology, params, state0))))
@@ -79,7 +84,8 @@ def finish_experiment(name, topology, params, state0, theta, *, size, frames, su
     probe_camera = look_at_camera(3.0, elevation, azimuth, width=size, height=size)
     exp = Experiment(topology=topology, params=params, state0=state0, camera=probe_camera, faces=faces,
                      colors=colors, lights=lights, background=jnp.asarray(background, jnp.float32),
-                     settings=RenderSettings(), frames=frames, substeps=substeps, frame_dt=frame_dt, theta=theta,
+                     settings=RenderSettings() if gamma is None else RenderSettings(gamma=gamma), frames=frames,
+                     substeps=substeps, frame_dt=frame_dt, theta=theta,
                      push_frames=push_frames, name=name)
     x = simulate_vertices(exp, theta)
     if not np.all(np.isfinite(x)):
@@ -92,8 +98,8 @@ def reframe(exp: Experiment, x, *, elevation: float, azimuth: float) -> Experime
     `azimuth` (degrees) and its render settings sized for them."""
     x = np.asarray(x)
     camera = framed_camera(x, exp.camera.height, elevation=elevation, azimuth=azimuth)
-    return dataclasses.replace(exp, camera=camera, settings=fitted_settings(camera, x[:: max(1, len(x) // 12)],
-                                                                            exp.faces))
+    settings = fitted_settings(camera, x[:: max(1, len(x) // 12)], exp.faces, gamma=exp.settings.gamma)
+    return dataclasses.replace(exp, camera=camera, settings=settings)
 
 
 def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps: int = 32,
