@@ -69,6 +69,15 @@ DEMOS = {
         "friction are fitted jointly from 50 % off.",
         "gradSim has no contact between bodies.",
         "rigid-bodies"),
+    "drape": (
+        "Contact with a collider: a cloth's bending stiffness and its friction on a sphere",
+        "A 0.8 m square cloth (8 x 8 cells) is released level 5 cm above a sphere lying on the floor, 20 cm "
+        "off-centre: it lands, folds over the sphere, slides down it and settles over it and the floor "
+        "(cloth against a static sphere collider, `physics.colliders`, penalty contact with Coulomb "
+        "friction). How it folds shows the bending stiffness, how far it slides the friction on the sphere; "
+        "both are fitted jointly from 50 % off.",
+        "gradSim has no colliders (its cloth meets only the ground).",
+        "cloth"),
     "rigid-shape": (
         "Rigid body: shape from video",
         "gradSim's mass_unknown_shape: per-vertex offsets of a sphere's hull are fitted until it moves and "

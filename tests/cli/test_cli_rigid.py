@@ -12,10 +12,10 @@ from cli_scenes import demo_help
 OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json", "report.html")
 
 
-@pytest.mark.parametrize("demo", ["rigid-mass", "rigid-material", "rigid-restitution", "stack"])
+@pytest.mark.parametrize("demo", ["rigid-mass", "rigid-material", "rigid-restitution"])
 def test_rigid_demo_help_lists_options(demo, capsys):
     text = demo_help(main, demo, capsys)
-    assert ("--estimate" in text) == (demo in ("rigid-material", "stack"))
+    assert ("--estimate" in text) == (demo == "rigid-material")
 
 
 @pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
@@ -38,23 +38,6 @@ def test_rigid_mass_demo_recovers_the_mass_and_writes_every_output(tmp_path, cap
     assert report["relative_error"]["body_mass"] < 1e-3, report["estimated"]
     printed = capsys.readouterr().out
     assert "relative error" in printed and str(out.resolve()) in printed
-
-
-@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
-def test_stack_demo_recovers_mass_and_friction_between_boxes(tmp_path, capsys):
-    """The stack scene at 32 px, mass and friction 50 % off: both below 1e-3."""
-    out = tmp_path / "stack"
-    rc = main(["demo", "stack", "--size", "32", "--iterations", "30", "--polish", "15", "--out", str(out),
-               "--no-progress"])
-    assert rc == 0
-    report = json.loads((out / "report.json").read_text())
-    assert report["free"] == ["body_mass", "body_mu"]
-    assert max(report["relative_error"].values()) < 1e-3, report["estimated"]
-
-
-def test_stack_rejects_a_quantity_of_another_scene(tmp_path, capsys):
-    assert main(["demo", "stack", "--estimate", "body_ke", "--out", str(tmp_path / "s"), "--no-progress"]) == 2
-    assert "body_ke" in capsys.readouterr().err
 
 
 def test_rigid_material_rejects_a_quantity_of_another_scene(tmp_path, capsys):

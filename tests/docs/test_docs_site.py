@@ -48,12 +48,13 @@ def test_cli_page_is_the_parsers_help():
 
 def test_two_clicks_to_every_demo_command_and_the_video_guide():
     from gradsim_jax.cli import COMMANDS
-    from gradsim_jax.scenes.catalog import CONTROL_DEMOS, FEM_DEMOS, ODE_DEMOS, RIGID_DEMOS
+    from gradsim_jax.scenes.catalog import CONTACT_DEMOS, CONTROL_DEMOS, FEM_DEMOS, ODE_DEMOS, RIGID_DEMOS
 
     one_click = top_pages(nav())
     assert "howto/own-video.md" in one_click and "cli.md" in one_click and "tutorials/index.md" in one_click
     tutorials = (ROOT / "docs" / "tutorials" / "index.md").read_text()
-    demos = ["cloth", "cloth-control", *RIGID_DEMOS, "rigid-shape", *FEM_DEMOS, *ODE_DEMOS, *CONTROL_DEMOS]
+    demos = ["cloth", "cloth-control", *RIGID_DEMOS, "rigid-shape", *FEM_DEMOS, *CONTACT_DEMOS, *ODE_DEMOS,
+             *CONTROL_DEMOS]
     for demo in demos:  # Tutorials -> the demo's page
         assert f"]({demo}.md)" in tutorials, demo
         assert (ROOT / "docs" / "tutorials" / f"{demo}.md").exists(), demo

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from gradsim_jax.cli.args import (count, fail, fit_flags, force_flag, positive, preflight, progress_flags,
                                   rewrite_report)
-from gradsim_jax.scenes.catalog import (CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS, FEM_MATERIAL_ESTIMATES, ODE_DEMOS,
-                                       ODE_ESTIMATES, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES, demo_experiment,
+from gradsim_jax.scenes.catalog import (CONTACT_DEMOS, CONTACT_ESTIMATES, CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS,
+                                       FEM_MATERIAL_ESTIMATES, ODE_DEMOS, ODE_ESTIMATES, RIGID_DEMOS,
+                                       RIGID_MATERIAL_ESTIMATES, contact_demo_experiment, demo_experiment,
                                        fem_demo_experiment, ode_demo_experiment, rigid_demo_experiment)
 
 
@@ -82,6 +83,7 @@ def add_parser(sub) -> None:
     force_flag(shape)
 
     _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
+    _table_demo_parsers(demos, CONTACT_DEMOS, CONTACT_ESTIMATES)
     for name, (summary, text, estimate, fit_defaults, start) in ODE_DEMOS.items():
         _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, ODE_ESTIMATES[name], start)
 
@@ -348,6 +350,11 @@ def cmd_demo_fem(args) -> int:
                            fem_demo_experiment)
 
 
+def cmd_demo_contact(args) -> int:
+    _, _, estimate, defaults = CONTACT_DEMOS[args.demo]
+    return _cmd_table_demo(args, estimate, defaults, contact_demo_experiment)
+
+
 def cmd_demo_ode(args) -> int:
     _, _, estimate, defaults, start = ODE_DEMOS[args.demo]
     return _cmd_table_demo(args, estimate, defaults, ode_demo_experiment, start)
@@ -438,6 +445,8 @@ def run(args) -> int:
         return cmd_demo_rigid_shape(args)
     if args.demo in FEM_DEMOS:
         return cmd_demo_fem(args)
+    if args.demo in CONTACT_DEMOS:
+        return cmd_demo_contact(args)
     if args.demo in ODE_DEMOS:
         return cmd_demo_ode(args)
     if args.demo in CONTROL_DEMOS:

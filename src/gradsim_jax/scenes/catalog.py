@@ -34,6 +34,15 @@ RIGID_DEMOS = {
         "A level cube spinning about the vertical drops onto the ground and bounces several times; each "
         "bounce's apex is e^2 times the last. Fits restitution.",
         None, {"iterations": 30, "polish": 20, "horizon": 14, "learning_rate": 0.2}),
+}
+
+
+#: Quantities the contact demos estimate (each scene names its own subset).
+CONTACT_ESTIMATES = ("body_mass", "body_mu", "body_kf", "bending", "collider_mu", "mass", "stiffness", "damping")
+
+#: The contact demos (bodies against each other and against colliders): (help, description, default estimate,
+#: default fit settings); `contact_demo_experiment` builds their scenes (`gradsim_jax.scenes.contact`).
+CONTACT_DEMOS = {
     "stack": (
         "recover a box's mass and the friction between two boxes from a video of one dropped onto the other",
         "Two boxes of one mass and material: the upper one is dropped level onto the lower one, which stands "
@@ -42,6 +51,14 @@ RIGID_DEMOS = {
         "(the mass), the deceleration after it as mu g (the friction). Quantities: body_mass, body_mu, "
         "body_kf.",
         "body_mass,body_mu",
+        {"iterations": 40, "polish": 20, "horizon": 12, "learning_rate": 0.1}),
+    "drape": (
+        "recover a cloth's bending stiffness and its friction on a sphere from a video of it draping over one",
+        "A square cloth is released level above a sphere lying on the floor, off-centre: it lands, folds over "
+        "the sphere, slides down it and settles over it and the floor (cloth against a static sphere "
+        "collider, penalty contact with friction). How it folds shows the bending stiffness, how far it slides "
+        "the friction on the sphere. Quantities: bending, collider_mu, mass, stiffness, damping.",
+        "bending,collider_mu",
         {"iterations": 40, "polish": 20, "horizon": 12, "learning_rate": 0.1}),
 }
 
@@ -178,13 +195,17 @@ def rigid_demo_experiment(demo: str, free, *, size, frames=None):
         return rigid.rigid_mass(**_scene_kwargs(demo, free, None, size=size, frames=frames))
     if demo == "rigid-restitution":
         return rigid.rigid_restitution(**_scene_kwargs(demo, free, None, size=size, frames=frames))
-    if demo == "stack":
-        from gradsim_jax.scenes import contact
-
-        return contact.stack(estimate=free, **_scene_kwargs(demo, free, contact.STACK_QUANTITIES, size=size,
-                                                           frames=frames))
     kw = _scene_kwargs(demo, free, RIGID_MATERIAL_ESTIMATES, size=size, frames=frames)
     return rigid.rigid_material(estimate=free, **kw)
+
+
+def contact_demo_experiment(demo: str, free, *, size, frames=None):
+    """The scene of the contact demo `demo` ("stack", "drape") estimating `free` (canonical names)."""
+    from gradsim_jax.scenes import contact
+
+    build, allowed = {"stack": (contact.stack, contact.STACK_QUANTITIES),
+                      "drape": (contact.drape, contact.DRAPE_QUANTITIES)}[demo]
+    return build(estimate=free, **_scene_kwargs(demo, free, allowed, size=size, frames=frames))
 
 
 def fem_demo_experiment(demo: str, free, *, size, frames=None):

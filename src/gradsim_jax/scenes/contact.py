@@ -24,7 +24,9 @@ ten contact points of a box's face (`physics.bodycontact.contact_step_numbers`: 
 
 from __future__ import annotations
 
-from gradsim_jax.geometry import box_mesh, combine, rigid_body
+import numpy as np
+
+from gradsim_jax.geometry import box_mesh, cloth_grid, collider, combine, quat_from_axis_angle, rigid_body
 from gradsim_jax.scenes.demos import finish_experiment
 from gradsim_jax.sysid import Experiment, default_theta
 
@@ -65,3 +67,27 @@ def stack(*, size: int = 64, frames: int = 36, substeps: int = 32, frame_dt: flo
     return finish_experiment("stack", topology, params, state0, theta, size=size, frames=frames,
                              substeps=substeps, frame_dt=frame_dt, elevation=elevation, azimuth=azimuth,
                              gamma=STACK_GAMMA)
+
+
+#: Quantities the drape scene can estimate.
+DRAPE_QUANTITIES = ("bending", "collider_mu", "mass", "stiffness", "damping")
+
+
+def drape(*, size: int = 64, frames: int = 40, cells: int = 8, substeps: int = 32, frame_dt: float = 1.0 / 30.0,
+          side: float = 0.8, mass: float = 0.01, tri_ke: float = 200.0, tri_kd: float = 0.5, bend_ke: float = 0.05,
+          radius: float = 0.25, offset: float = 0.2, drop: float = 0.05, collider_mu: float = 0.3,
+          estimate=("bending", "collider_mu"), elevation: float = 25.0, azimuth: float = 30.0) -> Experiment:
+    """A square cloth `side` m of cells x cells, `mass` kg per particle, released level `drop` m above a sphere of
+    `radius` m lying on the ground (a static collider, friction `collider_mu`), the cloth's centre `offset` m to
+    the side: it lands, folds over the sphere, slides down it and settles draped over it and the floor. `estimate`: quantities of DRAPE_QUANTITIES in theta."""
+    cell = side / cells
+    top = 2.0 * radius + drop
+    cloth = cloth_grid(cells, cells, cell, cell, pos=(offset - side / 2, top, -side / 2),
+                       rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), mass=mass, tri_ke=tri_ke, tri_ka=tri_ke,
+                       tri_kd=tri_kd, bend_ke=bend_ke)
+    ball = collider("sphere", (0.0, radius, 0.0), radius=radius, ke=1.0e3, kd=10.0, kf=10.0, mu=collider_mu)
+    topology, params, state0 = combine(cloth, ball).build(ground=True, contact_ke=1.0e3, contact_kd=10.0,
+                                                          contact_kf=10.0, contact_mu=0.5)
+    theta = default_theta(topology, params, state0, list(estimate))
+    return finish_experiment("drape", topology, params, state0, theta, size=size, frames=frames, substeps=substeps,
+                             frame_dt=frame_dt, elevation=elevation, azimuth=azimuth, gamma=STACK_GAMMA)
