@@ -78,6 +78,15 @@ DEMOS = {
         "both are fitted jointly from 50 % off.",
         "gradSim has no colliders (its cloth meets only the ground).",
         "cloth"),
+    "lift": (
+        "A moving collider: a cloth's mass and stiffness as a rod lifts it",
+        "A 0.6 m square cloth (8 x 8 cells) lies on the floor; a rod (a capsule collider moved by keyframes, "
+        "`physics.collider_motion`) rises from under the floor below one corner, lifts it 25 cm and holds it "
+        "there, while the opposite edge is pulled outwards by a known force during the first frames "
+        "(the pull acts as F / m: without it only the ratio of stiffness to mass would show). Mass and "
+        "stiffness are fitted jointly from 50 % off.",
+        "gradSim has no moving obstacles.",
+        "cloth"),
     "rigid-shape": (
         "Rigid body: shape from video",
         "gradSim's mass_unknown_shape: per-vertex offsets of a sphere's hull are fitted until it moves and "

@@ -95,6 +95,7 @@ def test_recording_is_what_the_camera_sees(workdir):
     assert np.mean(differs[masks == 1.0]) > 0.97 and np.mean(differs[masks == 0.0]) < 0.01
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_fit_with_mask_recovers_mass_and_stiffness(workdir, monkeypatch):
     root, _ = workdir
     args = command("mask")

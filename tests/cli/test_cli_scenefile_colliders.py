@@ -70,3 +70,18 @@ def test_a_collider_quantity_without_colliders_is_refused(tmp_path):
     text = DRAPE.split("[[collider]]")[0] + SCENE_TAIL.replace('free = ["mass"]', 'free = ["collider_mu"]')
     with pytest.raises(SceneFileError, match="collider_mu does not apply to this scene"):
         load_scene(write_scene(tmp_path, text)).experiment()
+
+
+def test_a_keyframed_collider_moves_and_bad_keys_are_named(tmp_path):
+    moving = DRAPE.replace('ke = 2000.0', 'ke = 2000.0\nkey_times = [0.0, 0.5]\nkey_pos = [0.6, 0.0, 0.0, 0.6, 0.3, 0.0]')
+    exp = load_scene(write_scene(tmp_path, moving)).experiment()
+    col = exp.params.colliders
+    np.testing.assert_allclose(np.asarray(col.key_times), [0.0, 0.5])
+    np.testing.assert_allclose(np.asarray(col.key_position)[1], [[0.6, 0.0, 0.0], [0.6, 0.3, 0.0]], atol=1e-7)
+    np.testing.assert_allclose(np.asarray(col.key_position)[0], 0.0, atol=1e-7)  # the static ball repeats its pose
+    for keys, match in (("key_times = [0.0, 0.5]\nkey_pos = [0.6, 0.0, 0.0]", "key_pos must hold x, y, z for each"),
+                        ("key_times = [0.5, 0.0]\nkey_pos = [0.6, 0.0, 0.0, 0.6, 0.3, 0.0]", "must increase"),
+                        ("key_pos = [0.6, 0.0, 0.0]", "need key_times")):
+        path = write_scene(tmp_path, DRAPE.replace('ke = 2000.0', 'ke = 2000.0\n' + keys), name="bad.toml")
+        with pytest.raises(SceneFileError, match=match):
+            load_scene(path).experiment()

@@ -101,6 +101,7 @@ def test_experiment_loss_gradient_through_the_slab_matches_finite_differences(tm
         assert abs(fd) > 0
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_render_then_fit_recovers_the_plume(tmp_path, capsys):
     scene = write_scene(tmp_path, PLUME)
     frames_dir = tmp_path / "frames"

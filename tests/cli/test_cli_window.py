@@ -20,6 +20,7 @@ mass = 0.013
 """
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_windowed_fit_truncates_records_and_polishes(tmp_path, capsys):
     scene = write_scene(tmp_path, SCENE)
     target = tmp_path / "target.gif"

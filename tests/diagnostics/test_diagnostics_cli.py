@@ -51,6 +51,7 @@ def test_gradcheck_agrees_and_exits_one_when_a_tolerance_is_not_met(scene, tmp_p
     assert "GRADIENTS DISAGREE" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_horizon_writes_table_plot_and_json(tmp_path, capsys):
     scene = tmp_path / "smaller.toml"  # 8 x 8 px, 3 frames: the cheapest scene-file run
     scene.write_text(TINY.replace("16", "8").replace("frames = 4", "frames = 3"))

@@ -33,6 +33,7 @@ def test_pendulum_length_and_damping_are_recovered_from_video():
     assert result.history["loss"][-1] < 1e-3 * result.history["loss"][0]
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_demo_double_pendulum_starts_from_its_own_guess_and_writes_every_output(tmp_path):
     out = tmp_path / "double"
     assert main(["demo", "double-pendulum", "--size", "16", "--frames", "4", "--iterations", "1", "--polish", "0",

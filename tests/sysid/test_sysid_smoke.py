@@ -101,6 +101,7 @@ def test_demo_smoke_buoyancy_writes_every_output(tmp_path, capsys):
     assert "relative error" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_demo_smoke_shape_moves_the_smoke_towards_the_picture(tmp_path):
     out = tmp_path / "shape"
     rc = main(["demo", "smoke-shape", "--cells", "16", "--frames", "12", "--iterations", "6",

@@ -12,6 +12,7 @@ from gradsim_jax.scenes.texture import texture_experiment, textured_blob, true_t
 from gradsim_jax.sysid.texture import TextureExperiment, check_texture, fit_texture, psnr, render_views
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it
 def test_texture_is_recovered_to_35_db_on_fitted_and_held_out_views():
     exp = texture_experiment(size=48, rings=10, segments=20, texture_shape=(16, 16))
     truth = true_texture(exp.texture_shape).astype(np.float32)

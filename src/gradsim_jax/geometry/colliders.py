@@ -1,4 +1,4 @@
-"""Static colliders as `Scene` pieces (`physics.colliders`): planes, spheres, boxes and capsules that the cloth
+"""Static and kinematic colliders as `Scene` pieces (`physics.colliders`): planes, spheres, boxes and capsules that the cloth
 and the soft bodies of a scene collide with."""
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from gradsim_jax.physics.colliders import COLLIDER_KINDS
 
 def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.0), size=(1.0, 1.0, 1.0),
              radius=None, half_extents=None, half_height=None, ke: float = 1.0e3, kd: float = 10.0,
-             kf: float = 10.0, mu: float = 0.5) -> Scene:
-    """A static collider as a `Scene` piece (`physics.colliders`): kind "plane" (through `position`, normal the
+             kf: float = 10.0, mu: float = 0.5, keyframes=None) -> Scene:
+    """A collider as a `Scene` piece (`physics.colliders`): kind "plane" (through `position`, normal the
     rotated +y), "sphere" (`radius`), "box" (`half_extents` [3]) or "capsule" (`radius`, `half_height` along the
     rotated y axis); `rotation` a quaternion w, x, y, z; contact coefficients ke N/m, kd N s/m, kf N s/m, mu
     (defaults: Warp's soft contact). `size` [3] may be given instead of radius / half_extents / half_height.
-    `combine` it with the cloth or soft body that meets it."""
+    `combine` it with the cloth or soft body that meets it. `keyframes`: a kinematic collider's path, a list of
+    (time s, position [3]) or (time, position, rotation [4]) keys (`physics.collider_motion`: linear between
+    keys, at rest before the first and after the last); None: static at `position`, `rotation`."""
     if kind not in COLLIDER_KINDS:
         raise ValueError(f"collider kind must be one of {', '.join(COLLIDER_KINDS)}, got {kind!r}")
     size = list(_f(size, (3,), "size"))
@@ -27,6 +29,37 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
     if half_height is not None:
         size[1] = float(half_height)
     position, rotation = _f(position, (3,), "position"), _f(rotation, (4,), "rotation")
+    motion = _keyframes(keyframes, position, rotation)
+    if motion is not None:  # where it starts: its first key
+        position, rotation = motion[1][0], motion[2][0]
     values = (position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
     empty = np.zeros((0, 3))
-    return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=((kind,) + values,))
+    return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=((kind,) + values,),
+                 collider_motion=(motion,))
+
+
+def _keyframes(keyframes, position, rotation):
+    """(times [K], positions [K, 3], rotations [K, 4]) of `collider(keyframes=...)`, or None (static).
+    Each keyframe is (time s, position [3]) or (time, position, rotation [4]); rotation defaults to the
+    collider's `rotation`. Times must increase; at least one key."""
+    if keyframes is None:
+        return None
+    keys = list(keyframes)
+    if not keys:
+        raise ValueError("keyframes must hold at least one (time, position[, rotation]) key")
+    times, positions, rotations = [], [], []
+    for i, key in enumerate(keys):
+        if not isinstance(key, (tuple, list)) or len(key) not in (2, 3):
+            raise ValueError(f"keyframe {i} must be (time, position) or (time, position, rotation); got {key!r}")
+        times.append(float(key[0]))
+        positions.append(_f(key[1], (3,), f"keyframe {i} position"))
+        q = _f(key[2], (4,), f"keyframe {i} rotation") if len(key) == 3 else np.asarray(rotation, np.float64)
+        if not np.isfinite(q).all() or np.linalg.norm(q) == 0:
+            raise ValueError(f"keyframe {i} rotation must be a finite nonzero quaternion; got {q.tolist()}")
+        rotations.append(q)
+    times = np.asarray(times)
+    if not np.isfinite(times).all() or not np.isfinite(np.asarray(positions)).all():
+        raise ValueError("keyframe times and positions must be finite")
+    if np.any(np.diff(times) <= 0):
+        raise ValueError(f"keyframe times must increase; got {times.tolist()}")
+    return times, np.asarray(positions), np.asarray(rotations)

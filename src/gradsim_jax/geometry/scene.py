@@ -164,6 +164,9 @@ class Scene:
     # Static colliders (`physics.colliders`; `collider` builds one): (kind, position [3], rotation [4] w x y z,
     # size [3], ke, kd, kf, mu) each.
     colliders: tuple = ()
+    # Their motion, one entry per collider: None (static) or keyframes (times [K], positions [K, 3], rotations
+    # [K, 4]) (`physics.collider_motion`).
+    collider_motion: tuple = ()
 
     def __post_init__(self):
         if self.volume is None:
@@ -319,10 +322,35 @@ class Scene:
             kinds = tuple(c[0] for c in self.colliders)
             fields = [np.array([c[i] for c in self.colliders], np.float64) for i in range(1, 8)]
             topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds))
-            params = dataclasses.replace(params, colliders=ColliderParams(*(arr(f) for f in fields)))
+            params = dataclasses.replace(params, colliders=ColliderParams(*(arr(f) for f in fields),
+                                                                          **_collider_keys(self, arr)))
             validate_colliders(topology.colliders, params.colliders)
         validate_scene(topology, params, state)
         return topology, params, state
+
+
+def _collider_keys(scene, arr) -> dict:
+    """ColliderParams' keyframe fields of a scene whose colliders move (`physics.collider_motion`): every
+    collider's pose at the union of all key times (a static one repeats its pose, a moving one is interpolated
+    there); {} when none moves."""
+    motion = tuple(scene.collider_motion) or (None,) * len(scene.colliders)
+    if all(m is None for m in motion):
+        return {}
+    times = np.unique(np.concatenate([np.asarray(m[0], np.float64) for m in motion if m is not None]))
+    positions, rotations = [], []
+    for c, m in zip(scene.colliders, motion):
+        if m is None:
+            positions.append(np.tile(np.asarray(c[1], np.float64), (len(times), 1)))
+            rotations.append(np.tile(np.asarray(c[2], np.float64), (len(times), 1)))
+            continue
+        t, p, q = (np.asarray(a, np.float64) for a in m)
+        positions.append(np.stack([np.interp(times, t, p[:, i]) for i in range(3)], axis=1))
+        q = q / np.linalg.norm(q, axis=1, keepdims=True)
+        for i in range(1, len(q)):  # each key on the previous one's side: the interpolation turns the short way
+            q[i] = -q[i] if q[i] @ q[i - 1] < 0 else q[i]
+        qi = np.stack([np.interp(times, t, q[:, i]) for i in range(4)], axis=1)
+        rotations.append(qi / np.linalg.norm(qi, axis=1, keepdims=True))
+    return {"key_times": arr(times), "key_position": arr(np.stack(positions)), "key_rotation": arr(np.stack(rotations))}
 
 
 def _body_contact(body_contact, scene) -> bool:
@@ -396,8 +424,10 @@ def combine(*pieces: Scene) -> Scene:
 
     if not pieces:
         raise ValueError("combine needs at least one Scene piece")
-    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene) if f.name not in ("ode", "smoke", "colliders")}
+    fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene)
+              if f.name not in ("ode", "smoke", "colliders", "collider_motion")}
     fields["colliders"] = sum((tuple(p.colliders) for p in pieces), ())
+    fields["collider_motion"] = sum((tuple(p.collider_motion) or (None,) * len(p.colliders) for p in pieces), ())
     for name, what in (("ode", "ODE body (physics.ode)"), ("smoke", "smoke grid (physics.smoke)")):
         given = [getattr(p, name) for p in pieces if getattr(p, name) is not None]
         if len(given) > 1:

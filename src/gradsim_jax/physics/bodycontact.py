@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.physics.collider_motion import surface_velocity
 from gradsim_jax.physics.colliders import collider_distance
 from gradsim_jax.mathutil import safe_norm, safe_normalize
 from gradsim_jax.physics.contact import penalty_force
@@ -116,10 +117,13 @@ def body_collider_loads(collider_topology, colliders, topology, params, state, r
     collider's penalty force at the point's velocity, with the collider's coefficients."""
     local, vb = contact_points(topology, params)
     r = jnp.einsum("mij,mj->mi", rotation[vb], local)
-    d, normal = collider_distance(collider_topology, colliders, state.x[vb] + r)
-    velocity = state.v[vb] + jnp.cross(state.w[vb], r)
-    f = jnp.sum(penalty_force(normal, d, velocity[:, None, :], colliders.ke, colliders.kd, colliders.kf,
-                              colliders.mu), axis=1)
+    p = state.x[vb] + r
+    d, normal = collider_distance(collider_topology, colliders, p)
+    velocity = (state.v[vb] + jnp.cross(state.w[vb], r))[:, None, :]
+    surface = surface_velocity(colliders, p)
+    if surface is not None:  # a moving collider: the velocity relative to its surface
+        velocity = velocity - surface
+    f = jnp.sum(penalty_force(normal, d, velocity, colliders.ke, colliders.kd, colliders.kf, colliders.mu), axis=1)
     seg = lambda a: jax.ops.segment_sum(a, vb, num_segments=b)  # noqa: E731
     return seg(f), seg(jnp.cross(r, f))
 

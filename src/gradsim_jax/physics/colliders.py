@@ -24,18 +24,21 @@ touching several colliders gets the sum of their forces. The coefficients are th
 averages a particle's and a shape's (`0.5 (particle_ke + shape_ke)` and likewise for kd, kf, mu); give the
 average to match it.
 
-The colliders here are static: they stay where `ColliderParams` puts them (every float in it is data a fit may
-differentiate, e.g. `colliders.mu`).
+A collider is static (it stays where `ColliderParams` puts them) or kinematic, moved by keyframes
+(`physics.collider_motion`: damping and friction then act on the velocity relative to its surface). Every float
+in `ColliderParams` is data a fit may differentiate (e.g. `colliders.mu`, a keyframe's position).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_norm, safe_normalize
+from gradsim_jax.physics.collider_motion import surface_velocity
 from gradsim_jax.physics.contact import implicit_penalty_force, max_stable_dt, penalty_force
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_rotate
 from gradsim_jax.typing import Array, is_concrete, pytree_dataclass
@@ -65,7 +68,9 @@ class ColliderTopology:
 class ColliderParams:
     """position [k, 3] m (a point of the plane; the centre of the others), rotation [k, 4] (w, x, y, z; need not
     be normalized), size [k, 3] m (module table), and the contact's ke [k] N/m, kd [k] N s/m, kf [k] N s/m
-    (friction's viscous slope), mu [k] (Coulomb)."""
+    (friction's viscous slope), mu [k] (Coulomb). Kinematic colliders (`physics.collider_motion`): key_times [K] s,
+    key_position [k, K, 3] m, key_rotation [k, K, 4]; velocity [k, 3] m/s and omega [k, 3] rad/s, the pose's rates
+    at the current step (set by the integrator). None (the default) for static colliders."""
 
     position: Array
     rotation: Array
@@ -74,6 +79,11 @@ class ColliderParams:
     kd: Array
     kf: Array
     mu: Array
+    velocity: Optional[Array] = None
+    omega: Optional[Array] = None
+    key_times: Optional[Array] = None
+    key_position: Optional[Array] = None
+    key_rotation: Optional[Array] = None
 
 
 def collider_params(count: int, *, position=None, rotation=None, size=None, ke=1.0e3, kd=10.0, kf=10.0, mu=0.5,
@@ -152,10 +162,12 @@ def collider_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=N
     col = params.colliders
     d, normal = collider_distance(topology.colliders, col, x)
     c = d - params.particles.radius
+    surface = surface_velocity(col, x)  # moving colliders: velocities relative to their surface
+    relative = (lambda u: u[:, None, :]) if surface is None else (lambda u: u[:, None, :] - surface)
     if v_free is None:
-        f = penalty_force(normal, c, v[:, None, :], col.ke, col.kd, col.kf, col.mu)
+        f = penalty_force(normal, c, relative(v), col.ke, col.kd, col.kf, col.mu)
     else:
-        f = implicit_penalty_force(normal, c, v_free[:, None, :], inv_mass[:, None], dt, col.ke, col.kd, col.kf,
+        f = implicit_penalty_force(normal, c, relative(v_free), inv_mass[:, None], dt, col.ke, col.kd, col.kf,
                                    col.mu)
     return jnp.sum(f, axis=1)
 
@@ -171,8 +183,23 @@ def validate_colliders(topology: ColliderTopology, params: ColliderParams) -> No
         got = tuple(np.shape(getattr(params, name)))
         if got != shape:
             raise ValueError(f"colliders.{name} must have shape {shape} for {k} collider(s); got {got}")
+    if params.key_times is not None:
+        K = int(np.shape(params.key_times)[0]) if np.ndim(params.key_times) == 1 else -1
+        for name, shape in (("key_times", (K,)), ("key_position", (k, K, 3)), ("key_rotation", (k, K, 4))):
+            got = tuple(np.shape(getattr(params, name)))
+            if K < 1 or got != shape:
+                raise ValueError(f"colliders.{name} must have shape {shape} for {k} collider(s) and {K} keys; got {got}")
     if not is_concrete(params):
         return
+    if params.key_times is not None:
+        times = np.asarray(params.key_times, np.float64)
+        keys = [np.asarray(getattr(params, n), np.float64) for n in ("key_position", "key_rotation")]
+        if not (np.isfinite(times).all() and all(np.isfinite(a).all() for a in keys)):
+            raise ValueError("colliders' keyframes (key_times, key_position, key_rotation) must be finite")
+        if np.any(np.diff(times) <= 0):
+            raise ValueError(f"colliders.key_times must increase; got {times.tolist()}")
+        if np.any(np.linalg.norm(keys[1], axis=-1) == 0):
+            raise ValueError("colliders.key_rotation holds a zero quaternion")
     values = {name: np.asarray(getattr(params, name), np.float64) for name in shapes}
     for name, value in values.items():
         bad = np.flatnonzero(~np.isfinite(value).reshape(k, -1).all(axis=1))

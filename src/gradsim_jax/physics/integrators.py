@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gradsim_jax.physics.collider_motion import collider_state, is_moving, posed
 from gradsim_jax.physics.forces import contact_forces, has_contact, particle_forces, prepare_forces
 from gradsim_jax.physics.particles import free_inverse_mass, particle_euler
 from gradsim_jax.physics.rigid import rigid_step
@@ -35,6 +36,9 @@ class SemiImplicitEuler:
         return prepare_forces(topology, params)
 
     def step(self, topology, params, state: State, control: Control | None, t, dt, prepared=None) -> State:
+        moving = is_moving(params.colliders)
+        if moving:  # kinematic colliders at the step's start time (pose and rates)
+            params = dataclasses.replace(params, colliders=posed(params.colliders, t))
         particles = state.particles
         f = particle_forces(topology, params, particles.x, particles.v, control, prepared)
         if has_contact(topology):
@@ -51,6 +55,9 @@ class SemiImplicitEuler:
             rigid = rigid_step(topology.rigid, params.rigid, params.world, rigid, t, dt,
                                force=None if rc is None else rc.force, torque=None if rc is None else rc.torque,
                                colliders=(topology.colliders, params.colliders))
+        if moving:
+            return dataclasses.replace(state, particles=particles, rigid=rigid,
+                                       colliders=collider_state(params.colliders, t + dt))
         return State(particles=particles, rigid=rigid)
 
 

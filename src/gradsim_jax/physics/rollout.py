@@ -29,6 +29,7 @@ from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
 from gradsim_jax.physics.bodycontact import body_contact_message, hull_problems
+from gradsim_jax.physics.collider_motion import collider_state
 from gradsim_jax.physics.colliders import collider_message, validate_colliders
 from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
@@ -120,6 +121,8 @@ def simulate(
     state0 = as_float_state(state0, params)
     y0, smoke0 = state0.ode, state0.smoke
     state0 = dataclasses.replace(state0, ode=None, smoke=None)  # integrated apart, below
+    # Kinematic colliders carry their pose in the state (the video draws them there); static ones none.
+    state0 = dataclasses.replace(state0, colliders=collider_state(params.colliders, 0.0))
     if y0 is not None and topology.ode is None:
         raise ValueError("the state has an ODE body (State.ode) but Topology.ode is None")
     if smoke0 is not None:

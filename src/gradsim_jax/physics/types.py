@@ -43,6 +43,7 @@ from typing import Any, Optional
 import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import ClothControl, ClothParams, ClothTopology
+from gradsim_jax.physics.collider_motion import ColliderState
 from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology
 from gradsim_jax.physics.contact import ContactParams
 from gradsim_jax.physics.fem import FemControl, FemParams, FemTopology
@@ -104,12 +105,14 @@ class Params:
 class State:
     """Time-varying state carried by `lax.scan`: particles (x [n, 3] m, v [n, 3] m/s) and rigid bodies
     (x [b, 3] m, q [b, 4] wxyz, v [b, 3] m/s, w [b, 3] rad/s); an ODE body's y
-    (None: none, `physics.ode`); the smoke (`SmokeState`: u, v [ny, nx] m/s, density [ny, nx]; None: none)."""
+    (None: none, `physics.ode`); the smoke (`SmokeState`: u, v [ny, nx] m/s, density [ny, nx]; None: none); the
+    kinematic colliders' pose (`ColliderState`, `physics.collider_motion`; None: none moves)."""
 
     particles: ParticleState
     rigid: RigidState
     ode: Any = None
     smoke: Optional[SmokeState] = None
+    colliders: Optional[ColliderState] = None
 
 
 @pytree_dataclass

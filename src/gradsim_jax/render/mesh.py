@@ -11,6 +11,8 @@ vertices came from.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,7 +27,11 @@ def scene_vertices(topology, params, state):
     if topology.rigid.vertex_body.shape[0]:
         parts.append(world_vertices(topology.rigid, params.rigid, state.rigid).astype(state.particles.x.dtype))
     if _has_collider_mesh(topology):
-        parts.append(collider_vertices(topology.colliders, params.colliders).astype(state.particles.x.dtype))
+        colliders = params.colliders
+        if getattr(state, "colliders", None) is not None:  # kinematic: where they are at the state's time
+            colliders = dataclasses.replace(colliders, position=state.colliders.position,
+                                            rotation=state.colliders.rotation)
+        parts.append(collider_vertices(topology.colliders, colliders).astype(state.particles.x.dtype))
     if _has_ode(topology, state):
         parts.append(topology.ode.system.vertices(params.ode, state.ode).astype(state.particles.x.dtype))
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)

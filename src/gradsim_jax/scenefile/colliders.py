@@ -1,4 +1,4 @@
-"""[[collider]]: a scene file's static colliders (`physics.colliders`), as `Scene` pieces, and their colours."""
+"""[[collider]]: a scene file's colliders, static or moved by keyframes (`physics.colliders`), as `Scene` pieces, and their colours."""
 
 from __future__ import annotations
 
@@ -27,16 +27,33 @@ def read_colliders(spec) -> list:
                  and k not in SIZE_KEYS[t["shape"]]]
         if extra:
             raise SceneFileError(f"{where}: a {t['shape']} takes no {extra[0]}")
+        keys = _keyframes(where, t)
         try:
             piece = collider(t["shape"], t["pos"], rotation=t["rot"], radius=t["radius"],
                              half_extents=t["half_extents"], half_height=t["half_height"], ke=t["ke"], kd=t["kd"],
-                             kf=t["kf"], mu=t["mu"])
+                             kf=t["kf"], mu=t["mu"], keyframes=keys)
             kind, *values = piece.colliders[0]
             validate_colliders(ColliderTopology((kind,)), ColliderParams(*(np.asarray(x)[None] for x in values)))
         except ValueError as e:
             raise SceneFileError(f"{where}: {str(e).replace('colliders.', '').replace(' of collider 0', '')}") from None
         pieces.append(piece)
     return pieces
+
+
+def _keyframes(where: str, t: dict):
+    """`collider(keyframes=...)` of a [[collider]] table's key_times, key_pos, key_rot (None: static)."""
+    times, pos, rot = (list(t[k] or []) for k in ("key_times", "key_pos", "key_rot"))
+    if not times:
+        if pos or rot:
+            raise SceneFileError(f"{where}: key_pos and key_rot need key_times")
+        return None
+    if len(pos) != 3 * len(times):
+        raise SceneFileError(f"{where}: key_pos must hold x, y, z for each of the {len(times)} key_times "
+                             f"({3 * len(times)} numbers), got {len(pos)}")
+    if rot and len(rot) != 4 * len(times):
+        raise SceneFileError(f"{where}: key_rot must hold w, x, y, z for each of the {len(times)} key_times "
+                             f"({4 * len(times)} numbers), got {len(rot)}")
+    return [(times[i], pos[3 * i:3 * i + 3]) + ((rot[4 * i:4 * i + 4],) if rot else ()) for i in range(len(times))]
 
 
 def collider_face_colors(spec, topology, rgb: np.ndarray, first: int) -> int:

@@ -167,8 +167,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "color": Field("float[3]", None, "RGB of the ball (default: [render] color or the checkerboard)"),
     },
     "collider": {
-        "shape": Field("str", None, "\"plane\", \"sphere\", \"box\" or \"capsule\": a static shape the cloth and soft "
-                                    "bodies collide with", required=True),
+        "shape": Field("str", None, "\"plane\", \"sphere\", \"box\" or \"capsule\": a shape the cloth, soft and rigid "
+                                    "bodies collide with (static, or moved by key_times)", required=True),
         "pos": Field("float[3]", [0.0, 0.0, 0.0], "centre (a plane: a point on it), m"),
         "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "rotation, quaternion (w, x, y, z); a plane's normal and a "
                                                        "capsule's axis are the rotated +y"),
@@ -180,6 +180,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "kf": Field("float", 10.0, "friction stiffness, N s/m (quantity collider_kf)"),
         "mu": Field("float", 0.5, "Coulomb friction coefficient (quantity collider_mu)"),
         "color": Field("float[3]", None, "RGB of its faces (default grey 0.6; planes are not drawn)"),
+        "key_times": Field("float[]", [], "a kinematic collider's keyframe times, s, increasing (empty: static); "
+                                          "linear motion between keys, at rest outside them"),
+        "key_pos": Field("float[]", [], "its position at each key time: x, y, z per key, m (3 x the keys)"),
+        "key_rot": Field("float[]", [], "its rotation at each key time: w, x, y, z per key (4 x the keys; empty: "
+                                        "rot at every key)"),
     },
     "smoke": {
         "cells": Field("int[2]", None, "the grid: [ny, nx] cells (rows up, columns along x); required"),

@@ -1,0 +1,94 @@
+"""Kinematic colliders: a pose given by keyframes (a gripper's path, a rotating drum), and the state branch that
+carries it so that a video shows the collider where it was.
+
+Keyframes live in `ColliderParams` (data, so a fit may differentiate them): key_times [K] s (increasing, shared by
+all colliders), key_position [k, K, 3] m and key_rotation [k, K, 4] (w, x, y, z). Between two keys the position
+is interpolated linearly and the rotation by normalized linear interpolation of the quaternions (the second
+taken on the first's side), so the collider's velocity is constant over a segment: (p1 - p0) / (t1 - t0), and
+its angular velocity the axis-angle of q1 q0^-1 over (t1 - t0). Before the first key and after the last the
+collider rests at that key's pose (zero velocity). A static collider in a scene with moving ones repeats its
+pose at every key.
+
+At the start of each step the integrator poses the colliders at the step's time t (`posed`): position, rotation,
+velocity and angular velocity in `ColliderParams`, which the contact terms read. The contact's damping and
+friction act on the velocity relative to the collider's surface, v - (velocity + omega x (x - position)), so a
+lifting rod carries a cloth and a rotating drum drags it. After the step the state's `ColliderState` holds the
+pose at t + dt (the renderer draws the colliders from it, `render.mesh.scene_vertices`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from gradsim_jax.mathutil import safe_div, safe_norm
+from gradsim_jax.physics.quaternion import quat_conjugate, quat_multiply
+from gradsim_jax.typing import Array, pytree_dataclass
+
+
+@pytree_dataclass
+class ColliderState:
+    """The colliders' pose at the state's time: position [k, 3] m, rotation [k, 4] (w, x, y, z)."""
+
+    position: Array
+    rotation: Array
+
+
+def is_moving(params) -> bool:
+    """Whether the scene's colliders have keyframes (static: the structure of the tree)."""
+    return params is not None and getattr(params, "key_times", None) is not None
+
+
+def _unit(q):
+    return q / jnp.maximum(safe_norm(q, keepdims=True), 1e-30)
+
+
+def collider_pose(params, t):
+    """(position [k, 3], rotation [k, 4] unit, velocity [k, 3], omega [k, 3]) of keyframed colliders at time t
+    (module docstring)."""
+    times = params.key_times
+    count = times.shape[0]
+    if count == 1:
+        zero = jnp.zeros_like(params.key_position[:, 0])
+        return params.key_position[:, 0], _unit(params.key_rotation[:, 0]), zero, zero
+    i = jnp.clip(jnp.searchsorted(times, t, side="right") - 1, 0, count - 2)
+    t0, t1 = times[i], times[i + 1]
+    span = t1 - t0
+    s = jnp.clip(safe_div(t - t0, span), 0.0, 1.0)
+    moving = (t >= times[0]) & (t < times[-1])
+    p0, p1 = params.key_position[:, i], params.key_position[:, i + 1]
+    q0, q1 = _unit(params.key_rotation[:, i]), _unit(params.key_rotation[:, i + 1])
+    q1 = jnp.where((jnp.sum(q0 * q1, axis=-1) < 0.0)[:, None], -q1, q1)  # the shorter way round
+    position = p0 + s * (p1 - p0)
+    rotation = _unit(q0 + s * (q1 - q0))
+    velocity = jnp.where(moving, safe_div(p1 - p0, span), 0.0)
+    rel = quat_multiply(q1, quat_conjugate(q0))  # q1 q0^-1, w >= 0 after the sign choice above
+    half = jnp.arctan2(safe_norm(rel[:, 1:]), rel[:, 0])
+    axis = rel[:, 1:] * safe_div(1.0, safe_norm(rel[:, 1:], keepdims=True))
+    omega = jnp.where(moving, axis * safe_div(2.0 * half, span)[..., None], 0.0)
+    return position, rotation, velocity, omega
+
+
+def posed(params, t):
+    """`ColliderParams` with its position, rotation, velocity and omega at time t; unchanged when static."""
+    if not is_moving(params):
+        return params
+    position, rotation, velocity, omega = collider_pose(params, t)
+    return dataclasses.replace(params, position=position, rotation=rotation, velocity=velocity, omega=omega)
+
+
+def collider_state(params, t):
+    """The `ColliderState` at time t of keyframed colliders (None when static)."""
+    if not is_moving(params):
+        return None
+    position, rotation, _, _ = collider_pose(params, t)
+    return ColliderState(position=position, rotation=rotation)
+
+
+def surface_velocity(params, x):
+    """Velocity [n, k, 3] m/s of each collider's material at the points x [n, 3] (0 for static colliders)."""
+    if getattr(params, "velocity", None) is None:
+        return None
+    arm = x[:, None, :] - params.position[None]
+    return params.velocity[None] + jnp.cross(jnp.broadcast_to(params.omega[None], arm.shape), arm)
