@@ -85,3 +85,19 @@ def test_a_keyframed_collider_moves_and_bad_keys_are_named(tmp_path):
         path = write_scene(tmp_path, DRAPE.replace('ke = 2000.0', 'ke = 2000.0\n' + keys), name="bad.toml")
         with pytest.raises(SceneFileError, match=match):
             load_scene(path).experiment()
+
+
+def test_a_mesh_collider_from_a_file_and_a_missing_file_named(tmp_path):
+    from gradsim_jax.geometry.rigid import box_mesh
+
+    v, f = box_mesh(0.1, 0.2, 0.1)
+    (tmp_path / "block.obj").write_text("".join(f"v {a} {b} {c}\n" for a, b, c in v)
+                                        + "".join(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in f))
+    text = DRAPE.replace('shape = "box"', 'shape = "mesh"\nmesh = "block.obj"\nscale = [1.0, 1.0, 1.0]').replace(
+        "half_extents = [0.1, 0.2, 0.1]\n", "")
+    exp = load_scene(write_scene(tmp_path, text)).experiment()
+    assert exp.topology.colliders.kinds == ("sphere", "mesh", "plane")
+    np.testing.assert_allclose(exp.topology.colliders.meshes[1].vertices, v)
+    assert exp.faces.shape[0] == 8 + 320 + 12  # the block's 12 triangles drawn
+    with pytest.raises(SceneFileError, match="mesh file not found"):
+        load_scene(write_scene(tmp_path, text.replace("block.obj", "nothing.obj"), name="bad.toml")).experiment()

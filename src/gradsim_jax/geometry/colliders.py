@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradsim_jax.geometry.rigid import check_closed_mesh
 from gradsim_jax.geometry.scene import Scene, _f
+from gradsim_jax.physics.mesh_collider import StaticMesh
 from gradsim_jax.physics.colliders import COLLIDER_KINDS
 
 
 def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.0), size=(1.0, 1.0, 1.0),
              radius=None, half_extents=None, half_height=None, ke: float = 1.0e3, kd: float = 10.0,
-             kf: float = 10.0, mu: float = 0.5, keyframes=None) -> Scene:
+             kf: float = 10.0, mu: float = 0.5, keyframes=None, vertices=None, faces=None) -> Scene:
     """A collider as a `Scene` piece (`physics.colliders`): kind "plane" (through `position`, normal the
     rotated +y), "sphere" (`radius`), "box" (`half_extents` [3]) or "capsule" (`radius`, `half_height` along the
     rotated y axis); `rotation` a quaternion w, x, y, z; contact coefficients ke N/m, kd N s/m, kf N s/m, mu
     (defaults: Warp's soft contact). `size` [3] may be given instead of radius / half_extents / half_height.
-    `combine` it with the cloth or soft body that meets it. `keyframes`: a kinematic collider's path, a list of
+    `combine` it with the cloth or soft body that meets it. Kind "mesh": a closed triangle mesh `vertices` [v, 3],
+    `faces` [f, 3] in the collider's frame, scaled by `size` (default 1), checked closed and oriented outward
+    (`geometry.rigid.check_closed_mesh`: an open mesh has no inside and is refused, an inward one flipped with a
+    warning; `physics.mesh_collider`). `keyframes`: a kinematic collider's path, a list of
     (time s, position [3]) or (time, position, rotation [4]) keys (`physics.collider_motion`: linear between
     keys, at rest before the first and after the last); None: static at `position`, `rotation`."""
     if kind not in COLLIDER_KINDS:
@@ -29,13 +34,20 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
     if half_height is not None:
         size[1] = float(half_height)
     position, rotation = _f(position, (3,), "position"), _f(rotation, (4,), "rotation")
+    mesh = None
+    if kind == "mesh":
+        if vertices is None or faces is None:
+            raise ValueError("a \"mesh\" collider needs vertices [v, 3] and faces [f, 3]")
+        mesh = StaticMesh(np.asarray(vertices, np.float64), check_closed_mesh(vertices, faces, name="mesh collider"))
+    elif vertices is not None or faces is not None:
+        raise ValueError(f"a {kind!r} collider takes no vertices or faces (only kind \"mesh\" does)")
     motion = _keyframes(keyframes, position, rotation)
     if motion is not None:  # where it starts: its first key
         position, rotation = motion[1][0], motion[2][0]
     values = (position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
     empty = np.zeros((0, 3))
     return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=((kind,) + values,),
-                 collider_motion=(motion,))
+                 collider_motion=(motion,), collider_meshes=(mesh,))
 
 
 def _keyframes(keyframes, position, rotation):

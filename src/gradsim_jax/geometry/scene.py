@@ -167,6 +167,8 @@ class Scene:
     # Their motion, one entry per collider: None (static) or keyframes (times [K], positions [K, 3], rotations
     # [K, 4]) (`physics.collider_motion`).
     collider_motion: tuple = ()
+    # Their triangle meshes, one entry per collider: a `StaticMesh` for a "mesh" collider, None for the others.
+    collider_meshes: tuple = ()
 
     def __post_init__(self):
         if self.volume is None:
@@ -321,7 +323,7 @@ class Scene:
         if self.colliders:
             kinds = tuple(c[0] for c in self.colliders)
             fields = [np.array([c[i] for c in self.colliders], np.float64) for i in range(1, 8)]
-            topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds))
+            topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds, tuple(self.collider_meshes)))
             params = dataclasses.replace(params, colliders=ColliderParams(*(arr(f) for f in fields),
                                                                           **_collider_keys(self, arr)))
             validate_colliders(topology.colliders, params.colliders)
@@ -425,9 +427,10 @@ def combine(*pieces: Scene) -> Scene:
     if not pieces:
         raise ValueError("combine needs at least one Scene piece")
     fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene)
-              if f.name not in ("ode", "smoke", "colliders", "collider_motion")}
+              if f.name not in ("ode", "smoke", "colliders", "collider_motion", "collider_meshes")}
     fields["colliders"] = sum((tuple(p.colliders) for p in pieces), ())
-    fields["collider_motion"] = sum((tuple(p.collider_motion) or (None,) * len(p.colliders) for p in pieces), ())
+    for name in ("collider_motion", "collider_meshes"):  # one entry per collider (None: static / not a mesh)
+        fields[name] = sum((tuple(getattr(p, name)) or (None,) * len(p.colliders) for p in pieces), ())
     for name, what in (("ode", "ODE body (physics.ode)"), ("smoke", "smoke grid (physics.smoke)")):
         given = [getattr(p, name) for p in pieces if getattr(p, name) is not None]
         if len(given) > 1:

@@ -1,4 +1,5 @@
-"""Shapes that particles (cloth and soft-body vertices) collide with: planes, spheres, boxes and capsules.
+"""Shapes that particles (cloth and soft-body vertices) collide with: planes, spheres, boxes, capsules and closed
+triangle meshes (`physics.mesh_collider`).
 
 A collider is a shape at a pose: `ColliderTopology.kinds` (static: one of COLLIDER_KINDS per collider) and
 `ColliderParams` (data: position [k, 3] m, rotation [k, 4] unit quaternions w, x, y, z, size [k, 3] m, and the
@@ -10,6 +11,7 @@ contact's ke, kd, kf, mu [k]). In its own frame (p = R^T (x - position)):
 | "sphere"  | (radius, -, -)               | abs(p) - radius                                                    |
 | "box"     | (half extents x, y, z)       | abs(max(q, 0)) + min(max_i q_i, 0), q = abs(p) - half extents      |
 | "capsule" | (radius, half height, -)     | distance to the segment (0, +-half height, 0), less the radius      |
+| "mesh"    | (scale x, y, z)              | distance to the closed triangle mesh, negative inside (winding)     |
 
 Each is the exact Euclidean signed distance of its shape (a box's too, inside and out), and its outward
 normal is the distance's gradient, written out in closed form with a fixed choice where the gradient is
@@ -40,17 +42,20 @@ import numpy as np
 from gradsim_jax.mathutil import safe_norm, safe_normalize
 from gradsim_jax.physics.collider_motion import surface_velocity
 from gradsim_jax.physics.contact import implicit_penalty_force, max_stable_dt, penalty_force
+from gradsim_jax.physics.mesh_collider import mesh_distance
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_rotate
 from gradsim_jax.typing import Array, is_concrete, pytree_dataclass
 
-COLLIDER_KINDS = ("plane", "sphere", "box", "capsule")
+COLLIDER_KINDS = ("plane", "sphere", "box", "capsule", "mesh")
 
 
 @dataclasses.dataclass(frozen=True)
 class ColliderTopology:
-    """The colliders' kinds, one of COLLIDER_KINDS each (static, hashable)."""
+    """The colliders' kinds, one of COLLIDER_KINDS each, and for each "mesh" its `StaticMesh` (`meshes`: one entry
+    per collider, None for the other kinds; static, hashable)."""
 
     kinds: tuple
+    meshes: tuple = ()
 
     def __post_init__(self):
         kinds = tuple(self.kinds)
@@ -58,6 +63,11 @@ class ColliderTopology:
         if unknown:
             raise ValueError(f"collider kinds must be among {', '.join(COLLIDER_KINDS)}; got {unknown[0]!r}")
         object.__setattr__(self, "kinds", kinds)
+        meshes = tuple(self.meshes) or (None,) * len(kinds)
+        if len(meshes) != len(kinds) or any((m is not None) != (k == "mesh") for k, m in zip(kinds, meshes)):
+            raise ValueError("ColliderTopology.meshes must hold a StaticMesh for each \"mesh\" collider and None "
+                             "for the others")
+        object.__setattr__(self, "meshes", meshes)
 
     def indices(self, kind: str) -> np.ndarray:
         """The colliders of `kind` (int32 indices, static)."""
@@ -141,7 +151,12 @@ def collider_distance(topology: ColliderTopology, params: ColliderParams, x):
     n = x.shape[0]
     distance = jnp.zeros((n, k), x.dtype)
     normal = jnp.zeros((n, k, 3), x.dtype)
-    for kind in COLLIDER_KINDS:
+    for i in topology.indices("mesh"):  # one at a time: each its own triangles
+        q = _unit(params.rotation[i])
+        local = quat_rotate(quat_conjugate(q)[None], x - params.position[i][None])
+        d, nl = mesh_distance(topology.meshes[i], local, params.size[i])
+        distance, normal = distance.at[:, i].set(d), normal.at[:, i].set(quat_rotate(q[None], nl))
+    for kind in COLLIDER_KINDS[:-1]:
         idx = topology.indices(kind)
         if idx.size == 0:
             continue
@@ -213,6 +228,7 @@ def validate_colliders(topology: ColliderTopology, params: ColliderParams) -> No
     if bad.size:
         raise ValueError(f"colliders.rotation of collider {bad[0]} is the zero quaternion")
     needs = {"sphere": ((0, "radius"),), "box": ((0, "half extent x"), (1, "half extent y"), (2, "half extent z")),
+             "mesh": ((0, "scale x"), (1, "scale y"), (2, "scale z")),
              "capsule": ((0, "radius"),)}
     for i, kind in enumerate(topology.kinds):
         for axis, what in needs.get(kind, ()):
@@ -301,12 +317,22 @@ def _templates():
 _TEMPLATES = _templates()
 
 
+def _template(topology, i):
+    """(unit vertices, sides, faces) of collider i's drawn mesh, or None (a plane)."""
+    kind = topology.kinds[i]
+    if kind == "mesh":
+        mesh = topology.meshes[i]
+        return mesh.vertices, np.zeros(len(mesh.vertices)), mesh.faces
+    return _TEMPLATES.get(kind)
+
+
 def collider_faces(topology: ColliderTopology) -> np.ndarray:
     """Faces [F, 3] int32 over `collider_vertices` (host side; planes have none)."""
     parts, offset = [], 0
-    for kind in topology.kinds:
-        if kind in _TEMPLATES:
-            vertices, _, faces = _TEMPLATES[kind]
+    for i in range(len(topology.kinds)):
+        template = _template(topology, i)
+        if template is not None:
+            vertices, _, faces = template
             parts.append(faces + offset)
             offset += len(vertices)
     return np.concatenate(parts).astype(np.int32) if parts else np.zeros((0, 3), np.int32)
@@ -314,7 +340,7 @@ def collider_faces(topology: ColliderTopology) -> np.ndarray:
 
 def collider_vertex_count(topology: ColliderTopology) -> int:
     """The number of `collider_vertices` (static)."""
-    return sum(len(_TEMPLATES[k][0]) for k in topology.kinds if k in _TEMPLATES)
+    return sum(len(t[0]) for t in (_template(topology, i) for i in range(len(topology.kinds))) if t is not None)
 
 
 def collider_vertices(topology: ColliderTopology, params: ColliderParams):
@@ -323,14 +349,15 @@ def collider_vertices(topology: ColliderTopology, params: ColliderParams):
     placed; differentiable in position, rotation and size."""
     parts = []
     for i, kind in enumerate(topology.kinds):
-        if kind not in _TEMPLATES:
+        template = _template(topology, i)
+        if template is None:
             continue
-        unit, sides, _ = _TEMPLATES[kind]
+        unit, sides, _ = template
         size = params.size[i]
         unit = jnp.asarray(unit, size.dtype)
         if kind == "sphere":
             local = size[0] * unit
-        elif kind == "box":
+        elif kind in ("box", "mesh"):
             local = size * unit
         else:
             local = size[0] * unit + jnp.asarray(sides, size.dtype)[:, None] * size[1] * jnp.array([0.0, 1.0, 0.0],

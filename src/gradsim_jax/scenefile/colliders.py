@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from gradsim_jax.geometry.colliders import collider
+from gradsim_jax.geometry.rigid import load_mesh
 from gradsim_jax.physics.colliders import (COLLIDER_KINDS, ColliderParams, ColliderTopology, collider_faces,
                                             validate_colliders)
 from gradsim_jax.scenefile.schema import SceneFileError
 
 #: The size keys each shape needs.
-SIZE_KEYS = {"plane": (), "sphere": ("radius",), "box": ("half_extents",), "capsule": ("radius", "half_height")}
+SIZE_KEYS = {"plane": (), "sphere": ("radius",), "box": ("half_extents",), "capsule": ("radius", "half_height"),
+             "mesh": ("mesh",)}
 
 
 def read_colliders(spec) -> list:
@@ -23,17 +25,28 @@ def read_colliders(spec) -> list:
         missing = [k for k in SIZE_KEYS[t["shape"]] if t[k] is None]
         if missing:
             raise SceneFileError(f"{where}: a {t['shape']} needs {' and '.join(missing)}")
-        extra = [k for k in ("radius", "half_extents", "half_height") if t[k] is not None
+        extra = [k for k in ("radius", "half_extents", "half_height", "mesh") if t[k] is not None
                  and k not in SIZE_KEYS[t["shape"]]]
         if extra:
             raise SceneFileError(f"{where}: a {t['shape']} takes no {extra[0]}")
         keys = _keyframes(where, t)
+        mesh = {}
+        if t["shape"] == "mesh":
+            path = spec.resolve(t["mesh"])
+            if not path.is_file():
+                raise SceneFileError(f"{where}: mesh file not found: {path}")
+            try:
+                vertices, faces = load_mesh(path)
+            except ValueError as e:
+                raise SceneFileError(f"{where}: mesh {path}: {e}") from None
+            mesh = {"vertices": vertices, "faces": faces, "size": t["scale"]}
         try:
             piece = collider(t["shape"], t["pos"], rotation=t["rot"], radius=t["radius"],
                              half_extents=t["half_extents"], half_height=t["half_height"], ke=t["ke"], kd=t["kd"],
-                             kf=t["kf"], mu=t["mu"], keyframes=keys)
+                             kf=t["kf"], mu=t["mu"], keyframes=keys, **mesh)
             kind, *values = piece.colliders[0]
-            validate_colliders(ColliderTopology((kind,)), ColliderParams(*(np.asarray(x)[None] for x in values)))
+            validate_colliders(ColliderTopology((kind,), tuple(piece.collider_meshes)),
+                               ColliderParams(*(np.asarray(x)[None] for x in values)))
         except ValueError as e:
             raise SceneFileError(f"{where}: {str(e).replace('colliders.', '').replace(' of collider 0', '')}") from None
         pieces.append(piece)
@@ -59,8 +72,9 @@ def _keyframes(where: str, t: dict):
 def collider_face_colors(spec, topology, rgb: np.ndarray, first: int) -> int:
     """Colour each collider's faces in rgb [F, 3] with its [[collider]] color (default grey 0.6), the colliders'
     faces starting at `first`; returns the index after them."""
-    for t in spec.values["collider"]:
-        count = len(collider_faces(ColliderTopology((t["shape"],))))  # a plane has none
+    for i, t in enumerate(spec.values["collider"]):
+        one = ColliderTopology((t["shape"],), (topology.colliders.meshes[i],))
+        count = len(collider_faces(one))  # a plane has none
         rgb[first:first + count] = t["color"] if t["color"] is not None else 0.6
         first += count
     return first

@@ -167,7 +167,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "color": Field("float[3]", None, "RGB of the ball (default: [render] color or the checkerboard)"),
     },
     "collider": {
-        "shape": Field("str", None, "\"plane\", \"sphere\", \"box\" or \"capsule\": a shape the cloth, soft and rigid "
+        "shape": Field("str", None, "\"plane\", \"sphere\", \"box\", \"capsule\" or \"mesh\": a shape the cloth, soft and rigid "
                                     "bodies collide with (static, or moved by key_times)", required=True),
         "pos": Field("float[3]", [0.0, 0.0, 0.0], "centre (a plane: a point on it), m"),
         "rot": Field("float[4]", [1.0, 0.0, 0.0, 0.0], "rotation, quaternion (w, x, y, z); a plane's normal and a "
@@ -175,6 +175,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "radius": Field("float", None, "sphere, capsule: radius, m"),
         "half_extents": Field("float[3]", None, "box: half extents, m"),
         "half_height": Field("float", None, "capsule: half the length of its axis segment, m"),
+        "mesh": Field("str", None, "mesh: path of a closed triangle mesh (.obj, .stl, .ply), relative to the scene "
+                                   "file"),
+        "scale": Field("float[3]", [1.0, 1.0, 1.0], "mesh: scale of its vertices along x, y, z"),
         "ke": Field("float", 1.0e3, "contact stiffness with the particles, N/m (quantity collider_ke)"),
         "kd": Field("float", 10.0, "contact damping, N s/m (quantity collider_kd)"),
         "kf": Field("float", 10.0, "friction stiffness, N s/m (quantity collider_kf)"),
