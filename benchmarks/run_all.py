@@ -106,7 +106,8 @@ def write_table() -> None:
                       ("ode_recovery", script_table("bench_ode_recovery")), ("smoke", script_table("bench_smoke")),
                       ("smoke_32", script_table("bench_smoke")), ("smoke_128_f64", script_table("bench_smoke")),
                       ("recoveries", script_table("bench_recoveries")),
-                      ("colliders", script_table("bench_colliders"))):
+                      ("colliders", script_table("bench_colliders")),
+                      ("selfcontact", script_table("bench_selfcontact"))):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))

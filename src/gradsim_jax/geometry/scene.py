@@ -21,9 +21,11 @@ from gradsim_jax.physics import (
 )
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
 from gradsim_jax.physics.bodycontact import hull_problems
+from gradsim_jax.physics.collider_motion import key_arrays
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
+from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, table_size
 from gradsim_jax.physics.smoke import with_smoke
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
@@ -234,6 +236,10 @@ class Scene:
         aerodynamics: bool | None = None,
         rigid_contact: str | None = None,
         body_contact: bool | None = None,
+        self_contact: bool = False,
+        self_contact_ke: float = 1.0e3,
+        self_contact_kd: float = 1.0,
+        self_contact_capacity: int = 8,
         incidence: bool | None = None,
         dtype=None,
     ) -> tuple[Topology, Params, State]:
@@ -251,7 +257,9 @@ class Scene:
         pair's mean contact coefficients; `physics.bodycontact`): True needs closed convex hulls (ValueError
         naming the body otherwise); None (default) is on for two or more bodies whose hulls all are, and off
         with a warning naming the body that is not. Bodies always meet the scene's colliders; they do not
-        collide with the cloth.
+        collide with the cloth. `self_contact`: the particles push each other apart closer than two
+        particle radii (a cloth folding onto itself; `physics.selfcontact`: ke, kd, and at most
+        `self_contact_capacity` particles per grid cell; `self_contact_overflow` tells when a cell holds more).
         A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
         in a scene with bodies) is a ValueError.
         `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
@@ -316,6 +324,11 @@ class Scene:
         state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)),
                       rigid=RigidState(x=arr(self.body_x).reshape(-1, 3), q=arr(self.body_q).reshape(-1, 4),
                                        v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
+        if self_contact:
+            topology = dataclasses.replace(topology, self_contact=SelfContactTopology(
+                capacity=int(self_contact_capacity), table=table_size(n)))
+            params = dataclasses.replace(params, self_contact=SelfContactParams(
+                thickness=arr(2.0 * particle_radius), ke=arr(self_contact_ke), kd=arr(self_contact_kd)))
         if self.ode is not None:
             topology, params, state = with_ode_body(topology, params, state, *self.ode, arr)
         if self.smoke is not None:
@@ -332,27 +345,8 @@ class Scene:
 
 
 def _collider_keys(scene, arr) -> dict:
-    """ColliderParams' keyframe fields of a scene whose colliders move (`physics.collider_motion`): every
-    collider's pose at the union of all key times (a static one repeats its pose, a moving one is interpolated
-    there); {} when none moves."""
-    motion = tuple(scene.collider_motion) or (None,) * len(scene.colliders)
-    if all(m is None for m in motion):
-        return {}
-    times = np.unique(np.concatenate([np.asarray(m[0], np.float64) for m in motion if m is not None]))
-    positions, rotations = [], []
-    for c, m in zip(scene.colliders, motion):
-        if m is None:
-            positions.append(np.tile(np.asarray(c[1], np.float64), (len(times), 1)))
-            rotations.append(np.tile(np.asarray(c[2], np.float64), (len(times), 1)))
-            continue
-        t, p, q = (np.asarray(a, np.float64) for a in m)
-        positions.append(np.stack([np.interp(times, t, p[:, i]) for i in range(3)], axis=1))
-        q = q / np.linalg.norm(q, axis=1, keepdims=True)
-        for i in range(1, len(q)):  # each key on the previous one's side: the interpolation turns the short way
-            q[i] = -q[i] if q[i] @ q[i - 1] < 0 else q[i]
-        qi = np.stack([np.interp(times, t, q[:, i]) for i in range(4)], axis=1)
-        rotations.append(qi / np.linalg.norm(qi, axis=1, keepdims=True))
-    return {"key_times": arr(times), "key_position": arr(np.stack(positions)), "key_rotation": arr(np.stack(rotations))}
+    """ColliderParams' keyframe fields of a scene whose colliders move (`physics.collider_motion.key_arrays`)."""
+    return {k: arr(v) for k, v in key_arrays(scene.colliders, scene.collider_motion).items()}
 
 
 def _body_contact(body_contact, scene) -> bool:

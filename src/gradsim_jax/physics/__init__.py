@@ -1,5 +1,6 @@
 """Differentiable physics of cloth (membrane, bending, springs, aerodynamics), rigid bodies and FEM soft bodies, with
-ground contact and static colliders (planes, spheres, boxes, capsules), and ODE bodies (pendulums, a bouncing
+ground contact, colliders (planes, spheres, boxes, capsules, triangle meshes; static or keyframed), contact
+between rigid bodies and between particles, and ODE bodies (pendulums, a bouncing
 ball, a user's system): the containers (Topology, Params, State, Control: one branch per component), force
 terms, integrators, the rollout over frames (`simulate`) and the checks of a scene and a trajectory. The lowest
 layer above the shared helpers: it imports no other part of gradsim_jax (docs/architecture.md)."""
@@ -37,6 +38,8 @@ from gradsim_jax.physics.rigid import (
 )
 from gradsim_jax.physics.rollout import SimulationDiverged, check_finite, first_nonfinite, simulate
 from gradsim_jax.physics.stability import StepReport, StepWarning, damping_limit, step_report
+from gradsim_jax.physics.collider_motion import ColliderState
+from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, self_contact_overflow
 from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
 from gradsim_jax.physics.types import Control, Params, State, Topology, particle_state
 from gradsim_jax.physics.validate import validate_scene
@@ -45,7 +48,8 @@ from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
     "COLLIDER_KINDS", "ColliderParams", "ColliderTopology", "collider_contact", "collider_distance",
-    "collider_params", "validate_colliders",
+    "collider_params", "validate_colliders", "ColliderState", "SelfContactParams", "SelfContactTopology",
+    "self_contact_overflow",
     "FunctionOde", "OdeSolver", "OdeSystem", "OdeTopology", "PendulumParams", "PendulumState", "PendulumSystem",
     "solve_ode",
     "CONTACT_FORCES", "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactTerm", "contact_forces",

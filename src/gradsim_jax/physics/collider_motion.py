@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
+import numpy as np
 
 from gradsim_jax.mathutil import safe_div, safe_norm
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_multiply
@@ -92,3 +93,28 @@ def surface_velocity(params, x):
         return None
     arm = x[:, None, :] - params.position[None]
     return params.velocity[None] + jnp.cross(jnp.broadcast_to(params.omega[None], arm.shape), arm)
+
+
+def key_arrays(colliders, motion) -> dict:
+    """Host side: ColliderParams' keyframe fields (numpy) for colliders (`Scene.colliders` entries: kind,
+    position, rotation, ...) and their motion (None or (times [K], positions [K, 3], rotations [K, 4]) each):
+    every collider's pose at the union of all key times (a static one repeats its pose, a moving one is
+    interpolated there: positions exactly, rotations by the same normalized interpolation); {} when none moves."""
+    motion = tuple(motion) or (None,) * len(colliders)
+    if all(m is None for m in motion):
+        return {}
+    times = np.unique(np.concatenate([np.asarray(m[0], np.float64) for m in motion if m is not None]))
+    positions, rotations = [], []
+    for c, m in zip(colliders, motion):
+        if m is None:
+            positions.append(np.tile(np.asarray(c[1], np.float64), (len(times), 1)))
+            rotations.append(np.tile(np.asarray(c[2], np.float64), (len(times), 1)))
+            continue
+        t, p, q = (np.asarray(a, np.float64) for a in m)
+        positions.append(np.stack([np.interp(times, t, p[:, i]) for i in range(3)], axis=1))
+        q = q / np.linalg.norm(q, axis=1, keepdims=True)
+        for i in range(1, len(q)):  # each key on the previous one's side: the interpolation turns the short way
+            q[i] = -q[i] if q[i] @ q[i - 1] < 0 else q[i]
+        qi = np.stack([np.interp(times, t, q[:, i]) for i in range(4)], axis=1)
+        rotations.append(qi / np.linalg.norm(qi, axis=1, keepdims=True))
+    return {"key_times": times, "key_position": np.stack(positions), "key_rotation": np.stack(rotations)}

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import bending_forces, membrane_forces, prepare_bending, prepare_membrane
 from gradsim_jax.physics.colliders import collider_contact
+from gradsim_jax.physics.selfcontact import self_contact_forces
 from gradsim_jax.physics.contact import ground_contact
 from gradsim_jax.physics.fem import fem_forces, prepare_fem
 from gradsim_jax.physics.springs import spring_forces
@@ -104,6 +105,10 @@ register_contact(ContactTerm("ground", lambda t: t.ground,
 register_contact(ContactTerm("colliders", lambda t: t.colliders is not None and len(t.colliders.kinds) > 0,
                              lambda t, p, x, v, v_free, inv_mass, dt: collider_contact(t, p, x, v, v_free=v_free,
                                                                                         inv_mass=inv_mass, dt=dt)))
+
+
+register_contact(ContactTerm("self", lambda t: getattr(t, "self_contact", None) is not None,
+                             lambda t, p, x, v, v_free, inv_mass, dt: self_contact_forces(t, p, x, v)))
 
 
 def has_contact(topology) -> bool:

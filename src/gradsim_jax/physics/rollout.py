@@ -31,6 +31,7 @@ from gradsim_jax.physics.particles import ParticleControl
 from gradsim_jax.physics.bodycontact import body_contact_message, hull_problems
 from gradsim_jax.physics.collider_motion import collider_state
 from gradsim_jax.physics.colliders import collider_message, validate_colliders
+from gradsim_jax.physics.selfcontact import self_contact_overflow
 from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
 from gradsim_jax.physics.rigid import rigid_contact_message
@@ -144,6 +145,12 @@ def simulate(
                                    implicit=getattr(integrator, "implicit_contact", False))
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)
+    if getattr(topology, "self_contact", None) is not None and is_concrete(params, state0):
+        if bool(self_contact_overflow(topology, params, state0.particles.x)):
+            warnings.warn(f"self-contact: a grid cell holds more than {topology.self_contact.capacity} particles in "
+                          "the initial state, so some pairs are not tested; build with a larger "
+                          "self_contact_capacity (`physics.self_contact_overflow` checks a trajectory)",
+                          ContactWarning, stacklevel=2)
     if topology.ground and is_concrete(params, state0, frame_dt):
         message = contact_report(topology, params, state0, dt=float(dt),
                                  implicit=getattr(integrator, "implicit_contact", False)).message

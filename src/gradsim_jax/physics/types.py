@@ -49,6 +49,7 @@ from gradsim_jax.physics.contact import ContactParams
 from gradsim_jax.physics.fem import FemControl, FemParams, FemTopology
 from gradsim_jax.physics.ode import OdeTopology
 from gradsim_jax.physics.smoke import SmokeParams, SmokeState, SmokeTopology
+from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology
 from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
@@ -72,6 +73,7 @@ class Topology:
     ode: Optional[OdeTopology] = None
     smoke: Optional[SmokeTopology] = None
     colliders: Optional[ColliderTopology] = None
+    self_contact: Optional[SelfContactTopology] = None
 
     @property
     def num_particles(self) -> int:
@@ -99,6 +101,7 @@ class Params:
     ode: Any = None
     smoke: Optional[SmokeParams] = None
     colliders: Optional[ColliderParams] = None
+    self_contact: Optional[SelfContactParams] = None
 
 
 @pytree_dataclass
