@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.geometry import cloth_grid, collider, combine, particles
+from gradsim_jax.geometry.rigid import box_mesh
 from gradsim_jax.physics import ColliderTopology, collider_distance, collider_params, simulate
 from gradsim_jax.physics.colliders import local_distance, validate_colliders
 from gradsim_jax.physics.quaternion import quat_from_axis_angle, quat_rotate
@@ -73,6 +74,7 @@ def _drop(kind, params_kw, x0, v0, *, frames=60, substeps=40, dtype=jnp.float64,
     ("capsule", {"position": (0.0, 0.0, 0.0), "radius": 0.2, "half_height": 0.4,
                  "rotation": np.asarray(quat_from_axis_angle(jnp.array([0.0, 0.0, 1.0]), np.pi / 2))}, 0.2),
     ("plane", {"position": (0.0, 0.1, 0.0)}, 0.1),
+    ("mesh", dict(zip(("vertices", "faces"), box_mesh(0.5, 0.3, 0.5))), 0.3),
 ])
 def test_a_dropped_particle_comes_to_rest_on_each_shape_at_its_sag(kind, kw, top):
     with jax.enable_x64(True):
@@ -88,7 +90,8 @@ def test_a_dropped_particle_comes_to_rest_on_each_shape_at_its_sag(kind, kw, top
 
 
 @pytest.mark.parametrize("kind,kw", [("sphere", {"radius": 0.5}), ("box", {"half_extents": (0.5, 0.5, 0.5)}),
-                                     ("capsule", {"radius": 0.5, "half_height": 0.3}), ("plane", {})])
+                                     ("capsule", {"radius": 0.5, "half_height": 0.3}), ("plane", {}),
+                                     ("mesh", dict(zip(("vertices", "faces"), box_mesh(0.5, 0.5, 0.5))))])
 def test_a_frictionless_undamped_bounce_keeps_its_energy(kind, kw):
     """No damping, no friction, no gravity: the particle comes back off the surface at its approach speed (the
     penalty spring is conservative; semi-implicit Euler's energy error on it is O(dt^2 ke / m) = 1e-4 here)."""
