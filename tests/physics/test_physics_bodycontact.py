@@ -245,3 +245,25 @@ def test_bad_bodies_are_named():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="rigid"):
             simulate(top, par, bad, frames=1)
+
+
+@pytest.mark.parametrize("support", ["collider", "body"])
+def test_a_box_sliding_on_a_box_stops_where_coulomb_says(support):
+    """A 1 kg box sliding at 1 m/s on a static box (a box collider, or a kinematic body), mu 0.4: semi-implicit
+    Euler under the constant deceleration mu g stops it at v0^2 / (2 mu g) - v0 dt / 2 (the viscous branch below
+    mu g m / (N kf) = 4 mm/s adds micrometres). NVIDIA Warp 1.8.1 stops the same box within about one frame
+    (tools/warp_box_slide_repro.py)."""
+    mat = dict(contact_ke=1e4, contact_kd=100.0, contact_kf=100.0, contact_mu=0.4)
+    v, f = box_mesh(0.1, 0.08, 0.1)
+    box = gs.rigid_body(v, f, mass=1.0, pos=(-0.35, 0.18 - G / (10 * 1e4), 0.0), vel=(1.0, 0.0, 0.0), **mat)
+    if support == "collider":
+        top, par, s0 = combine(box, collider("box", half_extents=(0.6, 0.1, 0.4), ke=1e4, kd=100.0, kf=100.0,
+                                             mu=0.4)).build()
+    else:
+        base = gs.rigid_body(*box_mesh(0.6, 0.1, 0.4), mass=1.0, **mat)
+        top, par, s0 = combine(base, box).build()
+        par = dataclasses.replace(par, rigid=dataclasses.replace(par.rigid, mass=par.rigid.mass.at[0].set(0.0)))
+    dt = 1.0 / 30.0 / 64
+    x = np.asarray(simulate(top, par, s0, frames=12, frame_dt=1.0 / 30.0, substeps=64).rigid.x[:, -1, 0]) + 0.35
+    assert abs(x[-1] - (1.0 / (2 * 0.4 * G) - 1.0 * dt / 2)) < 1e-4
+    assert np.ptp(x[-3:]) < 1e-6  # stopped
