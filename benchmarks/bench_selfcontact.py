@@ -62,8 +62,10 @@ def case(cells: int, self_contact: bool) -> dict:
     row = {"cells": cells, "self_contact": self_contact, "particles": int(topology.num_particles), "steps": steps,
            "forward_compile_s": f_compile, "forward_ms_per_step": 1e3 * f_run / steps,
            "gradient_compile_s": g_compile, "gradient_ms_per_step": 1e3 * g_run / steps}
+    x = jax.jit(rollout)(state.particles.v, params)
+    if not bool(jnp.all(jnp.isfinite(x))):
+        raise SystemExit(f"the {cells} x {cells} scene blew up: its timings would time NaN arithmetic")
     if self_contact:
-        x = jax.jit(rollout)(state.particles.v, params)
         row["overflow"] = bool(jax.vmap(lambda xx: self_contact_overflow(topology, params, xx))(x).any())
     return row
 
