@@ -1,5 +1,5 @@
 """The cost of particle self-contact per step (issue 39): a cloth of 64 x 64 and 128 x 128 cells folding over a
-sphere, with and without self-contact (`physics.selfcontact`: the hashed grid rebuilt every step, 27 cells x
+sphere, with and without self-contact (`physics.selfcontact`: the hashed grid rebuilt every step, 14 cells x
 capacity 8 candidates per particle), forward and forward + gradient.
 
 Each case: 2 frames of 32 substeps (64 steps) of a cloth of 1.5 cm cells (5 g particles, particle radius 0.7 cm:
