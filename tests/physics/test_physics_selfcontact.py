@@ -97,8 +97,7 @@ def test_gradients_match_finite_differences(x64):
         np.testing.assert_allclose(float(g), float(numeric), rtol=1e-5, atol=1e-10)
 
 
-@pytest.mark.parametrize("distance", [0.0, 0.02, 0.02 - 1e-9, 0.01])
-def test_gradients_are_finite_when_particles_coincide_touch_or_overlap(distance, x64):
+def test_gradients_are_finite_when_particles_coincide_touch_or_overlap(x64):
     """At the same point (no normal), exactly at the contact distance, just inside it, and deep in it."""
     p = particles(np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), mass=0.01)
     top, par, s0 = p.build(particle_radius=0.01, self_contact=True, dtype=jnp.float64)
@@ -107,6 +106,7 @@ def test_gradients_are_finite_when_particles_coincide_touch_or_overlap(distance,
         q = dataclasses.replace(par, self_contact=dataclasses.replace(par.self_contact, ke=ke))
         return jnp.sum(self_contact_forces(top, q, x, jnp.array([[0.1, 0.0, 0.0], [-0.1, 0.0, 0.0]])) ** 2)
 
-    x = jnp.array([[0.0, 0.0, 0.0], [distance, 0.0, 0.0]])
-    gx, gke = jax.grad(energy, argnums=(0, 1))(x, par.self_contact.ke)
-    assert np.all(np.isfinite(np.asarray(gx))) and np.isfinite(float(gke))
+    grad = jax.jit(jax.grad(energy, argnums=(0, 1)))
+    for distance in (0.0, 0.02, 0.02 - 1e-9, 0.01):
+        gx, gke = grad(jnp.array([[0.0, 0.0, 0.0], [distance, 0.0, 0.0]]), par.self_contact.ke)
+        assert np.all(np.isfinite(np.asarray(gx))) and np.isfinite(float(gke)), distance

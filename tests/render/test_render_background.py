@@ -131,7 +131,8 @@ def test_render_video_with_background_image():
 
 
 @pytest.mark.parametrize(
-    "settings", [pytest.param(ONE_CHUNK, marks=pytest.mark.slow), CHUNKED,  # one chunk: suite time
+    "settings", [pytest.param(ONE_CHUNK, marks=pytest.mark.slow), pytest.param(CHUNKED, marks=pytest.mark.slow),
+                 # suite time: the supersampled case below is chunked too
                  dataclasses.replace(CHUNKED, supersample=2)], ids=["one_chunk", "chunked", "ss2"]
 )
 def test_background_image_gradients_match_dense_autodiff(settings):

@@ -104,9 +104,10 @@ def test_silhouette_loss_gradient_matches_finite_differences():
             np.testing.assert_allclose(float(jnp.sum(g * d)), float(fd), rtol=1e-5, err_msg=rasterizer)
 
 
-# SoftRas's reduced fit is slow-marked for the suite's time: its gradient is checked above, and the demo's
+# Both reduced fits are slow-marked for the suite's time: their gradients are checked above, and the demo's
 # full-size runs with both rasterizers are in benchmarks/results/recoveries.json.
-@pytest.mark.parametrize("rasterizer", [pytest.param("softras", marks=pytest.mark.slow), "dibr"])
+@pytest.mark.parametrize("rasterizer", [pytest.param("softras", marks=pytest.mark.slow),
+                                        pytest.param("dibr", marks=pytest.mark.slow)])
 def test_reduced_fit_recovers_the_shape(rasterizer):
     """24 px, a 42-vertex template, 40 iterations: the held-out IoU rises from about 0.6 to above 0.9 (an 80-face
     polyhedron cannot follow the rounded box much closer at that size) and the chamfer distance to the truth

@@ -34,7 +34,7 @@ def test_plume_quantities_are_recovered_from_half_off_on_a_reduced_grid():
     assert result.lm_iterations >= 1 and "lm" in result.history["stage"]
 
 
-@pytest.mark.parametrize("through_camera", [False, True])
+@pytest.mark.parametrize("through_camera", [False, pytest.param(True, marks=pytest.mark.slow)])  # suite time
 def test_loss_gradient_matches_float64_finite_differences(x64, through_camera):
     """Head-on (the grid fills the image) and through an oblique camera (the grid a slab of smoke)."""
     exp = plume_experiment(cells=12, frames=8, size=12, dtype=jnp.float64)
