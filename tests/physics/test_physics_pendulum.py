@@ -76,6 +76,7 @@ def _double(theta=(3 * np.pi / 7, 3 * np.pi / 4), damping=0.0, g=10.0):
     return pendulum([1.0, 1.0], [1.0, 1.0], list(theta), damping=damping).build(gravity=(0.0, -g, 0.0))
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores); `make test-all` runs it
 def test_double_pendulum_conserves_energy_and_damping_dissipates_it(x64):
     top, par, st = _double()
     traj = simulate(top, par, st, frames=120, substeps=8, frame_dt=1 / 30)  # 4 s of chaotic motion

@@ -314,6 +314,7 @@ def test_penalty_contact_gradients_match_finite_differences(x64):
     _check_directional_gradients(lambda th: _final_state_loss(simulate(th)[1]), theta)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores); `make test-all` runs it
 def test_impulse_contact_gradients_match_finite_differences(x64):
     """A tilted spinning box hits the ground on one corner and bounces (restitution, friction), 60 steps."""
     dt, steps, size = 1e-3, 60, 0.2

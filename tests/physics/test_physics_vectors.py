@@ -20,7 +20,8 @@ def _mix(parts):  # a nonlinear use of every slice
     return sum(jnp.sin(p) * (k + 1.0) for k, p in enumerate(parts)) * parts[0]
 
 
-@pytest.mark.parametrize("axis", [0, pytest.param(1, marks=pytest.mark.slow), -1])  # 1: suite time
+@pytest.mark.parametrize("axis", [0, pytest.param(1, marks=pytest.mark.slow),
+                                  pytest.param(-1, marks=pytest.mark.slow)])  # 1, -1: suite time
 def test_unstack_equals_slicing_in_value_and_every_derivative(x64, axis):
     del x64
     a = jax.random.normal(jax.random.key(0), (3, 4, 2), jnp.float64)

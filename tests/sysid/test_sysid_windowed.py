@@ -82,6 +82,7 @@ def test_continuity_is_zero_when_the_start_states_are_the_run_and_grows_with_a_g
     np.testing.assert_allclose(terms["join_x"], [0.0, 0.02 / np.sqrt(17)], rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores); `make test-all` runs it
 def test_windowed_loss_gradient_matches_finite_differences_in_float64(x64):
     exp32, target = tiny_cloth(frames=6, size=12, substeps=8)
     exp = with_arrays(exp32, cast_floats(experiment_arrays(exp32), jnp.float64))
