@@ -96,11 +96,16 @@ def main() -> None:
     for count in COUNTS:
         rows.append(case(count))
         print(rows[-1], flush=True)
+    print(table(save("colliders", rows)))
+
+
+def save(name: str, rows: list) -> dict:
+    """The rows with the machine and date, written to benchmarks/results/NAME.json; returned."""
     data = {"machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} device(s), "
                        f"jax {jax.__version__}", "date": time.strftime("%Y-%m-%d"), "rows": rows}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "colliders.json").write_text(json.dumps(data, indent=1))
-    print(table(data))
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1))
+    return data
 
 
 if __name__ == "__main__":

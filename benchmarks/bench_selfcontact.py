@@ -14,10 +14,6 @@ velocities and the self-contact stiffness.
 from __future__ import annotations
 
 import dataclasses
-import json
-import platform
-import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -26,9 +22,8 @@ import numpy as np
 import gradsim_jax as gs
 from gradsim_jax.physics import self_contact_overflow
 
-from bench_colliders import timed
+from bench_colliders import save, timed
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (64, 128)
 FRAMES, SUBSTEPS = 2, 32
 
@@ -96,11 +91,7 @@ def main() -> None:
         for on in (False, True):
             rows.append(case(cells, on))
             print(rows[-1], flush=True)
-    data = {"machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} device(s), "
-                       f"jax {jax.__version__}", "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "selfcontact.json").write_text(json.dumps(data, indent=1))
-    print(table(data))
+    print(table(save("selfcontact", rows)))
 
 
 if __name__ == "__main__":

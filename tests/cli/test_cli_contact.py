@@ -17,36 +17,21 @@ def test_contact_demo_help_lists_options(demo, capsys):
     assert "--estimate" in text and f"runs/{demo}" in text
 
 
-@pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
-def test_stack_demo_recovers_mass_and_friction_between_boxes(tmp_path):
-    """The stack scene at 32 px, mass and friction 50 % off: both below 1e-3."""
-    out = tmp_path / "stack"
-    assert main(["demo", "stack", "--size", "32", "--iterations", "30", "--polish", "15", "--out", str(out),
+#: Each contact demo's small end-to-end run: (extra flags, the quantities it fits). Both 50 % off, below 1e-3.
+E2E = {"stack": ([], ["body_mass", "body_mu"]),  # 32 px, mass and friction between the boxes
+       "drape": (["--frames", "24"], ["bending", "collider_mu"]),  # 32 px, 24 frames, cloth on a sphere
+       "lift": (["--frames", "24"], ["mass", "stiffness"])}  # 32 px, 24 frames, a keyframed rod
+
+
+@pytest.mark.slow  # suite time (CI's 10 minutes): end-to-end runs; `make test-all` runs them
+@pytest.mark.parametrize("demo", sorted(E2E))
+def test_contact_demo_recovers_its_quantities(demo, tmp_path):
+    flags, free = E2E[demo]
+    out = tmp_path / demo
+    assert main(["demo", demo, "--size", "32", *flags, "--iterations", "30", "--polish", "15", "--out", str(out),
                  "--no-progress"]) == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["free"] == ["body_mass", "body_mu"]
-    assert max(report["relative_error"].values()) < 1e-3, report["estimated"]
-
-
-@pytest.mark.slow  # suite time: an end-to-end run
-def test_drape_demo_recovers_bending_and_friction_on_the_sphere(tmp_path):
-    """The drape scene at 32 px and 24 frames, bending and friction 50 % off: both below 1e-3."""
-    out = tmp_path / "drape"
-    assert main(["demo", "drape", "--size", "32", "--frames", "24", "--iterations", "30", "--polish", "15",
-                 "--out", str(out), "--no-progress"]) == 0
-    report = json.loads((out / "report.json").read_text())
-    assert report["free"] == ["bending", "collider_mu"]
-    assert max(report["relative_error"].values()) < 1e-3, report["estimated"]
-
-
-@pytest.mark.slow  # suite time: an end-to-end run
-def test_lift_demo_recovers_mass_and_stiffness(tmp_path):
-    """The lift scene (a keyframed rod) at 32 px and 24 frames, mass and stiffness 50 % off: both below 1e-3."""
-    out = tmp_path / "lift"
-    assert main(["demo", "lift", "--size", "32", "--frames", "24", "--iterations", "30", "--polish", "15",
-                 "--out", str(out), "--no-progress"]) == 0
-    report = json.loads((out / "report.json").read_text())
-    assert report["free"] == ["mass", "stiffness"]
+    assert report["free"] == free
     assert max(report["relative_error"].values()) < 1e-3, report["estimated"]
 
 
