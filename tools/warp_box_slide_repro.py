@@ -5,8 +5,15 @@ a static box, set sliding at 1 m/s with mu 0.4 (ke 1e4, kd 100, kf 100; 64 subst
 Coulomb friction decelerates it at mu g = 3.92 m/s^2: it should stop after 0.255 s, 12.7 cm on. Measured (this
 script, CPU): with friction_smoothing 1e-4 the box stops within about one frame, 1.5 cm on, hops 1.3 cm and slides
 back 1 cm; with the default 1.0 it stops 2.9-3.9 cm on, hopping 0.3 cm. Frictionless (mu 0) it slides at exactly
-1 m/s. Whether the excess comes from the contact generation (each box edge's nearest point, several contacts
-per corner) or from the friction law is the next thing to find, before any box-on-box comparison with Warp.
+1 m/s.
+
+The cause is the friction law of `eval_rigid_contacts` (warp/sim/integrator_euler.py): ft = vt / vs *
+min(kf vs, -mu (fn + fd)) with vs = `wp.norm_huber(vt, delta=friction_smoothing)`, and Warp's Huber norm is
+delta (|vt| - delta / 2) above delta (0.5 |vt|^2 below it): a loss, not a length. With delta = 1e-4, vs is about
+1e-4 |vt|, vt / vs is 1e4 times a unit vector, and ft = kf vt per contact point (the cap mu |fn| / delta is never
+reached): at the first step of this script the four corners push the box back with 400 N (`body_f`), where
+Coulomb's law gives 0.4 x 9.81 = 3.9 N. With delta = 1 the force is min(kf |vt|, 2 mu |fn| / |vt|) below 1 m/s.
+Frictionless comparisons are in tools/warp_box_on_box.py.
 
     /tmp/warpenv/bin/python tools/warp_box_slide_repro.py
 """
