@@ -98,6 +98,9 @@ end = 0.05
     spec = load_scene(write_scene(tmp_path, text))
     exp = spec.experiment()
     assert exp.topology.rigid.contact == "impulse"
+    assert exp.topology.rigid.particles  # the cloth meets the bodies by default; [scene] says otherwise
+    off = text.replace('rigid_contact = "impulse"', 'rigid_contact = "impulse"\nparticle_body_contact = false')
+    assert not load_scene(write_scene(tmp_path, off)).experiment().topology.rigid.particles
     # a sphere body weighs what the ball weighs, whatever its subdivisions (sphere_mesh fits the volume)
     assert np.asarray(exp.params.rigid.mass)[0] == pytest.approx(500.0 * 4 / 3 * np.pi * 0.08 ** 3, rel=1e-6)
     assert np.asarray(exp.params.rigid.mass)[1] == pytest.approx(0.5)
@@ -121,7 +124,7 @@ def test_bodies_only_scene_needs_no_scene_section_and_a_single_table_is_one_body
 def test_help_lists_the_body_tables():
     text = help_text()
     assert "[[body]]" in text and "[[body_push]]" in text and "rigid_contact" in text
-    assert "not with the cloth" in text and "body_mass" in text
+    assert "particle_body_contact" in text and "body_mass" in text
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -10,7 +10,6 @@ pieces in order: a piece's particle k is `offset + k` where `offset` counts the 
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,14 +19,14 @@ from gradsim_jax.physics import (
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
-from gradsim_jax.physics.bodycontact import hull_problems
+from gradsim_jax.geometry.contact_options import body_contact_flag, particle_contact_flag, rigid_contact_model
 from gradsim_jax.physics.collider_motion import key_arrays
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
 from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, table_size
 from gradsim_jax.physics.smoke import with_smoke
-from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
+from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
 
 #: `Scene.build(incidence=None)` gives an element array a corner incidence table from this many corners on
@@ -236,6 +235,7 @@ class Scene:
         aerodynamics: bool | None = None,
         rigid_contact: str | None = None,
         body_contact: bool | None = None,
+        particle_body_contact: bool | None = None,
         self_contact: bool = False,
         self_contact_ke: float = 1.0e3,
         self_contact_kd: float = 1.0,
@@ -256,8 +256,10 @@ class Scene:
         (restitution); without it they fall through. `body_contact`: the bodies meet each other (penalty, each
         pair's mean contact coefficients; `physics.bodycontact`): True needs closed convex hulls (ValueError
         naming the body otherwise); None (default) is on for two or more bodies whose hulls all are, and off
-        with a warning naming the body that is not. Bodies always meet the scene's colliders; they do not
-        collide with the cloth. `self_contact`: the particles push each other apart closer than two
+        with a warning naming the body that is not. Bodies always meet the scene's colliders.
+        `particle_body_contact`: the particles (cloth, soft bodies) meet the bodies, both ways (penalty, the mean
+        of `contact_*` and the body's; `physics.particle_body`): True needs closed convex hulls; None (default)
+        is on for a scene with particles and bodies whose hulls all are. `self_contact`: the particles push each other apart closer than two
         particle radii (a cloth folding onto itself; `physics.selfcontact`: ke, kd, and at most
         `self_contact_capacity` particles per grid cell; `self_contact_overflow` tells when a cell holds more).
         A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
@@ -268,7 +270,7 @@ class Scene:
         (`TRIANGLE_INCIDENCE_MIN_CORNERS` for triangles), where the faster steps repay the longer compile (a
         16-triangle cloth's gradient compiles in 4.6 s instead of 3.5 s for no gain).
         """
-        rigid_contact = _rigid_contact(rigid_contact, bool(ground), self.num_bodies)
+        rigid_contact = rigid_contact_model(rigid_contact, bool(ground), self.num_bodies)
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
         dtype = dtype or jnp.zeros(()).dtype
@@ -294,7 +296,8 @@ class Scene:
                                 push_body=jnp.asarray(self.push_body, jnp.int32),
                                 faces=jnp.asarray(self.body_faces, jnp.int32).reshape(-1, 3),
                                 contact=str(rigid_contact),
-                                collide=_body_contact(body_contact, self)),
+                                collide=body_contact_flag(body_contact, self),
+                                particles=particle_contact_flag(particle_body_contact, self)),
             fem=FemTopology(tets=jnp.asarray(self.tets, jnp.int32).reshape(-1, 4),
                             surface=jnp.asarray(self.tet_surface, jnp.int32).reshape(-1, 3),
                             incidence=table(self.tets, 4)),
@@ -347,42 +350,6 @@ class Scene:
 def _collider_keys(scene, arr) -> dict:
     """ColliderParams' keyframe fields of a scene whose colliders move (`physics.collider_motion.key_arrays`)."""
     return {k: arr(v) for k, v in key_arrays(scene.colliders, scene.collider_motion).items()}
-
-
-def _body_contact(body_contact, scene) -> bool:
-    """Whether the bodies of `scene` meet each other (`Scene.build(body_contact=...)`)."""
-    if body_contact is not None and not isinstance(body_contact, (bool, np.bool_)):
-        raise TypeError(f"body_contact must be True, False or None, got {body_contact!r}")
-    if body_contact is False or scene.num_bodies < 2:
-        return False
-    problems = hull_problems(scene.vertex_body, scene.body_faces, scene.body_vertices, scene.num_bodies)
-    if problems:
-        i, what = next(iter(problems.items()))
-        message = (f"rigid body {i} cannot be a solid for body contact: {what}; body contact tests each hull "
-                   "vertex against the other bodies' face planes, so hulls must be closed and convex (give the body "
-                   "its convex hull)")
-        if body_contact:
-            raise ValueError(message)
-        warnings.warn(message + "; the bodies will not collide with each other (body_contact=False silences this)",
-                      UserWarning, stacklevel=3)
-        return False
-    return True
-
-
-def _rigid_contact(rigid_contact, ground: bool, bodies: int) -> str:
-    """The bodies' contact model for `Scene.build`: "penalty" with a ground, "none" without one; a given one
-    must agree with `ground` (ValueError)."""
-    if rigid_contact is None:
-        return "penalty" if ground else "none"
-    if rigid_contact not in CONTACT_MODELS:
-        raise ValueError(f"rigid_contact must be one of {', '.join(CONTACT_MODELS)}, got {rigid_contact!r}")
-    if bodies and not ground and rigid_contact != "none":
-        raise ValueError(f"rigid_contact={rigid_contact!r} is the bodies' contact with the ground, but ground=False: "
-                         "pass ground=True (one ground for every component), or rigid_contact='none'")
-    if bodies and ground and rigid_contact == "none":
-        raise ValueError("ground=True, but rigid_contact='none' lets the bodies fall through it: leave "
-                         "rigid_contact out (penalty) or choose 'penalty' or 'impulse', or pass ground=False")
-    return rigid_contact
 
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:

@@ -15,6 +15,7 @@ import dataclasses
 
 from gradsim_jax.physics.collider_motion import collider_state, is_moving, posed
 from gradsim_jax.physics.forces import contact_forces, has_contact, particle_forces, prepare_forces
+from gradsim_jax.physics.particle_body import has_particle_body_contact, particle_body_loads
 from gradsim_jax.physics.particles import free_inverse_mass, particle_euler
 from gradsim_jax.physics.rigid import rigid_step
 from gradsim_jax.physics.types import Control, State
@@ -41,20 +42,28 @@ class SemiImplicitEuler:
             params = dataclasses.replace(params, colliders=posed(params.colliders, t))
         particles = state.particles
         f = particle_forces(topology, params, particles.x, particles.v, control, prepared)
-        if has_contact(topology):
+        rc = None if control is None else control.rigid
+        body_force, body_torque = (None, None) if rc is None else (rc.force, rc.torque)
+        touch_bodies = has_particle_body_contact(topology) and state.rigid.x.shape[0] and particles.x.shape[0]
+        if has_contact(topology) or touch_bodies:
             inv_mass, v_free = free_inverse_mass(topology.particles, params.particles), None
             if self.implicit_contact:
                 accel = f * inv_mass[:, None] + params.world.gravity - params.particles.damping * particles.v
                 v_free = particles.v + dt * accel
-            f = f + contact_forces(topology, params, particles.x, particles.v, v_free, inv_mass, dt)
+            fc = contact_forces(topology, params, particles.x, particles.v, v_free, inv_mass, dt)
+            if touch_bodies:
+                fp, fb, tb = particle_body_loads(topology, params, particles.x, particles.v, state.rigid, v_free,
+                                                 inv_mass, dt)
+                fc = fc + fp
+                body_force = fb if body_force is None else body_force + fb
+                body_torque = tb if body_torque is None else body_torque + tb
+            f = f + fc
         pc = None if control is None else control.particles
         particles = particle_euler(topology.particles, params.particles, particles, f, params.world.gravity, pc, dt)
         rigid = state.rigid
         if rigid.x.shape[0]:
-            rc = None if control is None else control.rigid
-            rigid = rigid_step(topology.rigid, params.rigid, params.world, rigid, t, dt,
-                               force=None if rc is None else rc.force, torque=None if rc is None else rc.torque,
-                               colliders=(topology.colliders, params.colliders))
+            rigid = rigid_step(topology.rigid, params.rigid, params.world, rigid, t, dt, force=body_force,
+                               torque=body_torque, colliders=(topology.colliders, params.colliders))
         if moving:
             return dataclasses.replace(state, particles=particles, rigid=rigid,
                                        colliders=collider_state(params.colliders, t + dt))

@@ -60,19 +60,21 @@ RESTING_STEPS = 2.0
 IMPULSE_SWEEPS = 8
 
 
-@pytree_dataclass(meta=("contact", "collide"))
+@pytree_dataclass(meta=("contact", "collide", "particles"))
 class RigidTopology:
     """vertex_body [m] int32: body of each hull vertex (all bodies' vertices concatenated);
     push_body [k] int32: body each push acts on; faces [f, 3] int32: the bodies' surface triangles, indices
     into the concatenated hull vertices (rendering, mass properties of a fitted shape, body contact);
     contact (static): the ground's model, "none", "penalty" or "impulse"; collide (static): the bodies meet
-    each other (penalty, `physics.bodycontact`; their hulls must be closed and convex)."""
+    each other (penalty, `physics.bodycontact`; their hulls must be closed and convex); particles (static): the
+    particles meet the bodies (`physics.particle_body`; closed convex hulls too)."""
 
     vertex_body: Array
     push_body: Array
     faces: Array
     contact: str = "penalty"
     collide: bool = False
+    particles: bool = False
 
 
 @pytree_dataclass

@@ -29,6 +29,7 @@ from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
 from gradsim_jax.physics.bodycontact import body_contact_message, hull_problems
+from gradsim_jax.physics.particle_body import particle_body_message
 from gradsim_jax.physics.collider_motion import collider_state
 from gradsim_jax.physics.colliders import collider_message, validate_colliders
 from gradsim_jax.physics.selfcontact import self_contact_overflow
@@ -165,16 +166,19 @@ def simulate(
             warnings.warn(message, StepWarning, stacklevel=2)
     if state0.rigid.x.shape[0] and is_concrete(params, state0, frame_dt):
         b = state0.rigid.x.shape[0]
-        if topology.rigid.collide and b > 1:
+        solids = [flag for flag, on in (("collide", topology.rigid.collide and b > 1),
+                                        ("particles", topology.rigid.particles)) if on]
+        if solids:
             problems = hull_problems(topology.rigid.vertex_body, topology.rigid.faces, params.rigid.vertices, b)
             if problems:
                 i, what = next(iter(problems.items()))
-                raise ValueError(f"RigidTopology.collide is True but rigid body {i} cannot be a solid for body "
+                raise ValueError(f"RigidTopology.{solids[0]} is True but rigid body {i} cannot be a solid for "
                                  f"contact: {what} (hulls must be closed and convex)")
         message = "; ".join(m for m in (
             rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt)),
             body_contact_message(topology.rigid, params.rigid, state0.rigid, (topology.colliders, params.colliders),
                                  dt=float(dt)),
+            particle_body_message(topology, params, state0) if topology.rigid.particles else "",
         ) if m)
         if message:
             warnings.warn(message, ContactWarning, stacklevel=2)

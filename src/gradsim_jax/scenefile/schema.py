@@ -59,6 +59,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "body_contact": Field("bool", None, "the [[body]] bodies collide with each other (penalty, the mean of the "
                                             "pair's contact coefficients; hulls must be closed and convex); "
                                             "default: true for two or more bodies with such hulls"),
+        "particle_body_contact": Field("bool", None, "the particles (cloth, soft bodies) meet the [[body]] bodies, "
+                                                     "both ways (penalty, the mean of [material] contact_* and the "
+                                                     "body's; hulls must be closed and convex); default: true where "
+                                                     "there are both and the hulls are"),
         "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
                                                 "at y = ground_height + particle_radius (one placed lower is "
                                                 "pushed out, fast)"),
@@ -362,16 +366,17 @@ def help_text() -> str:
                     "collider": "collider"}.get(section, "push")
             lines.append(f"  [[{section}]]  (array of tables: repeat it, one per {what})")
             if section == "body":
-                lines.append("    rigid bodies collide with the ground only: not with the cloth, nor each other")
+                lines.append("    rigid bodies collide with the ground, the colliders, each other ([scene] "
+                             "body_contact) and the particles of the cloth and soft bodies ([scene] particle_body_contact)")
             if section == "ball":
                 lines.append("    bouncing balls with exact impacts on the ground plane y = ground_height (not with "
                              "anything else); a file holds [[ball]] tables or a [pendulum], not both")
             if section == "collider":
-                lines.append("    static shapes the cloth and the soft bodies collide with (the ground's penalty "
-                             "contact, with the collider's ke, kd, kf, mu); not the rigid bodies, nor the balls")
+                lines.append("    static or keyframed shapes the cloth, the soft bodies and the rigid bodies "
+                             "collide with (the ground's penalty contact, with the collider's ke, kd, kf, mu); not the balls")
             if section == "soft_body":
-                lines.append("    soft bodies are particles: the ground ([scene] ground) and [material] contact_* apply; "
-                             "they do not collide with the cloth, bodies or each other")
+                lines.append("    soft bodies are particles: the ground ([scene] ground), the colliders and the rigid "
+                             "bodies apply ([material] contact_*); they do not collide with the cloth or each other")
         else:
             lines.append(f"  [{section}]{req}")
             if section == "pendulum":

@@ -1,0 +1,123 @@
+"""Particles against rigid bodies (`physics.particle_body`): momentum exchanged exactly, a cloth resting on a free
+box that rests on the ground at the penalty sags, a float64 gradient through the contact against central
+differences, and the build option."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gradsim_jax as gs
+from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.physics import SemiImplicitEuler
+from gradsim_jax.physics.quaternion import quat_from_axis_angle, quat_to_matrix
+
+G = 9.81
+
+
+def _box(mass=2.0, half=(0.3, 0.2, 0.3), pos=(0.0, 0.0, 0.0), **kw):
+    kw = {"contact_ke": 1e4, "contact_kd": 10.0, "contact_kf": 10.0, "contact_mu": 0.5, **kw}
+    return gs.rigid_body(*box_mesh(*half), mass=mass, pos=pos, **kw)
+
+
+@pytest.mark.parametrize("implicit", [False, True])
+def test_particles_and_a_body_exchange_momentum_exactly(x64, implicit):
+    """No gravity: particles thrown at a turned free box bounce off it. The particles' and the box's linear
+    momenta sum to the start's to rounding, and the angular momenta about the origin (the box's spin included) to
+    the explicit gyroscopic term's O(dt) drift."""
+    q = np.asarray(quat_from_axis_angle(jnp.array([0.3, 1.0, 0.2]), 0.5))
+    box = _box(rot=q)
+    x = np.array([[-0.6, 0.05, 0.02], [-0.6, -0.1, 0.1], [0.1, 0.6, -0.05]])
+    v = np.array([[2.0, 0.0, 0.0], [1.5, 0.3, 0.0], [0.0, -2.0, 0.4]])
+    topology, params, state = gs.combine(gs.particles(x, v, mass=0.1), box).build(
+        gravity=(0.0, 0.0, 0.0), contact_kd=10.0, contact_kf=10.0, dtype=jnp.float64)
+    assert topology.rigid.particles
+
+    def momenta(s):
+        m, M = params.particles.mass, params.rigid.mass
+        linear = (m[:, None] * s.particles.v).sum(0) + (M[:, None] * s.rigid.v).sum(0)
+        inertia = jnp.einsum("bij,bjk,blk->bil", quat_to_matrix(s.rigid.q), params.rigid.gyration,
+                             quat_to_matrix(s.rigid.q)) * M[:, None, None]
+        spin = jnp.einsum("bij,bj->bi", inertia, s.rigid.w).sum(0)
+        angular = (jnp.cross(s.particles.x, m[:, None] * s.particles.v).sum(0)
+                   + jnp.cross(s.rigid.x, M[:, None] * s.rigid.v).sum(0) + spin)
+        return linear, angular
+
+    traj = gs.simulate(topology, params, state, frames=20, substeps=40, frame_dt=0.02,
+                       integrator=SemiImplicitEuler(implicit_contact=implicit))
+    last = jax.tree.map(lambda a: a[-1], traj)
+    p0, l0 = momenta(state)
+    p1, l1 = momenta(last)
+    assert float(jnp.linalg.norm(last.rigid.v)) > 0.05  # the box was struck
+    assert float(jnp.abs(last.particles.v[0, 0] - 2.0)) > 0.5  # and the first particle bounced
+    np.testing.assert_allclose(np.asarray(p1), np.asarray(p0), atol=1e-12)
+    dt = 0.02 / 40
+    assert float(jnp.linalg.norm(l1 - l0)) < 50 * dt * float(jnp.linalg.norm(l0))
+
+
+def test_a_cloth_rests_on_a_free_box_resting_on_the_ground():
+    """A 5 x 5 cloth (0.05 kg) dropped onto a 2 kg box on the ground: after 1.5 s every particle rests on the box's
+    top at the particle radius less the pair's penalty sag, and the box carries the cloth's weight on its four
+    ground corners."""
+    box = _box(pos=(0.0, 0.2, 0.0), contact_kd=200.0)
+    flat = np.asarray(gs.quat_from_axis_angle(np.array([1.0, 0.0, 0.0]), -np.pi / 2))
+    cloth = gs.cloth_grid(4, 4, 0.1, 0.1, pos=(-0.2, 0.45, 0.2), rot=flat, mass=0.002, tri_ke=50.0, tri_ka=50.0,
+                          tri_kd=0.5, bend_ke=0.0)
+    ke_particles, radius = 1e3, 0.01
+    topology, params, state = gs.combine(cloth, box).build(ground=True, contact_ke=ke_particles, contact_kd=5.0,
+                                                           particle_radius=radius)
+    traj = gs.simulate(topology, params, state, frames=45, substeps=64, frame_dt=1.0 / 30.0)
+    x = np.asarray(traj.particles.x[-1])
+    m = np.asarray(params.particles.mass)
+    box_y = float(traj.rigid.x[-1, 0, 1])
+    total = 2.0 + m.sum()
+    np.testing.assert_allclose(box_y, 0.2 - total * G / (4 * 1e4), atol=2e-6)  # float32 near 0.2: 1.5e-8
+    ke_pair = 0.5 * (ke_particles + 1e4)
+    expected = box_y + 0.2 + radius - m * G / ke_pair
+    np.testing.assert_allclose(x[:, 1], expected, atol=2e-6)
+
+
+def test_the_gradient_through_particle_body_contact_matches_central_differences(x64):
+    """d(final x of particles sliding over a box with friction, and of the box) / d(the box's contact_mu and the
+    particles' initial speed), float64 against central differences (the contact set fixed over the runs)."""
+    box = _box(mass=1.0, pos=(0.0, 0.2, 0.0))
+    x = np.array([[-0.2, 0.41, 0.0], [-0.1, 0.41, 0.1]])
+    topology, params, state = gs.combine(gs.particles(x, (1.0, 0.0, 0.0), mass=0.05), box).build(
+        ground=True, contact_ke=1e4, contact_kf=20.0, particle_radius=0.01, dtype=jnp.float64)
+
+    def loss(z):
+        p = dataclasses.replace(params, rigid=dataclasses.replace(params.rigid,
+                                                                   contact_mu=params.rigid.contact_mu * 0 + z[0]))
+        s = dataclasses.replace(state, particles=dataclasses.replace(state.particles, v=state.particles.v * z[1]))
+        traj = gs.simulate(topology, p, s, frames=6, substeps=40, frame_dt=1.0 / 30.0)
+        return jnp.sum(traj.particles.x[-1, :, 0]) + 10.0 * traj.rigid.x[-1, 0, 0]
+
+    z = jnp.array([0.4, 1.0])
+    f = jax.jit(loss)
+    grad = np.asarray(jax.jit(jax.grad(loss))(z))
+    h = 1e-6
+    fd = np.array([(f(z.at[i].add(h)) - f(z.at[i].add(-h))) / (2 * h) for i in range(2)])
+    assert np.all(np.abs(fd) > 1e-3)  # both reach the loss: friction drags the box, the speed the particles
+    np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+
+def test_the_build_option():
+    box = _box(pos=(0.0, 0.2, 0.0))
+    p = gs.particles(np.array([[0.0, 0.5, 0.0]]), mass=0.1)
+    assert not gs.combine(p, box).build(particle_body_contact=False)[0].rigid.particles
+    assert not box.build()[0].rigid.particles  # no particles
+    v, f = box_mesh(0.3, 0.2, 0.3)
+    dented = v.copy()
+    dented[np.argmax(v.sum(1))] *= 0.5  # a corner pushed in: not convex
+    bad = gs.rigid_body(dented, f, mass=1.0)
+    with pytest.raises(ValueError, match="rigid body 0 cannot be a solid for the particles: its hull is not convex"):
+        gs.combine(p, bad).build(particle_body_contact=True)
+    with pytest.warns(UserWarning, match="particles will pass through the bodies"):
+        assert not gs.combine(p, bad).build()[0].rigid.particles
+    topology, params, state = gs.combine(gs.particles(np.array([[0.0, 0.3, 0.0]]), mass=0.1), box).build()
+    with pytest.warns(gs.physics.ContactWarning, match="particle 0 starts inside rigid body 0 .0.11 m deep"):
+        gs.simulate(topology, params, state, frames=1, substeps=2)
+    with pytest.raises(TypeError, match="particle_body_contact"):
+        gs.combine(p, box).build(particle_body_contact="yes")
