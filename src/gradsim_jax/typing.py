@@ -22,6 +22,7 @@ def pytree_dataclass(cls=None, *, meta=()):
     def wrap(c):
         c = dataclasses.dataclass(frozen=True)(c)
         names = [f.name for f in dataclasses.fields(c)]
+        c.__pytree_meta__ = tuple(meta)  # named_leaves skips them
         return jax.tree_util.register_dataclass(
             c, data_fields=[n for n in names if n not in meta], meta_fields=list(meta)
         )
@@ -35,12 +36,13 @@ def pytree_dataclass(cls=None, *, meta=()):
 def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
     """(dotted name, value) of every data field of a dataclass tree, depth first, each name starting with
     `prefix` ("Params.cloth.tri_ke"); None branches and static fields (bool, str, a dataclass that is not a
-    pytree) are skipped; an ode branch that is a dict, list or tuple names its leaves by their keys
+    pytree, a `pytree_dataclass`'s meta fields) are skipped; an ode branch that is a dict, list or tuple names its leaves by their keys
     ("Params.ode['k']")."""
+    meta = getattr(type(tree), "__pytree_meta__", ())
     for f in dataclasses.fields(tree):
         value = getattr(tree, f.name)
         name = f"{prefix}.{f.name}" if prefix else f.name
-        if value is None or isinstance(value, (bool, str)):
+        if value is None or isinstance(value, (bool, str)) or f.name in meta:
             continue
         if dataclasses.is_dataclass(value) and jax.tree_util.all_leaves([value]):
             continue  # a dataclass that is no pytree is static (an ODE body's system)

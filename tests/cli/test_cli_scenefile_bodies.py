@@ -186,3 +186,10 @@ def test_one_ground_flag_governs_the_bodies_of_a_scene_file(tmp_path):
                           ('[scene]\nrigid_contact = "none"\n', "contradicts ground = true \\(the default")):
         with pytest.raises(SceneFileError, match=message):
             build(tmp_path, text + BOX + TAIL)
+
+
+def test_contact_smoothing_from_the_scene_section(tmp_path):
+    exp = build(tmp_path, "[scene]\nground = true\ncontact_smoothing = 0.002\n\n" + BOX + TAIL)
+    assert exp.params.world.contact_smoothing == pytest.approx(0.002)
+    with pytest.raises(SceneFileError, match="contact_smoothing must be finite and >= 0"):
+        build(tmp_path, "[scene]\nground = true\ncontact_smoothing = -0.002\n\n" + BOX + TAIL)

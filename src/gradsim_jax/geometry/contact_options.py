@@ -65,3 +65,14 @@ def particle_contact_flag(particle_body_contact, scene) -> bool:
                       "silences this)", UserWarning, stacklevel=3)
         return False
     return True
+
+
+def smoothing_length(contact_smoothing) -> float:
+    """`Scene.build(contact_smoothing=...)` as a float (m): finite and >= 0, else a ValueError naming it."""
+    try:
+        value = float(contact_smoothing)
+    except (TypeError, ValueError):
+        raise ValueError(f"contact_smoothing must be a length in m, got {contact_smoothing!r}") from None
+    if not np.isfinite(value) or value < 0.0:
+        raise ValueError(f"contact_smoothing must be finite and >= 0 (m), got {value}")
+    return value

@@ -19,7 +19,8 @@ from gradsim_jax.physics import (
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
-from gradsim_jax.geometry.contact_options import body_contact_flag, particle_contact_flag, rigid_contact_model
+from gradsim_jax.geometry.contact_options import (body_contact_flag, particle_contact_flag, rigid_contact_model,
+                                                  smoothing_length)
 from gradsim_jax.physics.collider_motion import key_arrays
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
@@ -232,6 +233,7 @@ class Scene:
         contact_kf: float = 100.0,
         contact_mu: float = 0.5,
         particle_radius: float = 0.01,
+        contact_smoothing: float = 0.0,
         aerodynamics: bool | None = None,
         rigid_contact: str | None = None,
         body_contact: bool | None = None,
@@ -259,7 +261,9 @@ class Scene:
         with a warning naming the body that is not. Bodies always meet the scene's colliders.
         `particle_body_contact`: the particles (cloth, soft bodies) meet the bodies, both ways (penalty, the mean
         of `contact_*` and the body's; `physics.particle_body`): True needs closed convex hulls; None (default)
-        is on for a scene with particles and bodies whose hulls all are. `self_contact`: the particles push each other apart closer than two
+        is on for a scene with particles and bodies whose hulls all are. `contact_smoothing` (m): every penalty
+        contact (ground, colliders, bodies) starts smoothly over about this distance instead of with a kink
+        (`physics.contact.contact_depth`; 0, the default, is the exact penalty). `self_contact`: the particles push each other apart closer than two
         particle radii (a cloth folding onto itself; `physics.selfcontact`: ke, kd, and at most
         `self_contact_capacity` particles per grid cell; `self_contact_overflow` tells when a cell holds more).
         A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
@@ -304,7 +308,8 @@ class Scene:
             ground=bool(ground),
         )
         params = Params(
-            world=World(gravity=arr(gravity), ground_height=arr(ground_height), ground_normal=arr(ground_normal)),
+            world=World(gravity=arr(gravity), ground_height=arr(ground_height), ground_normal=arr(ground_normal),
+                        contact_smoothing=smoothing_length(contact_smoothing)),
             particles=ParticleParams(mass=arr(self.mass), damping=arr(damping), radius=arr(particle_radius)),
             springs=SpringParams(ke=arr(self.spring_ke), kd=arr(self.spring_kd), rest=arr(self.spring_rest)),
             cloth=ClothParams(

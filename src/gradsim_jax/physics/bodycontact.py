@@ -92,9 +92,10 @@ def contact_points(topology, params):
     return jnp.concatenate([params.vertices, inset.reshape(-1, 3)]), body
 
 
-def body_body_loads(topology, params, state, rotation, b: int):
+def body_body_loads(topology, params, state, rotation, b: int, smoothing: float = 0.0):
     """Force and torque [b, 3] (N, N m about each COM) of the bodies' contacts with each other (module
-    docstring): f on the body of each contact point, -f on the body it is inside, at the same point."""
+    docstring): f on the body of each contact point, -f on the body it is inside, at the same point.
+    `smoothing`: the contact's smooth onset (m, `contact.contact_depth`)."""
     local, vb = contact_points(topology, params)
     r = jnp.einsum("mij,mj->mi", rotation[vb], local)
     p = state.x[vb] + r
@@ -104,7 +105,7 @@ def body_body_loads(topology, params, state, rotation, b: int):
     other = state.v[None] + jnp.cross(jnp.broadcast_to(state.w[None], arm.shape), arm)
     pair = lambda a: 0.5 * (a[vb][:, None] + a[None, :])  # noqa: E731  the pair's coefficient [m, b]
     f = penalty_force(normal, d, own[:, None, :] - other, pair(params.contact_ke), pair(params.contact_kd),
-                      pair(params.contact_kf), pair(params.contact_mu))  # [m, b, 3]
+                      pair(params.contact_kf), pair(params.contact_mu), smoothing)  # [m, b, 3]
     on_point = jnp.sum(f, axis=1)
     seg = lambda a: jax.ops.segment_sum(a, vb, num_segments=b)  # noqa: E731
     force = seg(on_point) - jnp.sum(f, axis=0)
@@ -112,9 +113,11 @@ def body_body_loads(topology, params, state, rotation, b: int):
     return force, torque
 
 
-def body_collider_loads(collider_topology, colliders, topology, params, state, rotation, b: int):
+def body_collider_loads(collider_topology, colliders, topology, params, state, rotation, b: int,
+                        smoothing: float = 0.0):
     """Force and torque [b, 3] of the colliders on the bodies' contact points (`contact_points`): each
-    collider's penalty force at the point's velocity, with the collider's coefficients."""
+    collider's penalty force at the point's velocity, with the collider's coefficients (`smoothing`: as in
+    `body_body_loads`)."""
     local, vb = contact_points(topology, params)
     r = jnp.einsum("mij,mj->mi", rotation[vb], local)
     p = state.x[vb] + r
@@ -123,7 +126,8 @@ def body_collider_loads(collider_topology, colliders, topology, params, state, r
     surface = surface_velocity(colliders, p)
     if surface is not None:  # a moving collider: the velocity relative to its surface
         velocity = velocity - surface
-    f = jnp.sum(penalty_force(normal, d, velocity, colliders.ke, colliders.kd, colliders.kf, colliders.mu), axis=1)
+    f = jnp.sum(penalty_force(normal, d, velocity, colliders.ke, colliders.kd, colliders.kf, colliders.mu,
+                              smoothing), axis=1)
     seg = lambda a: jax.ops.segment_sum(a, vb, num_segments=b)  # noqa: E731
     return seg(f), seg(jnp.cross(r, f))
 

@@ -180,10 +180,10 @@ def collider_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=N
     surface = surface_velocity(col, x)  # moving colliders: velocities relative to their surface
     relative = (lambda u: u[:, None, :]) if surface is None else (lambda u: u[:, None, :] - surface)
     if v_free is None:
-        f = penalty_force(normal, c, relative(v), col.ke, col.kd, col.kf, col.mu)
+        f = penalty_force(normal, c, relative(v), col.ke, col.kd, col.kf, col.mu, params.world.contact_smoothing)
     else:
         f = implicit_penalty_force(normal, c, relative(v_free), inv_mass[:, None], dt, col.ke, col.kd, col.kf,
-                                   col.mu)
+                                   col.mu, params.world.contact_smoothing)
     return jnp.sum(f, axis=1)
 
 

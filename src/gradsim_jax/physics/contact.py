@@ -42,6 +42,7 @@ import dataclasses
 import math
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -60,45 +61,58 @@ class ContactParams:
     mu: Array
 
 
-def penalty_force(normal, c, v, ke, kd, kf, mu):
+def penalty_force(normal, c, v, ke, kd, kf, mu, smoothing: float = 0.0):
     """Penalty contact force [..., 3] on points at signed distance c [...] (m; < 0 inside) from a surface of
-    unit normal `normal` [3] (a plane) or [..., 3] (each point's), moving at v [..., 3]; zero out of contact (the model in the module docstring).
-    ke, kd, kf, mu broadcast against c."""
-    c = jnp.minimum(c, 0.0)
+    unit normal `normal` [3] (a plane) or [..., 3] (each point's), moving at v [..., 3]; zero out of contact (the
+    model in the module docstring). ke, kd, kf, mu broadcast against c. `smoothing` (m, static): the smooth
+    onset of `contact_depth` (0: the exact penalty)."""
+    c, weight = contact_depth(c, smoothing)
     vn = jnp.sum(v * normal, axis=-1)
     vt = v - vn[..., None] * normal
-    in_contact = c < 0.0
-    fn = jnp.where(in_contact, c * ke + jnp.minimum(vn, 0.0) * kd, 0.0)
-    return -fn[..., None] * normal - _friction(vt, kf, mu * jnp.abs(fn), in_contact)
+    fn = c * ke + weight * jnp.minimum(vn, 0.0) * kd
+    return -fn[..., None] * normal - _friction(vt, kf, mu * jnp.abs(fn), weight)
 
 
-def _friction(vt, slope, limit, in_contact):
+def contact_depth(c, smoothing: float = 0.0):
+    """(penetration [...] <= 0, contact weight [...] in [0, 1]) of points at signed distance c [...] (m).
+
+    smoothing 0 (static): min(c, 0) and 1 inside, 0 outside: the force starts with a kink at c = 0.
+    smoothing s > 0: -s softplus(-c / s) and sigmoid(-c / s): the spring, its damping and friction start
+    smoothly over a few s around the surface, so a point passing just outside still feels (and its gradient
+    sees) the surface, at the price of a force of up to ke s ln 2 at c = 0, decaying as ke s e^(-c / s)
+    outside; a point rests up to s ln 2 higher under a light load (docs: concepts/physics, "Smooth onset")."""
+    if not smoothing:
+        return jnp.minimum(c, 0.0), (c < 0.0).astype(c.dtype)
+    z = -c / smoothing
+    return -smoothing * jax.nn.softplus(z), jax.nn.sigmoid(z)
+
+
+def _friction(vt, slope, limit, weight):
     """Isotropic Coulomb friction [..., 3] of tangential velocities vt [..., 3]: slope |vt| (viscous) up to
-    `limit` (mu |fn|) along vt, zero out of contact; finite gradients at vt = 0."""
+    `limit` (mu |fn|) along vt, times the contact weight (0 out of contact); finite gradients at vt = 0."""
     vt_len = safe_norm(vt)
     sticking = slope * vt_len <= limit
     coefficient = jnp.where(sticking, slope, safe_div(limit, vt_len))
-    return vt * jnp.where(in_contact, coefficient, 0.0)[..., None]
+    return vt * (coefficient * weight)[..., None]
 
 
-def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu):
+def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu, smoothing: float = 0.0):
     """The penalty contact force [..., 3] of `penalty_force` with its damping (kd) and viscous friction (kf)
     integrated backward over the step dt (s) for points of inverse mass `inv_mass` [...] (1/kg; 0: kinematic)
     whose velocity at the end of the step without this force would be `v_free` [..., 3] (module docstring):
     the elastic normal force c ke is the explicit one; the approach damping acts on the normal velocity after
     it, at the rate kd / (1 + dt kd / m); friction on the tangential part of v_free, at the viscous slope
     kf / (1 + dt kf / m) up to mu |fn|, fn the damped normal force. Adding the force to the step's other
-    forces never reverses a tangential velocity nor an approach."""
-    c = jnp.minimum(c, 0.0)
-    in_contact = c < 0.0
+    forces never reverses a tangential velocity nor an approach. `smoothing`: as in `penalty_force`."""
+    c, weight = contact_depth(c, smoothing)
     elastic = c * ke
     vn_free = jnp.sum(v_free * normal, axis=-1)
     vn = vn_free - dt * inv_mass * elastic  # the normal velocity after the elastic push (c ke <= 0)
     vt = v_free - vn_free[..., None] * normal
     damping = kd / (1.0 + dt * kd * inv_mass)
-    fn = jnp.where(in_contact, elastic + jnp.minimum(vn, 0.0) * damping, 0.0)
+    fn = elastic + weight * jnp.minimum(vn, 0.0) * damping
     slope = kf / (1.0 + dt * kf * inv_mass)
-    return -fn[..., None] * normal - _friction(vt, slope, mu * jnp.abs(fn), in_contact)
+    return -fn[..., None] * normal - _friction(vt, slope, mu * jnp.abs(fn), weight)
 
 
 def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=None):
@@ -109,9 +123,10 @@ def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=Non
     world, contact = params.world, params.contact
     n = safe_normalize(world.ground_normal)
     c = x @ n - world.ground_height - params.particles.radius  # [n]
+    s = world.contact_smoothing
     if v_free is None:
-        return penalty_force(n, c, v, contact.ke, contact.kd, contact.kf, contact.mu)
-    return implicit_penalty_force(n, c, v_free, inv_mass, dt, contact.ke, contact.kd, contact.kf, contact.mu)
+        return penalty_force(n, c, v, contact.ke, contact.kd, contact.kf, contact.mu, s)
+    return implicit_penalty_force(n, c, v_free, inv_mass, dt, contact.ke, contact.kd, contact.kf, contact.mu, s)
 
 
 def max_stable_dt(ke, kd, mass, implicit: bool = True):

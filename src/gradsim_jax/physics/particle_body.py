@@ -44,10 +44,11 @@ def particle_body_loads(topology, params, x, v, rigid, v_free=None, inv_mass=Non
     contact, body = params.contact, params.rigid
     ke, kd = pair(contact.ke, body.contact_ke), pair(contact.kd, body.contact_kd)
     kf, mu = pair(contact.kf, body.contact_kf), pair(contact.mu, body.contact_mu)
+    s = params.world.contact_smoothing
     if v_free is None:
-        f = penalty_force(normal, c, v[:, None, :] - surface, ke, kd, kf, mu)
+        f = penalty_force(normal, c, v[:, None, :] - surface, ke, kd, kf, mu, s)
     else:
-        f = implicit_penalty_force(normal, c, v_free[:, None, :] - surface, inv_mass[:, None], dt, ke, kd, kf, mu)
+        f = implicit_penalty_force(normal, c, v_free[:, None, :] - surface, inv_mass[:, None], dt, ke, kd, kf, mu, s)
     return jnp.sum(f, axis=1), -jnp.sum(f, axis=0), -jnp.sum(jnp.cross(arm, f), axis=0)
 
 

@@ -189,7 +189,7 @@ def _penalty_loads(topology, params, world, state, rotation, b):
     r, p = _hull_points(topology, params, state, rotation)
     velocity = state.v[vb] + jnp.cross(state.w[vb], r)
     f = penalty_force(n, p @ n - world.ground_height, velocity, params.contact_ke[vb], params.contact_kd[vb],
-                      params.contact_kf[vb], params.contact_mu[vb])
+                      params.contact_kf[vb], params.contact_mu[vb], world.contact_smoothing)
     seg = lambda a: jax.ops.segment_sum(a, vb, num_segments=b)
     return seg(f), seg(jnp.cross(r, f))
 
@@ -208,10 +208,11 @@ def rigid_forces(topology: RigidTopology, params: RigidParams, world, state: Rig
         f, tau = _penalty_loads(topology, params, world, state, rotation, b)
         force, torque = force + f, torque + tau
     if topology.collide and b > 1:
-        f, tau = body_body_loads(topology, params, state, rotation, b)
+        f, tau = body_body_loads(topology, params, state, rotation, b, world.contact_smoothing)
         force, torque = force + f, torque + tau
     if colliders is not None and colliders[0] is not None and colliders[0].kinds:
-        f, tau = body_collider_loads(colliders[0], colliders[1], topology, params, state, rotation, b)
+        f, tau = body_collider_loads(colliders[0], colliders[1], topology, params, state, rotation, b,
+                                     world.contact_smoothing)
         force, torque = force + f, torque + tau
     return force, torque
 

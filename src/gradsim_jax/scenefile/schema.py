@@ -63,6 +63,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                                      "both ways (penalty, the mean of [material] contact_* and the "
                                                      "body's; hulls must be closed and convex); default: true where "
                                                      "there are both and the hulls are"),
+        "contact_smoothing": Field("float", 0.0, "smooth onset of every penalty contact, m: the force starts over "
+                                                 "about this distance instead of with a kink (0: none)"),
         "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
                                                 "at y = ground_height + particle_radius (one placed lower is "
                                                 "pushed out, fast)"),
