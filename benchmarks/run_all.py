@@ -107,7 +107,8 @@ def write_table() -> None:
                       ("smoke_32", script_table("bench_smoke")), ("smoke_128_f64", script_table("bench_smoke")),
                       ("recoveries", script_table("bench_recoveries")),
                       ("colliders", script_table("bench_colliders")),
-                      ("selfcontact", script_table("bench_selfcontact"))):
+                      ("selfcontact", script_table("bench_selfcontact")),
+                      ("contact_smoothing", script_table("bench_contact_smoothing"))):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))

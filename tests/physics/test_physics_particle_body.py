@@ -121,3 +121,31 @@ def test_the_build_option():
         gs.simulate(topology, params, state, frames=1, substeps=2)
     with pytest.raises(TypeError, match="particle_body_contact"):
         gs.combine(p, box).build(particle_body_contact="yes")
+
+
+def test_gradients_stay_finite_at_and_near_contact():
+    """A particle exactly at the contact distance (and 1e-7 m either side, and inside) of a turned box's face, edge
+    and corner, moving along the normal, across it or not at all: every gradient of one step (by the particle's
+    state, the body's state and the coefficients) is finite, with the exact onset and a smooth one."""
+    q = np.asarray(quat_from_axis_angle(jnp.array([0.2, 1.0, 0.1]), 0.3))
+    rotation = np.asarray(quat_to_matrix(jnp.asarray(q)))
+    for smoothing in (0.0, 1e-3):
+        topology, params, state = gs.combine(gs.particles(np.zeros((1, 3)), mass=0.05), _box(rot=q)).build(
+            contact_smoothing=smoothing)
+
+        def outcome(x, v, rigid, p):
+            s = dataclasses.replace(state, particles=dataclasses.replace(state.particles, x=x, v=v), rigid=rigid)
+            s = SemiImplicitEuler().step(topology, p, s, None, 0.0, 1e-3)
+            return (jnp.sum(s.particles.x ** 2) + jnp.sum(s.particles.v ** 2) + jnp.sum(s.rigid.x ** 2)
+                    + jnp.sum(s.rigid.w ** 2))
+
+        grad = jax.jit(jax.grad(outcome, argnums=(0, 1, 2, 3)))
+        for point, outward in (([0.3, 0.05, -0.1], [1.0, 0.0, 0.0]), ([0.3, 0.2, 0.05], [1.0, 1.0, 0.0]),
+                               ([0.3, 0.2, 0.3], [1.0, 1.0, 1.0])):  # on a face, an edge, a corner (body frame)
+            surface = np.asarray(point)
+            normal = rotation @ (np.asarray(outward) / np.linalg.norm(outward))
+            for gap in (0.0, 1e-7, -1e-7, -1e-3):
+                x = jnp.asarray((rotation @ surface + (0.01 + gap) * normal)[None], jnp.float32)
+                for v in (0.0 * normal, -normal, np.cross(normal, [0.0, 1.0, 0.0])):
+                    leaves = jax.tree_util.tree_leaves(grad(x, jnp.asarray(v[None], jnp.float32), state.rigid, params))
+                    assert all(np.all(np.isfinite(np.asarray(a))) for a in leaves), (smoothing, point, gap, v)

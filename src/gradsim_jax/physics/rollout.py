@@ -172,7 +172,8 @@ def simulate(
             problems = hull_problems(topology.rigid.vertex_body, topology.rigid.faces, params.rigid.vertices, b)
             if problems:
                 i, what = next(iter(problems.items()))
-                raise ValueError(f"RigidTopology.{solids[0]} is True but rigid body {i} cannot be a solid for "
+                kind = "body" if solids[0] == "collide" else "particle"
+                raise ValueError(f"RigidTopology.{solids[0]} is True but rigid body {i} cannot be a solid for {kind} "
                                  f"contact: {what} (hulls must be closed and convex)")
         message = "; ".join(m for m in (
             rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt)),
