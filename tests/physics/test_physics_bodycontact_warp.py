@@ -42,7 +42,8 @@ def _scene(cfg, name):
     return c, gs.combine(upper, lower).build(ground=False, gravity=gravity)
 
 
-@pytest.mark.parametrize("name", ["static", "stacked", "tilted"])
+# "static" (the collider path, flat) is in make test-all: "tilted" takes the same path and "stacked" lands flat.
+@pytest.mark.parametrize("name", [pytest.param("static", marks=pytest.mark.slow), "stacked", "tilted"])
 def test_box_on_box_follows_warp(name):
     cfg, data = _config()
     c, (topology, params, state) = _scene(cfg, name)

@@ -22,7 +22,7 @@ def _box(mass=2.0, half=(0.3, 0.2, 0.3), pos=(0.0, 0.0, 0.0), **kw):
     return gs.rigid_body(*box_mesh(*half), mass=mass, pos=pos, **kw)
 
 
-@pytest.mark.parametrize("implicit", [False, True])
+@pytest.mark.parametrize("implicit", [pytest.param(False, marks=pytest.mark.slow), True])  # suite time
 def test_particles_and_a_body_exchange_momentum_exactly(x64, implicit):
     """No gravity: particles thrown at a turned free box bounce off it. The particles' and the box's linear
     momenta sum to the start's to rounding, and the angular momenta about the origin (the box's spin included) to
