@@ -4,9 +4,10 @@ Most of the suite's time is XLA compiling small programs, many of them identical
 scene fitted several times, a resumed run). A persistent compilation cache shared by the test workers
 compiles each distinct program once per machine. And the suite compiles with XLA's fusion emitters off
 (`gradsim_jax.compilation`): a fit's step compiles about 30 % faster and runs 10-25 % slower, and the suite
-is mostly compiling; with LLVM's expensive passes off as well, the render and smoke tests took 90 s instead of
-102 s from a cold cache, a demo and fits 55 s instead of 57 s (2026-12-07, 2 cores).
-`GRADSIM_JAX_COMPILER_OPTIONS=` (empty) runs it with the library's defaults. (Tried
+is mostly compiling. `GRADSIM_JAX_COMPILER_OPTIONS=` (empty) runs it with the library's defaults. (Tried and
+dropped: LLVM's expensive passes off as well, `xla_llvm_disable_expensive_passes`: the render and smoke tests
+took 90 s instead of 102 s from a cold cache, but the whole suite 16.3 min instead of 14.9 min on the same
+machine, its 39 slowest tests a median 12 % slower, some up to 65 %.) (Tried
 and dropped: LLVM at -O0 via `XLA_FLAGS`: two compile-bound test files went from 101 to 88 s from a cold
 cache, but a render-bound fit from 30 to 96 s.)
 """
@@ -15,8 +16,7 @@ import os
 from pathlib import Path
 
 # Before gradsim_jax is imported (it reads the variable once); the CLI tests' subprocesses inherit it.
-os.environ.setdefault("GRADSIM_JAX_COMPILER_OPTIONS",
-                      '{"xla_cpu_use_fusion_emitters": false, "xla_llvm_disable_expensive_passes": true}')
+os.environ.setdefault("GRADSIM_JAX_COMPILER_OPTIONS", '{"xla_cpu_use_fusion_emitters": false}')
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -40,20 +40,20 @@ def test_a_head_on_bounce_conserves_momentum_and_undamped_energy(x64):
 
 
 def test_a_cloth_lands_on_another_instead_of_passing_through():
-    """Two 8 x 8 sheets of 5 cm cells, particle radius 3 cm (contact distance 6 cm > the cells: no gaps), the upper
+    """Two 6 x 6 sheets of 5 cm cells, particle radius 3 cm (contact distance 6 cm > the cells: no gaps), the upper
     dropped on the lower lying on the ground: with self-contact it rests above, without it sinks to the ground;
     the grid never overflows."""
     flat = quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2)
     heights = {}
     for on in (False, True):
-        a = cloth_grid(8, 8, 0.05, 0.05, pos=(-0.2, 0.03, -0.2), rot=flat, mass=0.01, tri_ke=200, tri_ka=200,
+        a = cloth_grid(6, 6, 0.05, 0.05, pos=(-0.15, 0.03, -0.15), rot=flat, mass=0.01, tri_ke=200, tri_ka=200,
                        tri_kd=0.5, bend_ke=0.01)
-        b = cloth_grid(8, 8, 0.05, 0.05, pos=(-0.18, 0.15, -0.18), rot=flat, mass=0.01, tri_ke=200, tri_ka=200,
+        b = cloth_grid(6, 6, 0.05, 0.05, pos=(-0.13, 0.15, -0.13), rot=flat, mass=0.01, tri_ke=200, tri_ka=200,
                        tri_kd=0.5, bend_ke=0.01)
         top, par, s0 = combine(a, b).build(ground=True, contact_ke=1e3, contact_kd=10.0, contact_kf=10.0,
                                            particle_radius=0.03, self_contact=on)
-        traj = simulate(top, par, s0, frames=30, frame_dt=1 / 30, substeps=32)
-        heights[on] = float(np.asarray(traj.particles.x[-1, 81:, 1]).mean())
+        traj = simulate(top, par, s0, frames=20, frame_dt=1 / 30, substeps=32)
+        heights[on] = float(np.asarray(traj.particles.x[-1, 49:, 1]).mean())
         if on:
             assert not bool(jax.vmap(lambda x: self_contact_overflow(top, par, x))(traj.particles.x).any())
     assert abs(heights[False] - 0.03) < 1e-3
