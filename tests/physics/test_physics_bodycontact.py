@@ -46,7 +46,7 @@ def test_bodies_push_each_other_with_equal_and_opposite_loads(x64):
                            ((0.2, 0.2, 0.2), 1.0, (0.15, 0.45, 0.1), {"contact_ke": 1e4})], dtype=jnp.float64)
     state = dataclasses.replace(s0.rigid, q=q, v=jnp.array([[0.1, 0.2, 0.0], [-0.3, -1.0, 0.5]]),
                                 w=jnp.array([[0.0, 1.0, 0.5], [2.0, 0.0, -1.0]]))
-    force, torque = rigid_forces(top.rigid, par.rigid, par.world, state, 0.0)
+    force, torque = jax.jit(lambda s: rigid_forces(top.rigid, par.rigid, par.world, s, 0.0))(state)
     scale = float(jnp.max(jnp.abs(force)))
     assert scale > 10.0  # they overlap: real forces
     np.testing.assert_allclose(np.asarray(force.sum(0)), 0.0, atol=1e-12 * scale)

@@ -27,12 +27,12 @@ def test_a_box_mesh_measures_exactly_as_a_box_posed_and_scaled():
         q = np.asarray(quat_from_axis_angle(jnp.array([0.3, 1.0, -0.2]), jnp.float64(0.9)))
         top, par, _ = _built(collider("mesh", (0.1, 0.2, 0.3), rotation=q, size=(2.0, 2.0, 2.0), vertices=v, faces=f))
         x = np.random.default_rng(0).uniform(-1.5, 1.5, (400, 3))
-        d, n = collider_distance(top.colliders, par.colliders, jnp.asarray(x))
+        d, n = jax.jit(lambda x: collider_distance(top.colliders, par.colliders, x))(jnp.asarray(x))
         local = quat_rotate(jnp.asarray(q * [1, -1, -1, -1]), jnp.asarray(x - [0.1, 0.2, 0.3]))
         dr, nr = local_distance("box", local, jnp.asarray([0.5, 0.3, 0.8]))
         np.testing.assert_allclose(np.asarray(d[:, 0]), np.asarray(dr), atol=1e-12)
         np.testing.assert_allclose(np.asarray(n[:, 0]), np.asarray(quat_rotate(jnp.asarray(q), nr)), atol=1e-9)
-        grad = jax.grad(lambda x: collider_distance(top.colliders, par.colliders, x)[0].sum())(jnp.asarray(x))
+        grad = jax.jit(jax.grad(lambda x: collider_distance(top.colliders, par.colliders, x)[0].sum()))(jnp.asarray(x))
         np.testing.assert_allclose(np.asarray(grad), np.asarray(n[:, 0]), atol=1e-9)  # the normal is the gradient
 
 
@@ -47,7 +47,7 @@ def test_a_sphere_mesh_is_within_its_chord_error_of_the_sphere():
         gap = 1.0 - np.min(np.abs(np.sum(normal / np.linalg.norm(normal, axis=1, keepdims=True) * tri[:, 0], axis=1)))
         top, par, _ = _built(collider("mesh", vertices=v, faces=f))
         x = np.random.default_rng(1).normal(size=(300, 3)) * 0.8
-        d, _ = collider_distance(top.colliders, par.colliders, jnp.asarray(x))
+        d, _ = jax.jit(lambda x: collider_distance(top.colliders, par.colliders, x))(jnp.asarray(x))
         exact = np.linalg.norm(x, axis=1) - 1.0
         assert 0.0 < gap < 0.05
         assert np.all(np.abs(np.asarray(d[:, 0]) - exact) <= gap + 1e-12)
@@ -66,7 +66,8 @@ def test_the_winding_number_finds_the_inside_of_a_non_convex_mesh():
         top, par, _ = _built(collider("mesh", vertices=dented, faces=f))
         in_dent = np.array([[0.4, 0.4, 0.4], [0.3, 0.45, 0.45]])
         under = np.array([[-0.2, -0.2, -0.2], [0.4, -0.4, 0.1]])
-        d, _ = collider_distance(top.colliders, par.colliders, jnp.asarray(np.concatenate([in_dent, under])))
+        d, _ = jax.jit(lambda x: collider_distance(top.colliders, par.colliders, x))(
+            jnp.asarray(np.concatenate([in_dent, under])))
         assert np.all(np.asarray(d[:2, 0]) > 0) and np.all(np.asarray(d[2:, 0]) < 0)
 
 
