@@ -173,6 +173,13 @@ def hull_problems(vertex_body, faces, vertices, b: int) -> dict:
 START_DEPTH_FRACTION = 0.01
 
 
+def body_sizes(vertex_body, vertices, b: int) -> np.ndarray:
+    """[b]: each body's size for the start checks, its hull's largest distance from its COM (host, numpy)."""
+    size = np.zeros(b)
+    np.maximum.at(size, np.asarray(vertex_body), np.linalg.norm(np.asarray(vertices, np.float64), axis=1))
+    return size
+
+
 def face_point_counts(topology, params) -> np.ndarray:
     """[b]: the most contact points of each body on one of its face planes (a box: 10 on a side), the count a body
     lying on that face presses with (host, numpy)."""
@@ -231,9 +238,7 @@ def body_contact_message(topology, params, state, colliders=None, dt=None) -> st
     local, vb = contact_points(topology, params)
     p = jnp.asarray(state.x)[vb] + jnp.einsum("mij,mj->mi", rotation[vb], local)
     vb = np.asarray(vb)
-    size = np.zeros(b)
-    np.maximum.at(size, np.asarray(topology.vertex_body), np.linalg.norm(np.asarray(params.vertices, np.float64),
-                                                                         axis=1))
+    size = body_sizes(topology.vertex_body, params.vertices, b)
     tolerance = START_DEPTH_FRACTION * size[vb][:, None]
     parts = []
     if topology.collide and b > 1:

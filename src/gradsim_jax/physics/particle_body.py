@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics.bodycontact import START_DEPTH_FRACTION, body_distance, hull_planes
+from gradsim_jax.physics.bodycontact import START_DEPTH_FRACTION, body_distance, body_sizes, hull_planes
 from gradsim_jax.physics.contact import implicit_penalty_force, penalty_force
 from gradsim_jax.physics.quaternion import quat_to_matrix
 
@@ -68,9 +68,7 @@ def particle_body_message(topology, params, state) -> str:
     planes = hull_planes(topology.rigid, params.rigid, rigid.x, quat_to_matrix(jnp.asarray(rigid.q)))
     d, _ = body_distance(planes, jnp.asarray(state.particles.x), jnp.full((n,), -1, jnp.int32), b)
     d = np.asarray(d, np.float64) - float(np.max(np.asarray(params.particles.radius)))
-    size = np.zeros(b)
-    np.maximum.at(size, np.asarray(topology.rigid.vertex_body),
-                  np.linalg.norm(np.asarray(params.rigid.vertices, np.float64), axis=1))
+    size = body_sizes(topology.rigid.vertex_body, params.rigid.vertices, b)
     if not (d < -START_DEPTH_FRACTION * size[None, :]).any():
         return ""
     k, body = np.unravel_index(np.argmin(d), d.shape)

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_div, safe_norm, safe_normalize
-from gradsim_jax.physics.bodycontact import body_body_loads, body_collider_loads
+from gradsim_jax.physics.bodycontact import body_body_loads, body_collider_loads, body_sizes
 from gradsim_jax.physics.contact import penalty_force
 from gradsim_jax.physics.quaternion import quat_multiply, quat_normalize, quat_to_matrix
 from gradsim_jax.typing import Array, pytree_dataclass
@@ -362,8 +362,7 @@ def rigid_contact_message(topology: RigidTopology, params: RigidParams, world, s
     r = np.einsum("mij,mj->mi", np.asarray(quat_to_matrix(jnp.asarray(state.q)), np.float64)[vb],
                   np.asarray(params.vertices, np.float64))
     height = (np.asarray(state.x, np.float64)[vb] + r) @ n - h
-    size = np.zeros(b)
-    np.maximum.at(size, vb, np.linalg.norm(np.asarray(params.vertices, np.float64), axis=1))
+    size = body_sizes(vb, params.vertices, b)
     depth = np.zeros(b)
     np.maximum.at(depth, vb, -height)
     deep = depth > 0.01 * size
