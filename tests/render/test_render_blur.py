@@ -47,13 +47,15 @@ def test_blur_of_a_step_is_the_gaussian_cdf_and_its_width_derivative_matches_fin
     # Whole-pixel samples of the Gaussian: near the continuous CDF (0.711 half a pixel past the edge).
     assert row[24] == pytest.approx(0.5 * (1 + erf(0.5 / (sigma * sqrt(2)))), abs=0.02)
 
+    @jax.jit
     def f(s):
         return jnp.sum(gaussian_blur(img, s)[..., 3] * jnp.linspace(0.0, 1.0, 48))
 
-    g = float(jax.grad(f)(sigma))
+    grad = jax.jit(jax.grad(f))
+    g = float(grad(sigma))
     h = 1e-6
     assert g == pytest.approx(float((f(sigma + h) - f(sigma - h)) / (2 * h)), rel=1e-6)
-    assert np.isfinite(float(jax.grad(f)(0.0)))
+    assert np.isfinite(float(grad(0.0)))
 
 
 def test_edge_sharpness_falls_as_one_over_the_width_and_matching_blur_recovers_a_blur():

@@ -53,10 +53,11 @@ def test_gradient_matches_float64_finite_differences(x64):
     d0 = jnp.asarray(rng.uniform(0.1, 1.5, size=(5, 4)))
     target = jnp.asarray(rng.uniform(size=(9, 7, 4)))
 
+    @jax.jit
     def loss(d, scale):
         return jnp.sum((density_image(d, size=(9, 7), colormap="fire", scale=scale) - target) ** 2)
 
-    g_d, g_s = jax.grad(loss, argnums=(0, 1))(d0, 0.8)
+    g_d, g_s = jax.jit(jax.grad(loss, argnums=(0, 1)))(d0, 0.8)
     eps = 1e-6
     direction = jnp.asarray(rng.normal(size=d0.shape))
     fd = (loss(d0 + eps * direction, 0.8) - loss(d0 - eps * direction, 0.8)) / (2 * eps)
