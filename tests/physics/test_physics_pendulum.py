@@ -80,12 +80,12 @@ def _double(theta=(3 * np.pi / 7, 3 * np.pi / 4), damping=0.0, g=10.0):
 def test_double_pendulum_conserves_energy_and_damping_dissipates_it(x64):
     top, par, st = _double()
     traj = simulate(top, par, st, frames=120, substeps=8, frame_dt=1 / 30)  # 4 s of chaotic motion
-    e = np.asarray(jax.vmap(lambda y: energy(par.ode, 10.0, y))(traj.ode))[:, 0]
+    e = np.asarray(jax.jit(jax.vmap(lambda y: energy(par.ode, 10.0, y)))(traj.ode))[:, 0]
     # Tsit5 at dt = 1/240 s: local error ~ C dt^5 per step with |y^(5)| ~ 1e3 rad/s^5 here, 960 steps: ~1e-6.
     assert np.max(np.abs(e - e[0])) / abs(e[0]) < 1e-5
     top, par, st = _double(damping=0.3)
     traj = simulate(top, par, st, frames=120, substeps=8, frame_dt=1 / 30)
-    e = np.asarray(jax.vmap(lambda y: energy(par.ode, 10.0, y))(traj.ode))[:, 0]
+    e = np.asarray(jax.jit(jax.vmap(lambda y: energy(par.ode, 10.0, y)))(traj.ode))[:, 0]
     assert np.all(np.diff(e) < 0)  # dE/dt = -sum c (omega_j - omega_{j-1})^2 < 0 while anything moves
     assert e[-1] < e[0] - 1.0
 
@@ -95,7 +95,7 @@ def test_energy_drift_reports_the_dissipation_and_its_conservative_twin_the_solv
     traj = simulate(top, par, st, frames=120, substeps=8, frame_dt=1 / 30)
     system = top.ode.system
     report = energy_drift(system, par.ode, par.world, traj.ode)
-    e = np.asarray(jax.vmap(lambda y: energy(par.ode, 10.0, y))(traj.ode))[:, 0]
+    e = np.asarray(jax.jit(jax.vmap(lambda y: energy(par.ode, 10.0, y)))(traj.ode))[:, 0]
     assert report["unit"] == "J" and report["initial"] == [e[0]] and report["final"] == [e[-1]]
     np.testing.assert_allclose(report["max_drift"], [e[0] - e.min()], rtol=1e-12)  # it only falls (test above)
     twin = system.conservative(par.ode)
