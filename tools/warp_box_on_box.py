@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 import warp.sim
+from warp_rollout import frames
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data"
 
@@ -91,18 +92,8 @@ def initial_state(model, c, upper: int, requires_grad: bool = False):
 def run(scene: dict) -> np.ndarray:
     """Body poses [frames + 1, bodies, 7] (x, y, z, qx, qy, qz, qw: Warp's transform)."""
     model, c, upper = build(scene)
-    integrator = wp.sim.SemiImplicitIntegrator(angular_damping=0.0)
-    s0, s1 = initial_state(model, c, upper), model.state()
-    dt = 1.0 / c["fps"] / c["substeps"]
-    frames = [s0.body_q.numpy().copy()]
-    for _ in range(c["frames"]):
-        for _ in range(c["substeps"]):
-            s0.clear_forces()
-            wp.sim.collide(model, s0)
-            integrator.simulate(model, s0, s1, dt)
-            s0, s1 = s1, s0
-        frames.append(s0.body_q.numpy().copy())
-    return np.stack(frames)
+    return np.stack(frames(model, wp.sim.SemiImplicitIntegrator(angular_damping=0.0), initial_state(model, c, upper),
+                           model.state(), c, lambda s: s.body_q.numpy().copy()))
 
 
 @wp.kernel

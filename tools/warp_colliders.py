@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 import warp.sim
+from warp_rollout import frames
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data"
 
@@ -100,18 +101,8 @@ def gradient(scene: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def run(scene: dict) -> np.ndarray:
     model, c = build(scene)
-    integrator = wp.sim.SemiImplicitIntegrator()
-    s0, s1 = model.state(), model.state()
-    dt = 1.0 / c["fps"] / c["substeps"]
-    frames = [s0.particle_q.numpy().copy()]
-    for _ in range(c["frames"]):
-        for _ in range(c["substeps"]):
-            s0.clear_forces()
-            wp.sim.collide(model, s0)
-            integrator.simulate(model, s0, s1, dt)
-            s0, s1 = s1, s0
-        frames.append(s0.particle_q.numpy().copy())
-    return np.stack(frames)
+    return np.stack(frames(model, wp.sim.SemiImplicitIntegrator(), model.state(), model.state(), c,
+                           lambda s: s.particle_q.numpy().copy()))
 
 
 def main() -> None:

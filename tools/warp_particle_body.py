@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 import warp.sim
+from warp_rollout import frames
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data"
 
@@ -64,19 +65,9 @@ def build(c: dict):
 def run(c: dict) -> tuple[np.ndarray, np.ndarray]:
     """(particle positions [frames + 1, n, 3], box poses [frames + 1, 7]: x, y, z, qx, qy, qz, qw)."""
     model = build(c)
-    integrator = wp.sim.SemiImplicitIntegrator(angular_damping=0.0)
-    s0, s1 = model.state(), model.state()
-    dt = 1.0 / c["fps"] / c["substeps"]
-    xs, qs = [s0.particle_q.numpy().copy()], [s0.body_q.numpy()[0].copy()]
-    for _ in range(c["frames"]):
-        for _ in range(c["substeps"]):
-            s0.clear_forces()
-            wp.sim.collide(model, s0)
-            integrator.simulate(model, s0, s1, dt)
-            s0, s1 = s1, s0
-        xs.append(s0.particle_q.numpy().copy())
-        qs.append(s0.body_q.numpy()[0].copy())
-    return np.stack(xs), np.stack(qs)
+    out = frames(model, wp.sim.SemiImplicitIntegrator(angular_damping=0.0), model.state(), model.state(), c,
+                 lambda s: (s.particle_q.numpy().copy(), s.body_q.numpy()[0].copy()))
+    return np.stack([x for x, _ in out]), np.stack([q for _, q in out])
 
 
 def main() -> None:

@@ -11,24 +11,31 @@ from gradsim_jax.physics.bodycontact import hull_problems
 from gradsim_jax.physics.rigid import CONTACT_MODELS
 
 
-def body_contact_flag(body_contact, scene) -> bool:
-    """Whether the bodies of `scene` meet each other (`Scene.build(body_contact=...)`)."""
-    if body_contact is not None and not isinstance(body_contact, (bool, np.bool_)):
-        raise TypeError(f"body_contact must be True, False or None, got {body_contact!r}")
-    if body_contact is False or scene.num_bodies < 2:
+def _solid_flag(name: str, value, scene, applies: bool, solid_for: str, reason: str, without: str) -> bool:
+    """A `Scene.build` flag that needs closed convex hulls: TypeError unless True, False or None; False where it
+    does not apply; else the hulls' first problem (`hull_problems`) is a ValueError when asked for (True) and a
+    warning and False by default (None)."""
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True, False or None, got {value!r}")
+    if value is False or not applies:
         return False
     problems = hull_problems(scene.vertex_body, scene.body_faces, scene.body_vertices, scene.num_bodies)
-    if problems:
-        i, what = next(iter(problems.items()))
-        message = (f"rigid body {i} cannot be a solid for body contact: {what}; body contact tests each hull "
-                   "vertex against the other bodies' face planes, so hulls must be closed and convex (give the body "
-                   "its convex hull)")
-        if body_contact:
-            raise ValueError(message)
-        warnings.warn(message + "; the bodies will not collide with each other (body_contact=False silences this)",
-                      UserWarning, stacklevel=3)
-        return False
-    return True
+    if not problems:
+        return True
+    i, what = next(iter(problems.items()))
+    message = f"rigid body {i} cannot be a solid for {solid_for}: {what}; {reason}"
+    if value:
+        raise ValueError(message)
+    warnings.warn(f"{message}; {without} ({name}=False silences this)", UserWarning, stacklevel=4)
+    return False
+
+
+def body_contact_flag(body_contact, scene) -> bool:
+    """Whether the bodies of `scene` meet each other (`Scene.build(body_contact=...)`)."""
+    return _solid_flag("body_contact", body_contact, scene, scene.num_bodies >= 2, "body contact",
+                       "body contact tests each hull vertex against the other bodies' face planes, so hulls must be "
+                       "closed and convex (give the body its convex hull)",
+                       "the bodies will not collide with each other")
 
 
 def rigid_contact_model(rigid_contact, ground: bool, bodies: int) -> str:
@@ -50,21 +57,10 @@ def rigid_contact_model(rigid_contact, ground: bool, bodies: int) -> str:
 def particle_contact_flag(particle_body_contact, scene) -> bool:
     """Whether the particles of `scene` meet its bodies (`Scene.build(particle_body_contact=...)`): the same
     rule as `body_contact_flag` for a scene with particles and bodies."""
-    if particle_body_contact is not None and not isinstance(particle_body_contact, (bool, np.bool_)):
-        raise TypeError(f"particle_body_contact must be True, False or None, got {particle_body_contact!r}")
-    if particle_body_contact is False or scene.num_bodies == 0 or len(scene.x) == 0:
-        return False
-    problems = hull_problems(scene.vertex_body, scene.body_faces, scene.body_vertices, scene.num_bodies)
-    if problems:
-        i, what = next(iter(problems.items()))
-        message = (f"rigid body {i} cannot be a solid for the particles: {what}; particle-body contact tests each "
-                   "particle against the bodies' face planes, so hulls must be closed and convex")
-        if particle_body_contact:
-            raise ValueError(message)
-        warnings.warn(message + "; the particles will pass through the bodies (particle_body_contact=False "
-                      "silences this)", UserWarning, stacklevel=3)
-        return False
-    return True
+    return _solid_flag("particle_body_contact", particle_body_contact, scene,
+                       scene.num_bodies > 0 and len(scene.x) > 0, "the particles",
+                       "particle-body contact tests each particle against the bodies' face planes, so hulls must be "
+                       "closed and convex", "the particles will pass through the bodies")
 
 
 def smoothing_length(contact_smoothing) -> float:

@@ -54,7 +54,7 @@ def particle_body_loads(topology, params, x, v, rigid, v_free=None, inv_mass=Non
 
 def has_particle_body_contact(topology) -> bool:
     """Whether particles meet the rigid bodies (static: `RigidTopology.particles`)."""
-    return bool(getattr(topology.rigid, "particles", False))
+    return topology.rigid.particles
 
 
 
