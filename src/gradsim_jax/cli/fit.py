@@ -128,8 +128,8 @@ def _restarts(args, job):
     from gradsim_jax.parallel import batch_mesh
     from gradsim_jax.sysid.restarts import fit_restarts, table_lines
 
-    mesh = batch_mesh() if jax.devicecount() > 1 else None
-    devices = f" over {jax.devicecount()} devices" if mesh is not None else ""
+    mesh = batch_mesh() if jax.device_count() > 1 else None
+    devices = f" over {jax.device_count()} devices" if mesh is not None else ""
     print(f"restarts: {args.restarts} starts within a factor {args.restart_spread:g} of [initial] (seed "
           f"{args.seed}){devices}")
     result = fit_restarts(job.experiment, job.frames, job.initial, job.config, restarts=args.restarts,
