@@ -6,7 +6,7 @@ The handful of names most users need:
 
     import gradsim_jax as gs
     topology, params, state0 = gs.cloth_grid(20, 10, 0.1, 0.1, fix_left=True).build()
-    trajectory = gs.simulate(topology, params, state0, frames=60, substeps=32)
+    trajectory = gs.simulate(topology, params, state0, frames=60)   # substeps: gs.stable_substeps(...)
     camera = gs.look_at_camera(3.0, 20.0, 0.0, width=128, height=128)
     video = gs.render_video(camera, trajectory.particles.x, topology.cloth.triangles)   # [61, 128, 128, 4]
 
@@ -21,7 +21,8 @@ from gradsim_jax.geometry import (
     rigid_body, ode_body, pendulum, soft_body, sphere_mesh,
 )
 from gradsim_jax.physics import (
-    Control, Params, SimulationDiverged, State, Topology, check_finite, first_nonfinite, particle_state, simulate,
+    Control, Params, SimulationDiverged, State, SubstepsChosen, Topology, check_finite, first_nonfinite, particle_state,
+    simulate, stable_substeps,
 )
 from gradsim_jax.physics import euler_step as step
 from gradsim_jax.physics import FunctionOde, OdeSolver
@@ -37,5 +38,5 @@ __all__ = [
     "Topology", "box_mesh", "box_tets", "check_finite", "cloth_grid", "cloth_mesh", "collider", "combine", "first_nonfinite", "fit",
     "fit_batched", "jit",
     "load_mesh", "rigid_body", "soft_body", "sphere_mesh", "pendulum", "ode_body", "FunctionOde", "OdeSolver",
-    "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "step",
+    "look_at_camera", "particle_state", "particles", "quat_from_axis_angle", "render", "render_video", "simulate", "stable_substeps", "SubstepsChosen", "step",
 ]

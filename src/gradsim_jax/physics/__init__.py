@@ -38,6 +38,7 @@ from gradsim_jax.physics.rigid import (
 )
 from gradsim_jax.physics.rollout import SimulationDiverged, check_finite, first_nonfinite, simulate
 from gradsim_jax.physics.stability import StepReport, StepWarning, damping_limit, step_report
+from gradsim_jax.physics.substeps import SubstepsChosen, stable_substeps
 from gradsim_jax.physics.collider_motion import ColliderState
 from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, self_contact_overflow
 from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
@@ -54,7 +55,7 @@ __all__ = [
     "solve_ode",
     "CONTACT_FORCES", "ClothControl", "ClothParams", "ClothTopology", "ContactParams", "ContactTerm", "contact_forces",
     "implicit_penalty_force", "register_contact", "ContactReport", "ContactWarning", "Control",
-    "StepReport", "StepWarning", "damping_limit", "step_report",
+    "StepReport", "StepWarning", "damping_limit", "step_report", "SubstepsChosen", "stable_substeps",
     "CostEstimate", "FemControl", "FemParams", "FemTopology", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
     "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
     "Topology", "TracedCheckError", "World", "available_memory_bytes", "bending_forces", "check_finite",

@@ -24,21 +24,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.checkpointing import CheckpointLike, checkpoint_policy
-from gradsim_jax.physics.contact import ContactWarning, contact_report
-from gradsim_jax.physics.stability import StepWarning, step_report
 from gradsim_jax.physics.integrators import SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
-from gradsim_jax.physics.bodycontact import body_contact_message, hull_problems
-from gradsim_jax.physics.particle_body import particle_body_message
 from gradsim_jax.physics.collider_motion import collider_state
-from gradsim_jax.physics.colliders import collider_message, validate_colliders
-from gradsim_jax.physics.selfcontact import self_contact_overflow
+from gradsim_jax.physics.colliders import validate_colliders
+from gradsim_jax.physics.substeps import chosen_substeps, start_checks
 from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
 from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
-from gradsim_jax.physics.rigid import rigid_contact_message
 from gradsim_jax.physics.types import Control, Params, State, Topology
 from gradsim_jax.typing import named_leaves, replace_paths
-from gradsim_jax.physics.validate import is_concrete, validate_dt, validate_scene
+from gradsim_jax.physics.validate import validate_dt, validate_scene
 
 ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Control]]]
 
@@ -60,10 +55,6 @@ class SimulationDiverged(FloatingPointError):
         )
 
 
-#: Power iterations of the step check `simulate` runs on a concrete scene with elastic elements (`step_report`;
-#: each is one pass over the elements: 30 take 20 ms for the demo cloth's 400 triangles).
-STEP_CHECK_ITERATIONS = 30
-
 
 def simulate(
     topology: Topology,
@@ -71,7 +62,7 @@ def simulate(
     state0: State,
     *,
     frames: int,
-    substeps: int = 32,
+    substeps: Optional[int] = None,
     frame_dt: float = 1.0 / 60.0,
     control: ControlLike = None,
     checkpoint: CheckpointLike = True,
@@ -83,7 +74,10 @@ def simulate(
 
     Args:
       frames: number of frames to simulate (static).
-      substeps: semi-implicit Euler steps per frame (static); dt = frame_dt / substeps.
+      substeps: semi-implicit Euler steps per frame (static); dt = frame_dt / substeps. None (the default): the
+        number the scene's stability bound asks for (`physics.substeps.stable_substeps`: 80 % of the smallest
+        stable step of its elastic elements and contacts, at most 1/960 s), said once in a `SubstepsChosen`
+        warning; the scene must then be concrete (outside jit and grad: inside them, pass substeps).
       frame_dt: seconds per frame (a float; may be traced).
       control: None, a `Control` applied at every step, or `control(frame_index, state) -> Control`
         called once at the start of each frame (a policy; the control is held over the frame's substeps).
@@ -114,8 +108,8 @@ def simulate(
     """
     if not isinstance(frames, (int, np.integer)) or frames < 1:
         raise ValueError(f"frames must be a positive int, got {frames!r}")
-    if not isinstance(substeps, (int, np.integer)) or substeps < 1:
-        raise ValueError(f"substeps must be a positive int, got {substeps!r}")
+    if substeps is not None and (not isinstance(substeps, (int, np.integer)) or substeps < 1):
+        raise ValueError(f"substeps must be a positive int or None, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
     policy = checkpoint_policy(checkpoint)
     remat_substep = getattr(policy, "substep", lambda step: step)
@@ -140,49 +134,11 @@ def simulate(
         if params.colliders is None:
             raise ValueError("the scene has colliders (Topology.colliders) but Params.colliders is None")
         validate_colliders(topology.colliders, params.colliders)
+    if substeps is None:
+        substeps = chosen_substeps(topology, params, state0, frame_dt, integrator)
     dt = frame_dt / substeps
-    if topology.colliders is not None and is_concrete(params, state0, frame_dt):
-        message = collider_message(topology, params, state0, float(dt),
-                                   implicit=getattr(integrator, "implicit_contact", False))
-        if message:
-            warnings.warn(message, ContactWarning, stacklevel=2)
-    if getattr(topology, "self_contact", None) is not None and is_concrete(params, state0):
-        if bool(self_contact_overflow(topology, params, state0.particles.x)):
-            warnings.warn(f"self-contact: a grid cell holds more than {topology.self_contact.capacity} particles in "
-                          "the initial state, so some pairs are not tested; build with a larger "
-                          "self_contact_capacity (`physics.self_contact_overflow` checks a trajectory)",
-                          ContactWarning, stacklevel=2)
-    if topology.ground and is_concrete(params, state0, frame_dt):
-        message = contact_report(topology, params, state0, dt=float(dt),
-                                 implicit=getattr(integrator, "implicit_contact", False)).message
-        if message:
-            warnings.warn(message, ContactWarning, stacklevel=2)
-    elastic = (topology.fem.tets.shape[0] or topology.springs.pairs.shape[0] or topology.cloth.triangles.shape[0]
-               or topology.cloth.bend_edges.shape[0])
-    if elastic and is_concrete(params, state0, frame_dt):
-        message = step_report(topology, params, state0, dt=float(dt), method="power",
-                              iterations=STEP_CHECK_ITERATIONS, rtol=1e-3).message
-        if message:
-            warnings.warn(message, StepWarning, stacklevel=2)
-    if state0.rigid.x.shape[0] and is_concrete(params, state0, frame_dt):
-        b = state0.rigid.x.shape[0]
-        solids = [flag for flag, on in (("collide", topology.rigid.collide and b > 1),
-                                        ("particles", topology.rigid.particles)) if on]
-        if solids:
-            problems = hull_problems(topology.rigid.vertex_body, topology.rigid.faces, params.rigid.vertices, b)
-            if problems:
-                i, what = next(iter(problems.items()))
-                kind = "body" if solids[0] == "collide" else "particle"
-                raise ValueError(f"RigidTopology.{solids[0]} is True but rigid body {i} cannot be a solid for {kind} "
-                                 f"contact: {what} (hulls must be closed and convex)")
-        message = "; ".join(m for m in (
-            rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt)),
-            body_contact_message(topology.rigid, params.rigid, state0.rigid, (topology.colliders, params.colliders),
-                                 dt=float(dt)),
-            particle_body_message(topology, params, state0) if topology.rigid.particles else "",
-        ) if m)
-        if message:
-            warnings.warn(message, ContactWarning, stacklevel=2)
+    for category, message in start_checks(topology, params, state0, dt, integrator):
+        warnings.warn(message, category, stacklevel=2)
 
     # Rest shapes: once, outside the time loop (their gradient accumulates over it).
     prepared = integrator.prepare(topology, params) if hasattr(integrator, "prepare") else None
