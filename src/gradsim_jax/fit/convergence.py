@@ -87,23 +87,53 @@ def relative_last_step(history_params: dict, fraction: float = 0.1) -> float:
 EDGE_SHARE = 0.5
 
 
-def edge_advice(edges) -> list:
-    """What to try when the loss left lies on the target's outlines (`edges`: `sysid.edges.edge_residual`'s
-    numbers; none when it does not)."""
+def on_outlines(edges) -> bool:
+    """Whether the loss left lies on the target's outlines (`edges`: `sysid.edges.edge_residual`'s numbers): at
+    least EDGE_SHARE of it, on at most a third as large a share of the pixels."""
     if not edges or not edges.get("pixel_share"):
+        return False
+    share, pixels = edges["residual_share"], edges["pixel_share"]
+    return share >= EDGE_SHARE and share >= 3.0 * pixels
+
+
+def edge_advice(edges) -> list:
+    """What to try when the loss left lies on the target's outlines (`on_outlines`), following from what the fit
+    measured of them. `edges`: `sysid.edges.edge_residual`'s numbers ("coverage", "blur" applied or None,
+    "edge_model" and "blur_mode" of the fit's config) and, where `FitConfig.edge_model` "auto" measured the
+    other coverage at the estimate, "tried" (its record: "from", "to", "loss", "loss_at_estimate", "switched",
+    "final_loss"). The advice names the other coverage only when nothing measured it; once measured, it
+    reports the numbers and points past the edge model; with the edge model fixed (as --true sets it: that
+    target is this renderer's, edges and all) it says how to measure it and what outlines mean on a rendered
+    target."""
+    if not on_outlines(edges):
         return []
     share, pixels = edges["residual_share"], edges["pixel_share"]
-    if not (share >= EDGE_SHARE and share >= 3.0 * pixels):
-        return []
+    where = f"{100 * share:.0f} % of the loss left lies on the outlines ({100 * pixels:.0f} % of the pixels)"
     model = edges.get("coverage", "box")
     other = "softras" if model == "box" else "box"
-    blur = edges.get("blur")
+    blur, blur_mode = edges.get("blur"), edges.get("blur_mode", "auto")
+    elsewhere = ("the motion, the shape or the camera differs there: check that the rendered frame 0 overlays the "
+                 "target's")
+    blur_tip = ('let the fit estimate a Gaussian blur of the edges ([fit] blur = "fit", --blur fit)' if blur is None
+                else f"the blur ({blur:.2g} px) did not explain them")
+    tried = edges.get("tried")
+    if tried is not None:
+        refit = "" if tried.get("final_loss") is None else f", {tried['final_loss']:.3g} once refitted with it"
+        measured = (f'[render] coverage = "{tried["to"]}" was measured at the estimate: '
+                    f'{tried["loss_at_estimate"]:.3g} against "{tried["from"]}"\'s {tried["loss"]:.3g}{refit}')
+        more = f"{blur_tip}; if that does not," if blur is None else f"nor did the blur ({blur:.2g} px), so"
+        return [f"{where}; {measured}, so the edge model does not explain them: {more} {elsewhere}"]
     now = f'[render] coverage = "{model}"' + ("" if blur is None else f", blur {blur:.2g} px")
-    tip = ('let the fit estimate a Gaussian blur of the edges ([fit] blur = "fit", --blur fit)' if blur is None else
-           "the blur did not explain them")
-    return [f"{100 * share:.0f} % of the loss left lies on the outlines ({100 * pixels:.0f} % of the pixels): the "
-            f"target's edges are not the renderer's ({now}); try [render] coverage = \"{other}\" (another soft "
-            f"rasterizer's edges, e.g. PyTorch3D's, are SoftRas's; a camera's are \"box\"), or {tip}"]
+    if edges.get("edge_model") == "fixed":
+        unmeasured = (f"the edge model is fixed ({now}) and nothing measured the other: if the target is not this "
+                      f'renderer\'s, --edge-model auto measures coverage "{other}" at the estimate and continues '
+                      "with it if it explains the video better")
+        if blur is None and blur_mode == "off":
+            unmeasured += ", and --blur auto measures the edges' blur"
+        return [f"{where}; {unmeasured}; on a target this renderer drew (--true, the demos) the edges are its own, "
+                f"so {elsewhere}"]
+    return [f"{where}: the target's edges are not the renderer's ({now}); try [render] coverage = \"{other}\" "
+            f"(another soft rasterizer's edges, e.g. PyTorch3D's, are SoftRas's; a camera's are \"box\"), or {blur_tip}"]
 
 
 def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: float, last_step: float,

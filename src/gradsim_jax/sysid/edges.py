@@ -51,7 +51,8 @@ def blur_start(exp: Experiment, target: Array, theta0: dict, config: FitConfig) 
 def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig) -> dict:
     """Where the loss left at theta lies: {"residual_share": the fraction of the squared residual on the target's
     outlines (`render.blur.edge_mask`), "pixel_share": the fraction of the pixels they are, "coverage": the
-    render's edge model, "blur": the blur applied (pixels) or None}."""
+    render's edge model, "blur": the blur applied (pixels) or None, "edge_model" and "blur_mode": the config's
+    `edge_model` and `blur`}; {} when the scene does not simulate at theta."""
     from gradsim_jax.physics import SimulationDiverged
 
     frames = loss_frames(exp, config.frame_stride)
@@ -68,4 +69,5 @@ def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig
     blur = theta.get("blur")
     return {"residual_share": float(r2[mask].sum() / total) if total > 0 else 0.0,
             "pixel_share": float(mask.mean()), "coverage": exp.settings.coverage,
-            "blur": None if blur is None else float(np.asarray(blur))}
+            "blur": None if blur is None else float(np.asarray(blur)), "edge_model": config.edge_model,
+            "blur_mode": config.blur}

@@ -25,7 +25,7 @@ import numpy as np
 
 from gradsim_jax.fit import gauss_newton_report
 from gradsim_jax.fit.checkpoint import checkpoint_path
-from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, edge_advice, noise_floor
+from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, noise_floor, on_outlines
 from gradsim_jax.fit.fit import HISTORY_FULL_SIZE
 from gradsim_jax.fit.identifiability import report_from_jacobian
 from gradsim_jax.sysid.config import BLUR_START, REPORT_MAX_SCALARS, FitConfig, SysIdResult, check_config, fit_inputs
@@ -141,9 +141,9 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     if (config.report or config.edge_model == "auto") and np.isfinite(final_loss) and final_loss > FLOOR_FACTOR * floor:
         edges = edge_residual(exp, target, theta, config)
         history["edges"] = edges
-        if config.edge_model == "auto" and edge_advice(edges):
+        if config.edge_model == "auto" and on_outlines(edges):
             other = _other_edge_model(exp, target, theta, config, free, final_loss, iterations)
-            history["edge_model"] = other["record"]
+            history["edge_model"] = edges["tried"] = other["record"]
             if other["result"] is not None:
                 sub = other["result"]
                 sub.history["edge_model"] = other["record"]
