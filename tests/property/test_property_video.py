@@ -238,7 +238,7 @@ def test_every_image_mode_in_a_folder_loads(mode, frames, suffix, size, seed):
         for k in range(frames):
             write_image(root / f"frame_{k:04d}{suffix}", mode, 5, 7, seed + k)
         try:
-            result = load_target(root, size)
+            result = load_target(root, size := (size, max(1, round(size * 7 / 5))))  # the images' aspect
         except ValueError as e:
             # Refused by name, and only these: a float image holding NaN or inf (written in every third one),
             # and 32-bit integer pixels, which have no agreed white level.

@@ -38,13 +38,25 @@ def test_gif_round_trip_with_alpha_from_background(tmp_path):
 
 
 def test_mp4_round_trip_resized(tmp_path):
-    frames = _frames(t=3, h=33, w=31)  # odd sizes are padded for yuv420p
+    frames = _frames(t=3, h=33, w=31)  # odd sizes are padded for yuv420p: 34 x 32
     path = write_mp4(tmp_path / "out.mp4", frames, fps=10)
-    video = load_video(path, (16, 20))
-    assert video.shape == (3, 16, 20, 4)
+    video = load_video(path, (17, 16))
+    assert video.shape == (3, 17, 16, 4)
     np.testing.assert_allclose(video[..., 3], 1.0)
     # Lossy codec and resampling: the red block is still red in the middle.
-    np.testing.assert_allclose(video[0, 8, 7, :3], [1.0, 0.0, 0.0], atol=0.15)
+    np.testing.assert_allclose(video[0, 8, 6, :3], [1.0, 0.0, 0.0], atol=0.15)
+
+
+def test_frames_of_another_aspect_ratio_are_refused_not_squashed(tmp_path):
+    """Issue 52: a 64 x 48 video fitted at 32 x 32 was resized to a square without a word."""
+    path = write_png_folder(tmp_path / "target", _video("resting", t=2, h=48, w=64))
+    with pytest.raises(ValueError, match=r"target: the frames are 64 x 48 px and the render 32 x 32 px, another "
+                                         r"aspect ratio .* e\.g\. 32 x 24"):
+        load_target(path, 32)
+    assert load_target(path, (24, 32)).frames.shape == (2, 24, 32, 4)
+    assert load_target(path, (25, 32)).frames.shape == (2, 25, 32, 4)  # within a pixel: rounding, not a squash
+    with pytest.raises(ValueError, match=r"mask array: the frames are 10 x 10 px"):
+        load_target(path, (24, 32), mask=np.ones((2, 10, 10)))
 
 
 def test_png_folder_with_alpha_and_mask(tmp_path):
@@ -219,7 +231,7 @@ def test_expected_frames_too_many_warns_and_keeps_the_first(tmp_path):
 def test_mask_with_fewer_frames_than_the_video_is_an_error(tmp_path):
     path = write_png_folder(tmp_path / "target", _video("resting", t=3))
     with pytest.raises(ValueError, match="2 mask frames.*3"):
-        load_target(path, 8, mask=np.ones((2, 8, 10)))
+        load_target(path, (8, 10), mask=np.ones((2, 8, 10)))
 
 
 def test_undistort_runs_on_native_frames_before_resizing(tmp_path):
@@ -255,7 +267,7 @@ def test_corrupt_video_file_is_a_clear_error(tmp_path, name):
 def test_image_folder_ignores_junk_but_not_corrupt_images(tmp_path):
     path = write_png_folder(tmp_path / "target", _video("resting", t=2))
     (tmp_path / "target" / "README.txt").write_text("not a frame")
-    assert load_target(path, 8).frames.shape[0] == 2
+    assert load_target(path, (8, 10)).frames.shape[0] == 2
     (tmp_path / "target" / "frame_0002.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
     with pytest.raises(ValueError, match=r"frame_0002\.png: cannot read frames"):
-        load_target(path, 8)
+        load_target(path, (8, 10))

@@ -422,7 +422,7 @@ def cmd_demo_control(args) -> int:
     print(f"  estimated velocity {np.round(v_est, 4).tolist()} m/s")
     print(f"  final position error: mean {errors['mean_particle_error_m'] * 1000:.2f} mm per particle, "
           f"center {errors['center_error_m'] * 1000:.2f} mm (the cloth travels {errors['travel_m']:.3f} m)")
-    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0
 
 

@@ -68,7 +68,8 @@ def run(args) -> int:
         except ValueError as e:
             raise ValueError(f"--out: {e}") from None
         job = load_fit_job(
-            args.scene, target=args.target, mask=args.mask, key_color=args.key_color, true_values=args.true,
+            args.scene, target=args.target, mask=args.mask, out_dir=args.out, key_color=args.key_color,
+            true_values=args.true,
             iterations=args.iterations, learning_rate=args.learning_rate, polish=args.polish, rounds=args.rounds,
             round_iterations=args.round_iterations, loss=args.loss,
             frame_stride=args.frame_stride, horizon=args.horizon, window=getattr(args, "window", None),

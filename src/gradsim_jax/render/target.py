@@ -242,6 +242,26 @@ def _limit_frames(raw: list, path, max_frames: int | None, expected_frames: int 
     return raw[:expected_frames]
 
 
+#: How far (relative) a side of the render may be from the one that keeps the target's aspect ratio before
+#: `load_target` refuses to resize (a squash): 1 %, or one pixel where that is more (sizes are whole pixels).
+ASPECT_TOLERANCE = 0.01
+
+
+def check_aspect(native_hw, size_hw, what: str) -> None:
+    """ValueError when frames of `native_hw` = (height, width) px would be squashed into `size_hw`: neither side
+    of `size_hw` is within ASPECT_TOLERANCE (or one pixel) of the one that keeps the frames' aspect ratio."""
+    (h, w), (height, width) = native_hw, size_hw
+    keeps_height = abs(height - width * h / w) <= max(1.0, ASPECT_TOLERANCE * height)
+    keeps_width = abs(width - height * w / h) <= max(1.0, ASPECT_TOLERANCE * width)
+    if not (keeps_height or keeps_width):
+        fitting = max(1, round(width * h / w))
+        raise ValueError(
+            f"{what}: the frames are {w} x {h} px and the render {width} x {height} px, another aspect ratio "
+            f"({w / h:.4g} against {width / height:.4g}): resizing would squash them. Render at the frames' aspect "
+            f"(a scene file's [render] width and height, e.g. {width} x {fitting}), or crop the frames to the "
+            "render's")
+
+
 def _load_masks(mask, size, count: int, undistort: Callable | None) -> np.ndarray:
     """Mask frames [count, H, W] in [0, 1] at `size` from a path or an array [T, H, W] / [H, W].
 
@@ -262,8 +282,9 @@ def _load_masks(mask, size, count: int, undistort: Callable | None) -> np.ndarra
         source = "mask array"
     if len(raw) != 1 and len(raw) < count:
         raise ValueError(f"{source} has {len(raw)} mask frames, the video has {count}")
-    raw = raw[:count]
-    masks = np.stack([resize(_apply_undistort(undistort, m, "mask frame"), size)[..., 0] for m in raw])
+    raw = [_apply_undistort(undistort, m, "mask frame") for m in raw[:count]]
+    check_aspect(raw[0].shape[:2], size, source)
+    masks = np.stack([resize(m, size)[..., 0] for m in raw])
     if masks.shape[0] == 1:
         masks = np.repeat(masks, count, axis=0)
     return np.clip(masks, 0.0, 1.0)
@@ -307,7 +328,8 @@ def load_target(
 
     path: an .mp4 or .gif file, a single image, or a folder of images (frames sorted by file name;
         files without an image suffix ignored).
-    size: render size, an int (square) or (height, width).
+    size: render size, an int (square) or (height, width); frames of another aspect ratio are refused
+        (`check_aspect`: resizing would squash them).
     Alpha, in order of precedence:
       - `mask`: a path like `path` (first channel used) or an array [T, H, W] / [H, W] in [0, 1]; one
         mask frame applies to all video frames, fewer mask frames than video frames is an error;
@@ -332,9 +354,9 @@ def load_target(
     if not raw:
         raise ValueError(f"{path}: no frames left (max_frames={max_frames})")
     has_alpha = any(_has_alpha(f) for f in raw)
-    frames = np.stack(
-        [resize(_apply_undistort(undistort, _as_float(f), "video frame"), (height, width)) for f in raw]
-    )
+    frames = [_apply_undistort(undistort, _as_float(f), "video frame") for f in raw]
+    check_aspect(frames[0].shape[:2], (height, width), str(path))
+    frames = np.stack([resize(f, (height, width)) for f in frames])
     if mask is not None:
         frames[..., 3] = _load_masks(mask, (height, width), frames.shape[0], undistort)
         alpha_source = "mask"

@@ -81,15 +81,34 @@ def background_warning(spec: SceneSpec, target, exp: Experiment) -> Optional[str
             "background_image to a picture of it (or \"median\")")
 
 
-def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: bool = False,
+def input_paths(spec: SceneSpec, *, target=None, mask=None) -> dict:
+    """The files a fit of `spec` reads, by what the user calls them ({"--target" or "[target] video": path, ...};
+    those not given are left out): the scene file, the target and its mask, the background image and the
+    camera's calibration file."""
+    tv, ren, cam = spec.values["target"], spec.values["render"], spec.values["camera"]
+    found = {"the scene file": spec.path,
+             "--target": target, "[target] video": None if target or not tv["video"] else spec.resolve(tv["video"]),
+             "--mask": mask, "[target] mask": None if mask or not tv["mask"] else spec.resolve(tv["mask"]),
+             "[camera] calibration": cam["calibration"] and spec.resolve(cam["calibration"])}
+    image = ren["background_image"]
+    if image and image != "median":
+        found["[render] background_image"] = spec.resolve(image)
+    return {k: v for k, v in found.items() if v}
+
+
+def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: bool = False, out_dir=None,
                  **overrides) -> FitJob:
     """Read the scene file, load and prepare the target video, build the experiment and the fit
     configuration ([fit] with the command line's `overrides`: iterations, learning_rate, polish, rounds,
     round_iterations, loss, frame_stride, horizon, window, shooting, checkpoint_dir, checkpoint_every, resume,
-    resume_anyway, progress; None keeps the scene's) and the initial guess. SceneFileError or ValueError on any problem, before anything compiles."""
-    from gradsim_jax.sysid import with_camera_pose
+    resume_anyway, progress; None keeps the scene's) and the initial guess. `out_dir`: where the fit will write
+    its outputs, refused when that would overwrite one of its inputs (`sysid.check_inputs_kept`). SceneFileError
+    or ValueError on any problem, before anything compiles."""
+    from gradsim_jax.sysid import check_inputs_kept, with_camera_pose
 
     spec = load_scene(scene)
+    if out_dir is not None:
+        check_inputs_kept(out_dir, input_paths(spec, target=target, mask=mask))
     video_, undistort = load_target_video(spec, target=target, mask=mask, key_color=key_color)
     background = spec.background_image(video_.frames, undistort)
     exp = spec.experiment(frames=video_.frames.shape[0] - 1, native_size=video_.native_size,

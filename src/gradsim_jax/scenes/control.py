@@ -263,7 +263,7 @@ def run_demo(args) -> int:
     print(f"  final centre-of-mass error: trained {trained_error * 1000:.1f} mm, untrained "
           f"{untrained_error * 1000:.1f} mm, {n_random} random policies mean {baseline['mean'] * 1000:.1f} mm "
           f"(best {baseline['best'] * 1000:.1f} mm): {ratio_mean:.1f}x below the random mean")
-    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0
 
 

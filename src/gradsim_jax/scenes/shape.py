@@ -187,5 +187,5 @@ def run_shape_demo(args) -> int:
           f"{scores['held_out_views']['initial']:.3f} -> {scores['held_out_views']['fitted']:.3f} (goal > 0.97)")
     print(f"  chamfer distance to the true surface: {chamfer['initial']['mean']:.4f} -> "
           f"{chamfer['fitted']['mean']:.4f} m (the shape is {report['target_size_m']:.1f} m across)")
-    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0

@@ -121,7 +121,7 @@ def run_buoyancy_demo(args) -> int:
     for name, row in report["quantities"].items():
         print(f"  {name:15s} true {row['true']:.6g}  initial {row['initial']:.6g}  estimated "
               f"{row['estimated']:.6g}  relative error {row['relative_error']:.2e}  [{SMOKE_QUANTITIES[name][2]}]")
-    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0
 
 
@@ -195,7 +195,7 @@ def run_shape_demo(args) -> int:
     sysid.write_report(paths["report"], report)
     print(f"  image loss at the last frame: {report['initial_loss']:.4g} -> {report['final_loss']:.4g}; "
           f"overlap (IoU) with the picture {iou['initial']:.3f} -> {iou['fitted']:.3f}")
-    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0
 
 

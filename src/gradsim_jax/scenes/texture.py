@@ -153,5 +153,5 @@ def run_texture_demo(args) -> int:
     print(f"  PSNR on the {len(exp.cameras)} fitted views: {scores['fitted_views']['initial']:.1f} -> "
           f"{scores['fitted_views']['fitted']:.1f} dB; on the {len(exp.held_out)} held-out views: "
           f"{scores['held_out_views']['initial']:.1f} -> {scores['held_out_views']['fitted']:.1f} dB (goal > 35)")
-    print(f"outputs written to {out.resolve()}; total time {report['total_wall_time_s']:.1f} s")
+    print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0

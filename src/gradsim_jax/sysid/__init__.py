@@ -82,9 +82,12 @@ from gradsim_jax.sysid.quantities import (
     with_camera_pose,
 )
 from gradsim_jax.sysid.report import (
+    FIT_OUTPUTS,
     _versions,  # noqa: F401
     build_report,
+    check_inputs_kept,
     ensure_writable_folder,
+    outputs_line,
     plot_loss,
     plot_params,
     pose_error,
@@ -116,6 +119,7 @@ __all__ = [
     "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
     "canonical_theta",
     "check_config", "compiled", "control_loss", "default_theta", "ensure_writable_folder", "experiment_arrays",
+    "outputs_line", "check_inputs_kept", "FIT_OUTPUTS",
     "final_position_error", "fit_control", "fit_inputs", "gauss_newton_report", "horizon_weights", "identify",
     "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",
     "pose_error", "register", "relative_error", "frames_at", "frames_for", "motion", "render_frames", "residual_with_target", "rollout", "run",

@@ -183,6 +183,27 @@ def gradient_norms(history: dict) -> Optional[dict]:
     return {"total": total, "per_quantity": per, "growth": growth}
 
 
+#: The files a fit writes in its output folder (`write_outputs`, `write_report`), besides its checkpoint folder.
+FIT_OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "loss.png", "params.png", "report.json",
+               "report.html")
+
+
+def check_inputs_kept(out_dir, inputs: dict) -> None:
+    """ValueError, before a fit starts, when writing its outputs in `out_dir` would overwrite or change one of its
+    `inputs` ({what the user calls it, e.g. "--target": path or None}): a file of FIT_OUTPUTS' names in
+    `out_dir`, anything in its checkpoint folder, or a folder of frames that is `out_dir` itself."""
+    out = Path(out_dir).resolve()
+    for option, path in inputs.items():
+        if path is None:
+            continue
+        given = Path(path).resolve()
+        clash = (given == out or given.parent == out and given.name in FIT_OUTPUTS
+                 or out / "checkpoint" in given.parents)
+        if clash:
+            what = "is the output folder" if given == out else "lies where the fit writes its outputs"
+            raise ValueError(f"{option} {path} {what} ({out}): the fit would overwrite it; pass another --out")
+
+
 def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video: np.ndarray,
                   fitted_video: np.ndarray, report: dict, result: SysIdResult, truth: Optional[dict]) -> dict:
     """Write target.gif, initial.gif, fitted.gif, comparison.mp4, loss.png, params.png, report.json, each
@@ -191,17 +212,29 @@ def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video
 
     out = ensure_writable_folder(out_dir)
     fps = min(50.0, 1.0 / exp.frame_dt)
+    target_gif, initial_gif, fitted_gif, comparison = FIT_OUTPUTS[:4]
     paths = {
-        "target": write_gif(out / "target.gif", target, fps),
-        "initial": write_gif(out / "initial.gif", initial_video, fps),
-        "fitted": write_gif(out / "fitted.gif", fitted_video, fps),
-        "comparison": write_comparison(out / "comparison.mp4", [target, initial_video, fitted_video],
+        "target": write_gif(out / target_gif, target, fps),
+        "initial": write_gif(out / initial_gif, initial_video, fps),
+        "fitted": write_gif(out / fitted_gif, fitted_video, fps),
+        "comparison": write_comparison(out / comparison, [target, initial_video, fitted_video],
                                        ["target", "initial", "fitted"], fps=fps),
     }
     paths["loss"] = plot_loss(out / "loss.png", result.history)
     paths["params"] = plot_params(out / "params.png", result.history, truth, exp.free_particles)
     paths["report"] = write_report(out / "report.json", report)
     return {k: str(v) for k, v in paths.items()}
+
+
+def outputs_line(out_dir, seconds: Optional[float] = None) -> str:
+    """The line a command ends with: the folder, every file written in it (sorted; the checkpoint folder is left
+    out), the page to open first (report.html, where there is one) and the total time (s) where given."""
+    out = Path(out_dir)
+    names = sorted(p.name for p in out.iterdir() if p.is_file() and not p.name.startswith("."))
+    line = f"outputs written to {out.resolve()}: {', '.join(names)}"
+    if "report.html" in names:
+        line += " (open report.html)"
+    return line if seconds is None else f"{line}; total time {seconds:.1f} s"
 
 
 def ensure_writable_folder(folder) -> Path:

@@ -3,7 +3,6 @@ fitted videos, every output file and the console summary (`run`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, Optional
 
 import jax.numpy as jnp
@@ -14,7 +13,8 @@ from gradsim_jax.sysid.experiment import Experiment, _as_theta, simulate_video
 from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
 from gradsim_jax.sysid.identify import identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
-from gradsim_jax.sysid.report import build_report, ensure_writable_folder, summary_lines, write_outputs, write_report
+from gradsim_jax.sysid.report import (build_report, ensure_writable_folder, outputs_line, summary_lines, write_outputs,
+                                      write_report)
 
 
 def perturbed(theta: dict, free, *, seed: int = 0, low: float = 0.3, high: float = 0.5,
@@ -85,7 +85,6 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
     elif conv is not None:
         for tip in conv.advice:
             echo(f"note: {tip}")
-    names = ", ".join(Path(p).name for p in report["outputs"].values())
-    echo(f"outputs written to {Path(out_dir).resolve()}: {names}")
+    echo(outputs_line(out_dir))
     return report
 
