@@ -32,6 +32,7 @@ def test_plume_quantities_are_recovered_from_half_off_on_a_reduced_grid():
         assert abs(float(result.theta[name]) - true) / true < 1e-3, name
     assert result.history["loss"][-1] < 1e-3 * result.history["loss"][0]
     assert result.lm_iterations >= 1 and "lm" in result.history["stage"]
+    assert result.convergence.converged, result.convergence
 
 
 @pytest.mark.parametrize("through_camera", [False, pytest.param(True, marks=pytest.mark.slow)])  # suite time
@@ -98,7 +99,8 @@ def test_demo_smoke_buoyancy_writes_every_output(tmp_path, capsys):
     assert set(report["quantities"]) == {"smoke_buoyancy", "inflow_rate"}
     assert report["quantities"]["smoke_buoyancy"]["initial"] == pytest.approx(1.5)
     assert report["final_loss"] < report["initial_loss"]
-    assert "relative error" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "relative error" in printed and "  converged: " in printed and report["convergence"] is not None
 
 
 @pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it

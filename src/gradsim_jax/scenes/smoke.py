@@ -121,6 +121,8 @@ def run_buoyancy_demo(args) -> int:
     for name, row in report["quantities"].items():
         print(f"  {name:15s} true {row['true']:.6g}  initial {row['initial']:.6g}  estimated "
               f"{row['estimated']:.6g}  relative error {row['relative_error']:.2e}  [{SMOKE_QUANTITIES[name][2]}]")
+    for line in sysid.convergence_lines(result.convergence):
+        print(line)
     print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0
 

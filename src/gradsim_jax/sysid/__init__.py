@@ -86,6 +86,7 @@ from gradsim_jax.sysid.report import (
     _versions,  # noqa: F401
     build_report,
     check_inputs_kept,
+    convergence_lines,
     ensure_writable_folder,
     outputs_line,
     plot_loss,
@@ -119,7 +120,7 @@ __all__ = [
     "Experiment", "FitConfig", "Quantity", "SysIdResult", "assemble", "build_report", "camera_for", "canonical",
     "canonical_theta",
     "check_config", "compiled", "control_loss", "default_theta", "ensure_writable_folder", "experiment_arrays",
-    "outputs_line", "check_inputs_kept", "FIT_OUTPUTS",
+    "outputs_line", "check_inputs_kept", "FIT_OUTPUTS", "convergence_lines",
     "final_position_error", "fit_control", "fit_inputs", "gauss_newton_report", "horizon_weights", "identify",
     "image_loss", "levenberg_marquardt", "make_loss", "make_residual", "perturbed", "plot_loss", "plot_params",
     "pose_error", "register", "relative_error", "frames_at", "frames_for", "motion", "render_frames", "residual_with_target", "rollout", "run",

@@ -359,17 +359,55 @@ def _list(values) -> str:
     return ", ".join(f"{v:.3g}" for v in values)
 
 
+def verdict_line(conv: dict) -> str:
+    """"  converged: yes/NO (final loss, initial, noise floor, ratio)" from `Convergence.as_dict()`."""
+    ratio = conv.get("floor_ratio")
+    # as_dict writes non-finite numbers as None (JSON): a fit of 0 iterations has no final loss.
+    g = lambda v: "n/a" if v is None else f"{v:.3g}"  # noqa: E731
+    return (f"  converged: {'yes' if conv['converged'] else 'NO'} (final loss {g(conv['final_loss'])}, initial "
+            f"{g(conv['initial_loss'])}, noise floor {g(conv['noise_floor'])}"
+            + (f", {ratio:.3g} x floor" if ratio is not None else "") + ")")
+
+
+def advice_lines(conv) -> list[str]:
+    """The lines after a fit's summary: why it did not converge and what to try, or its notes (`conv`: a
+    `fit.convergence.Convergence` or None)."""
+    if conv is None:
+        return []
+    if not conv.converged:
+        return (["WARNING: the fit did not converge: " + "; ".join(conv.reasons) + "."]
+                + [f"  try: {tip}" for tip in conv.advice])
+    return [f"note: {tip}" for tip in conv.advice]
+
+
+def convergence_lines(conv) -> list[str]:
+    """The verdict line and the advice of a fit whose report has no `summary_lines` (`conv`: a Convergence or
+    None)."""
+    return [] if conv is None else [verdict_line(conv.as_dict()), *advice_lines(conv)]
+
+
+#: A quantity of up to this many values (a pendulum's arm lengths) is printed whole by `summary_lines`; a larger
+#: one (a velocity per particle) by its count, with its relative error.
+SUMMARY_VALUES = 4
+
+
+def _values(value) -> str:
+    flat = np.ravel(np.asarray(value, np.float64))
+    return f"{flat[0]:.6g}" if flat.size == 1 else "[" + ", ".join(f"{v:.6g}" for v in flat) + "]"
+
+
 def summary_lines(report: dict) -> list[str]:
     """Readable lines: each estimated quantity with truth and relative error, identifiability flags."""
     lines = []
     for n in report["free"]:
-        est, ini = report["estimated"][n], report["initial"][n]
-        if isinstance(est, list):
-            line = f"  {n:<10} ({np.size(est)} values)"
+        values = [report["estimated"][n], report["initial"][n]] + ([report["true"][n]] if "true" in report else [])
+        size = int(np.size(values[0]))
+        if size > SUMMARY_VALUES:
+            line = f"  {n:<10} ({size} values)"
         else:
-            one = [float(np.mean(v)) for v in (est, ini, report.get("true", {}).get(n, 0.0))]
-            line = f"  {n:<10} estimated {one[0]:.6g}  (initial {one[1]:.6g}"
-            line += f", true {one[2]:.6g})" if "true" in report else ")"
+            shown = [_values(v) for v in values]
+            line = f"  {n:<10} estimated {shown[0]}  (initial {shown[1]}"
+            line += f", true {shown[2]})" if "true" in report else ")"
         if "relative_error" in report:
             line += f"  relative error {report['relative_error'][n]:.2e}"
         lines.append(line)
@@ -379,12 +417,7 @@ def summary_lines(report: dict) -> list[str]:
             f"{n} {v[0]:.3g} -> {v[-1]:.3g}" for n, v in norms["per_quantity"].items() if v))
     conv = report.get("convergence")
     if conv:
-        ratio = conv.get("floor_ratio")
-        # as_dict writes non-finite numbers as None (JSON): a fit of 0 iterations has no final loss.
-        g = lambda v: "n/a" if v is None else f"{v:.3g}"  # noqa: E731
-        lines.append(f"  converged: {'yes' if conv['converged'] else 'NO'} (final loss {g(conv['final_loss'])}, "
-                     f"initial {g(conv['initial_loss'])}, noise floor {g(conv['noise_floor'])}"
-                     + (f", {ratio:.3g} x floor" if ratio is not None else "") + ")")
+        lines.append(verdict_line(conv))
     if "camera_pose_error" in report:
         err = report["camera_pose_error"]
         lines.append(f"  camera pose off by {err['rotation_deg']:.3g} deg and {err['centre_m'] * 100:.3g} cm")

@@ -13,8 +13,8 @@ from gradsim_jax.sysid.experiment import Experiment, _as_theta, simulate_video
 from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
 from gradsim_jax.sysid.identify import identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
-from gradsim_jax.sysid.report import (build_report, ensure_writable_folder, outputs_line, summary_lines, write_outputs,
-                                      write_report)
+from gradsim_jax.sysid.report import (advice_lines, build_report, ensure_writable_folder, outputs_line, summary_lines,
+                                      write_outputs, write_report)
 
 
 def perturbed(theta: dict, free, *, seed: int = 0, low: float = 0.3, high: float = 0.5,
@@ -77,14 +77,8 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
         echo(f"note: {len(report['backoffs'])} update(s) reached a non-finite loss or gradient and were redone "
              f"at half length (Adam iterations {', '.join(map(str, report['backoffs']))}); later updates kept "
              "the shorter length")
-    conv = result.convergence
-    if conv is not None and not conv.converged:
-        echo("WARNING: the fit did not converge: " + "; ".join(conv.reasons) + ".")
-        for tip in conv.advice:
-            echo(f"  try: {tip}")
-    elif conv is not None:
-        for tip in conv.advice:
-            echo(f"note: {tip}")
+    for line in advice_lines(result.convergence):
+        echo(line)
     echo(outputs_line(out_dir))
     return report
 

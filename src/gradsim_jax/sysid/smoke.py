@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.fit.convergence import assess, noise_floor, relative_last_step
 from gradsim_jax.fit.fit import cosine_schedule, fit
 from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
 from gradsim_jax.fit.losses import rgba_mse
@@ -272,7 +273,9 @@ def fit_smoke(exp: SmokeExperiment, target, initial: dict, free, *, iterations: 
     free quantity is a scalar. `callback(iteration, theta, loss)` after each Adam step.
 
     Returns a `SysIdResult`: theta (every quantity, the free ones fitted), history ("iteration", "loss",
-    "params": the scalar quantities per step, "stage": "adam" or "lm")."""
+    "params": the scalar quantities per step, "stage": "adam" or "lm"), convergence (`fit.convergence.assess`
+    against the compared frames' noise floor; a field's last steps are not tracked, so a fit of one is
+    judged by its loss alone)."""
     free = _check_names(free)
     if not free:
         raise ValueError("free names no quantity to fit")
@@ -310,8 +313,13 @@ def fit_smoke(exp: SmokeExperiment, target, initial: dict, free, *, iterations: 
                 history["params"].setdefault(n, []).append(values[n])
         lm_steps = len(records)
     loss = float(loss_fn(theta))
+    # The verdict of every other fit: against the loss at the start, the target's noise floor and the last steps.
+    convergence = assess(initial_loss=history["loss"][0] if history["loss"] else loss, final_loss=loss,
+                         floor=noise_floor(np.asarray(tgt)), grad_norm=float(result.grad_norm),
+                         last_step=relative_last_step(history["params"]) if history["params"] else float("inf"),
+                         loss_kind="smoke")
     return SysIdResult(theta=theta, history=history, report=None, wall_time=time.perf_counter() - started,
-                       adam_iterations=iterations, lm_iterations=lm_steps, loss=loss)
+                       adam_iterations=iterations, lm_iterations=lm_steps, loss=loss, convergence=convergence)
 
 
 def _polish(exp, theta: dict, free: tuple, tgt, frames, steps: int):
@@ -364,7 +372,8 @@ def smoke_report(exp: SmokeExperiment, free, truth: Optional[dict], initial: dic
             "frame_dt": exp.frame_dt, "substeps": exp.substeps, "quantities": rows,
             "iterations": {"adam": result.adam_iterations, "levenberg_marquardt": result.lm_iterations},
             "initial_loss": result.history["loss"][0] if result.history["loss"] else None,
-            "final_loss": result.loss, "wall_time_s": result.wall_time}
+            "final_loss": result.loss, "wall_time_s": result.wall_time,
+            "convergence": None if result.convergence is None else result.convergence.as_dict()}
 
 
 def _summary(a) -> Any:
