@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench docs clean
+.PHONY: demo test test-all bench docs docs-serve clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,15 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
-# The documentation site, built strictly into site/ (a broken link or a missing API name fails).
+# The documentation site, built strictly into site/ (a broken link or a missing API name fails); it reads
+# from disk: open site/index.html.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The site served at http://127.0.0.1:8000 and rebuilt on every change: its search runs only when served
+# (a browser does not start the search's worker for a page opened from disk).
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache

@@ -310,8 +310,8 @@ gradsim-jax demo {name}     # then open runs/{name}/report.html
 ```
 
 <figure markdown="span">
-  <video src="../../assets/demos/{name}/comparison.mp4" controls loop muted autoplay playsinline width="100%"
-         poster="../../assets/demos/{name}/frame.png"></video>
+  <video src="../assets/demos/{name}/comparison.mp4" controls loop muted autoplay playsinline width="100%"
+         poster="../assets/demos/{name}/frame.png"></video>
   <figcaption>{labels} (comparison.mp4 of the run below)</figcaption>
 </figure>
 
