@@ -486,6 +486,36 @@ def test_walk_runs_the_page_as_written_from_a_fresh_clone(page, steps, clone):
     assert not failures, "\n\n".join(failures)
 
 
+PAGE_TABLE = """| quantity | true | start | estimate | relative error |
+|---|---:|---:|---:|---:|
+| mass | 0.02 | 0.0270791 | 0.02 | 9.3e-08 |
+
+Converged: yes; final loss 7.47e-12; 60 Adam iterations and 4 Levenberg-Marquardt steps; 29 s in all."""
+
+
+@pytest.mark.parametrize("edit,ok", [
+    ((), True),
+    (("29 s in all", "90 s in all"), True),
+    (("4 Levenberg", "7 Levenberg"), True),
+    (("| 9.3e-08", "| 2.1e-07"), True),
+    (("| 9.3e-08", "| 2.1e-04"), False),
+    (("| 0.02 | 9.3e-08", "| 0.021 | 9.3e-08"), False),
+    (("yes", "no"), False),
+    (("mass", "stiffness"), False),
+])
+def test_a_demo_run_is_compared_with_its_page_as_the_docstring_says(edit, ok):
+    new = PAGE_TABLE.replace(*edit) if edit else PAGE_TABLE
+    assert (not compare_measured(PAGE_TABLE, new)) == ok
+
+
+def test_expect_comments_compare_json_values(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"relative_error": {"mass": 2e-5, "v": [1e-4, 3e-4]},
+                                                 "convergence": {"converged": True}}))
+    assert not check_expectation(tmp_path, "r.json: relative_error.mass < 1e-4; convergence.converged == true; "
+                                           "mean(relative_error.v) <= 2e-4")
+    assert len(check_expectation(tmp_path, "r.json: relative_error.mass < 1e-5; max(relative_error.v) < 2e-4")) == 2
+
+
 def test_walk_covers_every_runnable_command_and_expectation():
     """Every command is run (make test or the walk) or has its reason; every expect comment follows a step."""
     reasons = {plan(c) for c in COMMANDS} - {"quick", "walk"}
