@@ -24,7 +24,11 @@ c ke with approach damping kd, isotropic Coulomb friction of viscous slope kf up
 friction integrated backward over the step when the integrator asks (`implicit_penalty_force`). A particle
 touching several colliders gets the sum of their forces. The coefficients are those of the pair: NVIDIA Warp
 averages a particle's and a shape's (`0.5 (particle_ke + shape_ke)` and likewise for kd, kf, mu); give the
-average to match it.
+average to match it. One law differs from Warp 1.8.1's particle-shape kernel (`eval_particle_contacts`, which
+also serves its particles against rigid bodies): it caps friction at mu |c ke|, the elastic force alone, where
+this module (and Warp's ground kernel) caps it at mu |c ke + kd min(vn, 0)|. The two agree except while the
+contact damps an approach (vn < 0 with kd > 0) and the cap binds (kf |vt| > mu |c ke|): on Warp's cloth-on-
+sphere scene with friction (docs: concepts/physics, "Colliders"), 48 of 41107 particle-steps in contact.
 
 A collider is static (it stays where `ColliderParams` puts them) or kinematic, moved by keyframes
 (`physics.collider_motion`: damping and friction then act on the velocity relative to its surface). Every float

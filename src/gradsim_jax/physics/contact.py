@@ -64,8 +64,9 @@ class ContactParams:
 def penalty_force(normal, c, v, ke, kd, kf, mu, smoothing: float = 0.0):
     """Penalty contact force [..., 3] on points at signed distance c [...] (m; < 0 inside) from a surface of
     unit normal `normal` [3] (a plane) or [..., 3] (each point's), moving at v [..., 3]; zero out of contact (the
-    model in the module docstring). ke, kd, kf, mu broadcast against c. `smoothing` (m, static): the smooth
-    onset of `contact_depth` (0: the exact penalty)."""
+    model in the module docstring; Warp's ground law, whose friction cap mu |fn| includes the approach damping;
+    Warp's particle-shape kernel caps at mu |c ke|, `physics.colliders`). ke, kd, kf, mu broadcast against c.
+    `smoothing` (m, static): the smooth onset of `contact_depth` (0: the exact penalty)."""
     c, weight = contact_depth(c, smoothing)
     vn = jnp.sum(v * normal, axis=-1)
     vt = v - vn[..., None] * normal

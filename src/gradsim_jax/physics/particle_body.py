@@ -1,12 +1,13 @@
 """Contact of particles (cloth, soft-body and free particles) with the scene's rigid bodies, both ways.
 
 A particle at p meets body B's solid as a rigid body's contact point does (`physics.bodycontact`): the signed
-distance d = max_f (n_f . p - o_f) over B's hull faces (exact inside a closed convex hull, positive outside),
-less the particle radius; the penalty force f of `contact.penalty_force` at the particle's velocity relative to
-B's surface there, v - (v_B + w_B x (p - x_B)), with the pair's coefficients: the mean of the particles'
-contact ke, kd, kf, mu (`Params.contact`) and the body's (`RigidParams.contact_*`), as NVIDIA Warp averages a
-particle's and a shape's. f acts on the particle, -f on B at p (force and torque (p - x_B) x -f): equal and
-opposite, so particles and bodies exchange momentum exactly. A kinematic body (mass 0) is a moving obstacle.
+distance d = max_f (n_f . p - o_f) over B's hull faces (exact inside a closed convex hull, positive outside), less
+the particle radius; the penalty force f of `contact.penalty_force` at the particle's velocity relative to B's
+surface there, v - (v_B + w_B x (p - x_B)), with the pair's coefficients: the mean of the particles' contact ke,
+kd, kf, mu (`Params.contact`) and the body's (`RigidParams.contact_*`), as NVIDIA Warp averages a particle's and a
+shape's (its kernel caps friction at mu |c ke|, ours at mu |fn|: `physics.colliders`). f acts on the particle, -f
+on B at p (force and torque (p - x_B) x -f): equal and opposite, so particles and bodies exchange momentum exactly.
+A kinematic body (mass 0) is a moving obstacle.
 
 With the integrator's implicit contact, the damping and friction are taken backward over the step for the
 particle's mass alone (`contact.implicit_penalty_force`: the body's velocity held over the step), which is
