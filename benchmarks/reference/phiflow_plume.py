@@ -17,6 +17,9 @@ extrapolation ZERO_GRADIENT), at rest and empty at the start; each step of dt:
 3. `fluid.make_incompressible` with `Solve('CG', rel_tol, 0)`: |residual| <= rel_tol |div| (PhiFlow's
    stop_on_l2), from a zero initial guess.
 
+With --advection maccormack both advections are `advect.mac_cormack` instead (the MacCormack comparison of
+docs/concepts/smoke.md, "MacCormack at walls", via `benchmarks/smoke_refinement.py --phiflow`).
+
 Written (--out, npz): density [steps + 1, N, N] (rows y up, columns x), u [N, N] and v [N, N] on the MAC faces of
 the last step (gradsim-jax's layout: u[:, 0] and v[0, :] the walls), mask [N, N], and the settings; with --time
 also forward_s and gradient_s (the median of --repeats calls, compile excluded) and compile_s.
@@ -41,6 +44,8 @@ def main() -> None:
     parser.add_argument("--buoyancy", type=float, default=0.1)
     parser.add_argument("--rate", type=float, default=0.2, help="inflow rate (density per unit time)")
     parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--advection", default="semi-lagrangian", choices=("semi-lagrangian", "maccormack"),
+                        help="advect.semi_lagrangian (default) or advect.mac_cormack, for density and velocity alike")
     parser.add_argument("--method", default="CG", help="PhiFlow's Solve method (default CG)")
     parser.add_argument("--warm-start", action="store_true",
                         help="start each pressure solve from the last step's pressure (PhiFlow's own plume example)")
@@ -71,11 +76,13 @@ def main() -> None:
 
     pressure = [None]
 
+    scheme = advect.semi_lagrangian if args.advection == "semi-lagrangian" else advect.mac_cormack
+
     def advance(velocity, smoke):
         """A step up to the projection: (the velocity handed to it, the new density)."""
-        smoke = advect.semi_lagrangian(smoke, velocity, dt) + (dt * args.rate) * inflow
+        smoke = scheme(smoke, velocity, dt) + (dt * args.rate) * inflow
         buoyancy = resample(smoke * (0, args.buoyancy), to=velocity)
-        return advect.semi_lagrangian(velocity, velocity, dt) + dt * buoyancy, smoke
+        return scheme(velocity, velocity, dt) + dt * buoyancy, smoke
 
     def project(velocity):
         start = solve if not (args.warm_start and pressure[0] is not None) else Solve(

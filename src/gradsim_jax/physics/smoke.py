@@ -26,7 +26,10 @@ One step of dt s (after Stam 1999, "Stable Fluids", and Bridson's "Fluid Simulat
 Advection is semi-Lagrangian (each sample point traced back along the velocity for dt, one Euler step, the
 field interpolated bilinearly there; a closed box clamps the traced point to the box) or MacCormack
 (Selle et al. 2008: a forward and a backward semi-Lagrangian pass, half the round trip's error taken off,
-clamped to the values the forward pass interpolated between, so no new extrema).
+clamped to the values the forward pass interpolated between, so no new extrema). Those are the grid values of
+nonzero weight: a point traced past the outermost samples towards a closed wall is clamped to them alone.
+(PhiFlow 3.4 clamps face values half a cell off and does not converge there: docs/concepts/smoke.md, "MacCormack
+at walls".)
 """
 
 from __future__ import annotations
@@ -213,7 +216,8 @@ def _extended(field, axis: int, closed: bool):
 
 def _sample(field, gx, gy, closed: bool, with_range: bool = False):
     """Bilinear samples of `field` [Ny, Nx] at fractional indices (gx, gy) (any shape), clamped to the array
-    (closed) or wrapped (periodic); with_range: also the min and max of the four values interpolated."""
+    (closed) or wrapped (periodic); with_range: also the min and max of the values interpolated, i.e. of the
+    corners whose weight is not zero (`_weighted_range`)."""
     ny, nx = field.shape
     if closed:
         gx, gy = jnp.clip(gx, 0.0, nx - 1.0), jnp.clip(gy, 0.0, ny - 1.0)
@@ -230,7 +234,20 @@ def _sample(field, gx, gy, closed: bool, with_range: bool = False):
     value = (1 - fy) * ((1 - fx) * a + fx * b) + fy * ((1 - fx) * c + fx * d)
     if not with_range:
         return value
-    return value, jnp.minimum(jnp.minimum(a, b), jnp.minimum(c, d)), jnp.maximum(jnp.maximum(a, b), jnp.maximum(c, d))
+    return (value,) + _weighted_range(a, b, c, d, fx, fy)
+
+
+def _weighted_range(a, b, c, d, fx, fy):
+    """(min, max) of the corners a (0, 0), b (1, 0), c (0, 1), d (1, 1) that carry weight at fractions (fx, fy).
+    A point on a cell's edge (fx or fy 0 or 1: every point traced past the outermost samples towards a closed
+    wall, and any point that a zero velocity component leaves on a grid line) gives two corners weight 0; they
+    take their neighbours' values, so that MacCormack's clamp stays within the values the sample was
+    interpolated from."""
+    a, b = jnp.where(fx < 1, a, b), jnp.where(fx > 0, b, a)
+    c, d = jnp.where(fx < 1, c, d), jnp.where(fx > 0, d, c)
+    a, c = jnp.where(fy < 1, a, c), jnp.where(fy > 0, c, a)
+    b, d = jnp.where(fy < 1, b, d), jnp.where(fy > 0, d, b)
+    return jnp.minimum(jnp.minimum(a, b), jnp.minimum(c, d)), jnp.maximum(jnp.maximum(a, b), jnp.maximum(c, d))
 
 
 def _points(shape, offset):
