@@ -50,7 +50,7 @@ def page() -> str:
     os.environ["COLUMNS"] = WIDTH
     try:
         from gradsim_jax.cli import COMMANDS, build_parser
-        from gradsim_jax.scenes.catalog import CONTACT_DEMOS, CONTROL_DEMOS, FEM_DEMOS, ODE_DEMOS, RIGID_DEMOS
+        from gradsim_jax.cli.app import subcommands
 
         parser = build_parser()
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -61,9 +61,7 @@ def page() -> str:
         for name in COMMANDS:
             parts.append(f"## {name}\n\n```text\n{_help([name])}\n```\n")
             if name == "demo":
-                demos = ["cloth", "cloth-control", *RIGID_DEMOS, "rigid-shape", *FEM_DEMOS, *CONTACT_DEMOS, *ODE_DEMOS,
-                         "smoke-buoyancy", "smoke-shape", "texture", "shape", *CONTROL_DEMOS]
-                for demo in demos:
+                for demo in subcommands(subcommands(parser)["demo"]):  # every demo the parser has, in its order
                     parts.append(f"### demo {demo}\n\nTutorial: [demo {demo}](tutorials/{demo}.md).\n\n"
                                  f"```text\n{_help(['demo', demo])}\n```\n")
         return "\n".join(parts)

@@ -6,12 +6,14 @@ import contextlib
 import io
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 
 from gradsim_jax import sysid
-from gradsim_jax.cli import main
+from gradsim_jax.cli import build_parser, main
+from gradsim_jax.cli.app import subcommands
 from gradsim_jax.fit import checkpoint_path, load_checkpoint
 from gradsim_jax.render.video import load_target, write_gif
 from gradsim_jax.scenefile import SceneFileError, load_scene
@@ -179,6 +181,62 @@ def test_bad_options_are_usage_errors(tmp_path, capsys, no_simulation, option, v
     assert "Traceback" not in err
     for word in words:
         assert word in err, (word, err)
+
+
+@pytest.mark.parametrize("argv, prog, hint", [
+    (["fit", "{scene}", "--targt", "t.gif"], "gradsim-jax fit", "(did you mean --target?)"),
+    (["demo", "pendulum", "--iteratoins", "3"], "gradsim-jax demo pendulum", "(did you mean --iterations?)"),
+    (["render", "{scene}", "--out", "x.gif", "bogus"], "gradsim-jax render", None),
+])
+def test_an_unknown_option_shows_the_usage_of_its_subcommand(tmp_path, capsys, no_simulation, argv, prog, hint):
+    scene = str(write(tmp_path))
+    with pytest.raises(SystemExit) as e:
+        main([a.format(scene=scene) for a in argv])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: {prog} "), err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"{prog}: error: unrecognized arguments: "), last
+    assert hint is None or last.endswith(hint), last
+
+
+@pytest.mark.parametrize("option", ["--target", "--mask"])
+@pytest.mark.parametrize("command", ["fit", "gradcheck"])
+def test_a_missing_target_or_mask_names_its_option(tmp_path, capsys, no_simulation, option, command):
+    given = {"--target": str(noise_gif(tmp_path / "t.gif")), "--mask": None}
+    given[option] = str(tmp_path / "nosuch")
+    argv = [command, str(write(tmp_path)), "--out", str(tmp_path / "run")]
+    argv += [word for name, value in given.items() if value is not None for word in (name, value)]
+    assert main(argv) == 2
+    err = clean_error(capsys, f"{option} {tmp_path / 'nosuch'}")
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_unknown_demo_quantity_suggests_and_lists_the_demos_own(tmp_path, capsys, no_simulation):
+    assert main(["demo", "cloth", "--estimate", "masss", "--out", str(tmp_path / "run"), *QUIET]) == 2
+    err = clean_error(capsys, "--estimate", "unknown quantity 'masss'", "did you mean 'mass'?", "stiffness",
+                      "velocity")
+    assert "body_mass" not in err and "pendulum_length" not in err, err  # no other demo's quantities
+    assert main(["demo", "stack", "--estimate", "mas", "--out", str(tmp_path / "run"), *QUIET]) == 2
+    err = clean_error(capsys, "did you mean 'body_mass'?", "body_mu")
+    assert "stiffness" not in err, err
+
+
+def test_an_unknown_quantity_of_a_scene_file_suggests_the_nearest(tmp_path, capsys, no_simulation):
+    path = write(tmp_path, SCENE.replace('free = ["mass"]', 'free = ["stifness"]'))
+    assert main(["fit", str(path), "--target", str(noise_gif(tmp_path / "t.gif")), "--out", str(tmp_path / "run"),
+                 *QUIET]) == 2
+    clean_error(capsys, "[fit] free", "unknown quantity 'stifness'", "did you mean 'stiffness'?")
+
+
+def test_the_top_level_help_lists_every_demo(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    demos = subcommands(subcommands(build_parser())["demo"])
+    assert len(demos) > 20
+    for name in demos:
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), name
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,12 +1,7 @@
 """`gradsim-jax`: recover the physical parameters of cloth, rigid bodies and soft bodies from video, and
 train controls that make them reach a target image.
 
-    gradsim-jax demo cloth [--estimate mass,stiffness,damping] [--out runs/cloth] ...
-    gradsim-jax demo cloth-control [--out runs/cloth-control] ...
-    gradsim-jax demo rigid-mass | rigid-material [--estimate body_mass,body_ke,...] | rigid-restitution ...
-    gradsim-jax demo rigid-shape [--out runs/rigid-shape] ...
-    gradsim-jax demo fem-material [--estimate fem_mu,fem_lambda,fem_damping] | fem-mass ...
-    gradsim-jax demo control-fem | control-cloth | control-walker | control-jellyfish [--iterations N] ...
+    gradsim-jax demo DEMO [--out runs/DEMO] [--iterations N] ...     (DEMO below; `demo DEMO --help`)
     gradsim-jax render SCENE.toml --out target.gif      (synthetic target from the scene's [material])
     gradsim-jax fit SCENE.toml --target VIDEO [--out runs/fit] [--restarts N] ...
     gradsim-jax gradcheck | horizon SCENE.toml ...     (are the gradients right; how far are they informative)
@@ -17,6 +12,8 @@ train controls that make them reach a target image.
 from __future__ import annotations
 
 import argparse
+import difflib
+import textwrap
 
 from gradsim_jax.cli import demo, diagnostics, fit, render
 from gradsim_jax.cli.args import fail, show_warning
@@ -24,16 +21,26 @@ from gradsim_jax.cli.args import fail, show_warning
 
 def build_parser() -> argparse.ArgumentParser:
     """The `gradsim-jax` parser: one subcommand module each (`cli.demo`, `cli.fit`, `cli.render`,
-    `cli.diagnostics`)."""
+    `cli.diagnostics`). Its description lists every demo the `demo` parser has, so it cannot leave one out."""
     from gradsim_jax.version import __version__
 
-    parser = argparse.ArgumentParser(prog="gradsim-jax", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="gradsim-jax", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gradsim-jax {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in dict.fromkeys(COMMANDS.values()):  # a module may add several commands
         command.add_parser(sub)
+    demos = ", ".join(subcommands(subcommands(parser)["demo"]))
+    parser.description = __doc__ + "\n" + textwrap.fill(demos, width=100, initial_indent="DEMO: ",
+                                                      subsequent_indent="      ", break_on_hyphens=False) + "\n"
     return parser
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of `parser` by name, in the order they were added ({} when it has none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 #: Each subcommand's module: `add_parser(sub)` and `run(args) -> exit status`.
@@ -41,11 +48,26 @@ COMMANDS = {"demo": demo, "fit": fit, "render": render,
             **{name: diagnostics for name in diagnostics.COMMANDS}}
 
 
+def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, except that an unknown option is reported by the (sub)command it was given
+    to: its usage line ("usage: gradsim-jax fit ...") and, for a misspelt option, the closest ones it has."""
+    args, unknown = parser.parse_known_args(argv)
+    if not unknown:
+        return args
+    owner = parser
+    for name in (getattr(args, "command", None), getattr(args, "demo", None)):
+        owner = subcommands(owner).get(name, owner)
+    options = [s for a in owner._actions for s in a.option_strings if s.startswith("--")]
+    close = [m for u in unknown if u.startswith("-") for m in difflib.get_close_matches(u.split("=")[0], options, 1)]
+    hint = f" (did you mean {' or '.join(dict.fromkeys(close))}?)" if close else ""
+    owner.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+
+
 def main(argv=None) -> int:
     import warnings
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     from gradsim_jax.fit import CheckpointError, CheckpointMismatch, FitDiverged
     from gradsim_jax.physics import SimulationDiverged
     from gradsim_jax.physics.checks import TracedCheckError

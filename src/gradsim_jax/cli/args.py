@@ -1,7 +1,7 @@
 """What the commands of `gradsim-jax` share: argument types (`count`, `positive`, `fraction`, `spread`,
 `blur_mode`, `parse_clip`), groups of flags (`fit_flags`, `progress_flags`, `force_flag`, `restart_flags`), the
 one-line error (`fail`), warnings as one line (`show_warning`) and the checks before anything compiles
-(`preflight`). Every command's module imports them from here, never from another command's."""
+(`missing_input`, `preflight`). Every command's module imports them from here, never from another command's."""
 
 from __future__ import annotations
 
@@ -39,6 +39,18 @@ def positive(text):
 def fail(message: str) -> int:
     print(f"gradsim-jax: error: {message}", file=sys.stderr)
     return 2
+
+
+def missing_input(args) -> str | None:
+    """The message naming the option when --target or --mask names nothing on disk (None when both exist or
+    are not given): what a loader's "no video at PATH" means on the command line."""
+    from pathlib import Path
+
+    for option in ("target", "mask"):
+        path = getattr(args, option, None)
+        if path is not None and not Path(path).exists():
+            return f"--{option} {path}: no such file or folder"
+    return None
 
 
 def fraction(text):

@@ -9,12 +9,17 @@ import argparse
 import time
 from pathlib import Path
 
-from gradsim_jax.cli.args import (count, fail, fit_flags, force_flag, positive, preflight, progress_flags,
-                                  rewrite_report)
-from gradsim_jax.scenes.catalog import (CONTACT_DEMOS, CONTACT_ESTIMATES, CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS,
+from gradsim_jax.cli.args import (count, fail, fit_flags, force_flag, missing_input, positive, preflight,
+                                  progress_flags, rewrite_report)
+from gradsim_jax.scenes.catalog import (CONTACT_DEMOS, CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS,
                                        FEM_MATERIAL_ESTIMATES, ODE_DEMOS, ODE_ESTIMATES, RIGID_DEMOS,
                                        RIGID_MATERIAL_ESTIMATES, contact_demo_experiment, demo_experiment,
                                        fem_demo_experiment, ode_demo_experiment, rigid_demo_experiment)
+from gradsim_jax.scenes.contact import DRAPE_QUANTITIES, LIFT_QUANTITIES, STACK_QUANTITIES
+from gradsim_jax.scenes.smoke import PLUME_TRUTH
+
+#: The quantities each contact demo's scene can estimate (its --estimate's choices).
+CONTACT_QUANTITIES = {"stack": STACK_QUANTITIES, "drape": DRAPE_QUANTITIES, "lift": LIFT_QUANTITIES}
 
 
 def add_parser(sub) -> None:
@@ -38,6 +43,7 @@ def add_parser(sub) -> None:
     cloth.add_argument("--estimate", default="mass,stiffness,damping",
                        help=f"comma-separated quantities: {', '.join(DEMO_ESTIMATES)} "
                             "(default mass,stiffness,damping)")
+    cloth.set_defaults(quantities=DEMO_ESTIMATES)
     cloth.add_argument("--size", type=count(1), default=48, help="image size in pixels (default 48)")
     cloth.add_argument("--frames", type=count(1), default=30, help="frames to simulate (default 30)")
     cloth.add_argument("--cells", type=count(1), default=None, help="cloth cells per side (default: scene's own)")
@@ -83,7 +89,7 @@ def add_parser(sub) -> None:
     force_flag(shape)
 
     _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
-    _table_demo_parsers(demos, CONTACT_DEMOS, CONTACT_ESTIMATES)
+    _table_demo_parsers(demos, CONTACT_DEMOS, CONTACT_QUANTITIES)
     for name, (summary, text, estimate, fit_defaults, start) in ODE_DEMOS.items():
         _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, ODE_ESTIMATES[name], start)
 
@@ -91,11 +97,11 @@ def add_parser(sub) -> None:
     _texture_demo_parser(demos)
 
     for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
-        p = demos.add_parser(name, help=summary, description=summary + ". Trains an explicit policy (tanh of "
-                             "phase sinusoids) by gradient descent through simulation and rendering against a "
-                             "target image, scores random policies, and writes untrained.gif, trained.gif, "
-                             "comparison.mp4, target.png, loss.png, report.json and a resumable checkpoint "
-                             "(policy + optimizer state) to OUT.")
+        p = demos.add_parser(name, help=_as_help(summary),
+                             description=summary + ". Trains an explicit policy (tanh of phase sinusoids) by "
+                             "gradient descent through simulation and rendering against a target image, scores "
+                             "random policies, and writes untrained.gif, trained.gif, comparison.mp4, target.png, "
+                             "loss.png, report.json and a resumable checkpoint (policy + optimizer state) to OUT.")
         p.add_argument("--size", type=count(8), default=64, help="image size in pixels (default 64)")
         p.add_argument("--frames", type=count(1), default=None, help=f"frames to simulate (default {frames})")
         p.add_argument("--iterations", type=count(0), default=None, metavar="N",
@@ -109,6 +115,12 @@ def add_parser(sub) -> None:
         progress_flags(p)
         force_flag(p)
 
+
+
+def _as_help(text: str) -> str:
+    """A catalogue text as an argparse help string: argparse %-formats help (not descriptions), so a literal
+    "%" is written "%%" there."""
+    return text.replace("%", "%%")
 
 
 def _texture_demo_parser(demos) -> None:
@@ -163,6 +175,7 @@ def _smoke_demo_parsers(demos) -> None:
                     "comparison.mp4, loss.png, params.png and report.json to OUT.")
     buoy.add_argument("--estimate", default="smoke_buoyancy,inflow_rate",
                       help="comma-separated: smoke_buoyancy, inflow_rate (default both)")
+    buoy.set_defaults(quantities=tuple(PLUME_TRUTH))
     buoy.add_argument("--cells", type=count(8), default=48, help="grid cells per side (default 48)")
     buoy.add_argument("--frames", type=count(1), default=45, help="frames at 30 fps (default 45)")
     buoy.add_argument("--size", type=count(8), default=64, help="image size in pixels (default 64)")
@@ -197,19 +210,23 @@ def _smoke_demo_parsers(demos) -> None:
 
 def _table_demo_parsers(demos, table: dict, estimates) -> None:
     """One `demo NAME` parser per entry of a demo table (RIGID_DEMOS, FEM_DEMOS): (help, description, default
-    --estimate or None for a fixed quantity, fit defaults)."""
+    --estimate or None for a fixed quantity, fit defaults); `estimates`: --estimate's choices, or a dict of
+    them by demo."""
     for name, (summary, text, estimate, fit_defaults) in table.items():
-        _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, estimates)
+        own = estimates[name] if isinstance(estimates, dict) else estimates
+        _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, own)
 
 
 def _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, estimates, start=None) -> None:
     """The `demo NAME` parser of one demo table entry; `start`: the demo's own initial guesses (then --perturb
     has no default)."""
-    p = demos.add_parser(name, help=summary, description=text + " Writes the same outputs as `demo cloth` to "
-                         "OUT (target/initial/fitted GIFs, comparison.mp4, loss.png, params.png, report.json).")
+    p = demos.add_parser(name, help=_as_help(summary),
+                         description=text + " Writes the same outputs as `demo cloth` to OUT (target/initial/fitted "
+                         "GIFs, comparison.mp4, loss.png, params.png, report.json).")
     if estimate is not None:
         p.add_argument("--estimate", default=estimate,
                        help=f"comma-separated quantities: {', '.join(estimates)} (default {estimate})")
+        p.set_defaults(quantities=estimates)
     p.add_argument("--size", type=count(1), default=64, help="image size in pixels (default 64)")
     p.add_argument("--frames", type=count(1), default=None, help="frames to simulate (default: scene's own)")
     if start is None:
@@ -260,14 +277,22 @@ def _config(args, free, *, iterations, learning_rate, polish, rounds=1, round_it
 
 
 def _estimates(args, default=None):
-    """The canonical names of --estimate (or `default` for a demo without one); ValueError names the bad one."""
+    """The canonical names of --estimate (or `default` for a demo without one); ValueError naming the option,
+    and for a name that is no quantity the closest of the demo's own (`args.quantities`) and all of them."""
     from gradsim_jax import sysid
+    from gradsim_jax.sysid.registry import unknown_quantity
 
     text = getattr(args, "estimate", None) or default
-    free = tuple(dict.fromkeys(sysid.canonical(n) for n in text.split(",") if n.strip()))
+    free = []
+    for name in (n.strip() for n in text.split(",") if n.strip()):
+        try:
+            free.append(sysid.canonical(name))
+        except ValueError as e:
+            own = getattr(args, "quantities", None)
+            raise ValueError(f"--estimate: {unknown_quantity(name, own) if own else e}") from None
     if not free:
         raise ValueError("--estimate names no quantity")
-    return free
+    return tuple(dict.fromkeys(free))
 
 
 def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polish, horizon=None,
@@ -277,10 +302,6 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
     every output and the total time."""
     from gradsim_jax import sysid
 
-    try:
-        sysid.ensure_writable_folder(args.out)
-    except ValueError as e:
-        return fail(f"--out: {e}")
     started = time.perf_counter()
     try:
         exp = build()
@@ -315,10 +336,7 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
 
 
 def cmd_demo_cloth(args) -> int:
-    try:
-        free = _estimates(args)
-    except ValueError as e:
-        return fail(str(e))
+    free = _estimates(args)
     velocity = "velocity" in free
     return _run_demo(args, "cloth", free,
                      lambda: demo_experiment(free, size=args.size, frames=args.frames, cells=args.cells,
@@ -330,10 +348,7 @@ def cmd_demo_cloth(args) -> int:
 def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment, start=None) -> int:
     """A demo of a table (RIGID_DEMOS, FEM_DEMOS): --estimate (or `default_estimate`), the table's fit
     defaults, the scene from `experiment(demo, free, size=, frames=)`."""
-    try:
-        free = _estimates(args, default_estimate)
-    except ValueError as e:
-        return fail(str(e))
+    free = _estimates(args, default_estimate)
     return _run_demo(args, args.demo, free,
                      lambda: experiment(args.demo, free, size=args.size, frames=args.frames), start=start, **defaults)
 
@@ -377,10 +392,6 @@ def cmd_demo_control(args) -> int:
     from gradsim_jax import sysid
     from gradsim_jax.scenes import demos
 
-    try:
-        sysid.ensure_writable_folder(args.out)
-    except ValueError as e:
-        return fail(f"--out: {e}")
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     v_true = np.asarray([rng.uniform(0.8, 1.6), rng.uniform(1.0, 2.0), rng.uniform(-0.6, 0.6)], np.float32)
@@ -434,7 +445,24 @@ def cmd_demo_policy(args) -> int:
 
 
 def run(args) -> int:
-    """Run the demo `args.demo`; usage (exit 2) when none is named."""
+    """Run the demo `args.demo` after the checks every demo shares (OUT can be written, the files named
+    exist, --estimate's names are the demo's quantities); usage (exit 2) when none is named."""
+    from gradsim_jax import sysid
+
+    if args.demo is None:
+        return None
+    try:
+        try:
+            sysid.ensure_writable_folder(args.out)
+        except ValueError as e:
+            raise ValueError(f"--out: {e}") from None
+        message = missing_input(args)
+        if message is not None:
+            raise ValueError(message)
+        if getattr(args, "estimate", None) is not None:
+            _estimates(args)
+    except ValueError as e:
+        return fail(str(e))
     if args.demo == "cloth":
         return cmd_demo_cloth(args)
     if args.demo == "cloth-control":

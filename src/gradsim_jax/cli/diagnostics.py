@@ -12,7 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gradsim_jax.cli.args import count, fail, fraction, positive, preflight
+from gradsim_jax.cli.args import count, fail, fraction, missing_input, positive, preflight
 
 COMMANDS = ("gradcheck", "horizon", "landscape")
 
@@ -101,8 +101,10 @@ def _load(args, perturb):
             raise ValueError(f"--out: {e}") from None
         problem = load_problem(args.scene, target=args.target, mask=args.mask, key_color=args.key_color,
                                perturb=perturb, seed=getattr(args, "seed", 0))
-    except (SceneFileError, ValueError, FileNotFoundError) as e:
+    except (SceneFileError, ValueError) as e:
         return None, fail(str(e))
+    except FileNotFoundError as e:
+        return None, fail(missing_input(args) or str(e))
     print(f"{args.command} {problem.path}: {', '.join(problem.free)}; {len(problem.loss_frames)} loss frames at "
           f"{problem.target.shape[2]} x {problem.target.shape[1]} px ({'; '.join(problem.notes)})")
     status = preflight(problem.experiment, args)

@@ -9,8 +9,8 @@ import argparse
 import time
 from pathlib import Path
 
-from gradsim_jax.cli.args import (blur_mode, fail, fit_flags, force_flag, parse_clip, preflight, progress_flags,
-                                  restart_flags, rewrite_report)
+from gradsim_jax.cli.args import (blur_mode, fail, fit_flags, force_flag, missing_input, parse_clip,
+                                  preflight, progress_flags, restart_flags, rewrite_report)
 
 
 def add_parser(sub) -> None:
@@ -77,8 +77,10 @@ def run(args) -> int:
             checkpoint_dir=str(Path(args.out) / "checkpoint"),
             checkpoint_every=args.checkpoint_every, resume=args.resume, resume_anyway=args.resume_anyway,
             progress=not args.no_progress, blur=args.blur, edge_model=args.edge_model)
-    except (SceneFileError, ValueError, FileNotFoundError) as e:
+    except (SceneFileError, ValueError) as e:
         return fail(str(e))
+    except FileNotFoundError as e:
+        return fail(missing_input(args) or str(e))
     frames, config = job.frames, job.config
     print(f"fit {job.spec.path}: estimating {', '.join(config.free)} from {frames.shape[0]} frames "
           f"at {frames.shape[2]} x {frames.shape[1]} px ({'; '.join(job.notes)})")

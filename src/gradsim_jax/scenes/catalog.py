@@ -25,7 +25,7 @@ RIGID_DEMOS = {
         "separates mass from the contact coefficients, which otherwise act only as ke / m, kd / m, kf / m. "
         "Estimating only body_ke and/or body_kd, the scene is the first bounce of a level drop (where ke "
         "shows). Each coefficient alone (the others known, as in gradSim's Table 2) is "
-        "recovered to below 1e-3 from 50 %% off; the joint fit of all five is ill-conditioned (see the "
+        "recovered to below 1e-3 from 50 % off; the joint fit of all five is ill-conditioned (see the "
         "report's identifiability section). Default: body_ke.",
         "body_ke",
         {"iterations": 80, "polish": 20, "horizon": 8, "learning_rate": 0.1}),
@@ -120,7 +120,7 @@ ODE_DEMOS = {
         "recover a pendulum's length and damping from 2 s of video (gradSim's demo_pendulum)",
         "A 1 m pendulum with a 1 kg bob and a joint damping of 0.05 N m s/rad is released from 0.8 rad and "
         "filmed for 2 s at 30 fps; its motion is an ODE in its angle, solved by Diffrax (Tsit5). Fits "
-        "pendulum_length and pendulum_damping from 50 %% off (--perturb).",
+        "pendulum_length and pendulum_damping from 50 % off (--perturb).",
         "pendulum_length,pendulum_damping",
         {"iterations": 30, "polish": 10, "horizon": None, "learning_rate": 0.05}, None),
     "double-pendulum": (

@@ -1,11 +1,12 @@
 """The registry of estimable quantities: `Quantity` (name, Params leaf, unit, transform, aliases, how its
 default is read from a built scene and how a value expands to per-element arrays), `register`, and the
-name lookups (`canonical`). The built-in components register theirs in `sysid.builtin`; `sysid.quantities`
-holds what theta does with them."""
+name lookups (`canonical`, and `unknown_quantity` for a name it does not know). The built-in components
+register theirs in `sysid.builtin`; `sysid.quantities` holds what theta does with them."""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any, Callable, Optional
 
 
@@ -79,8 +80,22 @@ def canonical(name: str) -> str:
     for q in QUANTITIES.values():
         if key == q.name or key in q.aliases:
             return q.name
-    choices = sorted({a for q in QUANTITIES.values() for a in q.aliases})
-    raise ValueError(f"unknown quantity {name!r}; choose from {', '.join(choices)}")
+    raise unknown_quantity(name, {a: q.name for q in QUANTITIES.values() for a in q.aliases})
+
+
+def unknown_quantity(name: str, names) -> ValueError:
+    """The error for a quantity `name` that is none of `names` (canonical names, or a mapping of the names
+    accepted to the canonical ones): the closest first ("did you mean"), then every canonical name."""
+    names = names if isinstance(names, dict) else {n: n for n in names}
+    key = name.strip().lower()
+    canonical_names = sorted(set(names.values()))
+    # The canonical names first, then the other names and the last words of the names ("mass" of "body_mass").
+    words = {**{n.rsplit("_", 1)[-1]: n for n in canonical_names}, **names}
+    close = [*difflib.get_close_matches(key, canonical_names, n=3, cutoff=0.6),
+             *(words[a] for a in difflib.get_close_matches(key, list(words), n=3, cutoff=0.6))]
+    close = list(dict.fromkeys(close))[:3]
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return ValueError(f"unknown quantity {name!r}{hint}; choose from {', '.join(canonical_names)}")
 
 
 def canonical_theta(theta: dict) -> dict:
