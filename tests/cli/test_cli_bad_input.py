@@ -229,6 +229,18 @@ def test_an_unknown_quantity_of_a_scene_file_suggests_the_nearest(tmp_path, caps
     clean_error(capsys, "[fit] free", "unknown quantity 'stifness'", "did you mean 'stiffness'?")
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["demo", "shape", "--laplacian", "-1"], "ShapeExperiment.laplacian must be a finite weight >= 0"),
+    (["demo", "smoke-shape", "--text", ""], "the target text must be visible characters"),
+])
+def test_a_demo_runners_refusal_is_one_line_on_stderr(tmp_path, capsys, argv, words):
+    """Issue 52: the runners of the scenes' own demos printed "error: ..." to stdout, some without the prefix."""
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("gradsim-jax: error: ") and words in captured.err
+    assert "error" not in captured.out
+
+
 def test_the_top_level_help_lists_every_demo(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])

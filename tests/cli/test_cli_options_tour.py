@@ -8,9 +8,10 @@ programs (the suite's persistent compilation cache): `fit --restarts` refits wit
 `test_every_option_is_toured` walks the real parser and fails when a subcommand, an option or a choice is in
 no row, so an option added to the parser needs a row before the suite passes; and when one is in no quick
 row, unless a quick test elsewhere runs it (`ELSEWHERE`, by node id, checked to exist and not to be slow) or
-its subcommand's rows are slow. A slow row says why: each demo compiles a scene of its own, 10-30 s of CPU
-cold (the whole table about 450 s), more than `make test`'s 10 minutes on 2 cores leave; `make test-all` runs
-them. The `fit --restarts` row is the one that would have caught `jax.devicecount()` (commit 97f9f76).
+its subcommand is a demo whose rows are slow and name (`like`) the quick row of a demo with the same runner
+(`cli.demo.runner_of`: the rigid, FEM, contact, ODE and control demos each share one). Every runner has a
+quick row; the slow rows are the other members of a family, each compiling a scene of its own, 17-31 s of CPU
+cold; `make test-all` runs them. The `fit --restarts` row is the one that would have caught `jax.devicecount()` (commit 97f9f76).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pytest
 from gradsim_jax.cli import build_parser, main
 from gradsim_jax.cli.app import subcommands
 from gradsim_jax.cli.args import fit_flags, force_flag, progress_flags
+from gradsim_jax.cli.demo import runner_of
 
 from cli_scenes import SMALL_CLOTH, small_run
 
@@ -54,12 +56,15 @@ class Row:
     argv: the words after `gradsim-jax`, {scene}, {target}, {target_rgb}, {mask}, {picture} (`inputs`) and
       {out} (a fresh folder) filled in; check(out, printed): what the run wrote to {out} and printed;
     first: a run before it in the same {out} (the checkpoint a --resume continues);
-    slow: why the row is `slow` (None: it runs in `make test`)."""
+    slow: why the row is `slow` (None: it runs in `make test`);
+    like: for a slow demo row, the quick row of a demo with the same runner (`cli.demo.runner_of`), which runs
+      its code in `make test`."""
 
     argv: str
     check: Callable[[Path, str], None]
     first: str | None = None
     slow: str | None = None
+    like: str | None = None
 
 
 def finite_report(name="report.json", *keys):
@@ -145,7 +150,7 @@ FITTING = ("--perturb 0.3 0.5 --seed 1 --iterations 1 --learning-rate 0.05 --pol
 #: The run after FITTING in the same OUT: its checkpoint continued for one more iteration (the settings
 #: differ: --resume-anyway continues regardless).
 CONTINUED = FITTING.replace("--iterations 1", "--iterations 2") + " --resume --resume-anyway"
-OWN_SCENE = "a scene of its own to compile: {} s of CPU cold"
+SAME_RUNNER = "its runner runs in `make test` with another demo of its family; a scene of its own: {} s of CPU cold"
 
 TOUR: dict[str, Row] = {
     # --- render, fit and the diagnostics on the scene file --------------------------------------------------
@@ -174,60 +179,60 @@ TOUR: dict[str, Row] = {
                       both(fitted_demo("mass", "stiffness"), resumed, reported_in_full),
                       first="demo cloth --estimate mass,stiffness --cells 2 --no-push --loss silhouette " + FITTING),
     "demo rigid-material": Row("demo rigid-material --estimate body_mu --loss rgb " + FITTING,
-                               fitted_demo("body_mu"), slow=OWN_SCENE.format(15)),
-    "demo rigid-mass": Row("demo rigid-mass " + FITTING, fitted_demo("body_mass"), slow=OWN_SCENE.format(18)),
+                               fitted_demo("body_mu")),
+    "demo rigid-mass": Row("demo rigid-mass " + FITTING, fitted_demo("body_mass"), slow=SAME_RUNNER.format(18),
+                           like="demo rigid-material"),
     "demo rigid-restitution": Row("demo rigid-restitution " + FITTING, fitted_demo("restitution"),
-                                  slow=OWN_SCENE.format(30)),
-    "demo fem-material": Row("demo fem-material --estimate fem_mu " + FITTING, fitted_demo("fem_mu"),
-                             slow=OWN_SCENE.format(17)),
+                                  slow=SAME_RUNNER.format(30), like="demo rigid-material"),
+    "demo fem-material": Row("demo fem-material --estimate fem_mu " + FITTING, fitted_demo("fem_mu")),
     "demo fem-mass": Row("demo fem-mass --density-first 1 " + FITTING, fitted_demo("particle_mass"),
-                         slow=OWN_SCENE.format(17)),
-    "demo stack": Row("demo stack --estimate body_mass " + FITTING, fitted_demo("body_mass"),
-                      slow=OWN_SCENE.format(25)),
+                         slow=SAME_RUNNER.format(17), like="demo fem-material"),
+    "demo stack": Row("demo stack --estimate body_mass " + FITTING, fitted_demo("body_mass")),
     "demo drape": Row("demo drape --estimate collider_mu " + FITTING, fitted_demo("collider_mu"),
-                      slow=OWN_SCENE.format(27)),
-    "demo lift": Row("demo lift --estimate mass " + FITTING, fitted_demo("mass"), slow=OWN_SCENE.format(28)),
+                      slow=SAME_RUNNER.format(27), like="demo stack"),
+    "demo lift": Row("demo lift --estimate mass " + FITTING, fitted_demo("mass"), slow=SAME_RUNNER.format(28),
+                     like="demo stack"),
     "demo pendulum": Row("demo pendulum --estimate pendulum_length " + FITTING, fitted_demo("pendulum_length"),
-                         slow=OWN_SCENE.format(22)),
+                         slow=SAME_RUNNER.format(22), like="demo bounce"),
     "demo double-pendulum": Row("demo double-pendulum --estimate pendulum_length " + FITTING,
-                                fitted_demo("pendulum_length"), slow=OWN_SCENE.format(21)),
-    "demo bounce": Row("demo bounce --estimate ball_speed " + FITTING, fitted_demo("ball_speed"),
-                       slow=OWN_SCENE.format(22)),
+                                fitted_demo("pendulum_length"), slow=SAME_RUNNER.format(21), like="demo bounce"),
+    "demo bounce": Row("demo bounce --estimate ball_speed " + FITTING, fitted_demo("ball_speed")),
     # --- the demos with runners of their own ------------------------------------------------------------------
     "demo cloth-control": Row("demo cloth-control --iterations 2 --resume --resume-anyway " + TINY,
                               both(wrote(*DEMO_OUTPUTS), finite_report("report.json", "final_position_error")),
                               first="demo cloth-control --iterations 1 --learning-rate 0.1 --seed 1 "
-                                    "--checkpoint-every 1 --force " + TINY, slow=OWN_SCENE.format(12)),
+                                    "--checkpoint-every 1 --force " + TINY),
     "demo rigid-shape": Row("demo rigid-shape --iterations 2 --resume --resume-anyway " + TINY,
                             both(wrote(*DEMO_OUTPUTS), finite_report()),
                             first="demo rigid-shape --iterations 1 --smoothness 0.1 --seed 1 --checkpoint-every 1 "
-                                  "--force " + TINY, slow=OWN_SCENE.format(20)),
+                                  "--force " + TINY),
     "demo control-fem": Row("demo control-fem --iterations 2 --resume --resume-anyway " + TINY,
                             both(wrote(*CONTROL_OUTPUTS), finite_report()),
                             first="demo control-fem --iterations 1 --learning-rate 0.05 --random-policies 1 "
-                                  "--seed 1 --checkpoint-every 1 --force " + TINY, slow=OWN_SCENE.format(24)),
+                                  "--seed 1 --checkpoint-every 1 --force " + TINY),
     **{f"demo {name}": Row(f"demo {name} --iterations 2 --resume --resume-anyway " + TINY,
                            both(wrote(*CONTROL_OUTPUTS), finite_report()),
                            first=f"demo {name} --iterations 1 --learning-rate 0.05 --random-policies 1 --seed 1 "
-                                 "--checkpoint-every 1 --force " + TINY, slow=OWN_SCENE.format(cpu))
+                                 "--checkpoint-every 1 --force " + TINY, slow=SAME_RUNNER.format(cpu),
+                           like="demo control-fem")
        for name, cpu in (("control-cloth", 28), ("control-walker", 27), ("control-jellyfish", 31))},
     "demo smoke-buoyancy": Row("demo smoke-buoyancy --estimate smoke_buoyancy --cells 8 --frames 3 --size 8 "
                                "--offset 0.3 --iterations 1 --learning-rate 0.1 --polish 1 --frame-stride 1 "
-                               "--no-progress --out {out}", both(wrote(*DEMO_OUTPUTS), finite_report()),
-                               slow=OWN_SCENE.format(14)),
+                               "--no-progress --out {out}",
+                               both(wrote(*DEMO_OUTPUTS), finite_report(), printed("  converged: "))),
     "demo smoke-shape": Row("demo smoke-shape --target {picture} --cells 8 --frames 2 --iterations 1 --no-progress "
                             "--out {out}", both(wrote("target.png", "frames.png"), finite_report()),
                             first="demo smoke-shape --text o --cells 8 --frames 2 --iterations 1 --learning-rate 0.1 "
-                                  "--smoothness 0.1 --no-progress --out {out}", slow=OWN_SCENE.format(17)),
+                                  "--smoothness 0.1 --no-progress --out {out}"),
     "demo texture": Row("demo texture --size 16 --texels 2 --iterations 1 --learning-rate 0.1 --rasterizer dibr "
                         "--no-progress --out {out}", both(wrote("texture.png"), finite_report()),
                         first="demo texture --size 16 --texels 2 --iterations 1 --rasterizer softras --no-progress "
-                              "--out {out}", slow=OWN_SCENE.format(11)),
+                              "--out {out}"),
     "demo shape": Row("demo shape --size 16 --subdivisions 1 --iterations 1 --learning-rate 0.01 --laplacian 1 "
                       "--edge-length 1 --rasterizer dibr --no-progress --out {out}",
                       both(wrote("shape.png"), finite_report()),
                       first="demo shape --size 16 --subdivisions 1 --iterations 1 --rasterizer softras "
-                            "--no-progress --out {out}", slow=OWN_SCENE.format(14)),
+                            "--no-progress --out {out}"),
 }
 
 MULTIPLE_SHOOTING = ("tests/sysid/test_sysid_windowed.py::"
@@ -422,6 +427,12 @@ def test_every_option_is_toured():
     assert not _untoured(_toured(quick=False)), f"in no row of the tour: {_untoured(_toured(quick=False))}"
     everywhere, quick = _toured(quick=False), _toured(quick=True)
     slow_only = set(everywhere) - set(quick)
+    assert not [p for p in slow_only if p[0] != "demo"], "a command other than a demo has slow rows only"
+    for name, row in TOUR.items():
+        if name.startswith("demo ") and row.slow:  # its runner runs in make test, with a demo of its family
+            like = TOUR[row.like] if row.like in TOUR else None
+            assert like is not None and like.slow is None, f"{name}: like= names no quick row ({row.like})"
+            assert runner_of(name.split()[1]) is runner_of(row.like.split()[1]), f"{name}: another runner"
     missing = [m for m in _untoured(quick) if not any(m[:len(p)] == p for p in slow_only)]
     assert not missing, f"in no quick row of the tour: {missing}"
     for node in set(ELSEWHERE.values()):

@@ -375,6 +375,27 @@ def cmd_demo_ode(args) -> int:
     return _cmd_table_demo(args, estimate, defaults, ode_demo_experiment, start)
 
 
+def _scene_runner(name: str):
+    """The runner of a demo that `scenes` runs whole (control, smoke, texture, shape), or None."""
+    if name in CONTROL_DEMOS:
+        from gradsim_jax.scenes.control import run_demo
+
+        return run_demo
+    if name in ("smoke-buoyancy", "smoke-shape"):
+        from gradsim_jax.scenes.smoke import run_buoyancy_demo, run_shape_demo
+
+        return run_buoyancy_demo if name == "smoke-buoyancy" else run_shape_demo
+    if name == "texture":
+        from gradsim_jax.scenes.texture import run_texture_demo
+
+        return run_texture_demo
+    if name == "shape":
+        from gradsim_jax.scenes.shape import run_shape_demo
+
+        return run_shape_demo
+    return None
+
+
 def cmd_demo_rigid_shape(args) -> int:
     # Imported here: the CLI works without that module, and a missing one is a message, not a traceback.
     try:
@@ -437,13 +458,6 @@ def cmd_demo_control(args) -> int:
     return 0
 
 
-def cmd_demo_policy(args) -> int:
-    """`demo control-fem | control-cloth | control-walker | control-jellyfish` (`scenes.control.run_demo`)."""
-    from gradsim_jax.scenes.control import run_demo
-
-    return run_demo(args)
-
-
 def run(args) -> int:
     """Run the demo `args.demo` after the checks every demo shares (OUT can be written, the files named
     exist, --estimate's names are the demo's quantities); usage (exit 2) when none is named."""
@@ -463,36 +477,19 @@ def run(args) -> int:
             _estimates(args)
     except ValueError as e:
         return fail(str(e))
-    if args.demo == "cloth":
-        return cmd_demo_cloth(args)
-    if args.demo == "cloth-control":
-        return cmd_demo_control(args)
-    if args.demo in RIGID_DEMOS:
-        return cmd_demo_rigid(args)
-    if args.demo == "rigid-shape":
-        return cmd_demo_rigid_shape(args)
-    if args.demo in FEM_DEMOS:
-        return cmd_demo_fem(args)
-    if args.demo in CONTACT_DEMOS:
-        return cmd_demo_contact(args)
-    if args.demo in ODE_DEMOS:
-        return cmd_demo_ode(args)
-    if args.demo in CONTROL_DEMOS:
-        return cmd_demo_policy(args)
-    if args.demo == "smoke-buoyancy":
-        from gradsim_jax.scenes.smoke import run_buoyancy_demo
+    runner = runner_of(args.demo)
+    if runner is None:
+        return None
+    try:  # the runners raise ValueError for what the user gave (their OUT, a picture, a run too big, ...)
+        return runner(args)
+    except ValueError as e:
+        return fail(str(e))
 
-        return run_buoyancy_demo(args)
-    if args.demo == "texture":
-        from gradsim_jax.scenes.texture import run_texture_demo
 
-        return run_texture_demo(args)
-    if args.demo == "smoke-shape":
-        from gradsim_jax.scenes.smoke import run_shape_demo
-
-        return run_shape_demo(args)
-    if args.demo == "shape":
-        from gradsim_jax.scenes.shape import run_shape_demo as run_mesh_shape_demo
-
-        return run_mesh_shape_demo(args)
-    return None
+def runner_of(name: str):
+    """The function that runs demo `name` (`args -> exit status`), or None for no such demo. Demos of one family
+    share theirs (the rigid, FEM, contact, ODE and control demos): a test of one runs the others' code."""
+    families = {"cloth": cmd_demo_cloth, "cloth-control": cmd_demo_control, "rigid-shape": cmd_demo_rigid_shape,
+                **dict.fromkeys(RIGID_DEMOS, cmd_demo_rigid), **dict.fromkeys(FEM_DEMOS, cmd_demo_fem),
+                **dict.fromkeys(CONTACT_DEMOS, cmd_demo_contact), **dict.fromkeys(ODE_DEMOS, cmd_demo_ode)}
+    return families.get(name) or _scene_runner(name)

@@ -152,8 +152,7 @@ def run_demo(args) -> int:
     try:
         out = sysid.ensure_writable_folder(args.out)
     except ValueError as e:
-        print(f"error: --out: {e}")
-        return 2
+        raise ValueError(f"--out: {e}") from None
     started = time.perf_counter()
     frames = args.frames or defaults["frames"]
     iterations = defaults["iterations"] if args.iterations is None else args.iterations

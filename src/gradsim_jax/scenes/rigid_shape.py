@@ -138,8 +138,7 @@ def run_demo(args) -> int:
     try:
         sysid.ensure_writable_folder(args.out)
     except ValueError as e:
-        print(f"gradsim-jax: error: --out: {e}")
-        return 2
+        raise ValueError(f"--out: {e}") from None
     started = time.perf_counter()
     pick = lambda value, default: default if value is None else value  # noqa: E731
     size, frames = pick(args.size, DEFAULT_SIZE), pick(args.frames, DEFAULT_FRAMES)
@@ -159,9 +158,8 @@ def run_demo(args) -> int:
                         frames_rendered=model.frames)
     available = available_memory_bytes()
     if available is not None and est.memory_bytes > available and not args.force:
-        print(f"gradsim-jax: error: this run would need about {human_bytes(est.memory_bytes)} of memory, more "
-              f"than the {human_bytes(available)} available ({est.text}); --force runs it anyway")
-        return 2
+        raise ValueError(f"this run would need about {human_bytes(est.memory_bytes)} of memory, more than the "
+                         f"{human_bytes(available)} available ({est.text}); --force runs it anyway")
     _, target = sysid.simulate_video(target_exp, target_exp.theta)
     initial = {"shape": np.zeros(np.shape(model.theta["shape"]), np.float32)}
     # The truth is a cube, not an offset field: the hull metrics below take the place of relative errors.

@@ -129,13 +129,9 @@ def run_shape_demo(args) -> int:
         silhouette_iou,
     )
 
-    try:
-        out = sysid.ensure_writable_folder(args.out)
-        exp = shape_experiment(size=args.size, subdivisions=args.subdivisions, rasterizer=args.rasterizer,
-                               laplacian=args.laplacian, edge_length=args.edge_length)
-    except ValueError as e:
-        print(f"error: {e}")
-        return 2
+    out = sysid.ensure_writable_folder(args.out)
+    exp = shape_experiment(size=args.size, subdivisions=args.subdivisions, rasterizer=args.rasterizer,
+                           laplacian=args.laplacian, edge_length=args.edge_length)
     started = time.perf_counter()
     print(f"demo shape ({args.rasterizer}): an icosphere of {len(exp.faces)} triangles to a superquadric from "
           f"{len(exp.cameras)} silhouettes of {args.size} px, {args.iterations} Adam iterations")

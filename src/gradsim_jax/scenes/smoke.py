@@ -88,16 +88,12 @@ def run_buoyancy_demo(args) -> int:
     from gradsim_jax import sysid
     from gradsim_jax.sysid.smoke import SMOKE_QUANTITIES, fit_smoke, simulate_smoke_video, smoke_report
 
-    try:
-        out = sysid.ensure_writable_folder(args.out)
-        free = [n.strip() for n in args.estimate.split(",") if n.strip()]
-        unknown = [n for n in free if n not in PLUME_TRUTH]
-        if unknown or not free:
-            raise ValueError(f"--estimate: choose from {', '.join(PLUME_TRUTH)}, got {args.estimate!r}")
-        exp = plume_experiment(cells=args.cells, frames=args.frames, size=args.size)
-    except ValueError as e:
-        print(f"error: {e}")
-        return 2
+    out = sysid.ensure_writable_folder(args.out)
+    free = [n.strip() for n in args.estimate.split(",") if n.strip()]
+    unknown = [n for n in free if n not in PLUME_TRUTH]
+    if unknown or not free:
+        raise ValueError(f"--estimate: choose from {', '.join(PLUME_TRUTH)}, got {args.estimate!r}")
+    exp = plume_experiment(cells=args.cells, frames=args.frames, size=args.size)
     started = time.perf_counter()
     truth = {k: float(v) for k, v in PLUME_TRUTH.items()}
     sign = {"smoke_buoyancy": 1.0, "inflow_rate": -1.0}  # one too strong, the other too weak
@@ -164,13 +160,9 @@ def run_shape_demo(args) -> int:
     from gradsim_jax.render.video import write_png
     from gradsim_jax.sysid.smoke import fit_smoke, simulate_smoke_video, smoke_report
 
-    try:
-        out = sysid.ensure_writable_folder(args.out)
-        exp = shape_experiment(cells=args.cells, frames=args.frames)
-        picture, mask = target_picture(exp, args.text, getattr(args, "target", None))
-    except ValueError as e:
-        print(f"error: {e}")
-        return 2
+    out = sysid.ensure_writable_folder(args.out)
+    exp = shape_experiment(cells=args.cells, frames=args.frames)
+    picture, mask = target_picture(exp, args.text, getattr(args, "target", None))
     started = time.perf_counter()
     print(f"demo smoke-shape: the initial velocity that turns smoke into {args.target or repr(args.text)} "
           f"({args.cells} x {args.cells} cells, {args.frames} steps, {args.iterations} Adam iterations)")

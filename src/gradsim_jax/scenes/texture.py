@@ -107,13 +107,9 @@ def run_texture_demo(args) -> int:
     from gradsim_jax import sysid
     from gradsim_jax.sysid.texture import fit_texture, psnr, render_views
 
-    try:
-        out = sysid.ensure_writable_folder(args.out)
-        exp = texture_experiment(size=args.size, texture_shape=(args.texels, args.texels),
-                                 rasterizer=getattr(args, "rasterizer", "softras"))
-    except ValueError as e:
-        print(f"error: {e}")
-        return 2
+    out = sysid.ensure_writable_folder(args.out)
+    exp = texture_experiment(size=args.size, texture_shape=(args.texels, args.texels),
+                             rasterizer=getattr(args, "rasterizer", "softras"))
     started = time.perf_counter()
     print(f"demo texture ({exp.settings.coverage}): a {args.texels} x {args.texels} texture from {len(exp.cameras)} views of "
           f"{args.size} px ({len(exp.faces)} triangles), {args.iterations} Adam iterations")
