@@ -60,7 +60,9 @@ PAGES = nav_pages()
 
 
 def name(page: Path) -> str:
-    return str(page.relative_to(ROOT))
+    """The page's path in its repository (this one, or a clone of it: the folder with mkdocs.yml)."""
+    root = next(p for p in page.resolve().parents if (p / "mkdocs.yml").exists())
+    return str(page.resolve().relative_to(root))
 
 
 @dataclasses.dataclass(frozen=True)
