@@ -36,7 +36,8 @@ PROGRAMS = ("gradsim-jax", "make", "python", "python3", "pip", "source", ".venv/
 #: Programs that start another command (a cluster's launcher): the command is what follows.
 LAUNCHERS = ("srun",)
 SHELL_KEYWORDS = ("for", "do", "done", "while", "if", "then", "else", "fi", "wait")
-PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_]*(?:[./][A-Za-z0-9_.]+)*|[^=]+=[A-Z][A-Z0-9_]*)$")
+#: A word in capitals, with a file's extension or a path (SCENE.toml, VIDEO, RUNS/NAME): the reader's own.
+PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(?:[./][A-Za-z0-9_.]+)*$")
 
 
 def nav_pages() -> list[Path]:

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import pytest
 
-from docs_pages import (PAGES, ROOT, VENV_BIN, Block, Command, blocks, commands, name, prose, saved_files,
-                        starts_with, tokens)
+from docs_pages import (PAGES, PLACEHOLDER, ROOT, VENV_BIN, Block, Command, blocks, commands, name, prose,
+                        saved_files, starts_with, tokens)
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -110,10 +110,6 @@ def parse_as_written(c: Command) -> tuple[object, str]:
     return args, said
 
 
-def is_placeholder(path: str) -> bool:
-    return bool(re.fullmatch(r"[A-Z][A-Z0-9_]*(?:[./][\w.]*)*", path))
-
-
 def reads(c: Command, args) -> list[str]:
     """The files and folders a command reads (its inputs), as written."""
     program = Path(c.argv[0]).name
@@ -174,7 +170,7 @@ def problems(page: Path) -> list[str]:
                     found += [f"{where}: no extra {e!r} in pyproject.toml" for e in local.group(1).split(",")
                               if e not in declared]
         for item in reads(c, args):
-            if is_placeholder(item) or "$" in item:
+            if PLACEHOLDER.match(item) or "$" in item:
                 continue
             if not ((ROOT / item).exists() or any(item == w or item.startswith(w.rstrip("/") + "/") for w in written)):
                 found.append(f"{where}: {item} neither exists nor is written by a command above it")
