@@ -112,6 +112,9 @@ def write_table() -> None:
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             parts.append(fmt(json.loads(path.read_text())))
+    if (HERE / "results" / "spread").is_dir():  # one file a machine: the script reads the folder
+        sys.path.insert(0, str(HERE))
+        parts.append(importlib.import_module("bench_spread").table(HERE / "results" / "spread"))
     gpu = {name: json.loads((HERE / "results" / f"{name}_gpu.json").read_text())
            for name in ("physics", "render") if (HERE / "results" / f"{name}_gpu.json").exists()}
     if gpu:

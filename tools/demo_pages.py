@@ -30,7 +30,8 @@ DEMOS = {
         "takes velocity (gradSim's cloth demo: every particle's initial velocity), friction, bending, drag, "
         "lift and any mix.",
         "gradSim reports no error for the cloth's material. For every particle's initial velocity "
-        "(`--estimate velocity`) its Table 3 gives a mean relative error of 0.026; ours is 1.4e-4.",
+        "(`--estimate velocity`) its Table 3 gives a mean relative error of 0.026; ours is 1.5e-5 to 1.9e-5 (seeds "
+        "0-2, two CPUs: `benchmarks/bench_spread.py`).",
         "cloth"),
     "cloth-control": (
         "Cloth: the initial velocity that lands it on a target",
