@@ -135,6 +135,7 @@ def reported_in_full(out: Path, text: str) -> None:
     for key in ("true", "initial", "relative_error", "iterations", "wall_time_s"):
         assert key in report, key
     assert "relative error" in text and str(out.resolve()) in text
+    assert "report.html, report.json" in text and "(open report.html)" in text  # the page to open, named
 
 
 FIT = "fit {scene} --target {target} --out {out} --no-progress"
