@@ -127,4 +127,4 @@ def test_a_picture_without_alpha_is_a_target_and_a_black_one_an_error(tmp_path, 
     iio.imwrite(tmp_path / "black.png", np.zeros((8, 8, 3), np.uint8))
     assert main(["demo", "smoke-shape", "--cells", "16", "--frames", "2", "--target", str(tmp_path / "black.png"),
                  "--out", str(tmp_path / "o"), "--no-progress"]) == 2
-    assert "black everywhere" in capsys.readouterr().out
+    assert "gradsim-jax: error: " in (err := capsys.readouterr().err) and "black everywhere" in err
