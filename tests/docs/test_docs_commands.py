@@ -12,11 +12,12 @@ In `make test` (a few seconds):
 - the cheap ones run: every `--help` prints the command-line page's section for it (docs/cli.md), the
   first one through the installed `gradsim-jax` of an activated shell, and the example scene renders.
 
-In `make test-all` (marked slow, an hour on 2 cores), the walk: a fresh `git clone` of the repository with
-the project's .venv linked in, and each page in the navigation's order, its commands and Python blocks run as
-written, in order, in an activated bash (a demo shown on several pages runs once): every exit status is 0,
-every Python block prints what its comments say, a demo's run reproduces the table on its tutorial page, and
-each `<!-- expect ... -->` comment holds for the command above it:
+In `make test-all` (marked slow; 85 minutes page after page on a loaded 2-core machine), the walk: a fresh
+`git clone` of the repository with the project's .venv linked in, and each page in the navigation's order, its
+commands and Python blocks run as written, in order, in an activated bash (a demo shown on several pages runs
+once): every exit status is 0 (or what an expect comment says), every Python block prints what its comments
+say, a demo's run reproduces the table on its tutorial page, and each `<!-- expect ... -->` comment holds for
+the command above it:
 
     <!-- expect runs/x/report.json: relative_error.mass < 1e-4; convergence.converged == true -->
     <!-- expect unchanged: docs/cli.md -->      (the command rewrote the file as it is in the repository)
@@ -465,7 +466,7 @@ def check_demo_page(clone: Path, demo: str) -> list[str]:
     return compare_measured(table, _results(demo, report))
 
 
-@pytest.mark.slow  # the whole walk: every demo and every fit the pages show, about an hour on 2 cores
+@pytest.mark.slow  # every demo and every fit the pages show: 40 pages, 85 minutes one after another on 2 cores
 @pytest.mark.parametrize("page", WALK)
 def test_walk_runs_the_page_as_written_from_a_fresh_clone(page, clone):
     page_in_clone = clone / page
