@@ -466,7 +466,7 @@ def check_demo_page(clone: Path, demo: str) -> list[str]:
     return compare_measured(table, _results(demo, report))
 
 
-@pytest.mark.slow  # every demo and every fit the pages show: 40 pages, 85 minutes one after another on 2 cores
+@pytest.mark.slow  # every demo and every fit the pages show: 37 pages, 85 minutes one after another on 2 cores
 @pytest.mark.parametrize("page", WALK)
 def test_walk_runs_the_page_as_written_from_a_fresh_clone(page, clone):
     page_in_clone = clone / page
