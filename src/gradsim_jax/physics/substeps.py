@@ -80,25 +80,30 @@ def start_checks(topology, params, state0, dt: float, integrator) -> list[tuple[
     message) pairs for deep starts and steps too long for the ground, colliders, rigid bodies and elastic
     elements, and for an overflowing self-contact grid. Raises ValueError for a rigid body that contact needs as
     a solid whose hull is not closed and convex. Traced inputs: nothing is checked."""
+    if not is_concrete(params, state0):
+        return []
     found = []
     implicit = _implicit(integrator)
-    if topology.colliders is not None and is_concrete(params, state0, dt):
-        found.append((ContactWarning, collider_message(topology, params, state0, float(dt), implicit=implicit)))
-    if getattr(topology, "self_contact", None) is not None and is_concrete(params, state0):
+    if getattr(topology, "self_contact", None) is not None:
         if bool(self_contact_overflow(topology, params, state0.particles.x)):
             found.append((ContactWarning, f"self-contact: a grid cell holds more than {topology.self_contact.capacity} "
                           "particles in the initial state, so some pairs are not tested; build with a larger "
                           "self_contact_capacity (`physics.self_contact_overflow` checks a trajectory)"))
-    if topology.ground and is_concrete(params, state0, dt):
-        found.append((ContactWarning, contact_report(topology, params, state0, dt=float(dt), implicit=implicit).message))
-    if _has_elastic(topology) and is_concrete(params, state0, dt):
-        found.append((StepWarning, _elastic_report(topology, params, state0, float(dt)).message))
-    if state0.rigid.x.shape[0] and is_concrete(params, state0, dt):
+    if not is_concrete(dt):  # a traced frame_dt: the step is unknown, nothing else can be checked
+        return found
+    dt = float(dt)
+    if topology.colliders is not None:
+        found.append((ContactWarning, collider_message(topology, params, state0, dt, implicit=implicit)))
+    if topology.ground:
+        found.append((ContactWarning, contact_report(topology, params, state0, dt=dt, implicit=implicit).message))
+    if _has_elastic(topology):
+        found.append((StepWarning, _elastic_report(topology, params, state0, dt).message))
+    if state0.rigid.x.shape[0]:
         _check_hulls(topology, params, state0)
         message = "; ".join(m for m in (
-            rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=float(dt)),
+            rigid_contact_message(topology.rigid, params.rigid, params.world, state0.rigid, dt=dt),
             body_contact_message(topology.rigid, params.rigid, state0.rigid, (topology.colliders, params.colliders),
-                                 dt=float(dt)),
+                                 dt=dt),
             particle_body_message(topology, params, state0) if topology.rigid.particles else "",
         ) if m)
         found.append((ContactWarning, message))
