@@ -63,7 +63,7 @@ def measure(case: str, members: int, steps: int, repeats: int) -> list[dict]:
     from gradsim_jax import sysid
     from gradsim_jax.fit import fit
     from gradsim_jax.fit.batched import fit_batched, random_starts
-    from gradsim_jax.sysid.experiment import _as_theta, _split_data, _with_data
+    from gradsim_jax.sysid.experiment import as_theta, split_data, with_data
     from gradsim_jax.sysid import make_loss
     from gradsim_jax.sysid.quantities import transforms_for
 
@@ -71,17 +71,17 @@ def measure(case: str, members: int, steps: int, repeats: int) -> list[dict]:
     _, target = sysid.simulate_video(exp, {})
     config = dataclasses.replace(spec.fit_config, loss="rgba")
     free = config.free
-    theta0 = _as_theta(exp, spec.initial_theta(exp))
+    theta0 = as_theta(exp, spec.initial_theta(exp))
     tf = transforms_for(free)
     # Starts within a factor 1.5: the members stay in the stable range of the explicit integrator.
     starts = random_starts({n: theta0[n] for n in free}, free, members, key=jax.random.key(0), spread=1.5,
                            transforms=tf)
 
     def loss_fn(theta):
-        theta, e, tgt = _split_data(exp, theta)
+        theta, e, tgt = split_data(exp, theta)
         return make_loss(e, tgt, "rgba")(theta)
 
-    params = _with_data(theta0, exp, target)
+    params = with_data(theta0, exp, target)
     modes = (("vmap", "vmap", None), ("map", "map", None), ("map/2", "map", 2), ("sequential", "sequential", None))
     timings: dict = {label: [] for label, _, _ in modes}
     singles = []

@@ -61,9 +61,9 @@ def run_case(case: str, args) -> dict:
     if case == "horizon":
         from gradsim_jax.diagnostics.horizon import gradient_horizon
         from gradsim_jax.diagnostics.problem import SceneProblem
-        from gradsim_jax.sysid.experiment import _as_theta
+        from gradsim_jax.sysid.experiment import as_theta
 
-        problem = SceneProblem(exp, np.asarray(target), ("pendulum_length",), _as_theta(exp, start), None, "rgba",
+        problem = SceneProblem(exp, np.asarray(target), ("pendulum_length",), as_theta(exp, start), None, "rgba",
                                args.stride, (), "bench_chaos")
         result = gradient_horizon(problem.horizon_losses, problem.params, free=problem.free,
                                   times=problem.loss_frames * exp.frame_dt, mode="forward",

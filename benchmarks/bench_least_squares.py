@@ -31,7 +31,7 @@ def optimistix_lm(exp, target, initial, name, steps):
     import optimistix as optx
 
     tf = resolve_transform(sysid.QUANTITIES[name].transform)
-    theta = sysid._as_theta(exp, initial)
+    theta = sysid.as_theta(exp, initial)
 
     def solve(e, z0, base, tgt):
         def fn(z, _):

@@ -56,7 +56,7 @@ def run_case(case: str, args) -> dict:
 
     from gradsim_jax.sysid.windowed import fit_windowed, window_length_for
     from gradsim_jax.sysid import compiled, make_loss
-    from gradsim_jax.sysid.experiment import _as_theta
+    from gradsim_jax.sysid.experiment import as_theta
 
     exp, target = _experiment(args.size, args.frames)
     window = window_length_for(HORIZON_STEPS, SUBSTEPS, safety=args.safety)
@@ -75,7 +75,7 @@ def run_case(case: str, args) -> dict:
     result = fit_windowed(exp, target, START, list(TRUTH), iterations=args.iterations,
                           learning_rate=args.learning_rate, frame_stride=args.stride, polish=polish, progress=False,
                           callback=callback, **kw)
-    theta = _as_theta(exp, {n: result.theta[n] for n in TRUTH})
+    theta = as_theta(exp, {n: result.theta[n] for n in TRUTH})
     full_loss = compiled(exp, lambda e, th, tgt: make_loss(e, tgt, frame_stride=args.stride)(th),
                          ("bench_windowed_full_loss", args.stride))(theta, jax.numpy.asarray(target))
     values = {n: float(np.ravel(result.theta[n])[0]) for n in TRUTH}

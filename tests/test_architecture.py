@@ -202,3 +202,121 @@ def test_public_names_say_what_they_are():
     for text in (gs.__doc__, build_parser().description):
         for word in ("cloth", "rigid", "soft bod", "control"):
             assert word in text, (word, text[:200])
+
+
+def _trees():
+    for name, path in sorted(modules().items()):
+        yield name, path, ast.parse(path.read_text(), str(path))
+
+
+def private_imports() -> list[str]:
+    """`from gradsim_jax.x import _name` (or `x._name` on an imported gradsim_jax module) anywhere in the package:
+    a helper another module needs has a public name."""
+    known = modules()
+    found = []
+    for name, path, tree in _trees():
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                    base = ".".join(anchor[: len(anchor) - (node.level - 1)] + ([base] if base else []))
+                if not base.startswith(PACKAGE):
+                    continue
+                for a in node.names:
+                    if f"{base}.{a.name}" in known:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+                    elif a.name.startswith("_") and not a.name.startswith("__"):
+                        found.append(f"{name}:{node.lineno} imports {a.name} from {base}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith(PACKAGE) and a.asname:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    return found
+
+
+#: Functions allowed over 80 lines: each is one algorithm whose stages share too much state to name apart.
+ONE_ALGORITHM_FUNCTIONS = {
+    # Levenberg-Marquardt: damping schedule, step acceptance and the bounds' projection in one loop
+    "gradsim_jax.sysid.polish.levenberg_marquardt",
+    # the hand-written adjoint of the soft aggregation: every gradient shares the forward's intermediates
+    "gradsim_jax.render.aggregate._aggregate_bwd",
+}
+
+
+def _functions(tree, prefix):
+    """(qualified name, node, inside a class) of every function of a module, methods included."""
+    out = []
+
+    def visit(node, qual, in_class):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((f"{qual}.{child.name}", child, in_class))
+                visit(child, f"{qual}.{child.name}", False)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{qual}.{child.name}", True)
+            else:
+                visit(child, qual, in_class)
+
+    visit(tree, prefix, False)
+    return out
+
+
+def long_functions(limit: int = 80) -> list[str]:
+    found = []
+    for name, _, tree in _trees():
+        for qual, node, _ in _functions(tree, name):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > limit and qual not in ONE_ALGORITHM_FUNCTIONS:
+                found.append(f"{qual}: {lines} lines")
+    return found
+
+
+def _public_functions(tree, prefix):
+    """Module-level public functions and public methods of public classes (not properties, not dunders)."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            out.append((f"{prefix}.{node.name}", node))
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for m in node.body:
+                if (isinstance(m, ast.FunctionDef) and not m.name.startswith("_")
+                        and not any("property" in ast.unparse(d) or "setter" in ast.unparse(d)
+                                    for d in m.decorator_list)):
+                    out.append((f"{prefix}.{node.name}.{m.name}", m))
+    return out
+
+
+def undocumented_arguments() -> list[str]:
+    """Public functions whose docstring has no `Args:` section naming each of their arguments (`name:` at the
+    start of a line of that section; `*args`/`**kwargs` as `*args:`/`**kwargs:`)."""
+    found = []
+    for name, _, tree in _trees():
+        for qual, node in _public_functions(tree, name):
+            a = node.args
+            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+            names += [f"*{a.vararg.arg}"] if a.vararg else []
+            names += [f"**{a.kwarg.arg}"] if a.kwarg else []
+            if not names:
+                continue
+            doc = ast.get_docstring(node) or ""
+            if "Args:" not in doc:
+                found.append(f"{qual}: no Args section")
+                continue
+            section = doc.split("Args:", 1)[1]
+            missing = [n for n in names if not any(line.strip().startswith(f"{n}:") or
+                                                   line.strip().startswith(f"{n} (")
+                                                   for line in section.splitlines())]
+            if missing:
+                found.append(f"{qual}: Args section lacks {missing}")
+    return found
+
+
+def test_no_private_name_crosses_a_module():
+    found = private_imports()
+    assert not found, "module-private names used by other modules (give them public names):\n" + "\n".join(found)

@@ -72,7 +72,7 @@ def test_cli_programs_capture_no_scene_arrays_as_constants(tmp_path, lower_only)
     # closure they become constants of the program, which XLA folds (minutes and gigabytes for 2000 x 2000).
     exp = load_scene(_scene_file(tmp_path, 40)).experiment()
     target = np.zeros((exp.frames + 1, 16, 16, 4), np.float32)
-    theta = sysid._as_theta(exp, {})
+    theta = sysid.as_theta(exp, {})
     config = dict(free=("mass",), progress=False)
     programs = {  # what `render` and `fit` compile: the video, Adam's step, Levenberg-Marquardt, the report
         "video": lambda: sysid.simulate_video(exp, {}),

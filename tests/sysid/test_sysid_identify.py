@@ -64,7 +64,7 @@ def test_joint_without_push_is_flagged(recording):
     exp, truth, _ = recording
     no_push = dict(truth, push=np.zeros_like(np.asarray(truth["push"])))
     _, target = sysid.simulate_video(exp, no_push)
-    report = sysid.gauss_newton_report(sysid.make_residual(exp, target), sysid._as_theta(exp, no_push),
+    report = sysid.gauss_newton_report(sysid.make_residual(exp, target), sysid.as_theta(exp, no_push),
                                        free=ALL, transforms=sysid.transforms_for(ALL))
     assert not report.identifiable, str(report)
     combo = report.unidentifiable[0]

@@ -19,7 +19,7 @@ def test_canonical_names_and_aliases():
 
 def test_assemble_expands_scalars_inside_jit():
     exp = hanging_cloth(size=16, frames=2, cells=2, drag=0.1)
-    theta = sysid._as_theta(exp, {"mass": 0.02, "stiffness": 300.0, "damping": 0.7, "drag": 0.3})
+    theta = sysid.as_theta(exp, {"mass": 0.02, "stiffness": 300.0, "damping": 0.7, "drag": 0.3})
 
     params, state = jax.jit(lambda th: sysid.assemble(exp, th))(theta)
     free = exp.free_particles

@@ -7,7 +7,7 @@ import pytest
 
 from gradsim_jax import sysid
 from gradsim_jax.scenes.ode import double_pendulum, simple_pendulum
-from gradsim_jax.sysid.experiment import _as_theta
+from gradsim_jax.sysid.experiment import as_theta
 from gradsim_jax.sysid.window_starts import (START_Q, START_QD, derivative_weights, estimate_window_states, join_gap,
                                              pose_periods)
 from gradsim_jax.sysid.windowed import (Windows, continuity_weight, window_states, windowed_loss,
@@ -43,7 +43,7 @@ def test_ode_body_windows_join_on_its_own_motion_and_a_gap_costs_its_scaled_squa
     exp = simple_pendulum(size=16, frames=12)
     _, target = sysid.simulate_video(exp, {})
     windows = Windows(12, 6, 2)  # starts 0, 4, 6
-    theta = dict(_as_theta(exp, {}), **window_states(exp, {}, windows))
+    theta = dict(as_theta(exp, {}), **window_states(exp, {}, windows))
     terms = jax.jit(lambda th: windowed_terms(exp, target, th, windows, pose_scale=0.01))(theta)
     # Each window re-solves the same ODE on the same step grid from the run's own states: the joins agree to
     # float32 rounding of a 1 rad angle over a few steps (1e-5 rad), the images to the renderer's rounding.
@@ -58,8 +58,8 @@ def test_ode_body_windows_join_on_its_own_motion_and_a_gap_costs_its_scaled_squa
     terms = jax.jit(lambda th: windowed_terms(exp, target, th, windows, pose_scale=0.01))(turn)
     assert float(terms["continuity"]) == pytest.approx(2.0, rel=1e-3)
     one = Windows(12, 12)
-    full = jax.jit(windowed_loss(exp, target, one, shooting="truncated"))(_as_theta(exp, {"pendulum_length": 1.02}))
-    plain = jax.jit(sysid.make_loss(exp, target))(_as_theta(exp, {"pendulum_length": 1.02}))
+    full = jax.jit(windowed_loss(exp, target, one, shooting="truncated"))(as_theta(exp, {"pendulum_length": 1.02}))
+    plain = jax.jit(sysid.make_loss(exp, target))(as_theta(exp, {"pendulum_length": 1.02}))
     assert float(full) == pytest.approx(float(plain), rel=1e-5)
 
 
@@ -134,11 +134,11 @@ def test_a_lost_pose_is_found_again_by_the_search_over_whole_turns():
 
     exp = double_pendulum(size=32, frames=6)
     _, target = sysid.simulate_video(exp, {})
-    traj = jax.jit(lambda th: sysid.trajectory(exp, th))(_as_theta(exp, {}))
+    traj = jax.jit(lambda th: sysid.trajectory(exp, th))(as_theta(exp, {}))
     state = jax.tree.map(lambda a: a[4], traj)
     truth, _ = ode_coordinates(exp.topology.ode.system, state.ode)
     predicted = {"q": (truth + np.array([[2.0, -1.5]], np.float32))[None]}
-    theta = _as_theta(exp, {})
+    theta = as_theta(exp, {})
     period = pose_search_period(exp)
     assert period == pytest.approx(2 * np.pi)
     scales = default_pose_scales(exp)

@@ -12,7 +12,7 @@ from gradsim_jax.sysid.windowed import (START_V, START_X, Windows, fit_windowed,
 from gradsim_jax.scenes import gradsim_demo_cloth
 from gradsim_jax.scenes.demos import finish_experiment
 from gradsim_jax.sysid import default_theta, experiment_arrays, make_loss, simulate_video, with_arrays
-from gradsim_jax.sysid.experiment import _as_theta
+from gradsim_jax.sysid.experiment import as_theta
 
 FREE = ("mass", "stiffness")
 
@@ -52,7 +52,7 @@ def test_windows_cover_the_recording_with_equal_lengths():
 @pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end run; `make test-all` runs it
 def test_one_window_is_the_full_horizon_loss_and_truncation_changes_only_the_gradient(tiny):
     exp, target = tiny
-    theta = _as_theta(exp, {"mass": 1.3, "stiffness": 300.0})
+    theta = as_theta(exp, {"mass": 1.3, "stiffness": 300.0})
     full_value, full_grad = jax.jit(jax.value_and_grad(make_loss(exp, target)))(theta)
     one = Windows(exp.frames, exp.frames)
     # (multiple shooting's value and gradient are checked against finite differences below)
@@ -70,7 +70,7 @@ def test_one_window_is_the_full_horizon_loss_and_truncation_changes_only_the_gra
 def test_continuity_is_zero_when_the_start_states_are_the_run_and_grows_with_a_gap(tiny):
     exp, target = tiny
     windows = Windows(exp.frames, 6, 2)
-    theta = dict(_as_theta(exp, {"mass": 1.3}), **window_states(exp, {"mass": 1.3}, windows))
+    theta = dict(as_theta(exp, {"mass": 1.3}), **window_states(exp, {"mass": 1.3}, windows))
     terms = jax.jit(lambda th: windowed_terms(exp, target, th, windows))(theta)
     assert terms["join_x"].shape == (windows.count - 1,)
     assert float(terms["continuity"]) < 1e-8 and float(np.max(terms["join_x"])) < 1e-6
@@ -88,7 +88,7 @@ def test_windowed_loss_gradient_matches_finite_differences_in_float64(x64):
     exp = with_arrays(exp32, cast_floats(experiment_arrays(exp32), jnp.float64))
     target = jnp.asarray(target, jnp.float64)
     windows = Windows(exp.frames, 3, 1)
-    base = dict(_as_theta(exp, {"mass": 1.2, "stiffness": 350.0}))
+    base = dict(as_theta(exp, {"mass": 1.2, "stiffness": 350.0}))
     starts = window_states(exp, base, windows)
     starts = {k: v + 1e-3 * jax.random.normal(jax.random.key(i), v.shape, v.dtype) for i, (k, v) in
               enumerate(starts.items())}  # joins that do not match: the penalty's gradient is not zero
@@ -111,7 +111,7 @@ def test_bad_windowed_inputs_are_refused(tiny):
     with pytest.raises(ValueError, match="experiment has"):
         windowed_loss(exp, target, Windows(exp.frames - 1, 4))
     with pytest.raises(ValueError, match="must have shape"):
-        windowed_loss(exp, target, Windows(exp.frames, 4))(_as_theta(exp, {}))
+        windowed_loss(exp, target, Windows(exp.frames, 4))(as_theta(exp, {}))
 
 
 @pytest.mark.slow  # suite time (CI's 10 minutes): an end-to-end fit; `make test-all` runs it

@@ -442,7 +442,7 @@ def cmd_demo_control(args) -> int:
         "estimated_velocity": v_est.tolist(),
         "velocity_relative_error": float(np.linalg.norm(v_est - v_true) / np.linalg.norm(v_true)),
         "final_position_error": errors, "iterations": result.iterations, "final_loss": result.loss,
-        "wall_time_s": result.wall_time, "versions": sysid._versions(),
+        "wall_time_s": result.wall_time, "versions": sysid.package_versions(),
     }
     out = Path(args.out)
     paths = sysid.write_outputs(out, exp, target=target, initial_video=initial_video, fitted_video=fitted_video,

@@ -106,7 +106,7 @@ class HorizonResult:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        from gradsim_jax.sysid.report import _save_figure
+        from gradsim_jax.sysid.report import save_figure
 
         fig = Figure(figsize=(6, 6), dpi=100)
         FigureCanvasAgg(fig)
@@ -126,7 +126,7 @@ class HorizonResult:
             ax.grid(True, alpha=0.3)
         bottom.legend()
         fig.tight_layout()
-        _save_figure(fig, path)
+        save_figure(fig, path)
 
 
 def _finite_or_none(x: float):

@@ -86,7 +86,7 @@ class Landscape:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        from gradsim_jax.sysid.report import _save_figure
+        from gradsim_jax.sysid.report import save_figure
 
         if len(self.names) == 1:
             fig = Figure(figsize=(6, 6), dpi=100)
@@ -137,7 +137,7 @@ class Landscape:
             fig.suptitle(f"{self.diverged} of {self.loss.size} points diverged (non-finite loss: "
                          f"{'grey' if len(self.names) == 2 else 'gaps'})", fontsize=9)
         fig.tight_layout()
-        _save_figure(fig, path)
+        save_figure(fig, path)
 
 
 def loss_landscape(

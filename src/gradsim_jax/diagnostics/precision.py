@@ -2,7 +2,7 @@
 
 A loss that should be checked in both precisions must compute in the dtype of its parameters: every array it
 uses either travels in the parameter tree (the system-identification losses carry the scene and the target
-video there, `sysid._with_data`) or is created from it. `at_precision(bits)` is the one place the x64 flag is
+video there, `sysid.with_data`) or is created from it. `at_precision(bits)` is the one place the x64 flag is
 switched, as a context (`jax.enable_x64`), so nothing leaks into the caller's code.
 """
 

@@ -2,7 +2,7 @@
 file makes one with `scenefile.problem.load_problem`, the same path `gradsim-jax fit` takes).
 
 The parameters are the system-identification theta ({canonical quantity: value}) plus the experiment's
-arrays and the target under `sysid._with_data`'s entry, so that casting the parameter tree to float64 casts
+arrays and the target under `sysid.with_data`'s entry, so that casting the parameter tree to float64 casts
 the whole scene and its target with it (`diagnostics.precision`).
 """
 
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.sysid import Experiment, _split_data, _with_data, frames_at, image_loss, make_loss
+from gradsim_jax.sysid import Experiment, split_data, with_data, frames_at, image_loss, make_loss
 
 Array = Any
 
@@ -39,7 +39,7 @@ class SceneProblem:
     @property
     def params(self) -> dict:
         """theta with the experiment's arrays and the target as data (fixed, cast along with theta)."""
-        return _with_data(self.theta, self.experiment, jnp.asarray(self.target))
+        return with_data(self.theta, self.experiment, jnp.asarray(self.target))
 
     @property
     def loss_frames(self) -> np.ndarray:
@@ -48,12 +48,12 @@ class SceneProblem:
 
     def loss(self, params: dict) -> Array:
         """The fit's image loss (tiled renderer, as `gradsim-jax fit` minimizes it)."""
-        theta, e, tgt = _split_data(self.experiment, params)
+        theta, e, tgt = split_data(self.experiment, params)
         return make_loss(e, tgt, self.kind, self.frame_stride)(theta)
 
     def frame_losses(self, params: dict, dense: bool = False) -> Array:
         """[K] image loss of each loss frame; `dense`: through the reference renderer (forward mode)."""
-        theta, e, tgt = _split_data(self.experiment, params)
+        theta, e, tgt = split_data(self.experiment, params)
         idx = self.loss_frames
         pred = frames_at(e, theta, idx, dense)
         return jax.vmap(lambda p, t: image_loss(self.kind, p[None], t[None]))(pred, tgt[idx])

@@ -3,7 +3,7 @@
 A member is one fit of `gradsim_jax.fit.fit`: the same loss function, free fields, transforms and
 optimizer, with its own values of the fields named in `batch` (initial guesses of free fields for random
 restarts; fixed fields such as the target video for N videos), its own optimizer state, its own PRNG key
-(split from one key) and its own divergence guard. The iteration is `fit`'s own step (`_make_step`),
+(split from one key) and its own divergence guard. The iteration is `fit`'s own step (`make_step`),
 lifted over members in one compiled program:
 
 - "vmap": `jax.vmap` over members, one program on a batch. On a GPU the choice; on a CPU it wins when
@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 
 from gradsim_jax.compilation import jit
 from gradsim_jax.fit.checkpoint import FitState
-from gradsim_jax.fit.fit import _check_bounds, _make_step
+from gradsim_jax.fit.fit import check_bounds, make_step
 from gradsim_jax.fit.transforms import (Bounded, Log, Softplus, TransformSpec, field_names, get_field, replace_fields,
                                         resolve_free)
 
@@ -202,7 +202,7 @@ def fit_batched(
                 raise ValueError(f"batch[{n!r}] has member shape {np.shape(batch[n])[1:]}, the field has shape "
                                  f"{np.shape(get_field(params, n))}")
             tf[n].check_domain(n, batch[n])
-    box = _check_bounds(bounds, tf, {n: batch[n] if n in batch else get_field(params, n) for n in tf})
+    box = check_bounds(bounds, tf, {n: batch[n] if n in batch else get_field(params, n) for n in tf})
     optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
     if clip_norm is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
@@ -227,7 +227,7 @@ def fit_batched(
     carry["prev"] = carry["state"]
     batched_values = {n: batch[n] for n in batch if n not in tf}
 
-    step = _make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False)
+    step = make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False)
 
     def member(carry, values, shared):
         """One iteration of one member: `fit`'s step, its update kept only while the member is live."""

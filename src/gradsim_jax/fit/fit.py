@@ -142,7 +142,7 @@ class FitResult:
     resume: Optional[dict] = None
 
 
-def _make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
+def make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, uses_iteration, has_aux,
                checks=None, clip=None):
     """The pure iteration `(state, base_params[, scale[, box]]) -> (state, loss, finite [1 + n_free], record,
     aux, error)`; `scale` multiplies the optimizer's update (None: not at all);
@@ -237,7 +237,7 @@ def _check_clip(clip, tf) -> Optional[dict]:
     return dict(sorted(out.items())) or None
 
 
-def _check_bounds(bounds, tf, starts: dict) -> Optional[dict]:
+def check_bounds(bounds, tf, starts: dict) -> Optional[dict]:
     """{field: (lo, hi)} in the unconstrained space for `fit`'s `bounds` (free fields, lo < hi, the initial
     values `starts` {field: array} inside), or None; ValueError otherwise."""
     if not bounds:
@@ -400,7 +400,7 @@ def fit(
     # right field when one turns non-finite.
     tf = dict(sorted(resolve_free(params, free, transforms).items()))
     clip = _check_clip(clip, tf)
-    box = _check_bounds(bounds, tf, {n: get_field(params, n) for n in tf})
+    box = check_bounds(bounds, tf, {n: get_field(params, n) for n in tf})
     optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
     if clip_norm is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
@@ -448,7 +448,7 @@ def fit(
         raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
                               f"at least {start} iterations to resume it")
 
-    step = jit(_numbered(_make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
+    step = jit(_numbered(make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
     # Every field is clipped (by -inf, inf where it has no bounds), so bounded and unbounded fits share a program.
     box = {n: box[n] if box and n in box else tuple(jnp.asarray(b, u0[n].dtype) for b in (-jnp.inf, jnp.inf))
            for n in tf}

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.geometry.scene import (DEFAULT_BEND_KD, DEFAULT_BEND_KE, DEFAULT_TRI_KA, DEFAULT_TRI_KD, DEFAULT_TRI_KE,
-                                        Scene, _check_finite, _f, _i, _pinned_mask, _points, particles, quat_rotate)
+                                        Scene, require_finite, as_floats, as_indices, pinned_mask, as_points, particles, quat_rotate)
 from gradsim_jax.physics.validate import check_index_rows
 
 
@@ -60,18 +60,18 @@ def cloth_mesh(
 ) -> Scene:
     """A cloth from a triangle mesh with lumped mass: each triangle gives density * area / 3 (kg) to each
     of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list."""
-    x = _points(vertices, "vertices")
-    _check_finite("vertices", x)
-    tris = _i(faces, 3, "faces")
+    x = as_points(vertices, "vertices")
+    require_finite("vertices", x)
+    tris = as_indices(faces, 3, "faces")
     n = x.shape[0]
     check_index_rows("faces", tris, n)
     tris = tris.astype(np.int32)
     area = 0.5 * np.linalg.norm(np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]]), axis=1)
     mass = np.zeros(n)
     np.add.at(mass, tris.reshape(-1), np.repeat(density * area / 3.0, 3))
-    mask = _pinned_mask(pinned, n)
+    mask = pinned_mask(pinned, n)
     bend_ke, bend_kd = _renamed_bending(renamed, bend_ke, bend_kd, "cloth_mesh")
-    return _with_cloth(particles(x, _f(vel, (n, 3), "vel"), mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag,
+    return _with_cloth(particles(x, as_floats(vel, (n, 3), "vel"), mass, mask), tris, tri_ke, tri_ka, tri_kd, tri_drag,
                        tri_lift, bend_ke, bend_kd)
 
 
@@ -96,10 +96,10 @@ def _with_cloth(piece, tris, tri_ke, tri_ka, tri_kd, tri_drag, tri_lift, bend_ke
     e = edges.shape[0]
     return dataclasses.replace(
         piece,
-        triangles=tris, tri_ke=_f(tri_ke, (t,), "tri_ke"), tri_ka=_f(tri_ka, (t,), "tri_ka"),
-        tri_kd=_f(tri_kd, (t,), "tri_kd"), tri_drag=_f(tri_drag, (t,), "tri_drag"),
-        tri_lift=_f(tri_lift, (t,), "tri_lift"),
-        bend_edges=edges, bend_ke=_f(bend_ke, (e,), "bend_ke"), bend_kd=_f(bend_kd, (e,), "bend_kd"),
+        triangles=tris, tri_ke=as_floats(tri_ke, (t,), "tri_ke"), tri_ka=as_floats(tri_ka, (t,), "tri_ka"),
+        tri_kd=as_floats(tri_kd, (t,), "tri_kd"), tri_drag=as_floats(tri_drag, (t,), "tri_drag"),
+        tri_lift=as_floats(tri_lift, (t,), "tri_lift"),
+        bend_edges=edges, bend_ke=as_floats(bend_ke, (e,), "bend_ke"), bend_kd=as_floats(bend_kd, (e,), "bend_kd"),
         bend_rest=_rest_angles(piece.x, edges),
     )
 
@@ -152,12 +152,12 @@ def cloth_grid(
         raise ValueError(f"cloth_grid dim_x x dim_y = {dim_x} x {dim_y} has {count} particles, more than int32 "
                          "indices can address (2**31 - 1)")
     for name, size in (("cell_x", cell_x), ("cell_y", cell_y)):
-        if not 0 < float(_f(size, (), name)) < np.inf:
+        if not 0 < float(as_floats(size, (), name)) < np.inf:
             raise ValueError(f"cloth_grid needs a finite {name} > 0 (m), got {size!r}")
-    rot = _f(rot, name="rot")
+    rot = as_floats(rot, name="rot")
     if rot.shape != (4,) or not (np.all(np.isfinite(rot)) and 0 < np.linalg.norm(rot) < np.inf):
         raise ValueError(f"cloth_grid needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
-    pos = _f(pos, (3,), "pos")
+    pos = as_floats(pos, (3,), "pos")
     jj, ii = np.meshgrid(np.arange(dim_y + 1), np.arange(dim_x + 1), indexing="ij")
     local = np.stack([ii * cell_x, jj * cell_y, np.zeros_like(ii, dtype=float)], -1).reshape(-1, 3)
     x = quat_rotate(rot / np.linalg.norm(rot), local) + pos
@@ -176,7 +176,7 @@ def cloth_grid(
         t1, t2 = np.stack([v00, v10, v01], 1), np.stack([v10, v11, v01], 1)
     tris = np.stack([t1, t2], 1).reshape(-1, 3).astype(np.int32)
     bend_ke, bend_kd = _renamed_bending(renamed, bend_ke, bend_kd, "cloth_grid")
-    return _with_cloth(particles(x, _f(vel, (x.shape[0], 3), "vel"), mass, pinned), tris, tri_ke, tri_ka, tri_kd,
+    return _with_cloth(particles(x, as_floats(vel, (x.shape[0], 3), "vel"), mass, pinned), tris, tri_ke, tri_ka, tri_kd,
                        tri_drag, tri_lift, bend_ke, bend_kd)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradsim_jax.geometry.rigid import check_closed_mesh
-from gradsim_jax.geometry.scene import Scene, _f
+from gradsim_jax.geometry.scene import Scene, as_floats
 from gradsim_jax.physics.mesh_collider import StaticMesh
 from gradsim_jax.physics.colliders import COLLIDER_KINDS
 
@@ -26,14 +26,14 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
     keys, at rest before the first and after the last); None: static at `position`, `rotation`."""
     if kind not in COLLIDER_KINDS:
         raise ValueError(f"collider kind must be one of {', '.join(COLLIDER_KINDS)}, got {kind!r}")
-    size = list(_f(size, (3,), "size"))
+    size = list(as_floats(size, (3,), "size"))
     if half_extents is not None:
-        size = list(_f(half_extents, (3,), "half_extents"))
+        size = list(as_floats(half_extents, (3,), "half_extents"))
     if radius is not None:
         size[0] = float(radius)
     if half_height is not None:
         size[1] = float(half_height)
-    position, rotation = _f(position, (3,), "position"), _f(rotation, (4,), "rotation")
+    position, rotation = as_floats(position, (3,), "position"), as_floats(rotation, (4,), "rotation")
     mesh = None
     if kind == "mesh":
         if vertices is None or faces is None:
@@ -64,8 +64,8 @@ def _keyframes(keyframes, position, rotation):
         if not isinstance(key, (tuple, list)) or len(key) not in (2, 3):
             raise ValueError(f"keyframe {i} must be (time, position) or (time, position, rotation); got {key!r}")
         times.append(float(key[0]))
-        positions.append(_f(key[1], (3,), f"keyframe {i} position"))
-        q = _f(key[2], (4,), f"keyframe {i} rotation") if len(key) == 3 else np.asarray(rotation, np.float64)
+        positions.append(as_floats(key[1], (3,), f"keyframe {i} position"))
+        q = as_floats(key[2], (4,), f"keyframe {i} rotation") if len(key) == 3 else np.asarray(rotation, np.float64)
         if not np.isfinite(q).all() or np.linalg.norm(q) == 0:
             raise ValueError(f"keyframe {i} rotation must be a finite nonzero quaternion; got {q.tolist()}")
         rotations.append(q)

@@ -56,7 +56,7 @@ DEFAULT_K_LAMBDA = 1.0e5
 DEFAULT_K_DAMP = 10.0
 
 
-def _f(a, shape=None, name="value"):
+def as_floats(a, shape=None, name="value"):
     """float64 array of `a` (broadcast to `shape`); ValueError naming `name` when it is not real numbers or
     does not broadcast."""
     if np.iscomplexobj(a):  # a cast would drop the imaginary part with only a warning
@@ -73,7 +73,7 @@ def _f(a, shape=None, name="value"):
         raise ValueError(f"{name} has shape {a.shape}, expected {shape} (or one that broadcasts to it)") from None
 
 
-def _i(a, width, name="indices"):
+def as_indices(a, width, name="indices"):
     """int64 index rows [count, width] of `a` ([count, width], or flat with `width` per row); ValueError
     naming `name` for anything else (fractions, NaN, other row widths). Range checks are the caller's."""
     arr = np.asarray(a)
@@ -90,7 +90,7 @@ def _i(a, width, name="indices"):
     return arr.reshape(-1, width)
 
 
-def _check_finite(name, a):
+def require_finite(name, a):
     """ValueError naming the first non-finite entry of `a`: "vertices[3, 1] = nan is not finite"."""
     bad = ~np.isfinite(a)
     if bad.any():
@@ -190,9 +190,9 @@ class Scene:
         relative to its centre of mass) while start <= t < end (s): gradSim's pushes."""
         if not 0 <= int(body) < self.num_bodies:
             raise ValueError(f"add_push: body {body} out of range [0, {self.num_bodies})")
-        force, point = _f(force, (3,), "force"), _f(point, (3,), "point")
-        _check_finite("force", force)
-        _check_finite("point", point)
+        force, point = as_floats(force, (3,), "force"), as_floats(point, (3,), "point")
+        require_finite("force", force)
+        require_finite("point", point)
         if not float(start) < float(end):
             raise ValueError(f"add_push: start ({start} s) must come before end ({end} s)")
         return dataclasses.replace(
@@ -206,7 +206,7 @@ class Scene:
 
     def add_springs(self, pairs, ke, kd=0.0, rest=None) -> "Scene":
         """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length."""
-        pairs = _i(pairs, 2, "springs")
+        pairs = as_indices(pairs, 2, "springs")
         s = pairs.shape[0]
         check_index_rows("springs", pairs, self.num_particles)
         pairs = pairs.astype(np.int32)
@@ -215,9 +215,9 @@ class Scene:
         return dataclasses.replace(
             self,
             springs=np.concatenate([self.springs, pairs]),
-            spring_ke=np.concatenate([self.spring_ke, _f(ke, (s,), "ke")]),
-            spring_kd=np.concatenate([self.spring_kd, _f(kd, (s,), "kd")]),
-            spring_rest=np.concatenate([self.spring_rest, _f(rest, (s,), "rest")]),
+            spring_ke=np.concatenate([self.spring_ke, as_floats(ke, (s,), "ke")]),
+            spring_kd=np.concatenate([self.spring_kd, as_floats(kd, (s,), "kd")]),
+            spring_rest=np.concatenate([self.spring_rest, as_floats(rest, (s,), "rest")]),
         )
 
     def build(
@@ -360,19 +360,19 @@ def _collider_keys(scene, arr) -> dict:
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
     """Loose particles as a `Scene`: positions x [n, 3] m, velocities v (scalar or [n, 3]) m/s, masses (scalar or
     [n]) kg (0 = fixed), pinned flags (bool or [n])."""
-    x = _points(x, "x")
+    x = as_points(x, "x")
     n = x.shape[0]
-    mass = _f(mass, (n,), "mass")
+    mass = as_floats(mass, (n,), "mass")
     try:
         pinned = np.broadcast_to(np.asarray(pinned, bool), (n,))
     except (TypeError, ValueError):
         raise ValueError(f"pinned must be one flag or [{n}] flags, got {_short(pinned)}") from None
-    return Scene(x=x, v=_f(v, (n, 3), "v"), mass=mass, pinned=pinned | (mass == 0.0))
+    return Scene(x=x, v=as_floats(v, (n, 3), "v"), mass=mass, pinned=pinned | (mass == 0.0))
 
 
-def _points(a, name) -> np.ndarray:
+def as_points(a, name) -> np.ndarray:
     """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise."""
-    a = _f(a, name=name)
+    a = as_floats(a, name=name)
     if not (a.ndim == 2 and a.shape[1] == 3) and not (a.ndim == 1 and a.size % 3 == 0):
         raise ValueError(f"{name} must be [n, 3] (or flat, 3 per point), got shape {a.shape}")
     return a.reshape(-1, 3)
@@ -438,18 +438,18 @@ def rigid_body(
     from gradsim_jax.geometry.rigid import rigid_body_from_mesh
 
     shape = rigid_body_from_mesh(vertices, faces, density=density, mass=mass, name=name)
-    rot = _f(rot, (4,), "rot")
+    rot = as_floats(rot, (4,), "rot")
     if not (np.all(np.isfinite(rot)) and np.linalg.norm(rot) > 0):
         raise ValueError(f"rigid_body needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
     rot = rot / np.linalg.norm(rot)
     values = {}
     for key, value, shape_ in (("pos", pos, (3,)), ("vel", vel, (3,)), ("omega", omega, (3,))):
-        values[key] = _f(value, shape_, key)
-        _check_finite(key, values[key])
+        values[key] = as_floats(value, shape_, key)
+        require_finite(key, values[key])
     material = {}
     for key, value in (("contact_ke", contact_ke), ("contact_kd", contact_kd), ("contact_kf", contact_kf),
                        ("contact_mu", contact_mu), ("restitution", restitution)):
-        value = float(_f(value, (), key))
+        value = float(as_floats(value, (), key))
         if not (np.isfinite(value) and value >= 0):
             raise ValueError(f"rigid_body needs a finite {key} >= 0, got {value}")
         material[key] = np.array([value])
@@ -466,7 +466,7 @@ def rigid_body(
         vertex_body=np.zeros(m, np.int32), body_faces=np.asarray(shape.faces, np.int32))
 
 
-def _pinned_mask(pinned, n: int) -> np.ndarray:
+def pinned_mask(pinned, n: int) -> np.ndarray:
     """[n] bool from None (nothing pinned), an [n] bool mask or a list of vertex indices."""
     mask = np.zeros(n, bool)
     if pinned is not None:
@@ -476,7 +476,7 @@ def _pinned_mask(pinned, n: int) -> np.ndarray:
                 raise ValueError(f"pinned as a mask must have one flag per vertex ({n}), got shape {pinned.shape}")
             mask = pinned.reshape(n).copy()
         else:
-            rows = _i(pinned, 1, "pinned")
+            rows = as_indices(pinned, 1, "pinned")
             check_index_rows("pinned", rows, n)
             mask[rows[:, 0]] = True
     return mask

@@ -10,7 +10,7 @@ import numpy as np
 from gradsim_jax.geometry import tets as tetmesh
 from gradsim_jax.geometry.rotations import quat_rotate
 from gradsim_jax.geometry.scene import (DEFAULT_DENSITY, DEFAULT_K_DAMP, DEFAULT_K_LAMBDA, DEFAULT_K_MU, Scene,
-                                        _check_finite, _f, _pinned_mask, particles)
+                                        require_finite, as_floats, pinned_mask, particles)
 from gradsim_jax.physics.validate import check_index_rows
 
 
@@ -50,15 +50,15 @@ def soft_body(
     """
     x, t = tetmesh.check_tets(vertices, tets, name=name)
     k, n = t.shape[0], x.shape[0]
-    rot = _f(rot, name="rot")
+    rot = as_floats(rot, name="rot")
     if rot.shape != (4,) or not (np.all(np.isfinite(rot)) and 0 < np.linalg.norm(rot) < np.inf):
         raise ValueError(f"soft_body needs rot = a nonzero finite quaternion (w, x, y, z), got {rot.tolist()}")
-    pos, vel = _f(pos, (3,), "pos"), _f(vel, (n, 3), "vel")
-    _check_finite("pos", pos)
-    _check_finite("vel", vel)
+    pos, vel = as_floats(pos, (3,), "pos"), as_floats(vel, (n, 3), "vel")
+    require_finite("pos", pos)
+    require_finite("vel", vel)
     material = {}
     for key, value in (("density", density), ("k_mu", k_mu), ("k_lambda", k_lambda), ("k_damp", k_damp)):
-        material[key] = _f(value, (k,), key)
+        material[key] = as_floats(value, (k,), key)
         bad = ~(np.isfinite(material[key]) & (material[key] >= 0))
         if bad.any():
             i = int(np.argmax(bad))
@@ -70,19 +70,19 @@ def soft_body(
     else:
         if np.size(density) != 1:
             raise ValueError("soft_body: particle_volume takes one density (kg/m^3), not one per tet")
-        volume = _f(particle_volume, (n,), "particle_volume")
+        volume = as_floats(particle_volume, (n,), "particle_volume")
         bad = ~(np.isfinite(volume) & (volume > 0))
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(f"soft_body needs a finite particle_volume > 0 (m^3), got {volume[i]} (particle {i})")
         mass = material["density"][0] * volume
     if masses is not None:
-        mass = _f(masses, (n,), "masses")
+        mass = as_floats(masses, (n,), "masses")
         bad = ~(np.isfinite(mass) & (mass > 0))
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(f"soft_body needs finite masses > 0 (kg; pin a particle to hold it), got {mass[i]} "
                              f"(particle {i})")
-    piece = dataclasses.replace(particles(x, vel, mass, _pinned_mask(pinned, n)), volume=volume)
+    piece = dataclasses.replace(particles(x, vel, mass, pinned_mask(pinned, n)), volume=volume)
     return dataclasses.replace(piece, tets=t, tet_k_mu=material["k_mu"], tet_k_lambda=material["k_lambda"],
                                tet_k_damp=material["k_damp"], tet_surface=tetmesh.tet_surface(t))

@@ -42,7 +42,7 @@ from gradsim_jax.geometry.rigid import MeshError, check_closed_mesh
 
 # The faces of a positive tet (a, b, c, d), each wound outward (right-hand normal away from the 4th vertex).
 _FACES = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
-from gradsim_jax.geometry.tets import _as_mesh, _positive, check_tets, orient_tets
+from gradsim_jax.geometry.tets import as_tet_mesh, positive_value, check_tets, orient_tets
 
 
 def _read_gradsim_tet(path):
@@ -94,7 +94,7 @@ def load_tets(path) -> tuple[np.ndarray, np.ndarray]:
             raise MeshError(f"{path}: the points are 2-D; a tet mesh needs 3-D points")
     if t.shape[0] == 0:
         raise MeshError(f"{path}: the file has no tets")
-    x, t = _as_mesh(x, t, str(path))
+    x, t = as_tet_mesh(x, t, str(path))
     used, t = np.unique(t, return_inverse=True)
     x, t = x[used], t.reshape(-1, 4)
     oriented = orient_tets(x, t)
@@ -174,11 +174,11 @@ def tetrahedralize(vertices, faces, *, max_volume: float | None = None, quality:
                           "(or pip install 'gradsim-jax[tetra]')")
     switches = "pzQ" + ("Y" if keep_surface else "")
     if quality is not None:
-        switches += f"q{_positive('tetrahedralize', 'quality', quality):.17g}"
+        switches += f"q{positive_value('tetrahedralize', 'quality', quality):.17g}"
         if not quality > 1.0:
             raise ValueError(f"tetrahedralize: quality (a radius-edge ratio bound) must be > 1, got {quality}")
     if max_volume is not None:
-        switches += f"a{_positive('tetrahedralize', 'max_volume', max_volume):.17g}"
+        switches += f"a{positive_value('tetrahedralize', 'max_volume', max_volume):.17g}"
     x = np.asarray(vertices, np.float64)
     with tempfile.TemporaryDirectory(prefix="gradsim-tetgen-") as folder:
         np.save(os.path.join(folder, "vertices.npy"), x)

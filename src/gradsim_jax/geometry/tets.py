@@ -44,7 +44,7 @@ from gradsim_jax.physics.validate import check_index_rows, rest_tet_volumes
 _FACES = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
 
 
-def _as_mesh(vertices, tets, name):
+def as_tet_mesh(vertices, tets, name):
     x = np.asarray(vertices, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
         raise MeshError(f"{name}: vertices must be [n, 3], got shape {x.shape}")
@@ -75,7 +75,7 @@ def tet_volumes(vertices, tets) -> np.ndarray:
 def check_tets(vertices, tets, *, name: str = "tet mesh") -> tuple[np.ndarray, np.ndarray]:
     """(vertices float64 [n, 3], tets int32 [k, 4]) after checking them; MeshError naming the first
     repeated-vertex, inverted or degenerate tet (and the mesh `name`)."""
-    x, t = _as_mesh(vertices, tets, name)
+    x, t = as_tet_mesh(vertices, tets, name)
     if t.shape[0] == 0:
         raise MeshError(f"{name}: has no tets")
     srt = np.sort(t, axis=1)
@@ -153,7 +153,7 @@ def _check_pattern(fn, pattern):
         raise ValueError(f"{fn}: pattern must be 5 or 6 tets per cell, got {pattern!r}")
 
 
-def _positive(fn, name, value) -> float:
+def positive_value(fn, name, value) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -247,7 +247,7 @@ def walker_tets(body=(6, 2, 3), leg=(1, 2, 1), *, legs: int = 4, cell_size: floa
     for xs in (slice(0, lx), slice(bx - lx, bx)):
         for zs in ((slice(0, lz), slice(bz - lz, bz)) if legs == 4 else (slice(0, bz),)):
             mask[xs, :ly, zs] = True
-    h = _positive("walker_tets", "cell_size", cell_size)
+    h = positive_value("walker_tets", "cell_size", cell_size)
     return voxel_tets(mask, h, pattern=pattern, origin=(-bx * h / 2, 0.0, -bz * h / 2))
 
 
@@ -256,7 +256,7 @@ def sphere_tets(radius: float = 1.0, cells: int = 4):
     (module docstring); the surface vertices lie on the sphere, so the volume is a little below 4/3 pi r^3
     (0.94 of it at cells = 4, 0.98 at 8). Returns (vertices float64 [(cells+1)^3, 3], tets int32 [5 cells^3, 4]).
     """
-    r = _positive("sphere_tets", "radius", radius)
+    r = positive_value("sphere_tets", "radius", radius)
     n = _whole("sphere_tets", "cells", cells, 1)
     x, _ = box_tets((n, n, n), (2.0, 2.0, 2.0), pattern=5, origin=(-1.0, -1.0, -1.0))
     x = np.clip(x, -1.0, 1.0)  # rounding in the grid must not push the square roots' arguments below 0
@@ -335,7 +335,7 @@ def _ear_clip(polygon):
 def _extrude(points, triangles, height, layers, fn):
     """Prism layers along y (from -height/2 to height/2) over a 2-D triangulation (points [p, 2] -> (x, z)),
     each prism split into 3 tets by the vertex-order rule (module docstring)."""
-    h = _positive(fn, "height", height)
+    h = positive_value(fn, "height", height)
     layers = _whole(fn, "layers", layers, 1)
     p = len(points)
     y = np.linspace(-h / 2, h / 2, layers + 1)
@@ -391,7 +391,7 @@ def cylinder_tets(radius: float, height: float, segments: int = 16, *, rings: in
     """A cylinder of axis y (y from -height/2 to height/2): the regular `segments`-gon inscribed in the circle
     of `radius` m (like `rigid.cylinder_mesh`), meshed as a centre and `rings` rings of `segments` points,
     extruded in `layers` layers. Volume segments/2 r^2 sin(2 pi / segments) height."""
-    r = _positive("cylinder_tets", "radius", radius)
+    r = positive_value("cylinder_tets", "radius", radius)
     segments = _whole("cylinder_tets", "segments", segments, 3)
     rings = _whole("cylinder_tets", "rings", rings, 1)
     pts, tris = _disk(r, segments, rings)
@@ -404,7 +404,7 @@ def gear_outline(teeth: int, r_inner: float, r_outer: float, *, tooth_width: flo
     and a trapezoidal tooth to `r_outer`. `tooth_width`: the share of each pitch angle (2 pi / teeth) the
     tooth's base takes; `tip_width`: the share of the base angle its tip keeps."""
     teeth = _whole("gear_tets", "teeth", teeth, 3)
-    ri, ro = _positive("gear_tets", "r_inner", r_inner), _positive("gear_tets", "r_outer", r_outer)
+    ri, ro = positive_value("gear_tets", "r_inner", r_inner), positive_value("gear_tets", "r_outer", r_outer)
     if not ro > ri:
         raise ValueError(f"gear_tets: r_outer ({ro}) must exceed r_inner ({ri})")
     for name, w in (("tooth_width", tooth_width), ("tip_width", tip_width)):

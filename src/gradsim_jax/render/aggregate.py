@@ -64,7 +64,7 @@ class KernelConfig(NamedTuple):
     background_eps: float
 
 
-def _columns(table):
+def pair_columns(table):
     """Face columns: name -> [..., P or 1, K]."""
     return {name: table[..., i] for i, name in enumerate(FACE_COLUMNS)}
 
@@ -73,7 +73,7 @@ def _very_negative(dtype):
     return jnp.asarray(-1e30 if jnp.finfo(dtype).bits <= 32 else -1e300, dtype)
 
 
-class _Pairs(NamedTuple):
+class Pairs(NamedTuple):
     """Per pixel-face terms, [..., P, K]."""
 
     u: list  # screen barycentrics (unclipped)
@@ -87,7 +87,7 @@ class _Pairs(NamedTuple):
     softplus: jax.Array
 
 
-def _pairs(px, py, cols, mask, config: KernelConfig) -> _Pairs:
+def find_pairs(px, py, cols, mask, config: KernelConfig) -> Pairs:
     t, rx, ry, d2 = [], [], [], []
     for k in range(3):
         ex, ey = cols[f"e{k}x"], cols[f"e{k}y"]
@@ -108,17 +108,17 @@ def _pairs(px, py, cols, mask, config: KernelConfig) -> _Pairs:
     s = jnp.where(inside, d2_min, -d2_min) * (1.0 / config.sigma)
     contributes = (cols["valid"] > 0) & mask & (inside | (d2_min < config.cutoff_sq))
     nearest = [nearest0, nearest1, ~nearest0 & ~nearest1]
-    return _Pairs(u, nearest, pick(t), pick(rx), pick(ry), inside, s, contributes, jax.nn.softplus(s))
+    return Pairs(u, nearest, pick(t), pick(rx), pick(ry), inside, s, contributes, jax.nn.softplus(s))
 
 
-class _Depth(NamedTuple):
+class PairDepth(NamedTuple):
     b: list  # clipped, normalized screen barycentrics
     total: jax.Array  # their sum before normalizing
     bary: list  # perspective-correct barycentrics
     z: jax.Array
 
 
-def _depth(pairs: _Pairs, cols) -> _Depth:
+def pair_depth(pairs: Pairs, cols) -> PairDepth:
     clipped = [jnp.clip(ui, 0.0, 1.0) for ui in pairs.u]
     total = clipped[0] + clipped[1] + clipped[2]
     # Zero-area faces have all-zero planes, so total 0: use the centroid.
@@ -129,10 +129,10 @@ def _depth(pairs: _Pairs, cols) -> _Depth:
     w = [b[i] * cols[f"iz{i}"] for i in range(3)]
     # sum w >= 1/far > 0 for valid faces; invalid faces carry iz = 1.
     z = 1.0 / (w[0] + w[1] + w[2])
-    return _Depth(b, total, [wi * z for wi in w], z)
+    return PairDepth(b, total, [wi * z for wi in w], z)
 
 
-def _logits(pairs: _Pairs, depth: _Depth, near, far, config: KernelConfig):
+def _logits(pairs: Pairs, depth: PairDepth, near, far, config: KernelConfig):
     z_hat = (far - depth.z) / (far - near)
     log_coverage = pairs.s - pairs.softplus  # log sigmoid(s)
     return jnp.where(
@@ -140,7 +140,7 @@ def _logits(pairs: _Pairs, depth: _Depth, near, far, config: KernelConfig):
     )
 
 
-def _pair_colors(config: KernelConfig, color_table, texture_image, depth: _Depth):
+def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDepth):
     """Color of each pixel-face pair [..., P or 1, K, 3]."""
     corner = color_table  # [..., P or 1, K, C]
     if config.color_kind == "face":
@@ -155,14 +155,14 @@ def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_imag
              near, far):
     """Outputs and the per-pixel values the backward pass needs."""
     table, color_table = face_table[pair_index], face_colors[pair_index]
-    cols = _columns(table)
-    pairs = _pairs(px, py, cols, mask, config)
+    cols = pair_columns(table)
+    pairs = find_pairs(px, py, cols, mask, config)
     # 1 - D = sigmoid(-s), so prod_j (1 - D_j) = exp(-sum_j softplus(s_j)).
     log_transmit = -jnp.sum(jnp.where(pairs.contributes, pairs.softplus, 0.0), axis=-1)
     alpha = 1.0 - jnp.exp(log_transmit)
     if not config.with_color:
         return alpha, (alpha,)
-    depth = _depth(pairs, cols)
+    depth = pair_depth(pairs, cols)
     logits = _logits(pairs, depth, near, far, config)
     dtype = pairs.s.dtype
     bg_logit = jnp.asarray(config.background_eps / config.gamma, dtype)
@@ -170,7 +170,7 @@ def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_imag
     weights = jnp.exp(logits - top)  # [..., P, K]
     bg_weight = jnp.exp(bg_logit - top)  # [..., P, 1]
     normalizer = jnp.sum(weights, axis=-1, keepdims=True) + bg_weight
-    pair_rgb = _pair_colors(config, color_table, texture_image, depth)
+    pair_rgb = pair_colors(config, color_table, texture_image, depth)
     rgb = (jnp.sum(weights[..., None] * pair_rgb, axis=-2) + bg_weight * background) / normalizer
     out = jnp.concatenate([rgb, alpha[..., None]], axis=-1)
     return out, (alpha, rgb, top, normalizer)
@@ -217,8 +217,8 @@ def _sum_to_shape(x, shape):
 def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far, pixel_values = residuals
     table, color_table = face_table[pair_index], face_colors[pair_index]
-    cols = _columns(table)
-    pairs = _pairs(px, py, cols, mask, config)
+    cols = pair_columns(table)
+    pairs = find_pairs(px, py, cols, mask, config)
     dtype = pairs.s.dtype
     zero = jnp.zeros((), dtype)
     one_minus_coverage = jnp.exp(-pairs.softplus)  # sigmoid(-s)
@@ -235,12 +235,12 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     if config.with_color:
         _, rgb, top, normalizer = pixel_values
         g_rgb = g_out[..., :3]
-        depth = _depth(pairs, cols)
+        depth = pair_depth(pairs, cols)
         logits = _logits(pairs, depth, near, far, config)
         share = jnp.exp(logits - top) * (1.0 / normalizer)  # softmax weight of each pair, [..., P, K]
         bg_share = jnp.exp(config.background_eps / config.gamma - top) / normalizer  # [..., P, 1]
         g_background = _sum_to_shape(bg_share * g_rgb, background.shape).astype(background.dtype)
-        pair_rgb = _pair_colors(config, color_table, texture_image, depth)  # [..., P or 1, K, 3]
+        pair_rgb = pair_colors(config, color_table, texture_image, depth)  # [..., P or 1, K, 3]
         g_rgb_dot_rgb = jnp.sum(g_rgb * rgb, axis=-1, keepdims=True)
         g_rgb_dot_pair = sum(g_rgb[..., None, c] * pair_rgb[..., c] for c in range(3))
         g_logit = share * (g_rgb_dot_pair - g_rgb_dot_rgb)

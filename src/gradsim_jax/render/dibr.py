@@ -25,7 +25,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from gradsim_jax.render.aggregate import KernelConfig, _columns, _depth, _Depth, _pair_colors, _pairs
+from gradsim_jax.render.aggregate import KernelConfig, pair_columns, pair_depth, PairDepth, pair_colors, find_pairs
 
 #: 1 - exp(-d^2 / sigma) is floored here before its log: only a pixel centre exactly on an outside edge
 #: (d = 0 without being inside) reaches it; its alpha is then 1 to float precision.
@@ -36,8 +36,8 @@ def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, 
           near, far):
     del near, far  # the depth test needs no range
     table, color_table = face_table[pair_index], face_colors[pair_index]
-    cols = _columns(table)
-    pairs = _pairs(px, py, cols, mask, config)
+    cols = pair_columns(table)
+    pairs = find_pairs(px, py, cols, mask, config)
     # Closed faces (u >= 0), so that a pixel centre exactly on an edge two faces share is covered by both;
     # zero-area faces (all-zero planes, sum 0 instead of 1) cover nothing.
     u = pairs.u
@@ -51,7 +51,7 @@ def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, 
     alpha = jnp.where(covered, 1.0, -jnp.expm1(log_transmit))
     if not config.with_color:
         return alpha
-    depth = _depth(pairs, cols)
+    depth = pair_depth(pairs, cols)
     # The front covering face of each pixel (no gradient through the choice); only its colour is computed.
     z = jax.lax.stop_gradient(jnp.where(covering, depth.z, jnp.inf))
     front = jnp.argmin(z, axis=-1)[..., None]  # [..., P, 1]
@@ -60,10 +60,10 @@ def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, 
         return jnp.take_along_axis(jnp.broadcast_to(a, z.shape), front, axis=-1)
 
     # The colour reads only the perspective-correct barycentrics.
-    front_depth = _Depth(b=None, total=None, bary=[pick(b) for b in depth.bary], z=None)
+    front_depth = PairDepth(b=None, total=None, bary=[pick(b) for b in depth.bary], z=None)
     corner = jnp.broadcast_to(color_table, z.shape + color_table.shape[-1:])
     front_corner = jnp.take_along_axis(corner, front[..., None], axis=-2)  # [..., P, 1, C]
-    face_rgb = _pair_colors(config, front_corner, texture_image, front_depth)[..., 0, :]
+    face_rgb = pair_colors(config, front_corner, texture_image, front_depth)[..., 0, :]
     rgb = jnp.where(covered[..., None], face_rgb, background)
     return jnp.concatenate([rgb, alpha[..., None]], axis=-1)
 

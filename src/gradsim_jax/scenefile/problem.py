@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 
 from gradsim_jax.diagnostics.problem import SceneProblem
-from gradsim_jax.sysid import _as_theta, perturbed, simulate_video, with_camera_pose
+from gradsim_jax.sysid import as_theta, perturbed, simulate_video, with_camera_pose
 from gradsim_jax.sysid.quantities import focused
 from gradsim_jax.scenefile.job import load_fit_job
 from gradsim_jax.scenefile.reader import load_scene
@@ -51,6 +51,6 @@ def load_problem(scene, *, target=None, mask=None, key_color=None, perturb: Opti
             notes.append(f"[initial] is the truth, where the gradient vanishes: evaluated at the truth moved by "
                          f"{perturb:g} (relative, seed {seed})")
         notes.append(f"loss: {kind}")
-    exp, theta = focused(exp, _as_theta(exp, initial), config.free)
+    exp, theta = focused(exp, as_theta(exp, initial), config.free)
     return SceneProblem(experiment=exp, target=np.asarray(frames), free=tuple(config.free), theta=theta,
                         truth=truth, kind=kind, frame_stride=stride, notes=tuple(notes), path=str(spec.path))

@@ -253,7 +253,7 @@ def run_demo(args) -> int:
         "training_wall_time_s": result.wall_time,
         "checkpoint": str(out / "checkpoint"),
         "command": f"demo {name}",
-        "versions": sysid._versions(),
+        "versions": sysid.package_versions(),
     }
     report["outputs"] = {k: str(v) for k, v in paths.items()}
     report["outputs"]["report"] = str(out / "report.json")

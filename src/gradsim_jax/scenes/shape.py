@@ -93,7 +93,7 @@ def shapes_figure(path, columns: dict, titles: list):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from gradsim_jax.sysid.report import _save_figure
+    from gradsim_jax.sysid.report import save_figure
 
     rows = len(columns)
     views = len(titles)
@@ -110,7 +110,7 @@ def shapes_figure(path, columns: dict, titles: list):
             if r == 0:
                 ax.set_title(titles[c], fontsize=9)
     fig.tight_layout()
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def run_shape_demo(args) -> int:
@@ -167,7 +167,7 @@ def run_shape_demo(args) -> int:
               "chamfer_m": chamfer, "target_size_m": float(2 * max(TARGET_AXES)),
               "iterations": {"adam": result.adam_iterations, "levenberg_marquardt": 0},
               "initial_loss": result.history["loss"][0] if result.history["loss"] else None,
-              "final_loss": result.loss, "wall_time_s": result.wall_time, "versions": sysid._versions()}
+              "final_loss": result.loss, "wall_time_s": result.wall_time, "versions": sysid.package_versions()}
     videos = {"target": shaded_views(exp, true_v, true_f, all_cameras, truth_settings),
               "initial": shaded_views(exp, exp.vertices, cameras=all_cameras, settings=fitted_settings),
               "fitted": shaded_views(exp, fitted_v, cameras=all_cameras, settings=fitted_settings)}

@@ -108,7 +108,7 @@ def run_buoyancy_demo(args) -> int:
     report = smoke_report(exp, free, truth, initial, result)
     report.update({"command": "demo smoke-buoyancy", "offset": args.offset, "goal_relative_error": 1e-3,
                    "meets_goal": all(r["relative_error"] < 1e-3 for r in report["quantities"].values()),
-                   "versions": sysid._versions()})
+                   "versions": sysid.package_versions()})
     paths = sysid.write_outputs(out, exp, target=target, initial_video=initial_video, fitted_video=fitted_video,
                                 report=report, result=result, truth=truth)
     report["outputs"] = paths
@@ -129,7 +129,7 @@ def frames_figure(path, rows: dict, frames, labels=None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from gradsim_jax.sysid.report import _save_figure
+    from gradsim_jax.sysid.report import save_figure
 
     frames = list(frames)
     fig = Figure(figsize=(1.8 * len(frames) + 0.6, 1.9 * len(rows)), dpi=100)
@@ -146,7 +146,7 @@ def frames_figure(path, rows: dict, frames, labels=None):
             if c == 0:
                 ax.set_ylabel(label, fontsize=9)
     fig.tight_layout()
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def run_shape_demo(args) -> int:
@@ -177,7 +177,7 @@ def run_shape_demo(args) -> int:
     report.update({"command": "demo smoke-shape", "text": args.text, "target": args.target,
                    "silhouette_iou": iou, "smoothness": args.smoothness,
                    "smoke_amount": {"initial": float(density0[0].sum()), "final": float(density[-1].sum())},
-                   "versions": sysid._versions()})
+                   "versions": sysid.package_versions()})
     paths = sysid.write_outputs(out, exp, target=target_video, initial_video=initial_video,
                                 fitted_video=fitted_video, report=report, result=result, truth=None)
     paths["target_picture"] = str(write_png(out / "target.png", picture))

@@ -85,7 +85,7 @@ def textures_figure(path, textures: dict):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from gradsim_jax.sysid.report import _save_figure
+    from gradsim_jax.sysid.report import save_figure
 
     fig = Figure(figsize=(3 * len(textures), 3.3), dpi=100)
     FigureCanvasAgg(fig)
@@ -95,7 +95,7 @@ def textures_figure(path, textures: dict):
         ax.set_title(name)
         ax.axis("off")
     fig.tight_layout()
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def run_texture_demo(args) -> int:
@@ -136,7 +136,7 @@ def run_texture_demo(args) -> int:
               "texels_changed_fraction": float(seen.mean()),
               "iterations": {"adam": result.adam_iterations, "levenberg_marquardt": 0},
               "initial_loss": result.history["loss"][0] if result.history["loss"] else None,
-              "final_loss": result.loss, "wall_time_s": result.wall_time, "versions": sysid._versions()}
+              "final_loss": result.loss, "wall_time_s": result.wall_time, "versions": sysid.package_versions()}
     videos = {"target": np.concatenate([target, held_target]), "initial": np.concatenate([initial, held_initial]),
               "fitted": np.concatenate([fitted, held_fitted])}
     paths = sysid.write_outputs(out, exp, target=videos["target"], initial_video=videos["initial"],

@@ -32,9 +32,9 @@ from gradsim_jax.sysid.experiment import (
     ARRAY_FIELDS,
     STATIC_FIELDS,
     Experiment,
-    _as_theta,  # noqa: F401  (tests and examples use these private helpers)
-    _split_data,
-    _with_data,
+    as_theta,
+    split_data,
+    with_data,
     compiled,
     experiment_arrays,
     frames_at,
@@ -83,7 +83,7 @@ from gradsim_jax.sysid.quantities import (
 )
 from gradsim_jax.sysid.report import (
     FIT_OUTPUTS,
-    _versions,  # noqa: F401
+    package_versions,
     build_report,
     check_inputs_kept,
     convergence_lines,

@@ -12,7 +12,7 @@ import optax
 from gradsim_jax.fit import cosine_schedule
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import rgba_mse
-from gradsim_jax.sysid.experiment import (Experiment, _as_theta, _split_data, _with_data, render_frames,
+from gradsim_jax.sysid.experiment import (Experiment, as_theta, split_data, with_data, render_frames,
                                           simulate_video, trajectory)
 from gradsim_jax.sysid.config import FitConfig, fit_inputs
 
@@ -73,10 +73,10 @@ def pose_from_image(exp: Experiment, x_rest, target_image, *, iterations: int = 
     target = jnp.asarray(target_image, exp.dtype)[None]
 
     def loss_fn(p):
-        p, e, (tgt, xr) = _split_data(exp, p)
+        p, e, (tgt, xr) = split_data(exp, p)
         return control_loss(render_frames(e, place_rigidly(xr, p["translation"], p["yaw"])[None]), tgt)
 
-    params = _with_data({"translation": jnp.zeros(3, exp.dtype), "yaw": jnp.zeros((), exp.dtype)}, exp,
+    params = with_data({"translation": jnp.zeros(3, exp.dtype), "yaw": jnp.zeros((), exp.dtype)}, exp,
                         (target, x_rest))
     result = run_fit(loss_fn, params, free=("translation", "yaw"), optimizer=optax.adam(learning_rate),
                      schedule=cosine_schedule(max(iterations, 1), alpha=0.02), steps=iterations, progress=progress)
@@ -97,17 +97,17 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
     tgt = jnp.asarray(target_image, exp.dtype)
     if tgt.ndim == 3:
         tgt = tgt[None]
-    base = _as_theta(exp, {})
+    base = as_theta(exp, {})
 
     def loss_fn(p):
-        p, e, (target, theta) = _split_data(exp, p)
+        p, e, (target, theta) = split_data(exp, p)
         theta = dict(theta, velocity=jnp.broadcast_to(p["v"], theta["velocity"].shape))
         x = trajectory(e, theta).particles.x[-target.shape[0]:]
         return control_loss(render_frames(e, x), target)
 
     config = FitConfig(free=("velocity",), iterations=iterations, learning_rate=learning_rate, loss="control")
     inputs = fit_inputs(exp, tgt, {"velocity": jnp.asarray(v_guess, tgt.dtype)}, config)
-    params = _with_data({"v": jnp.asarray(v_guess, tgt.dtype)}, exp, (tgt, base))
+    params = with_data({"v": jnp.asarray(v_guess, tgt.dtype)}, exp, (tgt, base))
     result = run_fit(loss_fn, params, free=("v",), optimizer=optax.adam(learning_rate),
                      schedule=cosine_schedule(max(iterations, 1), alpha=0.05), steps=iterations,
                      checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,

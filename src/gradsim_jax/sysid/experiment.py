@@ -156,22 +156,22 @@ def compiled(exp: Experiment, fn: Callable, key) -> Callable:
 
 
 #: theta entry that carries {"experiment": arrays, "target": video} into `fit`'s compiled step as a fixed
-#: parameter (an argument, not a constant); `_with_data` adds it, `_split_data` takes it out again.
+#: parameter (an argument, not a constant); `with_data` adds it, `split_data` takes it out again.
 _DATA = "_data"
 
 
-def _with_data(theta: dict, exp: Experiment, target) -> dict:
+def with_data(theta: dict, exp: Experiment, target) -> dict:
     return {**theta, _DATA: {"experiment": experiment_arrays(exp), "target": target}}
 
 
-def _split_data(exp: Experiment, theta: dict):
+def split_data(exp: Experiment, theta: dict):
     """(theta without the data entry, the experiment holding its arrays, the target)."""
     theta = dict(theta)
     data = theta.pop(_DATA)
     return theta, with_arrays(exp, data["experiment"]), data["target"]
 
 
-def _as_theta(exp: Experiment, theta: dict) -> dict:
+def as_theta(exp: Experiment, theta: dict) -> dict:
     """Fill missing entries from the experiment's defaults; arrays in the scene's dtype."""
     dtype = exp.dtype
     out = dict(exp.theta)
@@ -274,12 +274,12 @@ def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
     """Host-side render vertices [frames + 1, V, 3] of the motion for theta, as one compiled program (an ODE
     body's solve run op by op compiles hundreds of small programs: 11.5 s instead of 2 s for the double
     pendulum's scene)."""
-    return np.asarray(compiled(exp, vertices, "vertices")(_as_theta(exp, theta)))
+    return np.asarray(compiled(exp, vertices, "vertices")(as_theta(exp, theta)))
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
     """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
-    x, frames = compiled(exp, _positions_and_video, "video")(_as_theta(exp, theta))
+    x, frames = compiled(exp, _positions_and_video, "video")(as_theta(exp, theta))
     traj = check_finite(particle_state(x, x))
     frames = np.asarray(frames)
     bad = ~np.isfinite(frames).reshape(frames.shape[0], -1).all(axis=1)
@@ -294,7 +294,7 @@ def traced_checks(exp: Experiment):
     with its field and index."""
 
     def checks(theta):
-        theta, e, _ = _split_data(exp, theta)
+        theta, e, _ = split_data(exp, theta)
         params, state0 = assemble(e, theta)
         return validate_traced(e.topology, params, state0)
 

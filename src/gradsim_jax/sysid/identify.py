@@ -30,7 +30,7 @@ from gradsim_jax.fit.fit import HISTORY_FULL_SIZE
 from gradsim_jax.fit.identifiability import report_from_jacobian
 from gradsim_jax.sysid.config import BLUR_START, REPORT_MAX_SCALARS, FitConfig, SysIdResult, check_config, fit_inputs
 from gradsim_jax.sysid.edges import blur_start, edge_residual
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, _split_data, _with_data
+from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data
 from gradsim_jax.sysid.losses import loss_at, loss_frames, make_residual
 from gradsim_jax.sysid.quantities import (QUANTITIES, canonical, density_field_coordinates, focused,
                                           transforms_for, with_camera_pose)
@@ -129,10 +129,10 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     elif config.report and n_scalars <= REPORT_MAX_SCALARS:
 
         def residual(th):
-            th, e, tgt = _split_data(exp, th)
+            th, e, tgt = split_data(exp, th)
             return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
 
-        report = gauss_newton_report(residual, _with_data(theta, exp, target), free=free,
+        report = gauss_newton_report(residual, with_data(theta, exp, target), free=free,
                                      transforms=transforms_for(free))
     # With density_first: the per-particle stage's start, so that a stage that explains little more of the
     # video than the field did is not called converged by the loss ratio (the field stage's start is far off).
@@ -173,7 +173,7 @@ def prepare(exp: Experiment, target: Array, initial: dict, config: FitConfig):
     defaults, exp and theta0 `focused` on the free quantities, the blur decided (`FitConfig.blur`: measured,
     and added to the free quantities when fitted; blur: what was decided, or None), the free names canonical."""
     free = tuple(canonical(n) for n in config.free)
-    full = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    full = as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     exp, theta0 = focused(exp, full, free)
     theta0, blur = blur_start(exp, target, theta0, config)
     if blur is not None and blur["free"] and "blur" not in free:

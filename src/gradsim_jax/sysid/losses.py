@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.fit import rgba_mse, silhouette_loss
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_at
+from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_at
 
 Array = Any
 
@@ -102,5 +102,5 @@ def loss_at(exp: Experiment, target: Array, theta: dict, config) -> float:
     def loss(e, th, tgt):
         return make_loss(e, tgt, config.loss, config.frame_stride)(th)
 
-    value = compiled(exp, loss, ("start_loss", config.loss, config.frame_stride))(_as_theta(exp, theta), target)
+    value = compiled(exp, loss, ("start_loss", config.loss, config.frame_stride))(as_theta(exp, theta), target)
     return float(value)

@@ -13,7 +13,7 @@ import numpy as np
 from gradsim_jax.fit import least_squares
 from gradsim_jax.fit.identifiability import scalar_labels
 from gradsim_jax.fit.transforms import resolve_transform
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled
+from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled
 from gradsim_jax.sysid.losses import horizon_weights, loss_frames, residual_with_target
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical
 
@@ -49,7 +49,7 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
     if not set(free) <= set(jac_fields):
         raise ValueError(f"jac_fields {jac_fields} must include every free quantity {free}")
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in jac_fields}
-    theta = _as_theta(exp, theta)
+    theta = as_theta(exp, theta)
     shapes = {n: jnp.shape(theta[n]) for n in jac_fields}
     sizes = {n: int(np.prod(shapes[n])) for n in jac_fields}
     target = jnp.asarray(target, theta["push"].dtype)

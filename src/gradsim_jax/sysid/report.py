@@ -18,7 +18,7 @@ from gradsim_jax.files import atomic_file
 from gradsim_jax.sysid.report_html import write_html
 from gradsim_jax.render.camera import rotation_from_rvec
 from gradsim_jax.physics.ode import EDRIFT, energy_drift, ode_trajectory
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, rollout
+from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, rollout
 from gradsim_jax.sysid.config import SysIdResult
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
@@ -59,7 +59,7 @@ def _summary(value):
     return float(value) if value.ndim == 0 else value.tolist()
 
 
-def _versions() -> dict:
+def package_versions() -> dict:
     import importlib.metadata as md
 
     out = {"python": platform.python_version(), "platform": platform.platform()}
@@ -100,7 +100,7 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
                   "edge_model": result.history.get("edge_model"), "residual": result.history.get("edges")},
         # The fit ended above its start's loss and returned the start (`identify`).
         "kept_start": bool(result.history.get("kept_start", False)),
-        "versions": _versions(),
+        "versions": package_versions(),
     }
     if truth is not None:
         report["true"] = {n: _summary(truth[n]) for n in free}
@@ -160,7 +160,7 @@ def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
     (0.05 J). None when the scene has no ODE body or its system has no energy."""
     if exp.topology.ode is None or getattr(exp.topology.ode.system, "energy", None) is None:
         return None
-    ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(_as_theta(exp, theta))
+    ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(as_theta(exp, theta))
     system = exp.topology.ode.system
     out = energy_drift(system, ode_params, world, motion)
     if twin is not None:
@@ -267,7 +267,7 @@ def write_report(path, report: dict) -> Path:
     return Path(path)
 
 
-def _save_figure(fig, path) -> Path:
+def save_figure(fig, path) -> Path:
     """fig.savefig to `path` atomically (PNG)."""
     with atomic_file(path) as temporary:
         fig.savefig(temporary, format="png")
@@ -315,7 +315,7 @@ def plot_loss(path, history: dict) -> Path:
         ax.text(0.5, 0.5, "no iterations", ha="center", va="center", transform=ax.transAxes)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_params(path, history: dict, truth: Optional[dict], free_particles=None) -> Path:
@@ -351,7 +351,7 @@ def plot_params(path, history: dict, truth: Optional[dict], free_particles=None)
         ax.set_xlabel("iteration")
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def _list(values) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, _with_data
+from gradsim_jax.sysid.experiment import Experiment, as_theta, with_data
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.config import FitConfig, check_config
 from gradsim_jax.sysid.rounds import fit_loss
@@ -115,7 +115,7 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     check_config(config)
     if config.iterations < 1:
         raise ValueError("restarts need at least one Adam iteration (iterations >= 1)")
-    exp, theta0 = focused(exp, _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial),
+    exp, theta0 = focused(exp, as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial),
                           free)
     target = np.asarray(target, np.dtype(theta0["push"].dtype))
     tf = transforms_for(free)
@@ -137,7 +137,7 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     if mode is None:
         mode = DEFAULT_MODE.get(jax.default_backend(), "vmap")
     schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
-    result = fit_batched(loss_fn, _with_data(theta0, exp, target), batch=starts, free=free, transforms=tf,
+    result = fit_batched(loss_fn, with_data(theta0, exp, target), batch=starts, free=free, transforms=tf,
                          optimizer=optax.adam(schedule), steps=config.iterations, uses_iteration=ramp is not None,
                          key=fit_key, mode=mode, map_batch_size=map_batch_size, mesh=mesh, progress=config.progress,
                          bounds=bounds)

@@ -16,7 +16,7 @@ from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit.convergence import relative_last_step
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.config import LM_MAX_SCALARS, FitConfig
-from gradsim_jax.sysid.experiment import Experiment, _split_data, _with_data, traced_checks
+from gradsim_jax.sysid.experiment import Experiment, split_data, with_data, traced_checks
 from gradsim_jax.sysid.losses import make_loss
 from gradsim_jax.sysid.polish import levenberg_marquardt
 from gradsim_jax.sysid.quantities import canonical, shape_roughness, transforms_for
@@ -26,7 +26,7 @@ Array = Any
 
 def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
     """The Adam stage's loss `loss_fn(theta, *iteration)` of a theta that carries the experiment's arrays and
-    the target (`_with_data`): the image loss (`make_loss`, with the horizon `ramp`) plus the shape
+    the target (`with_data`): the image loss (`make_loss`, with the horizon `ramp`) plus the shape
     smoothness term when `config.smoothness`."""
 
     if config.window is not None:
@@ -35,13 +35,13 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
         windows = truncation_windows(exp, config)
 
         def windowed(theta, *iteration):
-            theta, e, tgt = _split_data(exp, theta)
+            theta, e, tgt = split_data(exp, theta)
             return windowed_loss(e, tgt, windows, shooting="truncated", kind=config.loss)(theta)
 
         return windowed
 
     def loss_fn(theta, *iteration):
-        theta, e, tgt = _split_data(exp, theta)
+        theta, e, tgt = split_data(exp, theta)
         loss = make_loss(e, tgt, config.loss, config.frame_stride, ramp)(theta, *iteration)
         if config.smoothness:
             loss = loss + config.smoothness * shape_roughness(theta["shape"], e.topology.rigid.faces)
@@ -108,7 +108,7 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
         callback = None
         if config.callback is not None:
             def callback(it, params, loss, aux):
-                return config.callback(next_iteration + it, _split_data(exp, params)[0], loss, aux)
+                return config.callback(next_iteration + it, split_data(exp, params)[0], loss, aux)
         theta, bounds = stable_bounds(exp, theta, free)
         start_theta = theta
         if multiple_shooting(config):
@@ -116,7 +116,7 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
                                         checkpoint_dir=checkpoint_dir, resume=resume, first=next_iteration)
         else:
             result = run_fit(
-                loss_fn, _with_data(theta, exp, target), free=free, transforms=tf,
+                loss_fn, with_data(theta, exp, target), free=free, transforms=tf,
                 optimizer=optax.adam(config.learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
                 steps=iterations, checkpoint_dir=checkpoint_dir, checkpoint_every=config.checkpoint_every,
                 resume=resume, progress=config.progress, callback=callback, uses_iteration=ramp is not None,
@@ -125,7 +125,7 @@ def fit_round(exp: Experiment, target: Array, theta: dict, config: FitConfig, fr
                 clip={canonical(k): v for k, v in config.clip.items()} if config.clip else None, bounds=bounds,
             )
         resumed = result.resume
-        theta = {k: v for k, v in _split_data(exp, result.params)[0].items() if not k.startswith("_window")}
+        theta = {k: v for k, v in split_data(exp, result.params)[0].items() if not k.startswith("_window")}
         adam_theta = theta
         adam_iterations = result.iterations
         grad_norm = result.grad_norm

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.fit import check_resume, checkpoint_path
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, simulate_video
+from gradsim_jax.sysid.experiment import Experiment, as_theta, simulate_video
 from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
 from gradsim_jax.sysid.identify import identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
@@ -51,7 +51,7 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
     free = tuple(canonical(n) for n in config.free)
     ensure_writable_folder(out_dir)
     check_config(config)
-    initial = _as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
+    initial = as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     if config.resume and config.iterations > 0 and config.checkpoint_dir is not None:
         prepared, _, start, settled, _ = prepare(exp, target, initial, config)  # the inputs the fit will record
         check_resume(checkpoint_path(config.checkpoint_dir), fit_inputs(prepared, target, start, settled),

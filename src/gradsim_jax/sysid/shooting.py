@@ -30,7 +30,7 @@ import numpy as np
 from gradsim_jax.fit.windows import Windows
 from gradsim_jax.fit.least_squares import JACOBIAN_BATCH
 from gradsim_jax.fit.transforms import resolve_transform
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for
+from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_for
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 from gradsim_jax.sysid.losses import residual_channels
@@ -68,7 +68,7 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
       (theta with the free quantities and the start states updated, [(cost, {name: value}) per accepted step]).
     """
     free = tuple(canonical(n) for n in free)
-    theta = dict(_as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")}),
+    theta = dict(as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")}),
                  **{k: jnp.asarray(theta[k], exp.dtype) for k in start_names(exp)})
     layout = _layout(exp, theta)
     size = sum(s for *_, s in layout)
@@ -236,4 +236,4 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
 
 def state_size(exp: Experiment, theta: Optional[dict] = None) -> int:
     """Numbers per window start state (pose and rate of every part)."""
-    return sum(s for *_, s in _layout(exp, _as_theta(exp, theta or {})))
+    return sum(s for *_, s in _layout(exp, as_theta(exp, theta or {})))

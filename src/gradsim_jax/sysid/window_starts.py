@@ -52,7 +52,7 @@ from gradsim_jax.physics.ode import ode_coordinates, ode_trajectory, with_ode_co
 from gradsim_jax.physics.rollout import push_control
 from gradsim_jax.render.mesh import scene_vertices
 from gradsim_jax.render.camera import with_image_size
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, compiled, frames_for, render_frames, trajectory
+from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_for, render_frames, trajectory
 from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, blur_for, camera_for, canonical
 
@@ -185,7 +185,7 @@ def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict
 def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
     """The window start states of one run of theta (`start_names(exp)` entries, at frames `windows.starts[1:]`):
     its joins match exactly; see the module docstring for when it is a poor start."""
-    theta = _as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
+    theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     traj = compiled(exp, trajectory, "trajectory")(theta)
     idx = np.asarray(windows.starts[1:], np.int64)
     pose, rate = pose_rate(exp, jax.tree.map(lambda a: jnp.asarray(a)[idx], traj))
@@ -422,7 +422,7 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     target = jnp.asarray(target, exp.dtype)
     if target.shape[0] != exp.frames + 1:
         raise ValueError(f"the target has {target.shape[0]} frames; the experiment needs {exp.frames + 1}")
-    theta = _as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
+    theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     starts = np.asarray(windows.starts)
     if len(starts) < 2:
         return {"_pose_fit": {"predicted": np.zeros(0), "fitted": np.zeros(0)}}

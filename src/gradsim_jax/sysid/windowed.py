@@ -55,7 +55,7 @@ from gradsim_jax.physics import State
 from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.bounds import stable_bounds
-from gradsim_jax.sysid.experiment import Experiment, _as_theta, _split_data, _with_data, compiled, frames_for, traced_checks
+from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data, compiled, frames_for, traced_checks
 from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
 from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
@@ -258,7 +258,7 @@ def polish_truncated(exp: Experiment, target: Array, theta: dict, free, windows:
     Adam crawls along a valley such as mass x stiffness (a ratio well seen, the scale less); Gauss-Newton
     crosses it. Returns (theta, [(loss, {name: value}) per accepted step])."""
     free = tuple(canonical(n) for n in free)
-    theta = _as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
+    theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     if any(np.size(theta[n]) != 1 for n in free):
         raise ValueError(f"polish_truncated fits scalar quantities; {free} has arrays")
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
@@ -374,7 +374,7 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
     position_scale, velocity_scale = scales.get("x", (None, None))
     pose_scale, rate_scale = scales.get("q", (None, None))
-    exp, theta0 = focused(exp, _as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
+    exp, theta0 = focused(exp, as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
                           [canonical(n) for n in free])
     names = start_names(exp)
     given = {k: jnp.asarray(initial[k], exp.dtype) for k in names if k in initial}
@@ -407,17 +407,17 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
                    pose_scale=pose_scale, rate_scale=rate_scale)
 
     def loss_fn(theta, iteration):
-        theta, e, tgt = _split_data(exp, theta)
+        theta, e, tgt = split_data(exp, theta)
         return windowed_loss(e, tgt, windows, continuity=continuity, iterations=iterations, **loss_of)(theta,
                                                                                                         iteration)
 
     fit_callback = None
     if callback is not None:
         def fit_callback(it, params, loss, aux):
-            return callback(it, _split_data(exp, params)[0], loss)
+            return callback(it, split_data(exp, params)[0], loss)
 
     theta0, bounds = stable_bounds(exp, theta0, free)
-    result = fit(loss_fn, _with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
+    result = fit(loss_fn, with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
                  optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
                  steps=iterations, progress=progress, callback=fit_callback, uses_iteration=True,
                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
@@ -426,7 +426,7 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
                                         "continuity": [first, last], "start_from": used,
                                         **{k: v for k, v in loss_of.items() if v is not None}},
                            "free": list(free), "iterations": iterations, "learning_rate": learning_rate})
-    theta = _split_data(exp, result.params)[0]
+    theta = split_data(exp, result.params)[0]
     history = dict(result.history)
     if polish and shooting == "multiple" and windows.count > 1:
         polished, records = polish_multiple(exp, target, theta, free, windows, scales, weight=last, steps=polish,
