@@ -105,17 +105,39 @@ STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "m
 
 
 def experiment_arrays(exp: Experiment) -> dict:
-    """The experiment's arrays: a pytree {attribute: value}."""
+    """The experiment's arrays: a pytree {attribute: value}.
+
+    Args:
+        exp: the experiment whose `ARRAY_FIELDS` are read.
+
+    Returns:
+        dict {attribute name: value} of the `ARRAY_FIELDS` (trees of arrays, None where the experiment has none).
+    """
     return {name: getattr(exp, name) for name in ARRAY_FIELDS}
 
 
 def static_structure(exp: Experiment) -> tuple:
-    """The experiment's static values ((name, value) for `STATIC_FIELDS`): hashable."""
+    """The experiment's static values ((name, value) for `STATIC_FIELDS`): hashable.
+
+    Args:
+        exp: the experiment whose `STATIC_FIELDS` are read.
+
+    Returns:
+        tuple of (attribute name, value) pairs, in the order of `STATIC_FIELDS`.
+    """
     return tuple((name, getattr(exp, name)) for name in STATIC_FIELDS)
 
 
 def with_arrays(exp: Experiment, arrays: dict) -> Experiment:
-    """A shallow copy of `exp` holding `arrays` instead of its own (inside a compiled function: tracers)."""
+    """A shallow copy of `exp` holding `arrays` instead of its own (inside a compiled function: tracers).
+
+    Args:
+        exp: the experiment to copy (not changed).
+        arrays: {attribute: value} for some or all of `ARRAY_FIELDS` (as `experiment_arrays` gives them).
+
+    Returns:
+        the copy, an Experiment (no `__post_init__` runs on it).
+    """
     out = copy.copy(exp)
     out.__dict__.update(arrays)  # bypasses the frozen __setattr__; no __post_init__ on tracers
     return out
@@ -138,10 +160,18 @@ _COMPILED_MAX = 64
 def compiled(exp: Experiment, fn: Callable, key) -> Callable:
     """`jax.jit` of `fn(exp, *args)` that takes the experiment's arrays as arguments; call it with `*args`.
 
-    key: hashable, naming `fn` and every value its closure holds (a loss kind, a frame stride, shapes);
-    one jitted function per (key, `static_structure(exp)`) is kept for the process, so that calling again,
+    One jitted function per (key, `static_structure(exp)`) is kept for the process, so that calling again,
     on this experiment or another of the same structure, does not trace again. `fn` must read the
-    experiment only through its argument."""
+    experiment only through its argument.
+
+    Args:
+        exp: the experiment whose arrays the returned function passes (and whose static structure keys the cache).
+        fn: `fn(experiment, *args)`, the function to compile.
+        key: hashable, naming `fn` and every value its closure holds (a loss kind, a frame stride, shapes).
+
+    Returns:
+        a function `(*args) -> fn(exp, *args)` that runs the compiled program.
+    """
     static = static_structure(exp)
     cache_key = (key, static)
     jitted = _COMPILED.get(cache_key)
@@ -161,18 +191,45 @@ _DATA = "_data"
 
 
 def with_data(theta: dict, exp: Experiment, target) -> dict:
+    """theta with the data entry added: the experiment's arrays and the target, carried into `fit`'s compiled step as
+    a fixed parameter (an argument, not a constant); `split_data` takes it out again.
+
+    Args:
+        theta: {quantity name: value}, the quantities.
+        exp: the experiment whose arrays (`experiment_arrays`) are carried.
+        target: the recorded data the loss compares with (a video [T, H, W, 4] for the video losses).
+
+    Returns:
+        a new dict: theta plus the data entry {"experiment": arrays, "target": target}.
+    """
     return {**theta, _DATA: {"experiment": experiment_arrays(exp), "target": target}}
 
 
 def split_data(exp: Experiment, theta: dict):
-    """(theta without the data entry, the experiment holding its arrays, the target)."""
+    """(theta without the data entry, the experiment holding its arrays, the target).
+
+    Args:
+        exp: the experiment the data's arrays belong to (its static values are kept).
+        theta: a theta that `with_data` made (inside a compiled step: tracers).
+
+    Returns:
+        (theta without the data entry, `with_arrays(exp, arrays)`, the target).
+    """
     theta = dict(theta)
     data = theta.pop(_DATA)
     return theta, with_arrays(exp, data["experiment"]), data["target"]
 
 
 def as_theta(exp: Experiment, theta: dict) -> dict:
-    """Fill missing entries from the experiment's defaults; arrays in the scene's dtype."""
+    """Fill missing entries from the experiment's defaults; arrays in the scene's dtype.
+
+    Args:
+        exp: the experiment whose `theta` gives the defaults and whose dtype the values take.
+        theta: {quantity name or alias: value}; names are made canonical (`canonical_theta`).
+
+    Returns:
+        dict {canonical name: array in the scene's dtype}: the experiment's theta updated by `theta`.
+    """
     dtype = exp.dtype
     out = dict(exp.theta)
     out.update(canonical_theta(theta))
@@ -180,25 +237,60 @@ def as_theta(exp: Experiment, theta: dict) -> dict:
 
 
 def trajectory(exp: Experiment, theta: dict) -> State:
-    """Simulated states (leaves [frames + 1, ...]) for theta (plain function; jit at the call site)."""
+    """Simulated states (leaves [frames + 1, ...]) for theta (plain function; jit at the call site).
+
+    Args:
+        exp: the experiment (scene, time grid, known inputs).
+        theta: {canonical quantity name: value}, the quantities (missing ones: the scene's own values).
+
+    Returns:
+        State whose leaves are stacked over the frames [frames + 1, ...], the initial state first.
+    """
     return rollout(exp, theta)[1]
 
 
 def vertices(exp: Experiment, theta: dict) -> Array:
     """Render vertices [frames + 1, V, 3] of the motion for theta: particles, then bodies' hull vertices
-    placed by their poses (`render.mesh`); plain function."""
+    placed by their poses (`render.mesh`); plain function.
+
+    Args:
+        exp: the experiment (scene, time grid, known inputs).
+        theta: {canonical quantity name: value}, the quantities.
+
+    Returns:
+        [frames + 1, V, 3] m, the render vertices of every frame.
+    """
     return motion(exp, theta)[0]
 
 
 def motion(exp: Experiment, theta: dict) -> tuple[Array, Optional[Array]]:
-    """What the camera films of the motion for theta: (render vertices [frames + 1, V, 3] (`vertices`), the smoke's
-    density [frames + 1, ny, nx], or None for a scene without smoke); plain function."""
+    """What the camera films of the motion for theta; plain function.
+
+    Args:
+        exp: the experiment (scene, time grid, known inputs).
+        theta: {canonical quantity name: value}, the quantities.
+
+    Returns:
+        (render vertices [frames + 1, V, 3] m (`vertices`), the smoke's density [frames + 1, ny, nx], or None for a
+        scene without smoke).
+    """
     params, traj = rollout(exp, theta)
     return trajectory_vertices(exp.topology, params, traj), None if traj.smoke is None else traj.smoke.density
 
 
 def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
-    """(Params for theta, simulated states [frames + 1, ...]); plain function."""
+    """(Params for theta, simulated states [frames + 1, ...]); plain function.
+
+    A theta without "push" keeps the scene's own known push (leaving it out does not switch it off).
+
+    Args:
+        exp: the experiment (scene, time grid, integrator, known inputs).
+        theta: {canonical quantity name: value}, the quantities; "push" ([n, 3] N) acts during the first
+            `exp.push_frames` frames.
+
+    Returns:
+        (Params assembled from theta, State with leaves [frames + 1, ...]).
+    """
     params, state0 = assemble(exp, theta)
     # A theta without "push" keeps the scene's own known push (leaving it out must not switch it off).
     push = theta["push"] if "push" in theta else exp.theta.get("push")
@@ -212,14 +304,24 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,
                   blur=None, density: Optional[Array] = None) -> Array:
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
-    the coverage (the renderer's own with `coverage="box"`, else `composite`'s); `dense`: forward-mode
-    differentiable, for Jacobians (the same tiled renderer with its per-pixel kernel differentiated by JAX,
-    `render(autodiff=True)`: the same image; its JVP is 3.6 times quicker than that of `render_dense`, the
-    every-pixel-against-every-face reference that it used to call, on the pendulum demo); `camera` defaults to the
-    experiment's; `blur`: a Gaussian point spread of that many pixels over each frame (`render.blur`; None:
-    none); `density` [T, ny, nx]: the scene's smoke at those frames, filmed as `exp.smoke_look` says in front
-    of the meshes (`render.smoke_over`). A frame whose vertices are not all finite (a simulation that blew
-    up) is NaN (the renderer's own rule), so a loss of it is NaN too."""
+    the coverage (the renderer's own with `coverage="box"`, else `composite`'s). A frame whose vertices are not all
+    finite (a simulation that blew up) is NaN (the renderer's own rule), so a loss of it is NaN too.
+
+    Args:
+        exp: the experiment (faces, colours, lights, background, render settings, smoke look).
+        x: [T, V, 3] m, render vertices of each frame.
+        dense: forward-mode differentiable, for Jacobians (the same tiled renderer with its per-pixel kernel
+            differentiated by JAX, `render(autodiff=True)`: the same image; its JVP is 3.6 times quicker than that
+            of `render_dense`, the every-pixel-against-every-face reference that it used to call, on the pendulum
+            demo).
+        camera: the camera filming; None: the experiment's.
+        blur: a Gaussian point spread of that many pixels over each frame (`render.blur`); None: none.
+        density: [T, ny, nx], the scene's smoke at those frames, filmed as `exp.smoke_look` says in front of the
+            meshes (`render.smoke_over`); required exactly when the experiment has smoke.
+
+    Returns:
+        [T, H, W, 4] RGBA video: colours (as the experiment's colours and background give them) and coverage.
+    """
     renderer = functools.partial(render, autodiff=dense)
     camera = exp.camera if camera is None else camera
     if density is not None and exp.topology.smoke is None:
@@ -250,18 +352,48 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
 
 def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, density: Optional[Array] = None) -> Array:
     """`render_frames` of render vertices x [T, V, 3] (and the smoke's density [T, ny, nx], for a scene with
-    smoke) with theta's camera pose and blur, when it has them."""
+    smoke) with theta's camera pose and blur, when it has them.
+
+    Args:
+        exp: the experiment.
+        x: [T, V, 3] m, render vertices of each frame.
+        theta: {canonical quantity name: value}; its "camera_pose" and "blur" (pixels), when present, are applied.
+        dense: forward-mode differentiable rendering (see `render_frames`).
+        density: [T, ny, nx], the smoke's density at those frames; None for a scene without smoke.
+
+    Returns:
+        [T, H, W, 4] RGBA video.
+    """
     return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), density)
 
 
 def frames_at(exp: Experiment, theta: dict, idx, dense: bool = False) -> Array:
-    """The rendered frames idx [k] of theta's motion (meshes and smoke) [k, H, W, 4]; plain function."""
+    """The rendered frames idx [k] of theta's motion (meshes and smoke) [k, H, W, 4]; plain function.
+
+    Args:
+        exp: the experiment.
+        theta: {canonical quantity name: value}, the quantities.
+        idx: [k] int, the frame indices (0: the initial state).
+        dense: forward-mode differentiable rendering (see `render_frames`).
+
+    Returns:
+        [k, H, W, 4] RGBA frames.
+    """
     x, density = motion(exp, theta)
     return frames_for(exp, x[idx], theta, dense, None if density is None else density[idx])
 
 
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
-    """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta."""
+    """Rendered video [frames + 1, H, W, 4] of the experiment with quantities theta.
+
+    Args:
+        exp: the experiment.
+        theta: {canonical quantity name: value}, the quantities.
+        dense: forward-mode differentiable rendering (see `render_frames`).
+
+    Returns:
+        [frames + 1, H, W, 4] RGBA video.
+    """
     return _positions_and_video(exp, theta, dense)[1]
 
 
@@ -273,12 +405,28 @@ def _positions_and_video(exp: Experiment, theta: dict, dense: bool = False):
 def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
     """Host-side render vertices [frames + 1, V, 3] of the motion for theta, as one compiled program (an ODE
     body's solve run op by op compiles hundreds of small programs: 11.5 s instead of 2 s for the double
-    pendulum's scene)."""
+    pendulum's scene).
+
+    Args:
+        exp: the experiment.
+        theta: {quantity name: value}, missing entries from the experiment's defaults (`as_theta`).
+
+    Returns:
+        numpy [frames + 1, V, 3] m, the render vertices.
+    """
     return np.asarray(compiled(exp, vertices, "vertices")(as_theta(exp, theta)))
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable."""
+    """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable.
+
+    Args:
+        exp: the experiment.
+        theta: {quantity name: value}, missing entries from the experiment's defaults (`as_theta`).
+
+    Returns:
+        (numpy [T, V, 3] m render vertices, numpy [T, H, W, 4] RGBA video), T = frames + 1.
+    """
     x, frames = compiled(exp, _positions_and_video, "video")(as_theta(exp, theta))
     traj = check_finite(particle_state(x, x))
     frames = np.asarray(frames)
@@ -291,7 +439,14 @@ def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray
 def traced_checks(exp: Experiment):
     """`checks` for `fit`: the scene assembled from a (data-carrying) theta, checked inside the compiled
     step, so that a value that turns bad while fitting (a NaN stiffness, a negative mass) stops the fit
-    with its field and index."""
+    with its field and index.
+
+    Args:
+        exp: the experiment whose static values the checked scene keeps.
+
+    Returns:
+        `checks(theta)`, theta as `with_data` makes it, returning a `checkify.Error` (`validate_traced`).
+    """
 
     def checks(theta):
         theta, e, _ = split_data(exp, theta)
