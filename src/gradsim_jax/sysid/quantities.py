@@ -57,7 +57,17 @@ RESTATE_RTOL = 1e-5
 def derived_values(topology, params, dtype) -> dict:
     """What `expand` reads of an experiment besides its trees: mass_ref (kg, the mean mass of the free
     particles: "mass" scales every mass by mass / mass_ref), area_ratio (tri_ka / tri_ke per triangle) and
-    free_particles ([n] bool, host)."""
+    free_particles ([n] bool, host).
+
+    Args:
+        topology: the scene's Topology (which particles are pinned).
+        params: the scene's Params (particle masses, kg; triangle stiffnesses).
+        dtype: the float dtype of area_ratio.
+
+    Returns:
+        dict {"free_particles": [n] bool numpy, "mass_ref": float kg (1.0 when no particle is free),
+        "area_ratio": [t] array of dtype}.
+    """
     mass = np.asarray(params.particles.mass)
     free = np.asarray(~np.asarray(topology.particles.pinned) & (mass > 0))
     ke, ka = np.asarray(params.cloth.tri_ke), np.asarray(params.cloth.tri_ka)
@@ -67,7 +77,16 @@ def derived_values(topology, params, dtype) -> dict:
 
 def scene_context(topology, params, state0):
     """An object with what `Quantity.expand` reads of an experiment (trees, dtype, `derived_values`), for a
-    scene that has no Experiment yet."""
+    scene that has no Experiment yet.
+
+    Args:
+        topology: the built scene's Topology.
+        params: the built scene's Params.
+        state0: the built scene's initial State (its particle positions give the dtype).
+
+    Returns:
+        a SimpleNamespace with topology, params, state0, dtype and the `derived_values`.
+    """
     dtype = jnp.result_type(state0.particles.x)
     return types.SimpleNamespace(topology=topology, params=params, state0=state0, dtype=dtype,
                                  **derived_values(topology, params, dtype))
@@ -76,7 +95,16 @@ def scene_context(topology, params, state0):
 def expansion_difference(ctx, name: str, value) -> tuple[float, str, int]:
     """(largest relative difference, its leaf's path, its flat index) between the leaves `expand(ctx, value)`
     of the quantity `name` sets and the scene's own (0.0, "", -1 when it reproduces them exactly or sets
-    nothing); host-side."""
+    nothing); host-side.
+
+    Args:
+        ctx: an experiment, or `scene_context` of a scene: what `Quantity.expand` reads.
+        name: the quantity's name or alias.
+        value: the quantity's value, in its unit (`Quantity.unit`).
+
+    Returns:
+        (float relative difference, str leaf path, int flat index into that leaf).
+    """
     q = QUANTITIES[canonical(name)]
     if q.expand is None or q.container == "camera":
         return 0.0, "", -1
@@ -100,7 +128,17 @@ def default_theta(topology: Topology, params: Params, state0: State, names=None)
     can give (`Quantity.read`) that restates it, i.e. whose expansion reproduces the scene's leaves (within
     `RESTATE_RTOL`): a scene whose masses are not one density's times the lumped volumes gets no "density"
     (it would replace them), one with per-triangle stiffnesses no "stiffness". A named quantity that does not
-    restate the scene is given all the same, with a `MassWarning` when it sets the masses."""
+    restate the scene is given all the same, with a `MassWarning` when it sets the masses.
+
+    Args:
+        topology: the built scene's Topology.
+        params: the built scene's Params.
+        state0: the built scene's initial State.
+        names: quantity names or aliases to read; None: the default above.
+
+    Returns:
+        dict {canonical name: value in the scene's dtype}, plus "push": [n, 3] N zeros.
+    """
     auto = names is None
     if auto:
         names = [n for n, q in QUANTITIES.items()
@@ -134,7 +172,16 @@ def settled_theta(exp, theta: dict, free) -> dict:
     known inputs and private entries, and each other quantity only where it says something the scene does
     not (its value is not the scene's own `read`) and no free quantity sets its Params leaf. So a quantity
     that is not fitted never overwrites what the scene holds; one that a free quantity supersedes but whose
-    value differs from the scene's is dropped with a `MassWarning` (masses) naming both."""
+    value differs from the scene's is dropped with a `MassWarning` (masses) naming both.
+
+    Args:
+        exp: the experiment whose scene gives the own values.
+        theta: {quantity name: value}, concrete.
+        free: names (or aliases) of the quantities the fit estimates.
+
+    Returns:
+        a new dict, the entries of theta that are kept.
+    """
     free = {canonical(n) for n in free}
     fields = {QUANTITIES[n].field for n in free}
     out = {}
@@ -162,13 +209,26 @@ def settled_theta(exp, theta: dict, free) -> dict:
 def focused(exp, theta: dict, free):
     """(exp, theta) for a fit of `free`: the experiment's theta and `theta` both `settled_theta` (a quantity
     that is not fitted applies only what the scene does not already hold, and never what a free quantity
-    sets)."""
+    sets).
+
+    Args:
+        exp: the experiment (not changed).
+        theta: {quantity name: value}, concrete.
+        free: names (or aliases) of the quantities the fit estimates.
+
+    Returns:
+        (a copy of exp with its theta settled, theta settled).
+    """
     return dataclasses.replace(exp, theta=settled_theta(exp, exp.theta, free)), settled_theta(exp, theta, free)
 
 
 def check_masses(exp) -> None:
     """`MassWarning` when a quantity of `exp.theta` that sets the particles' masses disagrees with the scene's
-    Params (e.g. Params changed after theta was read from them): theta's value is what fits and videos use."""
+    Params (e.g. Params changed after theta was read from them): theta's value is what fits and videos use.
+
+    Args:
+        exp: the experiment whose theta and Params are compared.
+    """
     for name, value in exp.theta.items():
         if name in KNOWN_INPUTS or name.startswith("_") or name not in QUANTITIES:
             continue
@@ -187,7 +247,16 @@ def check_masses(exp) -> None:
 
 def assemble(exp, theta: dict) -> tuple[Params, State]:
     """Expand theta into (Params, State0) of the experiment `exp` (`Quantity.expand`: scalars broadcast to
-    every triangle / edge); traceable."""
+    every triangle / edge); traceable.
+
+    Args:
+        exp: the experiment (or `scene_context`) whose Params and initial State are updated.
+        theta: {quantity name or alias: value}, each in its quantity's unit; quantities it lacks keep the
+            scene's leaves.
+
+    Returns:
+        (Params, initial State) with theta's values applied.
+    """
     dtype = exp.dtype
     theta = canonical_theta(theta)
     updates: dict[str, dict] = {"params": {}, "state": {}}
@@ -204,19 +273,42 @@ def assemble(exp, theta: dict) -> tuple[Params, State]:
 
 
 def camera_for(exp, theta: dict) -> Camera:
-    """The experiment's camera, with its pose from theta["camera_pose"] when theta has one; traceable."""
+    """The experiment's camera, with its pose from theta["camera_pose"] when theta has one; traceable.
+
+    Args:
+        exp: the experiment whose camera is used.
+        theta: {canonical quantity name: value}; "camera_pose" is the pose vector (`render.camera.pose_vector`).
+
+    Returns:
+        the Camera.
+    """
     if "camera_pose" not in theta:
         return exp.camera
     return with_pose_vector(exp.camera, theta["camera_pose"])
 
 
 def blur_for(theta: dict):
-    """The Gaussian blur (pixels) of theta["blur"], or None when theta has none; traceable."""
+    """The Gaussian blur (pixels) of theta["blur"], or None when theta has none; traceable.
+
+    Args:
+        theta: {canonical quantity name: value}.
+
+    Returns:
+        theta["blur"] (pixels) or None.
+    """
     return theta.get("blur")
 
 
 def with_camera_pose(exp, theta: dict) -> dict:
-    """theta with "camera_pose" set to the experiment camera's own pose when it has none."""
+    """theta with "camera_pose" set to the experiment camera's own pose when it has none.
+
+    Args:
+        exp: the experiment whose camera gives the pose.
+        theta: {canonical quantity name: value}.
+
+    Returns:
+        theta itself when it has "camera_pose", else a new dict with the pose vector in the scene's dtype.
+    """
     if "camera_pose" in theta:
         return theta
     return dict(theta, camera_pose=jnp.asarray(pose_vector(exp.camera), exp.dtype))

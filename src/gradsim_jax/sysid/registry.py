@@ -63,7 +63,14 @@ KNOWN_INPUTS = ("push",)
 
 
 def register(quantity: Quantity) -> Quantity:
-    """Add `quantity` to the registry; ValueError when its name or an alias is taken by another."""
+    """Add `quantity` to the registry; ValueError when its name or an alias is taken by another.
+
+    Args:
+        quantity: the Quantity to add (replaces one of the same name).
+
+    Returns:
+        `quantity`, unchanged.
+    """
     for q in QUANTITIES.values():
         if q.name == quantity.name:
             continue
@@ -75,7 +82,14 @@ def register(quantity: Quantity) -> Quantity:
 
 
 def canonical(name: str) -> str:
-    """Canonical quantity name for `name` or one of its aliases; ValueError listing the choices."""
+    """Canonical quantity name for `name` or one of its aliases; ValueError listing the choices.
+
+    Args:
+        name: a quantity's name or alias (case and surrounding spaces ignored).
+
+    Returns:
+        the canonical name, a key of `QUANTITIES`.
+    """
     key = name.strip().lower()
     for q in QUANTITIES.values():
         if key == q.name or key in q.aliases:
@@ -84,8 +98,16 @@ def canonical(name: str) -> str:
 
 
 def unknown_quantity(name: str, names) -> ValueError:
-    """The error for a quantity `name` that is none of `names` (canonical names, or a mapping of the names
-    accepted to the canonical ones): the closest first ("did you mean"), then every canonical name."""
+    """The error for a quantity `name` that is none of `names`: the closest first ("did you mean"), then every
+    canonical name.
+
+    Args:
+        name: the name asked for.
+        names: the names accepted: canonical names, or a mapping of the names accepted to the canonical ones.
+
+    Returns:
+        the ValueError (not raised).
+    """
     names = names if isinstance(names, dict) else {n: n for n in names}
     key = name.strip().lower()
     canonical_names = sorted(set(names.values()))
@@ -100,10 +122,25 @@ def unknown_quantity(name: str, names) -> ValueError:
 
 def canonical_theta(theta: dict) -> dict:
     """theta with every quantity under its canonical name ("mass" -> "particles.mass"); known inputs and
-    private entries (a leading underscore) pass unchanged."""
+    private entries (a leading underscore) pass unchanged.
+
+    Args:
+        theta: {quantity name or alias: value}.
+
+    Returns:
+        a new dict {canonical name: value} with the same values.
+    """
     return {k if k in KNOWN_INPUTS or k.startswith("_") else canonical(k): v for k, v in theta.items()}
 
 
 def transforms_for(names) -> dict[str, str]:
+    """The transform each quantity is fitted in.
+
+    Args:
+        names: canonical quantity names.
+
+    Returns:
+        dict {name: transform} (`Quantity.transform`, e.g. "log", "identity").
+    """
     return {n: QUANTITIES[n].transform for n in names}
 
