@@ -60,6 +60,15 @@ def stable_bounds(exp, theta: dict, free) -> tuple[dict, dict]:
 
     When the start is past the limit itself and no single quantity's move within MAX_START_MOVE brings it
     back, it warns (the step needs more substeps) and bounds nothing.
+
+    Args:
+        exp: the experiment (scene, frame_dt s and substeps give the step's dt).
+        theta: {canonical quantity name: value}, the start of the fit, each in its quantity's unit.
+        free: canonical names of the quantities the fit estimates.
+
+    Returns:
+        (theta, moved under its bound where the start was past it; bounds {name: (lo, hi)} in the quantities'
+        units).
     """
     names = [n for n in free if n in STEP_QUANTITIES and np.size(theta[n]) == 1]
     if not names:

@@ -143,8 +143,16 @@ def _expand_shape(exp, offsets):
 
 def shape_roughness(offsets, faces):
     """Laplacian regularizer of "shape": mean over vertices of |o_i - mean of its neighbours' o_j|^2 (m^2),
-    offsets [m, 3], neighbours along the edges of faces [f, 3] (a closed mesh lists each edge once each way,
-    so every neighbour counts twice and the mean is unchanged); traceable. A vertex of no face counts 0."""
+    neighbours along the edges of the faces (a closed mesh lists each edge once each way, so every neighbour
+    counts twice and the mean is unchanged); traceable. A vertex of no face counts 0.
+
+    Args:
+        offsets: [m, 3] m, the offset of each vertex.
+        faces: [f, 3] int, the triangles' vertex indices (into offsets).
+
+    Returns:
+        scalar m^2, the mean squared difference.
+    """
     faces = jnp.asarray(faces)
     src = jnp.concatenate([faces[:, 0], faces[:, 1], faces[:, 2], faces[:, 1], faces[:, 2], faces[:, 0]])
     dst = jnp.concatenate([faces[:, 1], faces[:, 2], faces[:, 0], faces[:, 0], faces[:, 1], faces[:, 2]])
@@ -195,14 +203,30 @@ def _tet_quantity(name: str, path: str, unit: str, doc: str, aliases=()) -> Quan
 
 def particle_volumes(topology, params):
     """Per-particle volume [n] (m^3) whose density gives each particle's mass (`FemParams.particle_volume`:
-    lumped V0 / 4 shares by default, a whole cell for Warp's grids; 0 for particles of no tet); traceable."""
+    lumped V0 / 4 shares by default, a whole cell for Warp's grids; 0 for particles of no tet); traceable.
+
+    Args:
+        topology: the scene's Topology (not read; the signature of the volume functions).
+        params: the scene's Params (its `fem.particle_volume`).
+
+    Returns:
+        [n] m^3, each particle's volume.
+    """
     return params.fem.particle_volume
 
 
 def lumped_volumes(topology, params):
     """Per-particle lumped rest volume [n] (m^3): the sum of V0 / 4 over the particle's tets, V0 from the
     rest shape `params.fem.rest_x` (a particle of no tet: 0); traceable. density x this = the lumped mass
-    (`geometry.tets.lumped_masses`)."""
+    (`geometry.tets.lumped_masses`).
+
+    Args:
+        topology: the scene's Topology (its `fem.tets`, [k, 4] particle indices).
+        params: the scene's Params (rest positions `fem.rest_x` [n, 3] m; the particle count from `particles.mass`).
+
+    Returns:
+        [n] m^3, each particle's lumped rest volume.
+    """
     from gradsim_jax.physics.fem import rest_shapes
 
     tets = topology.fem.tets
@@ -227,7 +251,15 @@ def _expand_density(exp, value):
 
 def density_field_coordinates(topology, params):
     """(particle volumes [n], s [n, 3]): the rest positions of the soft bodies' particles relative to their
-    volume-weighted centroid, over the largest such distance (|s| <= 1; 0 for particles of no tet)."""
+    volume-weighted centroid, over the largest such distance (|s| <= 1; 0 for particles of no tet).
+
+    Args:
+        topology: the scene's Topology.
+        params: the scene's Params (per-particle volumes and rest positions `fem.rest_x` [n, 3] m).
+
+    Returns:
+        ([n] m^3 volumes, [n, 3] dimensionless scaled positions).
+    """
     vol = particle_volumes(topology, params)
     x = params.fem.rest_x
     soft = vol > 0

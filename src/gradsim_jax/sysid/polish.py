@@ -34,15 +34,31 @@ def levenberg_marquardt(exp: Experiment, target: Array, theta: dict, free, *, st
 
     The Jacobian comes from forward-mode differentiation through the renderer (`render(autodiff=True)`), one
     column per free scalar, so this is for a few scalars (a handful of quantities, or a small cloth's velocities).
-    `jac_fields` (a superset of `free`) lets different free sets share one compiled Jacobian.
-    `horizons`: growing numbers of leading frames to fit in turn (each stage up to `steps` steps; the
-    last is always the whole video): a start far off in a ratio such as stiffness / mass puts the
-    oscillations out of phase late in the video, but the first frames still point the right way.
     Returns (theta, [(loss on the stage's horizon, {name: value}) after each accepted step]); `info`, when
     given, receives "grad_norm": |grad of the loss| in the transformed space at the returned theta, and
     "gn_step": the largest relative change of a quantity that one more Gauss-Newton step would make, and
     "jacobian" [residuals, free scalars], "residual", "labels", "values" and "dxdz" (the transforms' slopes)
     at the returned theta, over the whole video: what `report_from_jacobian` needs.
+
+    Args:
+        exp: the experiment.
+        target: [frames + 1, H, W, 4], the target video.
+        theta: {quantity name: value}, the start (missing entries from the experiment's defaults).
+        free: names of the quantities to fit.
+        steps: the most Levenberg-Marquardt steps of each horizon stage.
+        kind: the image loss compared ("rgba", "rgb" or "silhouette").
+        frame_stride: compare every frame_stride-th frame (frame 0 is never compared).
+        jac_fields: a superset of `free` that lets different free sets share one compiled Jacobian (None: free).
+        progress: print the loss after each step.
+        tol: stop when a step improves the loss by less than this, relatively (`fit.least_squares`).
+        horizons: growing numbers of leading frames to fit in turn (each stage up to `steps` steps; the
+            last is always the whole video): a start far off in a ratio such as stiffness / mass puts the
+            oscillations out of phase late in the video, but the first frames still point the right way.
+        info: a dict that receives the entries above, or None.
+
+    Returns:
+        (theta, all its quantities, the free ones fitted; records [(loss, {name: value})] after each accepted
+        step).
     """
     free = tuple(canonical(n) for n in free)
     jac_fields = tuple(canonical(n) for n in jac_fields) if jac_fields is not None else free

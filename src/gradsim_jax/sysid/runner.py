@@ -20,7 +20,19 @@ from gradsim_jax.sysid.report import (advice_lines, build_report, ensure_writabl
 def perturbed(theta: dict, free, *, seed: int = 0, low: float = 0.3, high: float = 0.5,
               free_particles=None) -> dict:
     """An initial guess: each free scalar scaled by 1 +- U(low, high) (random sign, seeded); velocity gets
-    per-particle noise of relative size U(low, high) times the mean speed, on free particles."""
+    per-particle noise of relative size U(low, high) times the mean speed, on free particles.
+
+    Args:
+        theta: {quantity name: value}, the values to perturb (usually the truth).
+        free: names of the quantities to perturb.
+        seed: the random generator's seed.
+        low: the smallest relative change (1 = 100 %).
+        high: the largest relative change.
+        free_particles: [n] bool, the particles whose velocity gets noise; None: every particle.
+
+    Returns:
+        a new theta {canonical name: value}, the free quantities perturbed, in their own dtypes.
+    """
     rng = np.random.default_rng(seed)
     theta = canonical_theta(theta)
     out = dict(theta)
@@ -47,7 +59,21 @@ def run(exp: Experiment, target: np.ndarray, initial: dict, config: FitConfig, o
 
     Before anything compiles: ValueError when `out_dir` cannot be written or `config` is invalid,
     CheckpointError when resuming from a missing or unreadable checkpoint or (CheckpointMismatch) from
-    one made for other inputs (`fit_inputs`) without `config.resume_anyway`."""
+    one made for other inputs (`fit_inputs`) without `config.resume_anyway`.
+
+    Args:
+        exp: the experiment.
+        target: [frames + 1, H, W, 4], the target video.
+        initial: {quantity name: value}, the initial guess (missing entries from the experiment's defaults).
+        config: how to fit (`FitConfig`).
+        out_dir: the folder the outputs are written to (created when missing).
+        truth: {quantity name: value}, the true values when known (relative errors in the report), or None.
+        extra: entries added to the report dict, or None.
+        echo: prints one line of the console summary.
+
+    Returns:
+        the report dict (`build_report`) with "outputs": {kind: path}.
+    """
     free = tuple(canonical(n) for n in config.free)
     ensure_writable_folder(out_dir)
     check_config(config)
