@@ -26,7 +26,18 @@ from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 def relative_error(name: str, estimate, truth, free_particles=None) -> float:
     """|est - true| / |true| for scalars; for "velocity" the mean over free particles of
     |v_est - v_true| / |v_true| (gradSim's Table 3 metric); for another array (per-particle masses) the mean
-    of the elements' relative errors (over the free particles when it has one per particle)."""
+    of the elements' relative errors (over the free particles when it has one per particle); for "camera_pose"
+    |pose_est - pose_true| / |pose_true| over its six numbers (see `pose_error`).
+
+    Args:
+        name: the quantity's canonical name.
+        estimate: the estimated value (scalar or array), in the quantity's unit.
+        truth: the true value, same unit.
+        free_particles: [n] bool, the free particles (None: all).
+
+    Returns:
+        the relative error, a float (1 = 100 %).
+    """
     est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
     if name == "camera_pose":  # |pose_est - pose_true| / |pose_true| over the six numbers; see pose_error
         return float(np.linalg.norm(est - tru) / max(np.linalg.norm(tru), 1e-300))
@@ -45,7 +56,15 @@ def relative_error(name: str, estimate, truth, free_particles=None) -> float:
 
 
 def pose_error(estimate, truth) -> dict:
-    """Angle (degrees) between two camera poses (rvec, tvec) and the distance (m) between their centres."""
+    """Angle (degrees) between two camera poses (rvec, tvec) and the distance (m) between their centres.
+
+    Args:
+        estimate: [6], the estimated pose: rvec [3] rad (axis-angle), tvec [3] m (OpenCV's convention).
+        truth: [6], the true pose, likewise.
+
+    Returns:
+        {"rotation_deg": float degrees, "centre_m": float m}.
+    """
     est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
     r_est = np.asarray(rotation_from_rvec(jnp.asarray(est[:3])), np.float64)
     r_tru = np.asarray(rotation_from_rvec(jnp.asarray(tru[:3])), np.float64)
@@ -73,7 +92,19 @@ def package_versions() -> dict:
 
 def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, result: SysIdResult,
                  extra: Optional[dict] = None) -> dict:
-    """The report.json dictionary: values, relative errors, iterations, wall time, identifiability, versions."""
+    """The report.json dictionary: values, relative errors, iterations, wall time, identifiability, versions.
+
+    Args:
+        exp: the experiment fitted.
+        free: names of the fitted quantities.
+        truth: {quantity name: value}, the true values when known (relative errors), or None.
+        initial: {quantity name: value}, the initial guess.
+        result: the fit's `SysIdResult`.
+        extra: entries added to the dictionary last, or None.
+
+    Returns:
+        the report dict (JSON-ready once written by `write_report`).
+    """
     free = tuple(canonical(n) for n in free)
     initial = canonical_theta(initial)
     truth = None if truth is None else canonical_theta(truth)
@@ -157,7 +188,16 @@ def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
     initial and final energy and max_t |E(t) - E(0)| of the fitted motion (joint damping, lost restitution and
     friction included: it falls by design), and the same of its conservative twin (`OdeSystem.conservative`:
     the same start with no dissipation), whose drift is the solver's alone, with gradSim's limit `EDRIFT`
-    (0.05 J). None when the scene has no ODE body or its system has no energy."""
+    (0.05 J). None when the scene has no ODE body or its system has no energy.
+
+    Args:
+        exp: the experiment.
+        theta: {quantity name: value}, missing entries from the experiment's defaults.
+
+    Returns:
+        the dict of `physics.ode.energy_drift` (per body, in its "unit"), with "conservative_max_drift",
+        "conservative_relative", "edrift" and "within_edrift" when there is a conservative twin; or None.
+    """
     if exp.topology.ode is None or getattr(exp.topology.ode.system, "energy", None) is None:
         return None
     ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(as_theta(exp, theta))
@@ -174,7 +214,14 @@ def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
 def gradient_norms(history: dict) -> Optional[dict]:
     """The Adam iterations' gradient norms (w.r.t. the unconstrained quantities, before any clipping):
     {"total": [float], "per_quantity": {name: [float]}, "growth": last / first total norm}, or None when the
-    history has none (no Adam iterations)."""
+    history has none (no Adam iterations).
+
+    Args:
+        history: the fit's history (`SysIdResult.history`; its "grad_norm" and "grad_norms" entries).
+
+    Returns:
+        the dict above, or None.
+    """
     total = [float(v) for v in history.get("grad_norm", [])]
     if not total:
         return None
@@ -190,8 +237,13 @@ FIT_OUTPUTS = ("target.gif", "initial.gif", "fitted.gif", "comparison.mp4", "los
 
 def check_inputs_kept(out_dir, inputs: dict) -> None:
     """ValueError, before a fit starts, when writing its outputs in `out_dir` would overwrite or change one of its
-    `inputs` ({what the user calls it, e.g. "--target": path or None}): a file of FIT_OUTPUTS' names in
-    `out_dir`, anything in its checkpoint folder, or a folder of frames that is `out_dir` itself."""
+    `inputs`: a file of FIT_OUTPUTS' names in `out_dir`, anything in its checkpoint folder, or a folder of frames
+    that is `out_dir` itself.
+
+    Args:
+        out_dir: the output folder (path).
+        inputs: {what the user calls it, e.g. "--target": path or None}.
+    """
     out = Path(out_dir).resolve()
     for option, path in inputs.items():
         if path is None:
@@ -207,7 +259,21 @@ def check_inputs_kept(out_dir, inputs: dict) -> None:
 def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video: np.ndarray,
                   fitted_video: np.ndarray, report: dict, result: SysIdResult, truth: Optional[dict]) -> dict:
     """Write target.gif, initial.gif, fitted.gif, comparison.mp4, loss.png, params.png, report.json, each
-    atomically (a temporary file in `out_dir`, then renamed over the old one)."""
+    atomically (a temporary file in `out_dir`, then renamed over the old one).
+
+    Args:
+        out_dir: the output folder (created when missing).
+        exp: the experiment (its frame_dt s sets the videos' frame rate, at most 50 per s).
+        target: [T, H, W, 4], the target video.
+        initial_video: [T, H, W, 4], the video of the initial guess.
+        fitted_video: [T, H, W, 4], the video of the estimate.
+        report: the report dict (`build_report`).
+        result: the fit's `SysIdResult` (its history is plotted).
+        truth: {quantity name: value}, the true values drawn in params.png, or None.
+
+    Returns:
+        {kind: path as str} for "target", "initial", "fitted", "comparison", "loss", "params", "report".
+    """
     from gradsim_jax.render.video import write_comparison, write_gif
 
     out = ensure_writable_folder(out_dir)
@@ -228,7 +294,15 @@ def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video
 
 def outputs_line(out_dir, seconds: Optional[float] = None) -> str:
     """The line a command ends with: the folder, every file written in it (sorted; the checkpoint folder is left
-    out), the page to open first (report.html, where there is one) and the total time (s) where given."""
+    out), the page to open first (report.html, where there is one) and the total time (s) where given.
+
+    Args:
+        out_dir: the output folder.
+        seconds: s, the command's total time, or None to leave it out.
+
+    Returns:
+        the line (str).
+    """
     out = Path(out_dir)
     names = sorted(p.name for p in out.iterdir() if p.is_file() and not p.name.startswith("."))
     line = f"outputs written to {out.resolve()}: {', '.join(names)}"
@@ -239,7 +313,14 @@ def outputs_line(out_dir, seconds: Optional[float] = None) -> str:
 
 def ensure_writable_folder(folder) -> Path:
     """Create `folder` if needed and write and delete a probe file in it, so that a fit learns it cannot
-    save its results before it starts rather than after; ValueError naming the folder otherwise."""
+    save its results before it starts rather than after; ValueError naming the folder otherwise.
+
+    Args:
+        folder: the folder's path.
+
+    Returns:
+        the folder as a Path.
+    """
     folder = Path(folder)
     existing = folder
     while not existing.exists() and existing != existing.parent:
@@ -258,7 +339,15 @@ def ensure_writable_folder(folder) -> Path:
 
 def write_report(path, report: dict) -> Path:
     """Write `report` as JSON to `path` atomically; return the path. A report.json gets its report.html beside
-    it (`report_html.write_html`: the videos, curves, estimates and verdict on one self-contained page)."""
+    it (`report_html.write_html`: the videos, curves, estimates and verdict on one self-contained page).
+
+    Args:
+        path: the JSON file to write.
+        report: the report dict (numpy numbers and arrays allowed).
+
+    Returns:
+        `path` as a Path.
+    """
     text = json.dumps(report, indent=2, default=_json_default)
     with atomic_file(path) as temporary:
         Path(temporary).write_text(text)
@@ -268,7 +357,15 @@ def write_report(path, report: dict) -> Path:
 
 
 def save_figure(fig, path) -> Path:
-    """fig.savefig to `path` atomically (PNG)."""
+    """fig.savefig to `path` atomically (PNG).
+
+    Args:
+        fig: a matplotlib Figure.
+        path: the PNG file to write.
+
+    Returns:
+        `path` as a Path.
+    """
     with atomic_file(path) as temporary:
         fig.savefig(temporary, format="png")
     return Path(path)
@@ -283,6 +380,16 @@ def _json_default(o):
 
 
 def plot_loss(path, history: dict) -> Path:
+    """The image loss vs iteration on a log scale, one line per contiguous stage (Adam, LM; the density field's
+    stage, `FitConfig.density_first`, before iteration 0), written as a PNG.
+
+    Args:
+        path: the PNG file to write.
+        history: the fit's history ("iteration", "loss", optional "stage" and "density_first").
+
+    Returns:
+        `path` as a Path.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -320,7 +427,17 @@ def plot_loss(path, history: dict) -> Path:
 
 def plot_params(path, history: dict, truth: Optional[dict], free_particles=None) -> Path:
     """Each estimated quantity vs iteration, with the true value as a dashed line (velocity: its mean
-    relative error instead)."""
+    relative error instead), written as a PNG.
+
+    Args:
+        path: the PNG file to write.
+        history: the fit's history ("iteration", "params": {name: [value per iteration]}).
+        truth: {quantity name: value}, the true values, or None.
+        free_particles: [n] bool, the particles the velocity error is averaged over (None: all).
+
+    Returns:
+        `path` as a Path.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -360,7 +477,14 @@ def _list(values) -> str:
 
 
 def verdict_line(conv: dict) -> str:
-    """"  converged: yes/NO (final loss, initial, noise floor, ratio)" from `Convergence.as_dict()`."""
+    """"  converged: yes/NO (final loss, initial, noise floor, ratio)" from `Convergence.as_dict()`.
+
+    Args:
+        conv: the dict of `Convergence.as_dict()` (non-finite numbers as None).
+
+    Returns:
+        the line (str).
+    """
     ratio = conv.get("floor_ratio")
     # as_dict writes non-finite numbers as None (JSON): a fit of 0 iterations has no final loss.
     g = lambda v: "n/a" if v is None else f"{v:.3g}"  # noqa: E731
@@ -370,8 +494,14 @@ def verdict_line(conv: dict) -> str:
 
 
 def advice_lines(conv) -> list[str]:
-    """The lines after a fit's summary: why it did not converge and what to try, or its notes (`conv`: a
-    `fit.convergence.Convergence` or None)."""
+    """The lines after a fit's summary: why it did not converge and what to try, or its notes.
+
+    Args:
+        conv: a `fit.convergence.Convergence`, or None (no lines).
+
+    Returns:
+        list of lines (str).
+    """
     if conv is None:
         return []
     if not conv.converged:
@@ -381,8 +511,14 @@ def advice_lines(conv) -> list[str]:
 
 
 def convergence_lines(conv) -> list[str]:
-    """The verdict line and the advice of a fit whose report has no `summary_lines` (`conv`: a Convergence or
-    None)."""
+    """The verdict line and the advice of a fit whose report has no `summary_lines`.
+
+    Args:
+        conv: a `fit.convergence.Convergence`, or None (no lines).
+
+    Returns:
+        list of lines (str).
+    """
     return [] if conv is None else [verdict_line(conv.as_dict()), *advice_lines(conv)]
 
 
@@ -397,7 +533,17 @@ def _values(value) -> str:
 
 
 def summary_lines(report: dict) -> list[str]:
-    """Readable lines: each estimated quantity with truth and relative error, identifiability flags."""
+    """Readable lines: each estimated quantity with truth and relative error, identifiability flags.
+
+    Also the gradient norms, the convergence verdict, the camera pose's error and the energy, where the report
+    has them.
+
+    Args:
+        report: the report dict (`build_report`).
+
+    Returns:
+        list of lines (str).
+    """
     lines = []
     for n in report["free"]:
         values = [report["estimated"][n], report["initial"][n]] + ([report["true"][n]] if "true" in report else [])
