@@ -221,7 +221,15 @@ def _curves(folder: Path, report: dict) -> str:
 
 
 def render_html(report: dict, folder) -> str:
-    """The page of `report` (a report.json's dict), with the pictures and videos found in `folder` inlined."""
+    """The page of `report` (a report.json's dict), with the pictures and videos found in `folder` inlined.
+
+    Args:
+        report: the report dict, as read from report.json.
+        folder: the folder whose GIF, PNG and MP4 files are inlined as data URIs.
+
+    Returns:
+        the page's HTML text.
+    """
     folder = Path(folder)
     name = report.get("experiment") or report.get("command") or "report"
     what = report.get("command") or ""
@@ -253,7 +261,15 @@ def render_html(report: dict, folder) -> str:
 
 
 def write_html(json_path, report: dict) -> Path:
-    """Write report.html beside `json_path` (atomically) from `report`; return its path."""
+    """Write report.html beside `json_path` (atomically) from `report`; return its path.
+
+    Args:
+        json_path: the report.json's path (report.html goes in its folder).
+        report: the report dict, as written to report.json.
+
+    Returns:
+        the path of report.html.
+    """
     folder = Path(json_path).parent
     path = folder / "report.html"
     text = render_html(report, folder)
