@@ -20,7 +20,14 @@ Array = Any
 
 
 def silhouette_moments(video: Array) -> Array:
-    """Per frame: alpha-weighted centroid (x, y in [0, 1]) and sqrt of the covered fraction: [T, 3]."""
+    """Per frame: alpha-weighted centroid (x, y in [0, 1]) and sqrt of the covered fraction: [T, 3].
+
+    Args:
+        video: [..., H, W, 4] RGBA frames (the alpha channel is read).
+
+    Returns:
+        [..., 3]: centroid x and y as fractions of the width and height, sqrt of the covered fraction.
+    """
     alpha = video[..., 3]
     h, w = alpha.shape[-2], alpha.shape[-1]
     mass = jnp.sum(alpha, axis=(-2, -1))
@@ -35,7 +42,16 @@ def silhouette_moments(video: Array) -> Array:
 def control_loss(pred: Array, target: Array, levels: int = 5) -> Array:
     """Image loss with a long reach: RGBA MSE of 2^k x 2^k block averages (k < levels, where the size
     divides) plus the squared difference of the silhouettes' centroids and sizes, which still has a useful
-    gradient when rendered and target shapes do not overlap at all."""
+    gradient when rendered and target shapes do not overlap at all.
+
+    Args:
+        pred: [T, H, W, 4] rendered RGBA frames.
+        target: [T, H, W, 4] target RGBA frames.
+        levels: the number of block sizes (1, 2, 4, ... pixels) compared.
+
+    Returns:
+        scalar loss.
+    """
     loss = rgba_mse(pred, target)
     h, w = pred.shape[-3], pred.shape[-2]
     for k in range(1, levels):
@@ -52,7 +68,16 @@ def control_loss(pred: Array, target: Array, levels: int = 5) -> Array:
 
 def place_rigidly(x_rest: Array, translation: Array, yaw: Array) -> Array:
     """x_rest [n, 3] turned by `yaw` (rad) about the vertical (+y) axis through its centroid and moved by
-    `translation` [3] m."""
+    `translation` [3] m.
+
+    Args:
+        x_rest: [n, 3] m, the rest positions.
+        translation: [3] m, the move.
+        yaw: scalar rad, the turn about +y.
+
+    Returns:
+        [n, 3] m, the placed positions.
+    """
     centre = jnp.mean(x_rest, axis=0)
     c, s = jnp.cos(yaw), jnp.sin(yaw)
     z, o = jnp.zeros_like(c), jnp.ones_like(c)
@@ -67,8 +92,20 @@ def pose_from_image(exp: Experiment, x_rest, target_image, *, iterations: int = 
     through `exp`'s camera matches the image (`control_loss`, which pulls from afar through the silhouette
     centroids; Adam from the rest placement, cosine-decayed `learning_rate` in m and rad per step). A target
     image that shows the body at rest somewhere, undeformed, is what this reads exactly; a deformed body
-    gives the best rigid fit. Returns {"x": placed positions [n, 3], "com": their mean [3], "translation",
-    "yaw", "loss": the image loss left, "initial_loss"} (numpy / floats)."""
+    gives the best rigid fit.
+
+    Args:
+        exp: the experiment whose camera and render settings film the body.
+        x_rest: [n, 3] m, the rest shape (every particle of `exp`).
+        target_image: [H, W, 4] RGBA image of the body.
+        iterations: Adam iterations.
+        learning_rate: the first step size, m and rad per step (cosine-decayed).
+        progress: print the fit's progress.
+
+    Returns:
+        {"x": placed positions [n, 3] m, "com": their mean [3] m, "translation" [3] m, "yaw" rad, "loss": the
+        image loss left, "initial_loss"} (numpy / floats).
+    """
     x_rest = jnp.asarray(x_rest, exp.dtype)
     target = jnp.asarray(target_image, exp.dtype)[None]
 
@@ -91,9 +128,24 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
                 learning_rate: float = 0.1, checkpoint_dir=None, checkpoint_every: int = 25, resume: bool = False,
                 resume_anyway: bool = False, progress: bool = True):
     """Optimize one initial velocity [3] m/s shared by all particles so that the last rendered frames match
-    `target_image` ([k, H, W, 4] for the last k frames, or [H, W, 4]). The loss is `control_loss`.
+    `target_image`. The loss is `control_loss`.
     Checkpoints record the target, the scene, the guess and the settings (`resume_anyway` as in `fit`).
-    Returns (velocity [3], FitResult)."""
+
+    Args:
+        exp: the experiment (the cloth scene).
+        target_image: [k, H, W, 4] for the last k frames, or [H, W, 4] for the last frame.
+        v_guess: [3] m/s, the initial guess of the velocity.
+        iterations: Adam iterations.
+        learning_rate: the first step size (cosine-decayed), m/s per step.
+        checkpoint_dir: the folder of the fit's checkpoint, or None for none.
+        checkpoint_every: iterations between checkpoints.
+        resume: continue from the checkpoint in `checkpoint_dir`.
+        resume_anyway: resume even from a checkpoint made for other inputs (as in `fit`).
+        progress: print the fit's progress.
+
+    Returns:
+        (velocity [3] m/s numpy, FitResult).
+    """
     tgt = jnp.asarray(target_image, exp.dtype)
     if tgt.ndim == 3:
         tgt = tgt[None]
@@ -116,7 +168,17 @@ def fit_control(exp: Experiment, target_image: np.ndarray, v_guess, *, iteration
 
 
 def final_position_error(exp: Experiment, v_est, v_true) -> dict:
-    """Distances between the final positions reached with v_est and with v_true (uniform velocities [3])."""
+    """Distances between the final positions reached with v_est and with v_true (uniform velocities [3]).
+
+    Args:
+        exp: the experiment.
+        v_est: [3] m/s, the estimated initial velocity of every particle.
+        v_true: [3] m/s, the true one.
+
+    Returns:
+        {"mean_particle_error_m", "max_particle_error_m", "center_error_m", "travel_m" (how far the true
+        centre moved)}, floats in m.
+    """
     shape = np.shape(exp.state0.particles.x)
     x_est, _ = simulate_video(exp, {"velocity": np.broadcast_to(v_est, shape)})
     x_true, _ = simulate_video(exp, {"velocity": np.broadcast_to(v_true, shape)})
