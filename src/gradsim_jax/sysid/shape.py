@@ -38,14 +38,29 @@ Array = Any
 
 
 def mesh_edges(faces) -> np.ndarray:
-    """The undirected edges [E, 2] (each once, lower index first) of a triangle mesh's faces [F, 3]."""
+    """The undirected edges [E, 2] (each once, lower index first) of a triangle mesh's faces [F, 3].
+
+    Args:
+        faces: [F, 3] int, the triangles' vertex indices.
+
+    Returns:
+        numpy [E, 2] int, the edges, sorted.
+    """
     f = np.asarray(faces)
     return np.unique(np.sort(f[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1), axis=0)
 
 
 def edge_length_spread(vertices, edges) -> Array:
     """Variance of the lengths of `edges` [E, 2] of `vertices` [N, 3] (m^2): 0 for a mesh of equal edges,
-    whatever its size, so it evens the triangles without shrinking the mesh; traceable."""
+    whatever its size, so it evens the triangles without shrinking the mesh; traceable.
+
+    Args:
+        vertices: [N, 3] m, the mesh's vertices.
+        edges: [E, 2] int, vertex index pairs (`mesh_edges`).
+
+    Returns:
+        scalar m^2, the variance of the edge lengths.
+    """
     d = vertices[edges[:, 0]] - vertices[edges[:, 1]]
     length = jnp.sqrt(jnp.sum(d * d, axis=-1))
     return jnp.mean(jnp.square(length - jnp.mean(length)))
@@ -90,9 +105,18 @@ class ShapeExperiment:
 
 
 def render_silhouettes(exp: ShapeExperiment, vertices, cameras=None, faces=None) -> Array:
-    """Silhouettes (alpha) [V, H, W] of `vertices` [N, 3] (with `faces`, default the experiment's) from
-    `cameras` (default: the fitted ones), one compiled render mapped over the stacked cameras;
-    differentiable in the vertices."""
+    """Silhouettes (alpha) [V, H, W] of `vertices` [N, 3] from the cameras, one compiled render mapped over the
+    stacked cameras; differentiable in the vertices.
+
+    Args:
+        exp: the shape experiment (render settings; default faces and cameras).
+        vertices: [N, 3] m, the mesh's vertices.
+        cameras: the views (`render.camera.Camera`s of one image size); None: the fitted ones, `exp.cameras`.
+        faces: [F, 3] int, the triangles; None: the experiment's.
+
+    Returns:
+        [V, H, W] alpha in [0, 1], one silhouette per camera.
+    """
     cameras = exp.cameras if cameras is None else tuple(cameras)
     vertices = jnp.asarray(vertices)
     faces = jnp.asarray(exp.faces if faces is None else faces, jnp.int32)
@@ -102,7 +126,18 @@ def render_silhouettes(exp: ShapeExperiment, vertices, cameras=None, faces=None)
 
 def check_silhouettes(exp: ShapeExperiment, masks, count: int, name: str = "the target silhouettes") -> np.ndarray:
     """`masks` as float [count, H, W] in [0, 1] (RGBA views [count, H, W, 4] give their alpha), or a
-    ValueError naming what is wrong."""
+    ValueError naming what is wrong.
+
+    Args:
+        exp: the shape experiment (its image size H x W pixels).
+        masks: [count, H, W] masks or [count, H, W, 4] RGBA views, values in [0, 1]; every view must show the
+            object (a value above 1/2).
+        count: the number of views expected.
+        name: what the masks are called in the error.
+
+    Returns:
+        numpy float32 [count, H, W].
+    """
     a = np.asarray(masks, np.float32)
     h, w = exp.size
     if a.ndim == 4 and a.shape[-1] == 4:
@@ -118,14 +153,31 @@ def check_silhouettes(exp: ShapeExperiment, masks, count: int, name: str = "the 
 
 
 def soft_iou_loss(masks, target) -> Array:
-    """Mean over views of 1 - sum(a t) / sum(a + t - a t) of soft masks [V, H, W] (SoftRas's silhouette loss)."""
+    """Mean over views of 1 - sum(a t) / sum(a + t - a t) of soft masks [V, H, W] (SoftRas's silhouette loss).
+
+    Args:
+        masks: [V, H, W] rendered soft masks a, in [0, 1].
+        target: [V, H, W] target masks t, in [0, 1].
+
+    Returns:
+        scalar loss in [0, 1].
+    """
     inter = jnp.sum(masks * target, axis=(-2, -1))
     union = jnp.sum(masks + target - masks * target, axis=(-2, -1))
     return jnp.mean(1.0 - inter / jnp.maximum(union, 1e-12))
 
 
 def silhouette_iou(masks, target, threshold: float = 0.5) -> np.ndarray:
-    """Per-view IoU [V] of the hard silhouettes (value > threshold) of two mask stacks [V, H, W]."""
+    """Per-view IoU [V] of the hard silhouettes (value > threshold) of two mask stacks [V, H, W].
+
+    Args:
+        masks: [V, H, W] masks.
+        target: [V, H, W] masks.
+        threshold: the value above which a pixel is covered.
+
+    Returns:
+        numpy [V], the IoU of each view in [0, 1].
+    """
     a = np.asarray(masks) > threshold
     b = np.asarray(target) > threshold
     inter = np.sum(a & b, axis=(-2, -1))
@@ -133,7 +185,17 @@ def silhouette_iou(masks, target, threshold: float = 0.5) -> np.ndarray:
 
 
 def sample_surface(vertices, faces, count: int, seed: int = 0) -> np.ndarray:
-    """`count` points [count, 3] spread uniformly over a triangle mesh's surface (faces picked by area)."""
+    """`count` points [count, 3] spread uniformly over a triangle mesh's surface (faces picked by area).
+
+    Args:
+        vertices: [N, 3] m, the mesh's vertices.
+        faces: [F, 3] int, the triangles.
+        count: the number of points.
+        seed: the random generator's seed.
+
+    Returns:
+        numpy [count, 3] m, the points.
+    """
     v = np.asarray(vertices, np.float64)
     tri = v[np.asarray(faces)]
     area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
@@ -150,7 +212,15 @@ def sample_surface(vertices, faces, count: int, seed: int = 0) -> np.ndarray:
 def chamfer_distance(points_a, points_b) -> dict:
     """Symmetric chamfer distance of two point sets [Na, 3], [Nb, 3] (m): the mean distance of each point
     to the nearest point of the other set, each way ("a_to_b", "b_to_a"), their mean ("mean") and the
-    largest of all ("max"). Nearest points by k-d trees (scipy), exact."""
+    largest of all ("max"). Nearest points by k-d trees (scipy), exact.
+
+    Args:
+        points_a: [Na, 3] m.
+        points_b: [Nb, 3] m.
+
+    Returns:
+        {"a_to_b", "b_to_a", "mean", "max"}: floats, m.
+    """
     from scipy.spatial import cKDTree
 
     a, b = np.asarray(points_a, np.float64), np.asarray(points_b, np.float64)
@@ -161,7 +231,16 @@ def chamfer_distance(points_a, points_b) -> dict:
 
 
 def shape_loss(exp: ShapeExperiment, offsets, target) -> Array:
-    """The fit's loss (see the module docstring) of `offsets` [N, 3] against target silhouettes [V, H, W]."""
+    """The fit's loss (see the module docstring) of `offsets` [N, 3] against target silhouettes [V, H, W].
+
+    Args:
+        exp: the shape experiment (template, faces, cameras, regularizer weights).
+        offsets: [N, 3] m, the offset of each template vertex.
+        target: [V, H, W] target masks, one per fitted camera.
+
+    Returns:
+        scalar loss.
+    """
     template = jnp.asarray(exp.vertices, offsets.dtype)
     vertices = template + offsets
     loss = soft_iou_loss(render_silhouettes(exp, vertices), target)
@@ -175,8 +254,18 @@ def shape_loss(exp: ShapeExperiment, offsets, target) -> Array:
 def fit_shape(exp: ShapeExperiment, target, *, iterations: int = 300, learning_rate: float = 0.01,
               progress: bool = True) -> SysIdResult:
     """The per-vertex offsets [N, 3] of the template that make its silhouettes from the fitted cameras match
-    `target` ([V, H, W] masks or RGBA views): Adam on `shape_loss` from zero offsets, the learning rate
-    cosine-decayed to a tenth. Returns a `SysIdResult` with theta {"offsets": ...}."""
+    `target`: Adam on `shape_loss` from zero offsets, the learning rate cosine-decayed to a tenth.
+
+    Args:
+        exp: the shape experiment.
+        target: [V, H, W] masks or [V, H, W, 4] RGBA views, one per fitted camera.
+        iterations: Adam iterations (>= 0).
+        learning_rate: the first step size, m per step (> 0).
+        progress: print the fit's progress.
+
+    Returns:
+        a `SysIdResult` with theta {"offsets": [N, 3] m numpy}.
+    """
     target = jnp.asarray(check_silhouettes(exp, target, len(exp.cameras)))
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
