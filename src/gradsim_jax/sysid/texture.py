@@ -78,7 +78,14 @@ class TextureExperiment:
 
 def check_cameras(cameras, held_out, owner: str, what: str) -> None:
     """A ValueError unless there is at least one fitted camera and every camera (fitted and held out) has the
-    same image size (the views of a renderer-only experiment)."""
+    same image size (the views of a renderer-only experiment).
+
+    Args:
+        cameras: the fitted views (`render.camera.Camera`s).
+        held_out: the views kept out of the fit.
+        owner: the experiment class named in the error ("TextureExperiment").
+        what: what the experiment finds, named in the error ("a texture").
+    """
     if not cameras:
         raise ValueError(f"{owner}.cameras is empty: {what} needs at least one view")
     sizes = {(c.width, c.height) for c in tuple(cameras) + tuple(held_out)}
@@ -87,12 +94,28 @@ def check_cameras(cameras, held_out, owner: str, what: str) -> None:
 
 
 def stack_cameras(cameras):
-    """One `Camera` whose leaves stack those of `cameras` (for `lax.map` over the views)."""
+    """One `Camera` whose leaves stack those of `cameras` (for `lax.map` over the views).
+
+    Args:
+        cameras: a sequence of V `Camera`s of one image size.
+
+    Returns:
+        a `Camera` whose leaves have a leading axis [V, ...].
+    """
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *cameras)
 
 
 def check_texture(exp: TextureExperiment, image, name: str = "texture") -> np.ndarray:
-    """`image` as float [Ht, Wt, 3] in [0, 1], or a ValueError naming it."""
+    """`image` as float [Ht, Wt, 3] in [0, 1], or a ValueError naming it.
+
+    Args:
+        exp: the texture experiment (its texture_shape (Ht, Wt) texels).
+        image: [Ht, Wt, 3] RGB texels in [0, 1].
+        name: what the image is called in the error.
+
+    Returns:
+        numpy float64 [Ht, Wt, 3].
+    """
     a = np.asarray(image, np.float64)
     if a.shape != exp.texture_shape + (3,):
         raise ValueError(f"{name} must be an RGB image of {exp.texture_shape[0]} x {exp.texture_shape[1]} texels "
@@ -104,7 +127,16 @@ def check_texture(exp: TextureExperiment, image, name: str = "texture") -> np.nd
 
 def render_views(exp: TextureExperiment, image, cameras=None) -> Array:
     """RGBA views [V, H, W, 4] of the mesh with texture `image` [Ht, Wt, 3] from `cameras` (default: the
-    fitted ones), one compiled render mapped over the stacked cameras; differentiable in the image."""
+    fitted ones), one compiled render mapped over the stacked cameras; differentiable in the image.
+
+    Args:
+        exp: the texture experiment (mesh, uv, lights, background, render settings).
+        image: [Ht, Wt, 3] RGB texels in [0, 1].
+        cameras: the views (`Camera`s of one image size); None: the fitted ones, `exp.cameras`.
+
+    Returns:
+        [V, H, W, 4] RGBA views.
+    """
     cameras = exp.cameras if cameras is None else tuple(cameras)
     image = jnp.asarray(image)
     dtype = image.dtype
@@ -117,7 +149,17 @@ def render_views(exp: TextureExperiment, image, cameras=None) -> Array:
 
 
 def check_views(exp: TextureExperiment, views, count: int, name: str = "the target views") -> np.ndarray:
-    """`views` as float [count, H, W, 4], or a ValueError naming what is wrong."""
+    """`views` as float [count, H, W, 4], or a ValueError naming what is wrong.
+
+    Args:
+        exp: the texture experiment (its image size H x W pixels).
+        views: [count, H, W, 4] finite RGBA images.
+        count: the number of views expected.
+        name: what the views are called in the error.
+
+    Returns:
+        numpy float32 [count, H, W, 4].
+    """
     a = np.asarray(views, np.float32)
     h, w = exp.size
     if a.shape != (count, h, w, 4):
@@ -130,7 +172,15 @@ def check_views(exp: TextureExperiment, views, count: int, name: str = "the targ
 
 def psnr(image, reference) -> float:
     """Peak signal-to-noise ratio (dB, peak 1) of the RGB of `image` against `reference` ([..., H, W, 4]) over
-    the pixels the reference's mesh covers (alpha > 1/2)."""
+    the pixels the reference's mesh covers (alpha > 1/2).
+
+    Args:
+        image: [..., H, W, 4] RGBA, values relative to a peak of 1.
+        reference: [..., H, W, 4] RGBA, same shape; its alpha picks the pixels.
+
+    Returns:
+        the PSNR in dB (inf when the images agree exactly on those pixels).
+    """
     a = np.asarray(image, np.float64)
     b = np.asarray(reference, np.float64)
     covered = b[..., 3] > 0.5
@@ -143,8 +193,19 @@ def psnr(image, reference) -> float:
 def fit_texture(exp: TextureExperiment, target_views, initial=None, *, iterations: int = 200,
                 learning_rate: float = 0.1, progress: bool = True) -> SysIdResult:
     """The texture [Ht, Wt, 3] that makes the fitted views look like `target_views` [V, H, W, 4]: Adam on the
-    mean squared RGBA error of all views (the texels in logit space, learning rate cosine-decayed), from
-    `initial` (default mid grey). Returns a `SysIdResult` with theta {"texture": ...}."""
+    mean squared RGBA error of all views (the texels in logit space, learning rate cosine-decayed to a tenth).
+
+    Args:
+        exp: the texture experiment.
+        target_views: [V, H, W, 4] RGBA images, one per fitted camera.
+        initial: [Ht, Wt, 3] RGB texels in [0, 1] to start from; None: mid grey (0.5).
+        iterations: Adam iterations (>= 0).
+        learning_rate: the first step size, in the texels' logit space.
+        progress: print the fit's progress.
+
+    Returns:
+        a `SysIdResult` with theta {"texture": [Ht, Wt, 3] numpy}.
+    """
     target = jnp.asarray(check_views(exp, target_views, len(exp.cameras)))
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
