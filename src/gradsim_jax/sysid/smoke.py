@@ -137,7 +137,15 @@ def _check_names(names) -> tuple:
 
 def smoke_theta(exp: SmokeExperiment, theta: Optional[dict] = None) -> dict:
     """`exp.theta` with `theta`'s entries over it, each checked (a known name, the quantity's shape, finite,
-    and >= 0 where the quantity is) and in the experiment's dtype; ValueError naming the quantity."""
+    and >= 0 where the quantity is) and in the experiment's dtype; ValueError naming the quantity.
+
+    Args:
+        exp: the smoke experiment (its own values of every quantity).
+        theta: {name of `SMOKE_QUANTITIES`: value in its unit} (tracers pass unchecked); None: none.
+
+    Returns:
+        dict {name: value} of every smoke quantity.
+    """
     out = dict(exp.theta)
     for name, value in (theta or {}).items():
         _check_names([name])
@@ -156,7 +164,15 @@ def smoke_theta(exp: SmokeExperiment, theta: Optional[dict] = None) -> dict:
 
 
 def assemble_smoke(exp: SmokeExperiment, theta: dict) -> tuple[SmokeParams, SmokeState]:
-    """(SmokeParams, initial SmokeState) of the experiment with theta's quantities; traceable."""
+    """(SmokeParams, initial SmokeState) of the experiment with theta's quantities; traceable.
+
+    Args:
+        exp: the smoke experiment (every value theta does not give).
+        theta: {name of `SMOKE_QUANTITIES`: value}; "smoke_velocity" [2, ny, nx] m/s sets the initial (u, v).
+
+    Returns:
+        (SmokeParams, SmokeState).
+    """
     fields = {field: theta[name] for name, (field, _, _) in SMOKE_QUANTITIES.items()
               if name in theta and field != "velocity"}
     params = dataclasses.replace(exp.params, **fields)
@@ -168,14 +184,30 @@ def assemble_smoke(exp: SmokeExperiment, theta: dict) -> tuple[SmokeParams, Smok
 
 
 def smoke_trajectory(exp: SmokeExperiment, theta: dict) -> SmokeState:
-    """The smoke at every frame (leaves [frames + 1, ny, nx]) with theta's quantities; traceable."""
+    """The smoke at every frame (leaves [frames + 1, ny, nx]) with theta's quantities; traceable.
+
+    Args:
+        exp: the smoke experiment.
+        theta: {name of `SMOKE_QUANTITIES`: value}.
+
+    Returns:
+        SmokeState with leaves [frames + 1, ny, nx].
+    """
     params, state = assemble_smoke(exp, theta)
     return smoke_rollout(exp.topology, params, state, frames=exp.frames, substeps=exp.substeps,
                          frame_dt=exp.frame_dt)
 
 
 def render_density(exp: SmokeExperiment, density) -> Array:
-    """RGBA frames [..., H, W, 4] of density [..., ny, nx] as the experiment's camera sees it."""
+    """RGBA frames [..., H, W, 4] of density [..., ny, nx] as the experiment's camera sees it.
+
+    Args:
+        exp: the smoke experiment (camera or image size, colour map, scale, background).
+        density: [..., ny, nx], the smoke's density on the grid (the experiment's `scale` has opacity 1 - 1/e).
+
+    Returns:
+        [..., H, W, 4] RGBA frames.
+    """
     if exp.camera is not None:
         ny, nx = exp.topology.shape
         extent = (nx * exp.topology.spacing, ny * exp.topology.spacing)
@@ -186,7 +218,15 @@ def render_density(exp: SmokeExperiment, density) -> Array:
 
 
 def smoke_video(exp: SmokeExperiment, theta: dict) -> Array:
-    """The rendered video [frames + 1, H, W, 4] with theta's quantities; traceable."""
+    """The rendered video [frames + 1, H, W, 4] with theta's quantities; traceable.
+
+    Args:
+        exp: the smoke experiment.
+        theta: {name of `SMOKE_QUANTITIES`: value}.
+
+    Returns:
+        [frames + 1, H, W, 4] RGBA video.
+    """
     return render_density(exp, smoke_trajectory(exp, theta).density)
 
 
@@ -196,7 +236,15 @@ _VIDEO = {}
 def simulate_smoke_video(exp: SmokeExperiment, theta: Optional[dict] = None) -> tuple[np.ndarray, np.ndarray]:
     """Host-side (density [frames + 1, ny, nx], video [frames + 1, H, W, 4]); SimulationDiverged when the
     smoke is not finite (a velocity too fast for the step: the semi-Lagrangian step itself is stable, but an
-    unconverged solve or a huge buoyancy is not)."""
+    unconverged solve or a huge buoyancy is not).
+
+    Args:
+        exp: the smoke experiment.
+        theta: {name of `SMOKE_QUANTITIES`: value}, checked by `smoke_theta`; None: the experiment's own values.
+
+    Returns:
+        (numpy density [frames + 1, ny, nx], numpy RGBA video [frames + 1, H, W, 4]).
+    """
     theta = smoke_theta(exp, theta)
     # The camera is an argument of the program (its arrays are data), the rest of the experiment its structure.
     key = (exp.topology, exp.frames, exp.substeps, exp.frame_dt, exp.image_shape, str(exp.colormap), exp.scale,
@@ -218,7 +266,16 @@ def simulate_smoke_video(exp: SmokeExperiment, theta: Optional[dict] = None) -> 
 
 def compared_frames(exp: SmokeExperiment, compare: str = "all", frame_stride: int = 1) -> np.ndarray:
     """The frame indices a loss compares: every `frame_stride`-th after the first ("all", the last always in),
-    or the last alone ("last": a target picture)."""
+    or the last alone ("last": a target picture).
+
+    Args:
+        exp: the smoke experiment (its number of frames).
+        compare: "all" or "last".
+        frame_stride: the step between compared frames (a whole number >= 1), for "all".
+
+    Returns:
+        numpy int [k], the frame indices (0: the initial state, never compared).
+    """
     if compare == "last":
         return np.array([exp.frames])
     if compare != "all":
@@ -230,7 +287,16 @@ def compared_frames(exp: SmokeExperiment, compare: str = "all", frame_stride: in
 
 def check_target(exp: SmokeExperiment, target, frames: np.ndarray) -> np.ndarray:
     """target as float [len(frames), H, W, 4] (a video [frames + 1, H, W, 4] is cut to `frames`; one picture
-    [H, W, 4] stands for the last frame); ValueError naming what is wrong."""
+    [H, W, 4] stands for the last frame); ValueError naming what is wrong.
+
+    Args:
+        exp: the smoke experiment (its image size and number of frames).
+        target: a video [frames + 1, H, W, 4], the compared frames [len(frames), H, W, 4], or one picture [H, W, 4].
+        frames: [k] int, the compared frame indices (`compared_frames`).
+
+    Returns:
+        numpy float64 [len(frames), H, W, 4].
+    """
     t = np.asarray(target, np.float64)
     h, w = exp.image_shape
     if t.ndim == 3:
@@ -252,9 +318,19 @@ def check_target(exp: SmokeExperiment, target, frames: np.ndarray) -> np.ndarray
 
 def smoke_loss(exp: SmokeExperiment, theta: dict, target: Array, frames: np.ndarray,
                smoothness: float = 0.0) -> Array:
-    """Mean squared RGBA error of the compared frames (`compared_frames`; target [len(frames), H, W, 4]), plus
-    `smoothness` times the mean squared difference of neighbouring initial velocities (a free field's
-    regularizer); traceable."""
+    """Mean squared RGBA error of the compared frames (`compared_frames`), plus `smoothness` times the mean squared
+    difference of neighbouring initial velocities (a free field's regularizer); traceable.
+
+    Args:
+        exp: the smoke experiment.
+        theta: {name of `SMOKE_QUANTITIES`: value}.
+        target: [len(frames), H, W, 4] RGBA target frames.
+        frames: [k] int, the compared frame indices.
+        smoothness: the regularizer's weight, per (m/s)^2 (0: none).
+
+    Returns:
+        scalar loss.
+    """
     pred = smoke_video(exp, theta)[jnp.asarray(frames)]
     loss = rgba_mse(pred, target)
     if smoothness and "smoke_velocity" in theta:
@@ -275,7 +351,25 @@ def fit_smoke(exp: SmokeExperiment, target, initial: dict, free, *, iterations: 
     Returns a `SysIdResult`: theta (every quantity, the free ones fitted), history ("iteration", "loss",
     "params": the scalar quantities per step, "stage": "adam" or "lm"), convergence (`fit.convergence.assess`
     against the compared frames' noise floor; a field's last steps are not tracked, so a fit of one is
-    judged by its loss alone)."""
+    judged by its loss alone).
+
+    Args:
+        exp: the smoke experiment.
+        target: a video [frames + 1, H, W, 4], the compared frames, or one picture [H, W, 4] (`check_target`).
+        initial: {name: value}, the start.
+        free: names of `SMOKE_QUANTITIES` to fit (at least one).
+        iterations: Adam iterations.
+        learning_rate: the first step size, in the quantities' transformed spaces (cosine-decayed to a tenth).
+        polish: the most Levenberg-Marquardt steps (0: none).
+        compare: "all" or "last" (`compared_frames`).
+        frame_stride: the step between compared frames, for "all".
+        smoothness: the weight of the initial velocity field's regularizer (`smoke_loss`).
+        progress: print the fit's progress.
+        callback: `callback(iteration, theta, loss)`, or None.
+
+    Returns:
+        the `SysIdResult` described above.
+    """
     free = _check_names(free)
     if not free:
         raise ValueError("free names no quantity to fit")
@@ -356,7 +450,18 @@ def _polish(exp, theta: dict, free: tuple, tgt, frames, steps: int):
 
 def smoke_report(exp: SmokeExperiment, free, truth: Optional[dict], initial: dict, result: SysIdResult) -> dict:
     """report.json's content: per free quantity the initial, estimated and (with a truth) true value and the
-    relative error (a field: the relative L2 error), the fit's losses, iterations and time."""
+    relative error (a field: the relative L2 error), the fit's losses, iterations and time.
+
+    Args:
+        exp: the smoke experiment.
+        free: names of the fitted quantities.
+        truth: {name: value}, the true values, or None.
+        initial: {name: value}, the start (missing ones: the experiment's).
+        result: the fit's `SysIdResult`.
+
+    Returns:
+        the report dict (a field is summarized by its shape, mean, min, max and rms).
+    """
     rows = {}
     for n in free:
         est = np.asarray(result.theta[n], np.float64)
