@@ -65,6 +65,14 @@ class TetActivation:
     scale: float = 1.0
 
     def control(self, outputs: Array) -> Control:
+        """The `Control` of one frame for the policy's outputs: `scale * outputs[group]` on each element.
+
+        Args:
+            outputs: [self.outputs] the policy's output vector for this actuator.
+
+        Returns:
+            a `Control` setting `fem.tet_activation` [k] (1).
+        """
         _check_size(self, outputs)
         return Control(fem=FemControl(tet_activation=self.scale * _take(outputs, self.groups)))
 
@@ -78,6 +86,14 @@ class TriActivation:
     scale: float = 1.0
 
     def control(self, outputs: Array) -> Control:
+        """The `Control` of one frame for the policy's outputs: `scale * outputs[group]` on each element.
+
+        Args:
+            outputs: [self.outputs] the policy's output vector for this actuator.
+
+        Returns:
+            a `Control` setting `cloth.tri_activation` [t] (1).
+        """
         _check_size(self, outputs)
         return Control(cloth=ClothControl(tri_activation=self.scale * _take(outputs, self.groups)))
 
@@ -92,6 +108,14 @@ class BendRest:
     scale: float = 1.0
 
     def control(self, outputs: Array) -> Control:
+        """The `Control` of one frame for the policy's outputs: `scale * outputs[group]` on each element.
+
+        Args:
+            outputs: [self.outputs] the policy's output vector for this actuator.
+
+        Returns:
+            a `Control` setting `cloth.bend_rest_offset` [e] (rad).
+        """
         _check_size(self, outputs)
         return Control(cloth=ClothControl(bend_rest_offset=self.scale * _take(outputs, self.groups)))
 
@@ -107,31 +131,76 @@ class ParticleForce:
     scale: float = 1.0
 
     def control(self, outputs: Array) -> Control:
+        """The `Control` of one frame for the policy's outputs: each particle gets `scale` times its group's three
+        outputs (x, y, z).
+
+        Args:
+            outputs: [self.outputs] the policy's output vector for this actuator (3 per group).
+
+        Returns:
+            a `Control` setting `particles.force` [n, 3] (N).
+        """
         _check_size(self, outputs)
         return Control(particles=ParticleControl(force=self.scale * _take(outputs.reshape(-1, 3), self.groups)))
 
 
 def tet_activation(num_tets: int, groups=None, *, scale: float = 1.0) -> TetActivation:
-    """A `TetActivation` for `num_tets` tets; groups [k] ints (None: one output per tet)."""
+    """A `TetActivation` for `num_tets` tets; groups [k] ints (None: one output per tet).
+
+    Args:
+        num_tets: k, the number of tets.
+        groups: [k] ints, the output driving each tet (-1: undriven); None: one output per tet.
+        scale: activation per unit output (a > 0 contracts a tet).
+
+    Returns:
+        the `TetActivation`, with outputs = the number of groups.
+    """
     g, n = _groups(num_tets, groups, "tet_activation")
     return TetActivation(groups=jnp.asarray(g), outputs=n, scale=float(scale))
 
 
 def tri_activation(num_triangles: int, groups=None, *, scale: float = 1.0) -> TriActivation:
-    """A `TriActivation` for `num_triangles` triangles; groups [t] ints (None: one output per triangle)."""
+    """A `TriActivation` for `num_triangles` triangles; groups [t] ints (None: one output per triangle).
+
+    Args:
+        num_triangles: t, the number of triangles.
+        groups: [t] ints, the output driving each triangle (-1: undriven); None: one output per triangle.
+        scale: activation (relative area shift) per unit output.
+
+    Returns:
+        the `TriActivation`, with outputs = the number of groups.
+    """
     g, n = _groups(num_triangles, groups, "tri_activation")
     return TriActivation(groups=jnp.asarray(g), outputs=n, scale=float(scale))
 
 
 def bend_rest(num_edges: int, groups=None, *, scale: float = 1.0) -> BendRest:
-    """A `BendRest` for `num_edges` bending edges; groups [e] ints (None: one output per edge)."""
+    """A `BendRest` for `num_edges` bending edges; groups [e] ints (None: one output per edge).
+
+    Args:
+        num_edges: e, the number of bending edges.
+        groups: [e] ints, the output driving each edge (-1: undriven); None: one output per edge.
+        scale: rad per unit output.
+
+    Returns:
+        the `BendRest`, with outputs = the number of groups.
+    """
     g, n = _groups(num_edges, groups, "bend_rest")
     return BendRest(groups=jnp.asarray(g), outputs=n, scale=float(scale))
 
 
 def particle_force(num_particles: int, groups=None, *, scale: float = 1.0) -> ParticleForce:
     """A `ParticleForce` for `num_particles` particles; groups [n] ints (None: every particle in one group,
-    three outputs)."""
+    three outputs).
+
+    Args:
+        num_particles: n, the number of particles.
+        groups: [n] ints, the group of each particle (-1: undriven); None: every particle in group 0.
+        scale: N per unit output.
+
+    Returns:
+        the `ParticleForce`, with outputs = 3 x the number of groups.
+    """
     if groups is None:
         groups = np.zeros(num_particles, np.int32)
     g, n = _groups(num_particles, groups, "particle_force")
@@ -149,7 +218,14 @@ def _merge_branch(a, b):
 
 
 def merge_controls(*controls: Optional[Control]) -> Optional[Control]:
-    """One `Control` holding every given field; fields set by several add."""
+    """One `Control` holding every given field; fields set by several add.
+
+    Args:
+        *controls: `Control`s or None (skipped).
+
+    Returns:
+        the merged `Control`, or None when none was given.
+    """
     out = None
     for c in controls:
         if c is None:
@@ -170,6 +246,14 @@ class Actuators:
         return sum(p.outputs for p in self.parts)
 
     def control(self, outputs: Array) -> Control:
+        """The `Control` of one frame: each part's Control of its slice of `outputs`, merged (`merge_controls`).
+
+        Args:
+            outputs: [self.outputs] the policy's output vector, split among the parts in order.
+
+        Returns:
+            the merged `Control`.
+        """
         _check_size(self, outputs)
         controls, start = [], 0
         for p in self.parts:

@@ -41,13 +41,29 @@ def train_policy(
 ) -> FitResult:
     """Minimize `loss_of_trajectory(rollout_fn(policy_params))` over every float field of the policy.
 
-    rollout_fn(policy_params) -> trajectory (e.g. a closure over `simulate_policy`), or
-    rollout_fn(policy_params, key) with uses_key=True (a fresh key per iteration, split from `key`: random
-    initial states or pushes). loss_of_trajectory(trajectory) -> scalar. Adam(learning_rate) unless
-    `optimizer`; `clip_norm`: clip the gradient's global norm. checkpoint_dir / checkpoint_every / resume /
-    resume_anyway / metadata: as `fit` (the policy, the optimizer state and the key are saved; a resumed
-    run is bitwise the uninterrupted one). Returns `fit`'s `FitResult`: `.params` the trained
-    `PolicyParams`, `.history["loss"]` the loss per iteration.
+    Args:
+        loss_of_trajectory: `loss_of_trajectory(trajectory) -> scalar`.
+        policy_params0: the initial `PolicyParams`.
+        rollout_fn: `rollout_fn(policy_params) -> trajectory` (e.g. a closure over `simulate_policy`), or
+            `rollout_fn(policy_params, key)` with uses_key=True.
+        iterations: the number of updates.
+        learning_rate: Adam's step size, unless `optimizer`.
+        key: a `jax.random` key, split into a fresh key per iteration when uses_key (random initial states or
+            pushes); None: none.
+        uses_key: whether rollout_fn takes a key.
+        optimizer: an optax optimizer; None: Adam(learning_rate).
+        clip_norm: clip the gradient's global norm to this; None: no clipping.
+        checkpoint_dir: as `fit` (the policy, the optimizer state and the key are saved; a resumed run is
+            bitwise the uninterrupted one); None: no checkpoints.
+        checkpoint_every: as `fit`: iterations between checkpoints.
+        resume: as `fit`: continue from the checkpoint in checkpoint_dir.
+        resume_anyway: as `fit`: resume even from a checkpoint made for other inputs.
+        metadata: as `fit`: the inputs a checkpoint records and a resume compares; None: none.
+        progress: print the progress.
+        callback: as `fit`: `callback(iteration, params, loss, aux)` after every iteration; None: none.
+
+    Returns:
+        `fit`'s `FitResult`: `.params` the trained `PolicyParams`, `.history["loss"]` the loss per iteration.
     """
     if uses_key:
         def loss_fn(p, k):
@@ -77,9 +93,23 @@ def random_policy_baseline(
     batch_size: Optional[int] = None,
 ) -> dict:
     """The objective (lower is better) of n random policies `init_policy(k_i, inputs, outputs, scale=...,
-    hidden=...)`, k_i = split(key, n): {"mean", "best" (min), "std", "values" [n] np.ndarray}.
+    hidden=...)`, k_i = split(key, n).
 
     Evaluated in one jitted program, `batch_size` policies at a time (None: all n at once, vmapped).
+
+    Args:
+        key: a `jax.random` key.
+        n: the number of random policies (>= 1).
+        objective: `objective(policy_params) -> scalar`, traceable.
+        inputs: the policies' input size.
+        outputs: the policies' output size.
+        scale: `init_policy`'s scale: the typical pre-tanh output for features of order one.
+        hidden: the hidden layer's size of a two-layer policy; None: one layer.
+        dtype: the policies' float dtype; None: JAX's default float.
+        batch_size: policies evaluated at a time; None: all n.
+
+    Returns:
+        {"mean", "best" (min), "std", "values" [n] np.ndarray}.
     """
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"random_policy_baseline needs n >= 1, got {n!r}")
