@@ -20,7 +20,14 @@ Array = Any
 
 @contextlib.contextmanager
 def at_precision(bits: int) -> Iterator[Any]:
-    """Context in which JAX's default float has `bits` (32 or 64) bits; yields that dtype."""
+    """Context in which JAX's default float has `bits` (32 or 64) bits; yields that dtype.
+
+    Args:
+        bits: 32 or 64.
+
+    Returns:
+        a context manager yielding jnp.float32 or jnp.float64.
+    """
     if bits not in (32, 64):
         raise ValueError(f"bits must be 32 or 64, got {bits!r}")
     with jax.enable_x64(bits == 64):
@@ -28,7 +35,15 @@ def at_precision(bits: int) -> Iterator[Any]:
 
 
 def cast_floats(tree: Any, dtype) -> Any:
-    """`tree` with every floating-point leaf converted to `dtype` (integer and boolean leaves unchanged)."""
+    """`tree` with every floating-point leaf converted to `dtype` (integer and boolean leaves unchanged).
+
+    Args:
+        tree: a pytree (Python floats count as floating-point leaves).
+        dtype: the float dtype.
+
+    Returns:
+        the tree with the same structure, its float leaves as jnp arrays of `dtype`.
+    """
 
     def cast(leaf):
         if isinstance(leaf, (float, np.floating)) or (
@@ -40,7 +55,16 @@ def cast_floats(tree: Any, dtype) -> Any:
 
 
 def relative_difference(a, b, floor: float = 0.0) -> float:
-    """|a - b| / max(|a|, |b|, floor) in float64 (L2 norms for arrays); 0 when both are 0."""
+    """|a - b| / max(|a|, |b|, floor) in float64 (L2 norms for arrays); 0 when both are 0.
+
+    Args:
+        a: a number or array.
+        b: a number or array of a's shape.
+        floor: the smallest scale divided by, in the unit of a and b.
+
+    Returns:
+        the relative difference, a float (inf when either is not finite).
+    """
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     scale = max(float(np.linalg.norm(a)), float(np.linalg.norm(b)), floor)
     diff = float(np.linalg.norm(a - b))
@@ -50,7 +74,14 @@ def relative_difference(a, b, floor: float = 0.0) -> float:
 
 
 def json_ready(value):
-    """`value` (nested dicts, lists, floats) with every non-finite float replaced by None (strict JSON)."""
+    """`value` (nested dicts, lists, floats) with every non-finite float replaced by None (strict JSON).
+
+    Args:
+        value: nested dicts, lists, tuples (returned as lists) and numbers.
+
+    Returns:
+        the same structure with None for every non-finite float.
+    """
     if isinstance(value, dict):
         return {k: json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -47,22 +47,52 @@ class SceneProblem:
         return np.arange(1, self.experiment.frames + 1, self.frame_stride)
 
     def loss(self, params: dict) -> Array:
-        """The fit's image loss (tiled renderer, as `gradsim-jax fit` minimizes it)."""
+        """The fit's image loss (tiled renderer, as `gradsim-jax fit` minimizes it).
+
+        Args:
+            params: theta with the data entry (`SceneProblem.params`, possibly cast to another precision).
+
+        Returns:
+            scalar loss.
+        """
         theta, e, tgt = split_data(self.experiment, params)
         return make_loss(e, tgt, self.kind, self.frame_stride)(theta)
 
     def frame_losses(self, params: dict, dense: bool = False) -> Array:
-        """[K] image loss of each loss frame; `dense`: through the reference renderer (forward mode)."""
+        """[K] image loss of each loss frame; `dense`: through the reference renderer (forward mode).
+
+        Args:
+            params: theta with the data entry (`SceneProblem.params`).
+            dense: render with forward-mode derivatives (`render(autodiff=True)`).
+
+        Returns:
+            [K] the image loss of each of the K loss frames (`loss_frames`).
+        """
         theta, e, tgt = split_data(self.experiment, params)
         idx = self.loss_frames
         pred = frames_at(e, theta, idx, dense)
         return jax.vmap(lambda p, t: image_loss(self.kind, p[None], t[None]))(pred, tgt[idx])
 
     def loss_dense(self, params: dict) -> Array:
-        """The fit's loss through the renderer with forward-mode derivatives (`render(autodiff=True)`)."""
+        """The fit's loss through the renderer with forward-mode derivatives (`render(autodiff=True)`).
+
+        Args:
+            params: theta with the data entry (`SceneProblem.params`).
+
+        Returns:
+            scalar loss, the mean of the frame losses.
+        """
         return jnp.mean(self.frame_losses(params, dense=True))
 
     def horizon_losses(self, params: dict, dense: bool = False) -> Array:
-        """[K] the fit's loss over the first k loss frames, k = 1..K (the mean of their frame losses)."""
+        """[K] the fit's loss over the first k loss frames, k = 1..K (the mean of their frame losses).
+
+        Args:
+            params: theta with the data entry (`SceneProblem.params`).
+            dense: render with forward-mode derivatives (`render(autodiff=True)`).
+
+        Returns:
+            [K] the loss of each horizon.
+        """
         per_frame = self.frame_losses(params, dense)
         return jnp.cumsum(per_frame) / jnp.arange(1, per_frame.shape[0] + 1, dtype=per_frame.dtype)
