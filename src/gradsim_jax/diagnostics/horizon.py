@@ -43,7 +43,16 @@ HORIZON_TOL = 0.1
 
 def predicted_horizon(lyapunov: float, tol: float = HORIZON_TOL, eps: float = EPS32) -> float:
     """t* = ln(tol / eps) / lambda (s when lambda is in 1/s): when rounding errors of relative size eps have
-    grown to tol; inf for lambda <= 0."""
+    grown to tol; inf for lambda <= 0.
+
+    Args:
+        lyapunov: lambda, the largest Lyapunov exponent (1/s, or 1/frame).
+        tol: the relative size at which the gradient is no longer informative.
+        eps: the relative size of one rounding error (float32's unit roundoff by default).
+
+    Returns:
+        t*, in the inverse unit of lambda (s for 1/s); inf for lambda <= 0.
+    """
     return math.log(tol / eps) / lyapunov if lyapunov > 0 else math.inf
 
 
@@ -96,13 +105,22 @@ class HorizonResult:
         return "\n".join(rows)
 
     def write_json(self, path) -> None:
+        """Write `as_dict()` to `path` as JSON (`sysid.report.write_report`, atomically).
+
+        Args:
+            path: the JSON file to write.
+        """
         from gradsim_jax.sysid.report import write_report
 
         write_report(path, self.as_dict())
 
     def plot(self, path) -> None:
         """Two panels against the horizon: |g| (float64, float32) and the float32/float64 difference, with the
-        tolerance and the marked horizon."""
+        tolerance and the marked horizon.
+
+        Args:
+            path: the PNG file to write.
+        """
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
@@ -173,6 +191,7 @@ def gradient_horizon(
       params: dict or dataclass tree (physical units); floating leaves are cast to float64 and float32.
       free: fields to differentiate (None: every floating-point field).
       times: [K] the horizons, increasing (default 1..K); `unit` names their unit.
+      unit: the unit of `times` ("s"; "frames" for frame counts), for the table and the plot.
       tol: the criterion (module docstring).
       mode: "forward" (jacfwd: one pass per free scalar; cheap for a few scalars and many horizons),
         "reverse" (jacrev: one pass per horizon) or "auto" (forward when there are at most as many free
@@ -237,9 +256,17 @@ def lyapunov_exponent(advance: Callable[[Any], Any], state: Any, *, steps: int, 
                       seed: int = 0, transient: int = 0) -> float:
     """Largest Lyapunov exponent (1/time unit of `dt`) of the map `advance` by Benettin's method in float64.
 
-    advance: `advance(state) -> state` after `dt`; a pure function of a float pytree (jit-compatible).
-    state: the starting state; cast to float64. steps: renormalizations (each after one `advance`);
-    transient: steps run before measuring. d0: the separation kept (L2 over all leaves, the state's units).
+    Args:
+        advance: `advance(state) -> state` after `dt`; a pure function of a float pytree (jit-compatible).
+        state: the starting state; cast to float64.
+        steps: renormalizations (each after one `advance`).
+        dt: the time one `advance` covers (s, or any time unit: the result is per that unit).
+        d0: the separation kept (L2 over all leaves, the state's units).
+        seed: the seed of the random direction of the initial separation.
+        transient: steps run before measuring.
+
+    Returns:
+        the exponent, per time unit of `dt` (1/s for dt in s).
     """
     if steps < 1 or dt <= 0 or d0 <= 0:
         raise ValueError(f"need steps >= 1, dt > 0, d0 > 0; got {steps}, {dt}, {d0}")
