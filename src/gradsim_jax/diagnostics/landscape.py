@@ -26,7 +26,15 @@ Array = Any
 
 def relative_grid(span: float, points: int) -> np.ndarray:
     """[points] relative offsets evenly spaced in [-span, span]; span in (0, 1) keeps a positive centre
-    positive."""
+    positive.
+
+    Args:
+        span: the largest relative offset, in (0, 1) (0.5: +-50 % of the centre).
+        points: the number of offsets (an integer >= 2).
+
+    Returns:
+        numpy [points] relative offsets s_i (a value is centre * (1 + s_i)).
+    """
     if not (math.isfinite(span) and 0 < span < 1):
         raise ValueError(f"span must be in (0, 1) (a relative offset), got {span!r}")
     if not isinstance(points, (int, np.integer)) or points < 2:
@@ -75,6 +83,11 @@ class Landscape:
         return out
 
     def write_json(self, path) -> None:
+        """Write `as_dict()` to `path` as JSON (`sysid.report.write_report`, atomically).
+
+        Args:
+            path: the JSON file to write.
+        """
         from gradsim_jax.sysid.report import write_report
 
         write_report(path, self.as_dict())
@@ -82,7 +95,11 @@ class Landscape:
     def plot(self, path) -> None:
         """1-D: the loss and dL/dq against q (two panels). 2-D: log10 loss as filled contours with the
         downhill direction of the gradient as arrows of equal length; the centre (+) and the truth (x) marked;
-        diverged points left grey."""
+        diverged points left grey.
+
+        Args:
+            path: the PNG file to write.
+        """
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
