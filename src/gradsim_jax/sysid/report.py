@@ -24,20 +24,15 @@ from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
 
 def relative_error(name: str, estimate, truth, free_particles=None) -> float:
-    """|est - true| / |true| for scalars; for "velocity" the mean over free particles of
+    """|est - true| / |true| for scalars (a float, 1 = 100 %); for "velocity" the mean over free particles of
     |v_est - v_true| / |v_true| (gradSim's Table 3 metric); for another array (per-particle masses) the mean
-    of the elements' relative errors (over the free particles when it has one per particle); for "camera_pose"
-    |pose_est - pose_true| / |pose_true| over its six numbers (see `pose_error`).
+    of the elements' relative errors (over the free particles when it has one per particle).
 
     Args:
-        name: the quantity's canonical name.
+        name: the quantity's canonical name ("camera_pose": the relative error of its six numbers, see `pose_error`).
         estimate: the estimated value (scalar or array), in the quantity's unit.
         truth: the true value, same unit.
-        free_particles: [n] bool, the free particles (None: all).
-
-    Returns:
-        the relative error, a float (1 = 100 %).
-    """
+        free_particles: [n] bool, the free particles (None: all)."""
     est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
     if name == "camera_pose":  # |pose_est - pose_true| / |pose_true| over the six numbers; see pose_error
         return float(np.linalg.norm(est - tru) / max(np.linalg.norm(tru), 1e-300))
@@ -56,15 +51,11 @@ def relative_error(name: str, estimate, truth, free_particles=None) -> float:
 
 
 def pose_error(estimate, truth) -> dict:
-    """Angle (degrees) between two camera poses (rvec, tvec) and the distance (m) between their centres.
+    """Angle (degrees) between two camera poses and the distance (m) between their centres (dict).
 
     Args:
         estimate: [6], the estimated pose: rvec [3] rad (axis-angle), tvec [3] m (OpenCV's convention).
-        truth: [6], the true pose, likewise.
-
-    Returns:
-        {"rotation_deg": float degrees, "centre_m": float m}.
-    """
+        truth: [6], the true pose, likewise."""
     est, tru = np.asarray(estimate, np.float64), np.asarray(truth, np.float64)
     r_est = np.asarray(rotation_from_rvec(jnp.asarray(est[:3])), np.float64)
     r_tru = np.asarray(rotation_from_rvec(jnp.asarray(tru[:3])), np.float64)
@@ -100,11 +91,7 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
         truth: {quantity name: value}, the true values when known (relative errors), or None.
         initial: {quantity name: value}, the initial guess.
         result: the fit's `SysIdResult`.
-        extra: entries added to the dictionary last, or None.
-
-    Returns:
-        the report dict (JSON-ready once written by `write_report`).
-    """
+        extra: entries added to the dictionary last, or None."""
     free = tuple(canonical(n) for n in free)
     initial = canonical_theta(initial)
     truth = None if truth is None else canonical_theta(truth)
@@ -192,12 +179,7 @@ def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
 
     Args:
         exp: the experiment.
-        theta: {quantity name: value}, missing entries from the experiment's defaults.
-
-    Returns:
-        the dict of `physics.ode.energy_drift` (per body, in its "unit"), with "conservative_max_drift",
-        "conservative_relative", "edrift" and "within_edrift" when there is a conservative twin; or None.
-    """
+        theta: {quantity name: value}, missing entries from the experiment's defaults."""
     if exp.topology.ode is None or getattr(exp.topology.ode.system, "energy", None) is None:
         return None
     ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(as_theta(exp, theta))
@@ -217,11 +199,7 @@ def gradient_norms(history: dict) -> Optional[dict]:
     history has none (no Adam iterations).
 
     Args:
-        history: the fit's history (`SysIdResult.history`; its "grad_norm" and "grad_norms" entries).
-
-    Returns:
-        the dict above, or None.
-    """
+        history: the fit's history (`SysIdResult.history`: its "grad_norm" and "grad_norms")."""
     total = [float(v) for v in history.get("grad_norm", [])]
     if not total:
         return None
@@ -241,9 +219,8 @@ def check_inputs_kept(out_dir, inputs: dict) -> None:
     that is `out_dir` itself.
 
     Args:
-        out_dir: the output folder (path).
-        inputs: {what the user calls it, e.g. "--target": path or None}.
-    """
+        out_dir: the output folder.
+        inputs: {what the user calls it, e.g. "--target": path or None}."""
     out = Path(out_dir).resolve()
     for option, path in inputs.items():
         if path is None:
@@ -259,7 +236,7 @@ def check_inputs_kept(out_dir, inputs: dict) -> None:
 def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video: np.ndarray,
                   fitted_video: np.ndarray, report: dict, result: SysIdResult, truth: Optional[dict]) -> dict:
     """Write target.gif, initial.gif, fitted.gif, comparison.mp4, loss.png, params.png, report.json, each
-    atomically (a temporary file in `out_dir`, then renamed over the old one).
+    atomically (a temporary file in `out_dir`, then renamed over the old one); returns {kind: path as str}.
 
     Args:
         out_dir: the output folder (created when missing).
@@ -269,11 +246,7 @@ def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video
         fitted_video: [T, H, W, 4], the video of the estimate.
         report: the report dict (`build_report`).
         result: the fit's `SysIdResult` (its history is plotted).
-        truth: {quantity name: value}, the true values drawn in params.png, or None.
-
-    Returns:
-        {kind: path as str} for "target", "initial", "fitted", "comparison", "loss", "params", "report".
-    """
+        truth: {quantity name: value}, the true values drawn in params.png, or None."""
     from gradsim_jax.render.video import write_comparison, write_gif
 
     out = ensure_writable_folder(out_dir)
@@ -294,15 +267,11 @@ def write_outputs(out_dir, exp: Experiment, *, target: np.ndarray, initial_video
 
 def outputs_line(out_dir, seconds: Optional[float] = None) -> str:
     """The line a command ends with: the folder, every file written in it (sorted; the checkpoint folder is left
-    out), the page to open first (report.html, where there is one) and the total time (s) where given.
+    out), the page to open first (report.html, where there is one) and the total time where given.
 
     Args:
         out_dir: the output folder.
-        seconds: s, the command's total time, or None to leave it out.
-
-    Returns:
-        the line (str).
-    """
+        seconds: s, the command's total time (None: left out)."""
     out = Path(out_dir)
     names = sorted(p.name for p in out.iterdir() if p.is_file() and not p.name.startswith("."))
     line = f"outputs written to {out.resolve()}: {', '.join(names)}"
@@ -313,14 +282,10 @@ def outputs_line(out_dir, seconds: Optional[float] = None) -> str:
 
 def ensure_writable_folder(folder) -> Path:
     """Create `folder` if needed and write and delete a probe file in it, so that a fit learns it cannot
-    save its results before it starts rather than after; ValueError naming the folder otherwise.
+    save its results before it starts rather than after; ValueError naming the folder otherwise. Returns it as a Path.
 
     Args:
-        folder: the folder's path.
-
-    Returns:
-        the folder as a Path.
-    """
+        folder: the folder's path."""
     folder = Path(folder)
     existing = folder
     while not existing.exists() and existing != existing.parent:
@@ -343,11 +308,7 @@ def write_report(path, report: dict) -> Path:
 
     Args:
         path: the JSON file to write.
-        report: the report dict (numpy numbers and arrays allowed).
-
-    Returns:
-        `path` as a Path.
-    """
+        report: the report dict (numpy numbers and arrays allowed)."""
     text = json.dumps(report, indent=2, default=_json_default)
     with atomic_file(path) as temporary:
         Path(temporary).write_text(text)
@@ -357,15 +318,11 @@ def write_report(path, report: dict) -> Path:
 
 
 def save_figure(fig, path) -> Path:
-    """fig.savefig to `path` atomically (PNG).
+    """fig.savefig to `path` atomically (PNG); returns `path` as a Path.
 
     Args:
         fig: a matplotlib Figure.
-        path: the PNG file to write.
-
-    Returns:
-        `path` as a Path.
-    """
+        path: the PNG file to write."""
     with atomic_file(path) as temporary:
         fig.savefig(temporary, format="png")
     return Path(path)
@@ -380,16 +337,11 @@ def _json_default(o):
 
 
 def plot_loss(path, history: dict) -> Path:
-    """The image loss vs iteration on a log scale, one line per contiguous stage (Adam, LM; the density field's
-    stage, `FitConfig.density_first`, before iteration 0), written as a PNG.
+    """The image loss per iteration (log scale, one line per stage) as a PNG; returns the path.
 
     Args:
         path: the PNG file to write.
-        history: the fit's history ("iteration", "loss", optional "stage" and "density_first").
-
-    Returns:
-        `path` as a Path.
-    """
+        history: the fit's history ("iteration", "loss", optional "stage" and "density_first")."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -427,17 +379,13 @@ def plot_loss(path, history: dict) -> Path:
 
 def plot_params(path, history: dict, truth: Optional[dict], free_particles=None) -> Path:
     """Each estimated quantity vs iteration, with the true value as a dashed line (velocity: its mean
-    relative error instead), written as a PNG.
+    relative error instead), as a PNG; returns the path.
 
     Args:
         path: the PNG file to write.
         history: the fit's history ("iteration", "params": {name: [value per iteration]}).
         truth: {quantity name: value}, the true values, or None.
-        free_particles: [n] bool, the particles the velocity error is averaged over (None: all).
-
-    Returns:
-        `path` as a Path.
-    """
+        free_particles: [n] bool, the particles the velocity error is averaged over (None: all)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -480,11 +428,7 @@ def verdict_line(conv: dict) -> str:
     """"  converged: yes/NO (final loss, initial, noise floor, ratio)" from `Convergence.as_dict()`.
 
     Args:
-        conv: the dict of `Convergence.as_dict()` (non-finite numbers as None).
-
-    Returns:
-        the line (str).
-    """
+        conv: the dict of `Convergence.as_dict()` (non-finite numbers as None)."""
     ratio = conv.get("floor_ratio")
     # as_dict writes non-finite numbers as None (JSON): a fit of 0 iterations has no final loss.
     g = lambda v: "n/a" if v is None else f"{v:.3g}"  # noqa: E731
@@ -497,11 +441,7 @@ def advice_lines(conv) -> list[str]:
     """The lines after a fit's summary: why it did not converge and what to try, or its notes.
 
     Args:
-        conv: a `fit.convergence.Convergence`, or None (no lines).
-
-    Returns:
-        list of lines (str).
-    """
+        conv: a `fit.convergence.Convergence`, or None (no lines)."""
     if conv is None:
         return []
     if not conv.converged:
@@ -514,11 +454,7 @@ def convergence_lines(conv) -> list[str]:
     """The verdict line and the advice of a fit whose report has no `summary_lines`.
 
     Args:
-        conv: a `fit.convergence.Convergence`, or None (no lines).
-
-    Returns:
-        list of lines (str).
-    """
+        conv: a `fit.convergence.Convergence`, or None (no lines)."""
     return [] if conv is None else [verdict_line(conv.as_dict()), *advice_lines(conv)]
 
 
@@ -535,15 +471,8 @@ def _values(value) -> str:
 def summary_lines(report: dict) -> list[str]:
     """Readable lines: each estimated quantity with truth and relative error, identifiability flags.
 
-    Also the gradient norms, the convergence verdict, the camera pose's error and the energy, where the report
-    has them.
-
     Args:
-        report: the report dict (`build_report`).
-
-    Returns:
-        list of lines (str).
-    """
+        report: the report dict (`build_report`)."""
     lines = []
     for n in report["free"]:
         values = [report["estimated"][n], report["initial"][n]] + ([report["true"][n]] if "true" in report else [])
