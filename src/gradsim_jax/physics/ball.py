@@ -215,7 +215,8 @@ class BallSystem(OdeSystem):
             params: the balls' parameters.
             world: the scene's World (gravity, ground).
             y0: the initial BallState.
-            ts: [T] s, the frame times (uniformly dt0 x substeps apart, the first that of y0).
+            ts: [T] s, the frame times, the first that of y0 (only their count T is read: the frames are
+                steps / (T - 1) steps of dt0 apart).
             dt0: () s, the length of one exact step.
             solver: the scene's OdeSolver (unused: the motion is exact).
             steps: the total number of steps over the T - 1 frames (at least one a frame).

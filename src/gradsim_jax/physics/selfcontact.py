@@ -91,7 +91,7 @@ def candidates(topology: SelfContactTopology, x, thickness):
         thickness: () m, the contact distance (the grid's cell edge).
 
     Returns:
-        (j [n, 14 C] int32, valid [n, 14 C] bool, overflow () bool: some bucket held more than C particles).
+        (j [n, 14 C] int, valid [n, 14 C] bool, overflow () bool: some bucket held more than C particles).
     """
     n = x.shape[0]
     cap = topology.capacity
