@@ -35,7 +35,15 @@ DEFAULT_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 def options_from_environment(text) -> dict:
     """The options that `text` (the value of `OPTIONS_VARIABLE`, None or empty for none) adds; ValueError
-    when it is not a JSON object of option names to strings, numbers or booleans."""
+    when it is not a JSON object of option names to strings, numbers or booleans.
+
+    Args:
+        text: the JSON text of `OPTIONS_VARIABLE` ('{"xla_cpu_use_fusion_emitters": false}'), or None or ""
+            for none.
+
+    Returns:
+        {XLA option name: value}, empty when `text` is None or empty.
+    """
     if not text:
         return {}
     try:
@@ -54,6 +62,15 @@ COMPILER_OPTIONS = {**DEFAULT_OPTIONS, **options_from_environment(os.environ.get
 
 
 def jit(fn: Callable, **kwargs) -> Callable:
-    """`jax.jit(fn, **kwargs)` compiled with `COMPILER_OPTIONS` (merged under any `compiler_options` given)."""
+    """`jax.jit(fn, **kwargs)` compiled with `COMPILER_OPTIONS` (merged under any `compiler_options` given).
+
+    Args:
+        fn: the function to compile.
+        **kwargs: any arguments of `jax.jit` (static_argnums, donate_argnums, ...); a `compiler_options` dict
+            among them overrides `COMPILER_OPTIONS` option by option.
+
+    Returns:
+        The compiled function, as `jax.jit` returns it.
+    """
     options = {**COMPILER_OPTIONS, **(kwargs.pop("compiler_options", None) or {})}
     return jax.jit(fn, compiler_options=options, **kwargs)

@@ -16,13 +16,28 @@ from typing import Iterator
 
 
 def temporary_sibling(path: Path, tag: str = "tmp") -> Path:
-    """A fresh hidden name in `path`'s folder that keeps its suffix (ffmpeg picks the container by it)."""
+    """A fresh hidden name in `path`'s folder that keeps its suffix (ffmpeg picks the container by it).
+
+    Args:
+        path: the target file's path.
+        tag: a word put before the suffix (".name.1a2b3c4d.tmp.mp4").
+
+    Returns:
+        A path in `path`'s folder that does not name `path` (random 8 hex digits in it).
+    """
     return path.with_name(f".{path.stem}.{secrets.token_hex(4)}.{tag}{path.suffix}")
 
 
 @contextlib.contextmanager
 def atomic_file(path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success rename it to `path`, on any failure delete it."""
+    """Yield a temporary path to write; on success rename it to `path`, on any failure delete it.
+
+    Args:
+        path: the target file (str or Path); its folder is created when missing.
+
+    Yields:
+        The temporary Path to write to, in `path`'s folder.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)

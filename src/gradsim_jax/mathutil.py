@@ -11,7 +11,17 @@ import jax.numpy as jnp
 
 
 def safe_norm(v, axis: int = -1, keepdims: bool = False, eps: float = 0.0):
-    """Euclidean norm with gradient 0 (instead of NaN) at v = 0."""
+    """Euclidean norm with gradient 0 (instead of NaN) at v = 0.
+
+    Args:
+        v: [..., d] array of vectors (any unit; the norm has the same unit).
+        axis: the axis summed over (the vectors' components).
+        keepdims: keep `axis` as a dimension of size 1 in the result.
+        eps: norms at or below `eps` (same unit as `v`) are returned as 0 with gradient 0.
+
+    Returns:
+        |v| along `axis`: `v`'s shape without `axis` (or with it of size 1 when `keepdims`).
+    """
     sq = jnp.sum(v * v, axis=axis, keepdims=True)
     is_zero = sq <= eps * eps
     safe_sq = jnp.where(is_zero, jnp.ones_like(sq), sq)
@@ -20,7 +30,16 @@ def safe_norm(v, axis: int = -1, keepdims: bool = False, eps: float = 0.0):
 
 
 def safe_normalize(v, axis: int = -1, eps: float = 1e-20):
-    """v / |v|, and 0 where |v| <= eps; finite gradient everywhere."""
+    """v / |v|, and 0 where |v| <= eps; finite gradient everywhere.
+
+    Args:
+        v: [..., d] array of vectors (any unit).
+        axis: the axis of the vectors' components.
+        eps: vectors of norm at or below `eps` (same unit as `v`) become 0.
+
+    Returns:
+        Unit vectors (dimensionless) of `v`'s shape.
+    """
     sq = jnp.sum(v * v, axis=axis, keepdims=True)
     small = sq <= eps * eps
     inv = jnp.where(small, jnp.zeros_like(sq), 1.0 / jnp.sqrt(jnp.where(small, jnp.ones_like(sq), sq)))
@@ -28,11 +47,28 @@ def safe_normalize(v, axis: int = -1, eps: float = 1e-20):
 
 
 def safe_div(a, b, eps: float = 1e-30):
-    """a / b, and 0 where |b| <= eps; finite gradient everywhere."""
+    """a / b, and 0 where |b| <= eps; finite gradient everywhere.
+
+    Args:
+        a: numerator, an array broadcastable with `b`.
+        b: denominator, an array broadcastable with `a`.
+        eps: denominators with |b| at or below `eps` (same unit as `b`) give 0.
+
+    Returns:
+        a / b with the broadcast shape of `a` and `b`.
+    """
     small = jnp.abs(b) <= eps
     return jnp.where(small, jnp.zeros_like(a * b), a / jnp.where(small, jnp.ones_like(b), b))
 
 
 def safe_acos(c, margin: float = 1e-7):
-    """acos clamped to [-1 + margin, 1 - margin] so that its derivative stays finite at +-1."""
+    """acos clamped to [-1 + margin, 1 - margin] so that its derivative stays finite at +-1.
+
+    Args:
+        c: array of cosines (dimensionless).
+        margin: how far inside [-1, 1] `c` is clamped.
+
+    Returns:
+        rad, the angles, of `c`'s shape.
+    """
     return jnp.arccos(jnp.clip(c, -1.0 + margin, 1.0 - margin))

@@ -86,7 +86,14 @@ def _env_int(name: str) -> int:
 
 def batch_mesh(devices: Optional[Sequence[Any]] = None) -> Mesh:
     """A one-dimensional mesh with axis `BATCH_AXIS` over `devices` (default: every device of every process,
-    `jax.devices()`)."""
+    `jax.devices()`).
+
+    Args:
+        devices: the jax devices to span, in mesh order; None for `jax.devices()` (ValueError when empty).
+
+    Returns:
+        A `jax.sharding.Mesh` of shape [len(devices)] with the single axis `BATCH_AXIS`.
+    """
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("batch_mesh needs at least one device")
@@ -94,7 +101,15 @@ def batch_mesh(devices: Optional[Sequence[Any]] = None) -> Mesh:
 
 
 def padded_size(members: int, mesh: Mesh) -> int:
-    """The batch size rounded up to a multiple of the mesh's devices (every device holds as many members)."""
+    """The batch size rounded up to a multiple of the mesh's devices (every device holds as many members).
+
+    Args:
+        members: the number of batch members.
+        mesh: the mesh the batch is split over.
+
+    Returns:
+        int, the smallest multiple of the mesh's device count that is >= `members`.
+    """
     devices = mesh.devices.size
     return -(-members // devices) * devices
 
@@ -103,13 +118,29 @@ def put_batch(tree: Any, mesh: Mesh) -> Any:
     """Host arrays with a leading member axis (a multiple of the mesh's size) -> global arrays split along it.
 
     Every process passes the same full arrays and keeps only the rows of its own devices, so this works
-    for one process and for many alike."""
+    for one process and for many alike.
+
+    Args:
+        tree: a pytree of host arrays, each [members, ...] with members a multiple of the mesh's device count.
+        mesh: a `batch_mesh`.
+
+    Returns:
+        The same pytree of global jax arrays, each sharded along its leading axis over `BATCH_AXIS`.
+    """
     sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
     return jax.tree_util.tree_map(lambda x: _global(x, sharding), tree)
 
 
 def put_replicated(tree: Any, mesh: Mesh) -> Any:
-    """Host arrays -> global arrays with a full copy on every device of the mesh."""
+    """Host arrays -> global arrays with a full copy on every device of the mesh.
+
+    Args:
+        tree: a pytree of host arrays (any shapes).
+        mesh: a `batch_mesh`.
+
+    Returns:
+        The same pytree of global jax arrays, replicated on every device of `mesh`.
+    """
     sharding = NamedSharding(mesh, PartitionSpec())
     return jax.tree_util.tree_map(lambda x: _global(x, sharding), tree)
 
@@ -121,7 +152,14 @@ def _global(x, sharding):
 
 def fetch(tree: Any) -> Any:
     """Device arrays -> numpy on this host: `jax.device_get` in one process; with several, an all-gather
-    (`multihost_utils.process_allgather`), since each process holds only its own devices' rows."""
+    (`multihost_utils.process_allgather`), since each process holds only its own devices' rows.
+
+    Args:
+        tree: a pytree of jax arrays (global arrays when there are several processes).
+
+    Returns:
+        The same pytree of numpy arrays, each whole (every process's rows).
+    """
     if jax.process_count() == 1:
         return jax.device_get(tree)
     from jax.experimental import multihost_utils

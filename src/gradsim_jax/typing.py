@@ -17,7 +17,17 @@ Array = Any
 
 
 def pytree_dataclass(cls=None, *, meta=()):
-    """Freeze `cls` and register it as a pytree whose fields are data, except those named in `meta`."""
+    """Freeze `cls` and register it as a pytree whose fields are data, except those named in `meta`.
+
+    Args:
+        cls: the class to decorate; None when the decorator is called with arguments
+            (`@pytree_dataclass(meta=("n",))`).
+        meta: names of the fields that are static (hashable Python values, part of the compiled program's
+            identity) instead of data.
+
+    Returns:
+        The frozen dataclass registered as a pytree, or, when `cls` is None, the decorator that makes one.
+    """
 
     def wrap(c):
         c = dataclasses.dataclass(frozen=True)(c)
@@ -37,7 +47,15 @@ def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
     """(dotted name, value) of every data field of a dataclass tree, depth first, each name starting with
     `prefix` ("Params.cloth.tri_ke"); None branches and static fields (bool, str, a dataclass that is not a
     pytree, a `pytree_dataclass`'s meta fields) are skipped; an ode branch that is a dict, list or tuple names its leaves by their keys
-    ("Params.ode['k']")."""
+    ("Params.ode['k']").
+
+    Args:
+        tree: a dataclass instance (a tree of dataclasses such as Params).
+        prefix: the start of every name ("Params"); "" names the leaves by their paths alone ("cloth.tri_ke").
+
+    Returns:
+        An iterator of (dotted name, leaf value) pairs.
+    """
     meta = getattr(type(tree), "__pytree_meta__", ())
     for f in dataclasses.fields(tree):
         value = getattr(tree, f.name)
@@ -56,14 +74,30 @@ def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
 
 
 def get_path(tree, path: str):
-    """The value at dotted `path` ("cloth.tri_ke") of a dataclass tree."""
+    """The value at dotted `path` ("cloth.tri_ke") of a dataclass tree.
+
+    Args:
+        tree: a dataclass instance (a tree of dataclasses such as Params).
+        path: dotted field names from `tree` to the value ("cloth.tri_ke").
+
+    Returns:
+        The value found at `path` (a leaf or a sub-tree).
+    """
     for part in path.split("."):
         tree = getattr(tree, part)
     return tree
 
 
 def replace_paths(tree, values: dict):
-    """A copy of a dataclass tree with the leaves at dotted paths replaced: {"cloth.tri_ke": array, ...}."""
+    """A copy of a dataclass tree with the leaves at dotted paths replaced: {"cloth.tri_ke": array, ...}.
+
+    Args:
+        tree: a dataclass instance (a tree of dataclasses such as Params); not modified.
+        values: {dotted path: new value}; each path names a field of `tree` as in `get_path`.
+
+    Returns:
+        A new tree of the same dataclasses with those values in place (the other fields shared with `tree`).
+    """
     nested: dict = {}
     for path, value in values.items():
         head, _, rest = path.partition(".")
@@ -73,5 +107,12 @@ def replace_paths(tree, values: dict):
 
 
 def is_concrete(*values) -> bool:
-    """True when no leaf of `values` is a tracer (so it can be inspected on the host)."""
+    """True when no leaf of `values` is a tracer (so it can be inspected on the host).
+
+    Args:
+        *values: any pytrees (arrays, dataclasses, Python scalars).
+
+    Returns:
+        bool, True when every leaf is a concrete value.
+    """
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(values))

@@ -76,7 +76,15 @@ batching.primitive_batchers[_unstack_p] = _unstack_batch
 
 def unstack(a, axis: int = 0) -> tuple:
     """The slices of `a` along `axis`: a tuple of a.shape[axis] arrays, as `tuple(jnp.moveaxis(a, axis, 0))`,
-    whose gradient is one stack of their cotangents instead of a pad for each."""
+    whose gradient is one stack of their cotangents instead of a pad for each.
+
+    Args:
+        a: an array of at least one dimension (a ValueError otherwise).
+        axis: the axis to slice along; negative counts from the end (a ValueError when out of range).
+
+    Returns:
+        A tuple of a.shape[axis] arrays, each of `a`'s shape without `axis`.
+    """
     a = jnp.asarray(a)
     if a.ndim == 0:
         raise ValueError("unstack needs an array of at least one dimension")
@@ -120,26 +128,64 @@ _cotangent_p = _identity_primitive("materialize_cotangent", lambda a: a)
 
 def materialize(a):
     """`a`, computed once into a buffer of its own rather than copied into each consumer by XLA's fusion;
-    its tangents and cotangents are materialized too (see the module docstring)."""
+    its tangents and cotangents are materialized too (see the module docstring).
+
+    Args:
+        a: any array.
+
+    Returns:
+        `a`'s value, same shape and dtype.
+    """
     return _materialize_p.bind(jnp.asarray(a))
 
 
 def materialize_cotangent(a):
     """`a` itself (no buffer in the forward pass or in forward-mode tangents), whose cotangent in a
-    gradient is `materialize`d (see the module docstring)."""
+    gradient is `materialize`d (see the module docstring).
+
+    Args:
+        a: any array.
+
+    Returns:
+        `a`'s value, same shape and dtype.
+    """
     return _cotangent_p.bind(jnp.asarray(a))
 
 
 def sub3(a, b) -> tuple:
-    """a - b of 3-vectors given as tuples of their components."""
+    """a - b of 3-vectors given as tuples of their components.
+
+    Args:
+        a: (x, y, z), three arrays of one shape.
+        b: (x, y, z), three arrays broadcastable with `a`'s.
+
+    Returns:
+        (x, y, z) of a - b, a tuple of three arrays.
+    """
     return tuple(ai - bi for ai, bi in zip(a, b))
 
 
 def dot3(a, b):
-    """a . b of 3-vectors given as tuples of their components."""
+    """a . b of 3-vectors given as tuples of their components.
+
+    Args:
+        a: (x, y, z), three arrays of one shape.
+        b: (x, y, z), three arrays broadcastable with `a`'s.
+
+    Returns:
+        The dot product, one array of the broadcast shape (unit: the product of the two units).
+    """
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
 def cross3(a, b) -> tuple:
-    """a x b of 3-vectors given as tuples of their components."""
+    """a x b of 3-vectors given as tuples of their components.
+
+    Args:
+        a: (x, y, z), three arrays of one shape.
+        b: (x, y, z), three arrays broadcastable with `a`'s.
+
+    Returns:
+        (x, y, z) of a x b, a tuple of three arrays (unit: the product of the two units).
+    """
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])

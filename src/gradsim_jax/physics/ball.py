@@ -81,7 +81,17 @@ def _length(a):
 
 
 def ball_step(params: BallParams, world, state: BallState, h) -> BallState:
-    """The balls' state after h seconds: exact arcs, up to `EVENTS` impacts, resting balls slide."""
+    """The balls' state after h seconds: exact arcs, up to `EVENTS` impacts, resting balls slide.
+
+    Args:
+        params: the balls' parameters (radius [b] m, restitution [b], friction [b]).
+        world: the scene's World (gravity [3] m/s^2, ground_normal [3], ground_height m).
+        state: the balls' state at the start (x [b, 3] m, v [b, 3] m/s).
+        h: () s, the length of the step.
+
+    Returns:
+        The BallState after the step.
+    """
     g = world.gravity
     n = world.ground_normal / jnp.linalg.norm(world.ground_normal)
     gn = _dot(g, n)
@@ -127,7 +137,19 @@ def ball_step(params: BallParams, world, state: BallState, h) -> BallState:
 
 
 def ball_trajectory(params: BallParams, world, state0: BallState, frames: int, substeps: int, dt) -> BallState:
-    """The balls' state at every frame (frames + 1, the first state0), `substeps` exact steps of dt a frame."""
+    """The balls' state at every frame (frames + 1, the first state0), `substeps` exact steps of dt a frame.
+
+    Args:
+        params: the balls' parameters (radius [b] m, restitution [b], friction [b]).
+        world: the scene's World (gravity [3] m/s^2, ground_normal [3], ground_height m).
+        state0: the balls' initial state (x [b, 3] m, v [b, 3] m/s).
+        frames: the number of frames after the first (static).
+        substeps: exact steps per frame (static).
+        dt: () s, the length of one step (a frame lasts substeps x dt).
+
+    Returns:
+        A BallState whose leaves have a leading axis of frames + 1 (x [frames + 1, b, 3] m, v ... m/s).
+    """
 
     def frame(state, _):
         state = jax.lax.fori_loop(0, substeps, lambda i, s: ball_step(params, world, s, dt), state)
@@ -139,7 +161,13 @@ def ball_trajectory(params: BallParams, world, state0: BallState, frames: int, s
 
 def validate_balls(params: BallParams, state: BallState, world=None) -> None:
     """ValueError naming the field and index of a bad value: radius > 0, restitution in [0, 1], friction >= 0,
-    finite positions and velocities; gravity must point into the ground (parallel to its normal)."""
+    finite positions and velocities; gravity must point into the ground (parallel to its normal).
+
+    Args:
+        params: the balls' parameters (`Params.ode`), concrete.
+        state: the balls' state (`State.ode`), concrete.
+        world: the scene's World whose gravity and ground normal are checked; None skips that check.
+    """
     b = np.shape(params.radius)
     if len(b) != 1:
         raise ValueError(f"Params.ode.radius must be [b] (one per ball), got shape {b}")
@@ -166,29 +194,97 @@ class BallSystem(OdeSystem):
     energy_unit = "J/kg"
 
     def field(self, t, y, params, world):
+        """The field y' = (v, g) between impacts: the velocities and the world's gravity for every ball.
+
+        Args:
+            t: () s, the time (unused: the field is autonomous).
+            y: the balls' state (x [b, 3] m, v [b, 3] m/s).
+            params: the balls' parameters (unused).
+            world: the scene's World (gravity [3] m/s^2).
+
+        Returns:
+            A BallState of the rates (x: [b, 3] m/s, v: [b, 3] m/s^2).
+        """
         return BallState(x=y.v, v=jnp.broadcast_to(world.gravity, y.v.shape))
 
     def trajectory(self, params, world, y0, ts, dt0, solver, steps):
+        """The balls' state at the times ts: `ball_trajectory` with steps / (T - 1) exact steps of dt0 a frame,
+        whatever the solver.
+
+        Args:
+            params: the balls' parameters.
+            world: the scene's World (gravity, ground).
+            y0: the initial BallState.
+            ts: [T] s, the frame times, the first that of y0 (only their count T is read: the frames are
+                steps / (T - 1) steps of dt0 apart).
+            dt0: () s, the length of one exact step.
+            solver: the scene's OdeSolver (unused: the motion is exact).
+            steps: the total number of steps over the T - 1 frames (at least one a frame).
+
+        Returns:
+            A BallState whose leaves have a leading axis of T.
+        """
         frames = ts.shape[0] - 1
         return ball_trajectory(params, world, y0, frames, max(steps // max(frames, 1), 1), dt0)
 
     def vertices(self, params, y):
+        """Render vertices [b s, 3] m: each ball's sphere (`BallParams.shape` scaled by its radius) at its centre.
+
+        Args:
+            params: the balls' parameters (radius [b] m, shape [s, 3]).
+            y: the balls' state (x [b, 3] m).
+
+        Returns:
+            [b s, 3] m, the vertices, ball by ball.
+        """
         return (y.x[:, None, :] + params.radius[:, None, None] * params.shape[None]).reshape(-1, 3)
 
     def faces(self, params, y):
+        """Faces [b f, 3] int32 over `vertices`: `sphere_faces` repeated for every ball (host side).
+
+        Args:
+            params: the balls' parameters (radius [b] and shape [s, 3] give the counts).
+            y: the balls' state (unused).
+
+        Returns:
+            [b f, 3] int32 numpy array of vertex indices.
+        """
         sphere = np.asarray(self.sphere_faces, np.int32).reshape(-1, 3)
         per_ball = int(np.shape(params.shape)[0])
         return np.concatenate([sphere + b * per_ball for b in range(int(np.size(params.radius)))]).astype(np.int32)
 
     def validate(self, params, y, world):
+        """ValueError naming the field of a bad concrete value (`validate_balls`).
+
+        Args:
+            params: the balls' parameters.
+            y: the balls' state.
+            world: the scene's World (gravity must point into the ground).
+        """
         validate_balls(params, y, world)
 
     def energy(self, params, world, y):
-        """Kinetic + potential energy per unit mass [b] J/kg (zero potential at the ground's height)."""
+        """Kinetic + potential energy per unit mass [b] J/kg (zero potential at the ground's height).
+
+        Args:
+            params: the balls' parameters (unused: the energy is per unit mass).
+            world: the scene's World (gravity [3] m/s^2, ground_normal, ground_height m).
+            y: the balls' state (x [b, 3] m, v [b, 3] m/s).
+
+        Returns:
+            [b] J/kg, each ball's energy.
+        """
         n = world.ground_normal / jnp.linalg.norm(world.ground_normal)
         return 0.5 * jnp.sum(y.v ** 2, -1) - jnp.sum(world.gravity * n) * (_dot(y.x, n) - world.ground_height)
 
     def conservative(self, params):
-        """Perfectly elastic, frictionless impacts: the energy is then a constant of the motion."""
+        """Perfectly elastic, frictionless impacts: the energy is then a constant of the motion.
+
+        Args:
+            params: the balls' parameters.
+
+        Returns:
+            `params` with restitution 1 and friction 0 for every ball.
+        """
         return dataclasses.replace(params, restitution=jnp.ones_like(params.restitution),
                                    friction=jnp.zeros_like(params.friction))

@@ -55,7 +55,17 @@ CONVEX_RTOL = 1e-5
 
 def hull_planes(topology, params, x, rotation):
     """World face planes of every body's hull: outward unit normals [F, 3], offsets [F] (n . p = o on the face),
-    the body of each face [F] and whether the face is usable [F] (nonzero area)."""
+    the body of each face [F] and whether the face is usable [F] (nonzero area).
+
+    Args:
+        topology: the bodies' RigidTopology (vertex_body [m] int32, faces [F, 3] int32).
+        params: the bodies' RigidParams (vertices [m, 3] m, body frame, relative to the COM).
+        x: [b, 3] m, the bodies' centres of mass.
+        rotation: [b, 3, 3], the bodies' rotation matrices (body to world).
+
+    Returns:
+        (normals [F, 3], offsets [F] m, face body [F] int, usable [F] bool).
+    """
     faces = topology.faces
     face_body = topology.vertex_body[faces[:, 0]]
     tri = params.vertices[faces]  # [F, 3, 3] body frame, relative to the COM
@@ -71,7 +81,17 @@ def hull_planes(topology, params, x, rotation):
 
 def body_distance(planes, p, vertex_body, b: int):
     """(signed distance [m, b] m, outward normal [m, b, 3]) of points p [m, 3] (of bodies vertex_body [m]) to
-    every body's solid; FAR for a point's own body and for bodies without faces."""
+    every body's solid; FAR for a point's own body and for bodies without faces.
+
+    Args:
+        planes: `hull_planes`'s (normals [F, 3], offsets [F] m, face body [F], usable [F]).
+        p: [m, 3] m, world points.
+        vertex_body: [m] int, the body each point belongs to.
+        b: the number of bodies (static).
+
+    Returns:
+        (distance [m, b] m, negative inside; normal [m, b, 3] the maximizing face's outward unit normal).
+    """
     normal, offset, face_body, usable = planes
     s = p @ normal.T - offset  # [m, F]
     mask = (face_body[None, :] == jnp.arange(b)[:, None]) & usable[None, :]  # [b, F]
@@ -84,7 +104,15 @@ def body_distance(planes, p, vertex_body, b: int):
 
 def contact_points(topology, params):
     """Body-frame contact points [m + 3 F, 3] of the bodies and their bodies [m + 3 F]: the hull vertices, and
-    on every face its corners moved FACE_INSET of the way to its centroid (module docstring)."""
+    on every face its corners moved FACE_INSET of the way to its centroid (module docstring).
+
+    Args:
+        topology: the bodies' RigidTopology (vertex_body [m] int32, faces [F, 3] int32).
+        params: the bodies' RigidParams (vertices [m, 3] m, body frame, relative to the COM).
+
+    Returns:
+        (points [m + 3 F, 3] m, body frame; body [m + 3 F] int32).
+    """
     faces = topology.faces
     tri = params.vertices[faces]  # [F, 3, 3]
     inset = tri + FACE_INSET * (jnp.mean(tri, axis=1, keepdims=True) - tri)
@@ -95,7 +123,20 @@ def contact_points(topology, params):
 def body_body_loads(topology, params, state, rotation, b: int, smoothing: float = 0.0):
     """Force and torque [b, 3] (N, N m about each COM) of the bodies' contacts with each other (module
     docstring): f on the body of each contact point, -f on the body it is inside, at the same point.
-    `smoothing`: the contact's smooth onset (m, `contact.contact_depth`)."""
+    `smoothing`: the contact's smooth onset (m, `contact.contact_depth`).
+
+    Args:
+        topology: the bodies' RigidTopology (vertex_body, faces).
+        params: the bodies' RigidParams (hull vertices m, contact_ke N/m, contact_kd N s/m, contact_kf N s/m,
+            contact_mu).
+        state: the bodies' RigidState (x [b, 3] m, v [b, 3] m/s, w [b, 3] rad/s).
+        rotation: [b, 3, 3], the bodies' rotation matrices (body to world).
+        b: the number of bodies (static).
+        smoothing: m, static, the contact's smooth onset (0: the exact penalty).
+
+    Returns:
+        (force [b, 3] N, torque [b, 3] N m about each COM), world frame.
+    """
     local, vb = contact_points(topology, params)
     r = jnp.einsum("mij,mj->mi", rotation[vb], local)
     p = state.x[vb] + r
@@ -117,7 +158,21 @@ def body_collider_loads(collider_topology, colliders, topology, params, state, r
                         smoothing: float = 0.0):
     """Force and torque [b, 3] of the colliders on the bodies' contact points (`contact_points`): each
     collider's penalty force at the point's velocity, with the collider's coefficients (`smoothing`: as in
-    `body_body_loads`)."""
+    `body_body_loads`).
+
+    Args:
+        collider_topology: the colliders' ColliderTopology (kinds, meshes).
+        colliders: the colliders' ColliderParams (pose, size, ke, kd, kf, mu; velocities when moving).
+        topology: the bodies' RigidTopology (vertex_body, faces).
+        params: the bodies' RigidParams (hull vertices, body frame, m).
+        state: the bodies' RigidState (x [b, 3] m, v [b, 3] m/s, w [b, 3] rad/s).
+        rotation: [b, 3, 3], the bodies' rotation matrices (body to world).
+        b: the number of bodies (static).
+        smoothing: m, static, the contact's smooth onset (0: the exact penalty).
+
+    Returns:
+        (force [b, 3] N, torque [b, 3] N m about each COM), world frame.
+    """
     local, vb = contact_points(topology, params)
     r = jnp.einsum("mij,mj->mi", rotation[vb], local)
     p = state.x[vb] + r
@@ -135,7 +190,17 @@ def body_collider_loads(collider_topology, colliders, topology, params, state, r
 def hull_problems(vertex_body, faces, vertices, b: int) -> dict:
     """{body: what is wrong} for hulls that are not closed convex solids (host, numpy): an edge not shared by
     exactly two faces, no faces at all, or a vertex in front of a face plane by more than CONVEX_RTOL of the
-    hull's size."""
+    hull's size.
+
+    Args:
+        vertex_body: [m] int, the body of each hull vertex.
+        faces: [F, 3] int, the hulls' triangles over the concatenated vertices.
+        vertices: [m, 3] m, the hull vertices (body frame, relative to the COM).
+        b: the number of bodies.
+
+    Returns:
+        {body index: a sentence fragment}, empty when every hull is a closed convex solid.
+    """
     vertex_body = np.asarray(vertex_body)
     faces = np.asarray(faces).reshape(-1, 3)
     vertices = np.asarray(vertices, np.float64).reshape(-1, 3)
@@ -174,7 +239,16 @@ START_DEPTH_FRACTION = 0.01
 
 
 def body_sizes(vertex_body, vertices, b: int) -> np.ndarray:
-    """[b]: each body's size for the start checks, its hull's largest distance from its COM (host, numpy)."""
+    """[b]: each body's size for the start checks, its hull's largest distance from its COM (host, numpy).
+
+    Args:
+        vertex_body: [m] int, the body of each hull vertex.
+        vertices: [m, 3] m, the hull vertices (body frame, relative to the COM).
+        b: the number of bodies.
+
+    Returns:
+        [b] m, float64 (0 for a body without vertices).
+    """
     size = np.zeros(b)
     np.maximum.at(size, np.asarray(vertex_body), np.linalg.norm(np.asarray(vertices, np.float64), axis=1))
     return size
@@ -182,7 +256,15 @@ def body_sizes(vertex_body, vertices, b: int) -> np.ndarray:
 
 def face_point_counts(topology, params) -> np.ndarray:
     """[b]: the most contact points of each body on one of its face planes (a box: 10 on a side), the count a body
-    lying on that face presses with (host, numpy)."""
+    lying on that face presses with (host, numpy).
+
+    Args:
+        topology: the bodies' RigidTopology (vertex_body, faces), concrete.
+        params: the bodies' RigidParams (vertices [m, 3] m, mass [b] kg), concrete.
+
+    Returns:
+        [b] int numpy array.
+    """
     local, vb = (np.asarray(a) for a in contact_points(topology, params))
     faces = np.asarray(topology.faces).reshape(-1, 3)
     vertices = np.asarray(params.vertices, np.float64)
@@ -203,7 +285,17 @@ def face_point_counts(topology, params) -> np.ndarray:
 def contact_step_numbers(topology, params, dt: float, colliders=None):
     """[(what, normal number, friction number)] of the penalty step for each free body against each other body
     (reduced mass, the pair's mean coefficients) and each collider, on `face_point_counts` points:
-    dt^2 N ke / m + 2 dt N kd / m (stable below 4) and dt N kf / m (below 2). Host, numpy."""
+    dt^2 N ke / m + 2 dt N kd / m (stable below 4) and dt N kf / m (below 2). Host, numpy.
+
+    Args:
+        topology: the bodies' RigidTopology (collide, vertex_body, faces), concrete.
+        params: the bodies' RigidParams (mass kg, contact_ke N/m, contact_kd N s/m, contact_kf N s/m), concrete.
+        dt: s, the step.
+        colliders: (ColliderTopology, ColliderParams) of the scene, or None.
+
+    Returns:
+        A list of (description str, normal number float, friction number float), dimensionless.
+    """
     mass = np.asarray(params.mass, np.float64)
     b = mass.shape[0]
     count = face_point_counts(topology, params)
@@ -230,7 +322,18 @@ def contact_step_numbers(topology, params, dt: float, colliders=None):
 def body_contact_message(topology, params, state, colliders=None, dt=None) -> str:
     """Host-side: bodies whose contact points start deeper than START_DEPTH_FRACTION of their body's size inside
     another body (when `topology.collide`) or inside a collider (`colliders`: (ColliderTopology, ColliderParams)
-    or None), and (given the step dt in s) contacts too stiff for it (`contact_step_numbers`); "" when none."""
+    or None), and (given the step dt in s) contacts too stiff for it (`contact_step_numbers`); "" when none.
+
+    Args:
+        topology: the bodies' RigidTopology (collide, vertex_body, faces), concrete.
+        params: the bodies' RigidParams (mass, hull vertices, contact coefficients), concrete.
+        state: the bodies' concrete initial RigidState (x [b, 3] m, q [b, 4]).
+        colliders: (ColliderTopology, ColliderParams) of the scene, or None.
+        dt: s, the step to check; None skips the stiffness check.
+
+    Returns:
+        The problems joined by "; ", or "" when there is none.
+    """
     b = int(np.shape(params.mass)[0])
     if b == 0:
         return ""

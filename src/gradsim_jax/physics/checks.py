@@ -77,7 +77,14 @@ def _index_format(ndim: int) -> str:
 def check_values(name: str, value, nonnegative: bool = False, unit: bool = False) -> None:
     """A checkify check that `value` is finite (and >= 0): "NAME[i, j] = nan is not finite" (or, with
     `nonnegative`, "NAME[i] = -0.1 is not a finite value >= 0"; with `unit`, "... is not in [0, 1]", for
-    colours). One check per array: each adds a handful of operations to the compiled program."""
+    colours). One check per array: each adds a handful of operations to the compiled program.
+
+    Args:
+        name: the field's name in the message ("Params.cloth.tri_ke").
+        value: the array to check (any shape; an empty one is not checked).
+        nonnegative: also require value >= 0.
+        unit: also require value in [0, 1] (a second check).
+    """
     value = jnp.asarray(value)
     if value.size == 0:
         return
@@ -98,7 +105,14 @@ def check_values(name: str, value, nonnegative: bool = False, unit: bool = False
 
 def check_indices(name: str, idx, count, distinct: bool = True) -> None:
     """checkify checks that every row of `idx` [k, w] lies in [0, count) (and repeats no entry):
-    "NAME[k] = [a, b, c] has an index out of range [0, count)"."""
+    "NAME[k] = [a, b, c] has an index out of range [0, count)".
+
+    Args:
+        name: the field's name in the message ("Topology.cloth.triangles").
+        idx: [k, w] int, index rows (an empty one is not checked).
+        count: the exclusive upper bound of the indices (the particle count).
+        distinct: also require that no row repeats an index (a degenerate element).
+    """
     idx = jnp.asarray(idx)
     if idx.shape[0] == 0:
         return
@@ -122,7 +136,13 @@ def scene_checks(topology, params, state=None) -> None:
     """Add checkify checks of the scene's values: indices in range and distinct (rigid bodies' too), every
     Params field finite
     (and >= 0 where `validate_scene` asks it), ground normal nonzero, state finite. Shapes are static and
-    are checked at once (ValueError). Call inside a `checkify.checkify`d function."""
+    are checked at once (ValueError). Call inside a `checkify.checkify`d function.
+
+    Args:
+        topology: the scene's Topology.
+        params: the scene's Params.
+        state: the scene's State to check as well, or None.
+    """
     per = validate_shapes(topology, params, state)
     for name in INDEX_WIDTHS:
         check_indices(f"Topology.{name}", get_path(topology, name), per["n"])
@@ -142,14 +162,27 @@ def scene_checks(topology, params, state=None) -> None:
 
 def validate_traced(topology, params, state=None) -> checkify.Error:
     """`scene_checks` as a value: a `checkify.Error` (`.get()` is None when all is well). Traceable; use it
-    in any jitted or differentiated function and check it on the host with `raise_if_error`."""
+    in any jitted or differentiated function and check it on the host with `raise_if_error`.
+
+    Args:
+        topology: the scene's Topology.
+        params: the scene's Params.
+        state: the scene's State to check as well, or None.
+
+    Returns:
+        The checkify.Error of the first failed check (or none).
+    """
     err, _ = checkify.checkify(scene_checks, errors=checkify.user_checks)(topology, params, state)
     return err
 
 
 def trajectory_checks(trajectory: State) -> None:
     """Add a checkify check that every state of `trajectory` (leading axis = frames) is finite, naming the
-    first non-finite frame, quantity and particle like `SimulationDiverged`."""
+    first non-finite frame, quantity and particle like `SimulationDiverged`.
+
+    Args:
+        trajectory: a State whose leaves have a leading frame axis (particles.x and v [T, n, 3]).
+    """
     bad = {q: ~jnp.all(jnp.isfinite(getattr(trajectory.particles, q)), axis=-1) for q in ("x", "v")}  # [T, n]
     bad_frame = jnp.any(bad["x"], axis=-1) | jnp.any(bad["v"], axis=-1)
     frame = jnp.argmax(bad_frame)
@@ -169,7 +202,17 @@ def checked_simulate(topology, params, state0, **kwargs) -> tuple[checkify.Error
     """`simulate(topology, params, state0, **kwargs)` with `scene_checks` on its inputs and
     `trajectory_checks` on its output: returns (checkify.Error, trajectory). Traceable (jit, grad with
     `has_aux`, vmap); the static arguments are those of `simulate`. The rollout itself runs outside the
-    checkify transformation, so it compiles as `simulate` does."""
+    checkify transformation, so it compiles as `simulate` does.
+
+    Args:
+        topology: the scene's Topology.
+        params: the scene's Params.
+        state0: the initial State.
+        **kwargs: the other arguments of `simulate` (frames, substeps, dt, integrator, ...).
+
+    Returns:
+        (checkify.Error, the trajectory State with a leading frame axis).
+    """
     trajectory = simulate(topology, params, state0, **kwargs)
     err, _ = checkify.checkify(_scene_and_trajectory_checks, errors=checkify.user_checks)(
         topology, params, state0, trajectory)
@@ -177,7 +220,14 @@ def checked_simulate(topology, params, state0, **kwargs) -> tuple[checkify.Error
 
 
 def error_message(err: checkify.Error) -> str | None:
-    """The first failed check's message without checkify's suffix, or None when every check passed."""
+    """The first failed check's message without checkify's suffix, or None when every check passed.
+
+    Args:
+        err: a checkify.Error (from `validate_traced` or `checked_simulate`), concrete.
+
+    Returns:
+        The message, or None.
+    """
     message = err.get()
     if message is None:
         return None
@@ -185,7 +235,12 @@ def error_message(err: checkify.Error) -> str | None:
 
 
 def raise_if_error(err: checkify.Error, context: str = "") -> None:
-    """Host side: raise `TracedCheckError` ("CONTEXT: message") if a check failed; else do nothing."""
+    """Host side: raise `TracedCheckError` ("CONTEXT: message") if a check failed; else do nothing.
+
+    Args:
+        err: a checkify.Error, concrete.
+        context: words put before the message ("" for none).
+    """
     message = error_message(err)
     if message is not None:
         raise TracedCheckError(f"{context}: {message}" if context else message)

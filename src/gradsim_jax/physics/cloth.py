@@ -77,7 +77,15 @@ class ClothControl:
 
 
 def rest_shapes(rest_x, triangles):
-    """Per-triangle inverse rest Gram matrix G^-1 [t, 2, 2] (1/m^2) and rest area A0 [t] (m^2)."""
+    """Per-triangle inverse rest Gram matrix G^-1 [t, 2, 2] (1/m^2) and rest area A0 [t] (m^2).
+
+    Args:
+        rest_x: [n, 3] m, rest positions of the particles.
+        triangles: [t, 3] int, particle indices (p, q, r) of each triangle.
+
+    Returns:
+        (G^-1 [t, 2, 2] 1/m^2, 0 for a degenerate triangle; A0 [t] m^2).
+    """
     p, q, r = (rest_x[triangles[:, k]] for k in range(3))
     e = jnp.stack([q - p, r - p], axis=-1)  # [t, 3, 2]
     gram = jnp.einsum("tki,tkj->tij", e, e)
@@ -104,6 +112,23 @@ def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activat
     |e_q|^2 |e_r|^2 - (e_q . e_r)^2), and the area gradients e_r x n and n x e_q are expanded as
     e_q |e_r|^2 - e_r (e_q . e_r) and e_r |e_q|^2 - e_q (e_q . e_r), over |n|. Its scalars are
     `materialize`d, so that neither they nor their cotangents are recomputed per corner and component.
+
+    Args:
+        p: [3] m, position of corner p.
+        q: [3] m, position of corner q.
+        r: [3] m, position of corner r.
+        vp: [3] m/s, velocity of corner p.
+        vq: [3] m/s, velocity of corner q.
+        vr: [3] m/s, velocity of corner r.
+        gram_inv: [2, 2] 1/m^2, the inverse rest Gram matrix G^-1 (`rest_shapes`).
+        rest_area: () m^2, the rest area A0.
+        ke: () N/m, k_mu per rest area (stretch and shear).
+        ka: () N/m, k_lambda per rest area (area preservation).
+        kd: () N s/m, k_damp per rest area.
+        activation: () dimensionless, the shift of the target area ratio.
+
+    Returns:
+        (f_p, f_q, f_r), each [3] N.
     """
     k_mu, k_lambda, k_damp = ke * rest_area, ka * rest_area, kd * rest_area
     e_q, e_r = q - p, r - p
@@ -129,7 +154,21 @@ def triangle_force(p, q, r, vp, vq, vr, gram_inv, rest_area, ke, ka, kd, activat
 
 def triangle_air_force(p, q, r, vp, vq, vr, drag, lift):
     """Aerodynamic force [3] that each corner of one triangle (positions p, q, r, velocities vp, vq, vr [3])
-    receives (drag + lift, negated)."""
+    receives (drag + lift, negated).
+
+    Args:
+        p: [3] m, position of corner p.
+        q: [3] m, position of corner q.
+        r: [3] m, position of corner r.
+        vp: [3] m/s, velocity of corner p.
+        vq: [3] m/s, velocity of corner q.
+        vr: [3] m/s, velocity of corner r.
+        drag: () drag coefficient (force = drag x area x |n . v_mid| v_mid, so kg/m^3).
+        lift: () lift coefficient (force = lift x area x angle x |v_mid|^2 n, so kg/m^3 per rad).
+
+    Returns:
+        [3] N, the force on each of the three corners.
+    """
     n = jnp.cross(q - p, r - p)
     area = 0.5 * safe_norm(n)
     n_hat = safe_normalize(n)
@@ -148,7 +187,15 @@ def prepare_membrane(topology, params):
 
     With concrete rest positions and triangles (a scene closed over by a jitted loss, rest shapes not
     differentiated) they are evaluated right away while tracing (`jax.ensure_compile_time_eval`): staged
-    into the program, XLA would constant-fold them at compile time, which takes minutes on a large mesh."""
+    into the program, XLA would constant-fold them at compile time, which takes minutes on a large mesh.
+
+    Args:
+        topology: the scene's Topology; uses `topology.cloth` (triangles [t, 3], tri_incidence).
+        params: the scene's Params; uses `params.cloth.rest_x` [n, 3] m.
+
+    Returns:
+        (G^-1 [t, 2, 2] 1/m^2, A0 [t] m^2, flat [3 t] int, corner-major incidence [K, n] int or None).
+    """
     tris = topology.cloth.triangles
     gram_inv, rest_area = eager_if_concrete(rest_shapes, params.cloth.rest_x, tris)
     return (gram_inv, rest_area) + corner_major_layout(tris, topology.cloth.tri_incidence)
@@ -157,8 +204,16 @@ def prepare_membrane(topology, params):
 def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     """Membrane forces (and aerodynamic ones if `topology.cloth.aerodynamics`) per particle: [n, 3] N.
 
-    `activation` [t] is added to `params.cloth.tri_activation`; `prepared`: `prepare_membrane(topology,
-    params)` (computed here when None).
+    Args:
+        topology: the scene's Topology; uses `topology.cloth` (triangles [t, 3], aerodynamics, tri_incidence).
+        params: the scene's Params; uses `params.cloth` (the tri_* coefficients, rest_x).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        activation: [t] dimensionless, added to `params.cloth.tri_activation`; None: nothing added.
+        prepared: `prepare_membrane(topology, params)`; None computes it here.
+
+    Returns:
+        [n, 3] N, the summed membrane (and aerodynamic) force on each particle.
     """
     tris = topology.cloth.triangles
     if tris.shape[0] == 0:
@@ -177,7 +232,16 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
 
 
 def membrane_energy(topology, params, x):
-    """Elastic membrane energy sum A0 (k_mu |F|^2 + k_lambda c^2) / 2 (c includes the activation): J."""
+    """Elastic membrane energy sum A0 (k_mu |F|^2 + k_lambda c^2) / 2 (c includes the activation): J.
+
+    Args:
+        topology: the scene's Topology; uses `topology.cloth.triangles` [t, 3].
+        params: the scene's Params; uses `params.cloth` (tri_ke N/m, tri_ka N/m, tri_activation, rest_x [n, 3] m).
+        x: [n, 3] m, particle positions.
+
+    Returns:
+        () J, the elastic energy (0 without triangles).
+    """
     topology, params = topology.cloth, params.cloth
     tris = topology.triangles
     if tris.shape[0] == 0:
@@ -207,14 +271,31 @@ def _hinge(x1, x2, x3, x4):
 
 
 def dihedral_angle(x1, x2, x3, x4):
-    """Signed dihedral angle (rad) of the two triangles (x1, x3, x4) and (x2, x4, x3) about edge x3-x4."""
+    """Signed dihedral angle (rad) of the two triangles (x1, x3, x4) and (x2, x4, x3) about edge x3-x4.
+
+    Args:
+        x1: [3] m, the vertex of the first triangle opposite the edge.
+        x2: [3] m, the vertex of the second triangle opposite the edge.
+        x3: [3] m, the edge's first vertex.
+        x4: [3] m, the edge's second vertex.
+
+    Returns:
+        () rad, the signed angle in (-pi, pi] (0 for a flat hinge or a degenerate one).
+    """
     return _hinge(x1, x2, x3, x4)[3]
 
 
 def bending_directions(xs):
     """(d [4, 3], |e|, valid, theta) of one bending edge (xs: [4, 3] positions of x1, x2, x3, x4): the force
     direction d of each vertex (the forces are -|e| (ke (theta - rest) + kd sum d . v) d), the edge length,
-    whether the hinge is non-degenerate (else d means nothing) and the dihedral angle."""
+    whether the hinge is non-degenerate (else d means nothing) and the dihedral angle.
+
+    Args:
+        xs: [4, 3] m, positions of x1, x2 (the vertices opposite the edge), x3, x4 (the edge).
+
+    Returns:
+        (d [4, 3] 1/m, the angle's gradient d theta / d x_k; |e| () m; valid () bool; theta () rad).
+    """
     x1, x2, x3, x4 = xs
     n1, n2, e, theta = _hinge(x1, x2, x3, x4)
     n1_sq, n2_sq, e_sq = jnp.dot(n1, n1), jnp.dot(n2, n2), jnp.dot(e, e)
@@ -240,7 +321,24 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
     The same forces as -|e| (ke (theta - rest) + kd sum d . v) d with `bending_directions`' d, written on
     the vectors' components (`vectors.unstack`, no cross products or stacks of 3-vectors inside), its
     shared scalars `materialize`d and the cotangents of its edge vectors too, so that XLA's CPU backend
-    neither slices nor recomputes per component (vmapped over corner-major [e, 3] blocks)."""
+    neither slices nor recomputes per component (vmapped over corner-major [e, 3] blocks).
+
+    Args:
+        x1: [3] m, the vertex of the first triangle opposite the edge.
+        x2: [3] m, the vertex of the second triangle opposite the edge.
+        x3: [3] m, the edge's first vertex.
+        x4: [3] m, the edge's second vertex.
+        v1: [3] m/s, velocity of x1.
+        v2: [3] m/s, velocity of x2.
+        v3: [3] m/s, velocity of x3.
+        v4: [3] m/s, velocity of x4.
+        ke: () bending stiffness (`ClothParams.bend_ke`), per unit edge length and rad.
+        kd: () bending damping (`ClothParams.bend_kd`): ke's unit times s.
+        rest: () rad, the rest dihedral angle.
+
+    Returns:
+        (f1, f2, f3, f4), each [3] N.
+    """
     xs = [unstack(x, -1) for x in (x1, x2, x3, x4)]
     vs = [unstack(v, -1) for v in (v1, v2, v3, v4)]
     p1, p2, p3, p4 = xs
@@ -273,14 +371,34 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
 
 def prepare_bending(topology, params):
     """The bending edges' corners in corner-major order and their incidence table renumbered for it (None
-    without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene."""
+    without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene.
+
+    Args:
+        topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence).
+        params: the scene's Params (unused; the signature of every `prepare`).
+
+    Returns:
+        (flat [4 e] int, corner-major incidence [K, n] int or None).
+    """
     del params
     return corner_major_layout(topology.cloth.bend_edges, topology.cloth.bend_incidence)
 
 
 def bending_forces(topology, params, x, v, rest_offset=None, prepared=None):
     """Dihedral bending forces per particle: [n, 3] N. `rest_offset` [e] rad is added to
-    `params.cloth.bend_rest`; `prepared`: `prepare_bending(topology, params)` (computed here when None)."""
+    `params.cloth.bend_rest`; `prepared`: `prepare_bending(topology, params)` (computed here when None).
+
+    Args:
+        topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence).
+        params: the scene's Params; uses `params.cloth` (bend_ke, bend_kd, bend_rest [e] rad).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        rest_offset: [e] rad, added to `params.cloth.bend_rest`; None: nothing added.
+        prepared: `prepare_bending(topology, params)`; None computes it here.
+
+    Returns:
+        [n, 3] N, the summed bending force on each particle.
+    """
     edges = topology.cloth.bend_edges
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)

@@ -74,7 +74,14 @@ class ColliderTopology:
         object.__setattr__(self, "meshes", meshes)
 
     def indices(self, kind: str) -> np.ndarray:
-        """The colliders of `kind` (int32 indices, static)."""
+        """The colliders of `kind` (int32 indices, static).
+
+        Args:
+            kind: one of COLLIDER_KINDS.
+
+        Returns:
+            [m] int32 numpy array, the positions in `kinds` of the colliders of that kind (increasing).
+        """
         return np.array([i for i, k in enumerate(self.kinds) if k == kind], np.int32)
 
 
@@ -103,7 +110,23 @@ class ColliderParams:
 def collider_params(count: int, *, position=None, rotation=None, size=None, ke=1.0e3, kd=10.0, kf=10.0, mu=0.5,
                     dtype=jnp.float32) -> ColliderParams:
     """ColliderParams of `count` colliders: each field broadcast to its shape (defaults: at the origin,
-    unrotated, unit size; Warp's soft-contact ke 1e3, kd 10, kf 10 and mu 0.5)."""
+    unrotated, unit size; Warp's soft-contact ke 1e3, kd 10, kf 10 and mu 0.5).
+
+    Args:
+        count: k, the number of colliders.
+        position: [k, 3] or broadcastable, m, a point of each plane, the centre of the other shapes; None: the
+            origin.
+        rotation: [k, 4] or broadcastable, quaternions (w, x, y, z), need not be normalized; None: unrotated.
+        size: [k, 3] or broadcastable, m (a mesh's: dimensionless scale), as in the module's table; None: 1.
+        ke: [k] or scalar, N/m, contact stiffness.
+        kd: [k] or scalar, N s/m, contact damping.
+        kf: [k] or scalar, N s/m, friction's viscous slope.
+        mu: [k] or scalar, dimensionless Coulomb friction coefficient.
+        dtype: the floating dtype of every field.
+
+    Returns:
+        The ColliderParams (static: no keyframes, velocity or omega).
+    """
     def field(value, shape, default):
         return jnp.broadcast_to(jnp.asarray(default if value is None else value, dtype), shape)
 
@@ -124,7 +147,16 @@ def _axis(index, like):
 
 def local_distance(kind: str, p, size):
     """(signed distance [...] m, outward unit normal [..., 3]) of points p [..., 3] in a collider's frame; size
-    [..., 3] broadcasts against p (the module's table)."""
+    [..., 3] broadcasts against p (the module's table).
+
+    Args:
+        kind: "plane", "sphere", "capsule" or "box" (ValueError otherwise; meshes go through `mesh_distance`).
+        p: [..., 3] m, points in the collider's frame.
+        size: [..., 3] m, the collider's size as in the module's table, broadcasting against `p`.
+
+    Returns:
+        (distance [...] m, negative inside; normal [..., 3] unit outward normals in the collider's frame).
+    """
     up = jnp.zeros_like(p).at[..., 1].set(1.0)
     if kind == "plane":
         return p[..., 1], up
@@ -150,7 +182,16 @@ def local_distance(kind: str, p, size):
 
 def collider_distance(topology: ColliderTopology, params: ColliderParams, x):
     """(signed distance [n, k] m, outward unit normal [n, k, 3] in world axes) of points x [n, 3] to every
-    collider, in the order of `topology.kinds`."""
+    collider, in the order of `topology.kinds`.
+
+    Args:
+        topology: the colliders' kinds and meshes.
+        params: the colliders' poses and sizes (position [k, 3] m, rotation [k, 4], size [k, 3]).
+        x: [n, 3] m, world points.
+
+    Returns:
+        (distance [n, k] m, negative inside; normal [n, k, 3] unit outward normals in world axes).
+    """
     k = len(topology.kinds)
     n = x.shape[0]
     distance = jnp.zeros((n, k), x.dtype)
@@ -177,7 +218,22 @@ def collider_distance(topology: ColliderTopology, params: ColliderParams, x):
 def collider_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=None):
     """Contact forces [n, 3] N of the scene's colliders (`Topology.colliders`, `Params.colliders`) on particles
     at x [n, 3] m: explicit at the velocities v (v_free None), else with damping and friction integrated
-    backward over dt (`implicit_penalty_force`; v_free [n, 3], inv_mass [n]). Summed over colliders."""
+    backward over dt (`implicit_penalty_force`; v_free [n, 3], inv_mass [n]). Summed over colliders.
+
+    Args:
+        topology: the scene's Topology; uses `topology.colliders`.
+        params: the scene's Params; uses `params.colliders`, `params.particles.radius` (m) and
+            `params.world.contact_smoothing`.
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities (used when `v_free` is None).
+        v_free: [n, 3] m/s, the velocities at the end of the step without contact (implicit mode), or None for
+            explicit forces.
+        inv_mass: [n] 1/kg, inverse particle masses (implicit mode; 0 for kinematic particles).
+        dt: () s, the step (implicit mode).
+
+    Returns:
+        [n, 3] N, the contact force on each particle, summed over colliders.
+    """
     col = params.colliders
     d, normal = collider_distance(topology.colliders, col, x)
     c = d - params.particles.radius
@@ -194,7 +250,12 @@ def collider_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=N
 def validate_colliders(topology: ColliderTopology, params: ColliderParams) -> None:
     """ValueError naming the field (and collider) for shapes that do not match the kinds, non-finite values,
     non-positive sizes (a sphere's or capsule's radius, a box's half extents; a capsule's half height may be 0),
-    a zero rotation, or negative contact coefficients. Concrete params only (traced ones are not checked)."""
+    a zero rotation, or negative contact coefficients. Concrete params only (traced ones are not checked).
+
+    Args:
+        topology: the colliders' kinds (k of them).
+        params: the colliders' parameters to check (shapes always, values when concrete).
+    """
     k = len(topology.kinds)
     shapes = {"position": (k, 3), "rotation": (k, 4), "size": (k, 3), "ke": (k,), "kd": (k,), "kf": (k,),
               "mu": (k,)}
@@ -331,7 +392,14 @@ def _template(topology, i):
 
 
 def collider_faces(topology: ColliderTopology) -> np.ndarray:
-    """Faces [F, 3] int32 over `collider_vertices` (host side; planes have none)."""
+    """Faces [F, 3] int32 over `collider_vertices` (host side; planes have none).
+
+    Args:
+        topology: the colliders' kinds and meshes.
+
+    Returns:
+        [F, 3] int32 numpy array of vertex indices into `collider_vertices`.
+    """
     parts, offset = [], 0
     for i in range(len(topology.kinds)):
         template = _template(topology, i)
@@ -343,14 +411,29 @@ def collider_faces(topology: ColliderTopology) -> np.ndarray:
 
 
 def collider_vertex_count(topology: ColliderTopology) -> int:
-    """The number of `collider_vertices` (static)."""
+    """The number of `collider_vertices` (static).
+
+    Args:
+        topology: the colliders' kinds and meshes.
+
+    Returns:
+        int, V, the rows of `collider_vertices`.
+    """
     return sum(len(t[0]) for t in (_template(topology, i) for i in range(len(topology.kinds))) if t is not None)
 
 
 def collider_vertices(topology: ColliderTopology, params: ColliderParams):
     """World vertices [V, 3] m of the colliders' meshes, in the order of `topology.kinds` (planes have none):
     each template scaled by its size (a capsule's hemispheres moved apart by its half height), rotated and
-    placed; differentiable in position, rotation and size."""
+    placed; differentiable in position, rotation and size.
+
+    Args:
+        topology: the colliders' kinds and meshes.
+        params: the colliders' poses and sizes (position [k, 3] m, rotation [k, 4], size [k, 3]).
+
+    Returns:
+        [V, 3] m, the vertices in world coordinates.
+    """
     parts = []
     for i, kind in enumerate(topology.kinds):
         template = _template(topology, i)
@@ -380,7 +463,19 @@ DEEP_FRACTION = 0.1
 def collider_message(topology, params, state, dt=None, *, implicit: bool = True) -> str:
     """What is wrong with the colliders of a concrete initial `state` (and step `dt` s), or "": free particles
     starting deep inside a collider (the penalty spring would throw them out), or a collider's contact too stiff
-    for the step (dt^2 ke / m < 4, with explicit damping + 2 dt kd / m). Host side."""
+    for the step (dt^2 ke / m < 4, with explicit damping + 2 dt kd / m). Host side.
+
+    Args:
+        topology: the scene's Topology (colliders, particles.pinned).
+        params: the scene's Params (colliders, particles' mass kg and radius m, world.gravity m/s^2).
+        state: the scene's concrete initial State (particles.x [n, 3] m).
+        dt: s, the step; None skips the stiffness check.
+        implicit: True when the integrator integrates contact damping and friction backward (the stiffness
+            limit then ignores kd).
+
+    Returns:
+        The problems joined by "; ", or "" when there is none.
+    """
     if topology.colliders is None or not topology.colliders.kinds:
         return ""
     mass = np.asarray(params.particles.mass, np.float64)

@@ -66,7 +66,21 @@ def penalty_force(normal, c, v, ke, kd, kf, mu, smoothing: float = 0.0):
     unit normal `normal` [3] (a plane) or [..., 3] (each point's), moving at v [..., 3]; zero out of contact (the
     model in the module docstring; Warp's ground law, whose friction cap mu |fn| includes the approach damping;
     Warp's particle-shape kernel caps at mu |c ke|, `physics.colliders`). ke, kd, kf, mu broadcast against c.
-    `smoothing` (m, static): the smooth onset of `contact_depth` (0: the exact penalty)."""
+    `smoothing` (m, static): the smooth onset of `contact_depth` (0: the exact penalty).
+
+    Args:
+        normal: [3] or [..., 3], the surface's unit outward normal (a plane's, or each point's).
+        c: [...] m, signed distance of each point to the surface (< 0 inside).
+        v: [..., 3] m/s, the points' velocities relative to the surface.
+        ke: N/m, contact stiffness, broadcasting against `c`.
+        kd: N s/m, approach damping, broadcasting against `c`.
+        kf: N s/m, friction's viscous slope, broadcasting against `c`.
+        mu: dimensionless Coulomb coefficient, broadcasting against `c`.
+        smoothing: m, static, the smooth onset of `contact_depth` (0: the exact penalty).
+
+    Returns:
+        [..., 3] N, the contact force on each point.
+    """
     c, weight = contact_depth(c, smoothing)
     vn = jnp.sum(v * normal, axis=-1)
     vt = v - vn[..., None] * normal
@@ -81,7 +95,15 @@ def contact_depth(c, smoothing: float = 0.0):
     smoothing s > 0: -s softplus(-c / s) and sigmoid(-c / s): the spring, its damping and friction start
     smoothly over a few s around the surface, so a point passing just outside still feels (and its gradient
     sees) the surface, at the price of a force of up to ke s ln 2 at c = 0, decaying as ke s e^(-c / s)
-    outside; a point rests up to s ln 2 higher under a light load (docs: concepts/physics, "Smooth onset")."""
+    outside; a point rests up to s ln 2 higher under a light load (docs: concepts/physics, "Smooth onset").
+
+    Args:
+        c: [...] m, signed distance of each point to the surface (< 0 inside).
+        smoothing: m, static, the onset width s (0: the exact min(c, 0)).
+
+    Returns:
+        (penetration [...] m, <= 0; weight [...] dimensionless in [0, 1]).
+    """
     if not smoothing:
         return jnp.minimum(c, 0.0), (c < 0.0).astype(c.dtype)
     z = -c / smoothing
@@ -104,7 +126,24 @@ def implicit_penalty_force(normal, c, v_free, inv_mass, dt, ke, kd, kf, mu, smoo
     the elastic normal force c ke is the explicit one; the approach damping acts on the normal velocity after
     it, at the rate kd / (1 + dt kd / m); friction on the tangential part of v_free, at the viscous slope
     kf / (1 + dt kf / m) up to mu |fn|, fn the damped normal force. Adding the force to the step's other
-    forces never reverses a tangential velocity nor an approach. `smoothing`: as in `penalty_force`."""
+    forces never reverses a tangential velocity nor an approach. `smoothing`: as in `penalty_force`.
+
+    Args:
+        normal: [3] or [..., 3], the surface's unit outward normal (a plane's, or each point's).
+        c: [...] m, signed distance of each point to the surface (< 0 inside).
+        v_free: [..., 3] m/s, the points' velocities at the end of the step without this force, relative to the
+            surface.
+        inv_mass: [...] 1/kg, inverse masses of the points (0: kinematic).
+        dt: () s, the step.
+        ke: N/m, contact stiffness, broadcasting against `c`.
+        kd: N s/m, approach damping, broadcasting against `c`.
+        kf: N s/m, friction's viscous slope, broadcasting against `c`.
+        mu: dimensionless Coulomb coefficient, broadcasting against `c`.
+        smoothing: m, static, as in `penalty_force`.
+
+    Returns:
+        [..., 3] N, the contact force on each point.
+    """
     c, weight = contact_depth(c, smoothing)
     elastic = c * ke
     vn_free = jnp.sum(v_free * normal, axis=-1)
@@ -120,7 +159,21 @@ def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=Non
     """Ground contact forces per particle at positions x [n, 3] m: [n, 3] N. Without `v_free`, Warp's
     explicit penalty at the velocities v [n, 3] m/s (`penalty_force`); with `v_free` [n, 3] (the velocities
     the step of length `dt` s would reach without contact) and `inv_mass` [n] 1/kg, its damping and friction
-    integrated backward (`implicit_penalty_force`, what `SemiImplicitEuler` uses by default)."""
+    integrated backward (`implicit_penalty_force`, what `SemiImplicitEuler` uses by default).
+
+    Args:
+        topology: the scene's Topology (unused; the signature of every contact term).
+        params: the scene's Params; uses `params.world` (ground_normal, ground_height m, contact_smoothing m),
+            `params.contact` and `params.particles.radius` (m).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities (used when `v_free` is None).
+        v_free: [n, 3] m/s, the velocities the step would reach without contact, or None for explicit forces.
+        inv_mass: [n] 1/kg, inverse particle masses (with `v_free`; 0 for kinematic particles).
+        dt: () s, the step (with `v_free`).
+
+    Returns:
+        [n, 3] N, the ground contact force on each particle.
+    """
     world, contact = params.world, params.contact
     n = safe_normalize(world.ground_normal)
     c = x @ n - world.ground_height - params.particles.radius  # [n]
@@ -133,7 +186,17 @@ def ground_contact(topology, params, x, v, *, v_free=None, inv_mass=None, dt=Non
 def max_stable_dt(ke, kd, mass, implicit: bool = True):
     """The largest stable step (s) of a penalty contact spring ke (N/m) with damping kd (N s/m) on a particle of
     `mass` (kg): semi-implicit Euler on m c'' = -ke c - kd c' needs dt^2 ke / m + 2 dt kd / m < 4 with explicit
-    damping, dt^2 ke / m < 4 with it taken backward (`implicit`); inf where ke and kd are 0. numpy, broadcasting."""
+    damping, dt^2 ke / m < 4 with it taken backward (`implicit`); inf where ke and kd are 0. numpy, broadcasting.
+
+    Args:
+        ke: N/m, contact stiffness (scalar or array).
+        kd: N s/m, contact damping (scalar or array).
+        mass: kg, the particle's mass (scalar or array).
+        implicit: True when the damping is integrated backward (then kd does not bound the step).
+
+    Returns:
+        s, numpy float64 array of the broadcast shape (inf where ke and kd are 0).
+    """
     ke, kd, mass = (np.asarray(a, np.float64) for a in (ke, kd, mass))
     gamma = np.zeros_like(kd) if implicit else kd / mass
     rate = gamma + np.sqrt(gamma * gamma + 4.0 * ke / mass)
@@ -212,6 +275,16 @@ def contact_report(topology, params, state, dt: Optional[float] = None, *, impli
 
     Only free particles count (pinned and massless ones do not move). A scene without ground gives an
     empty report. Inputs must be concrete (not traced).
+
+    Args:
+        topology: the scene's Topology (ground, particles.pinned).
+        params: the scene's Params (world's ground and gravity, particles' mass kg and radius m, contact).
+        state: the scene's concrete initial State (particles.x [n, 3] m).
+        dt: s, the step to check; None skips the stability check.
+        implicit: whether the integrator takes the contact's damping backward.
+
+    Returns:
+        The ContactReport.
     """
     h = float(np.asarray(params.world.ground_height))
     r = float(np.asarray(params.particles.radius))

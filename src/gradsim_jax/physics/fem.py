@@ -82,7 +82,15 @@ def _edges(tets, x):
 
 def rest_shapes(rest_x, tets):
     """Per-tet inverse rest edge matrix Dm [k, 3, 3] (1/m) and rest volume V0 [k] (m^3, > 0 for positive
-    tets); a degenerate rest tet gets Dm = 0 (no force) instead of a NaN."""
+    tets); a degenerate rest tet gets Dm = 0 (no force) instead of a NaN.
+
+    Args:
+        rest_x: [n, 3] m, rest positions of the particles.
+        tets: [k, 4] int, particle indices (x0, x1, x2, x3) of each tet.
+
+    Returns:
+        (Dm [k, 3, 3] 1/m; V0 [k] m^3).
+    """
     d = _edges(tets, rest_x)
     det = _det(d)
     dm = safe_div(_cofactor(d).swapaxes(-1, -2), det[:, None, None])  # adj(D) / det(D)
@@ -102,12 +110,33 @@ def _det(m):
 
 def rest_alpha(k_mu, k_lambda):
     """alpha = 1 + 3 k_mu / (4 k_lambda): the volume ratio at which the stress vanishes at F = I (1 when
-    k_lambda = 0)."""
+    k_lambda = 0).
+
+    Args:
+        k_mu: Pa, shear modulus (any shape).
+        k_lambda: Pa, volume modulus, broadcasting against `k_mu`.
+
+    Returns:
+        Dimensionless alpha of the broadcast shape.
+    """
     return 1.0 + 0.75 * safe_div(k_mu, k_lambda)
 
 
 def tet_stress(xs, vs, dm, k_mu, k_lambda, k_damp, activation):
-    """First Piola-Kirchhoff stress P [3, 3] (Pa) of one tet (xs, vs: [4, 3]; dm [3, 3]); unscaled moduli."""
+    """First Piola-Kirchhoff stress P [3, 3] (Pa) of one tet (xs, vs: [4, 3]; dm [3, 3]); unscaled moduli.
+
+    Args:
+        xs: [4, 3] m, positions of the tet's vertices (x0, x1, x2, x3).
+        vs: [4, 3] m/s, their velocities.
+        dm: [3, 3] 1/m, the inverse rest edge matrix Dm.
+        k_mu: () Pa, shear modulus (not scaled by the rest volume).
+        k_lambda: () Pa, volume modulus.
+        k_damp: () Pa s, damping.
+        activation: () dimensionless, the shift of the target volume ratio.
+
+    Returns:
+        [3, 3] Pa, the stress P.
+    """
     f = (xs[1:] - xs[0]).T @ dm
     f_dot = (vs[1:] - vs[0]).T @ dm
     ic = jnp.sum(f * f)
@@ -120,7 +149,21 @@ def tet_stress(xs, vs, dm, k_mu, k_lambda, k_damp, activation):
 
 def tet_force_matrices(xs, vs, dm, rest_volume, k_mu, k_lambda, k_damp, activation):
     """Elastic, volume and damping forces [4, 3] (N) on the vertices (x0, x1, x2, x3) of one tet (xs, vs:
-    [4, 3]), as `tet_force` but with 3 x 3 products: the faster kernel for small meshes."""
+    [4, 3]), as `tet_force` but with 3 x 3 products: the faster kernel for small meshes.
+
+    Args:
+        xs: [4, 3] m, positions of the tet's vertices (x0, x1, x2, x3).
+        vs: [4, 3] m/s, their velocities.
+        dm: [3, 3] 1/m, the inverse rest edge matrix Dm.
+        rest_volume: () m^3, the rest volume V0.
+        k_mu: () Pa, shear modulus.
+        k_lambda: () Pa, volume modulus.
+        k_damp: () Pa s, damping.
+        activation: () dimensionless, the shift of the target volume ratio.
+
+    Returns:
+        [4, 3] N, the force on each vertex.
+    """
     p = tet_stress(xs, vs, dm, k_mu, k_lambda, k_damp, activation)
     h = -rest_volume * (p @ dm.T)  # columns: forces on x1, x2, x3
     return jnp.concatenate([-jnp.sum(h, axis=1)[None], h.T])
@@ -146,7 +189,27 @@ def tet_force(x0, x1, x2, x3, v0, v1, v2, v3, dm, rest_volume, k_mu, k_lambda, k
 
     Written on the matrices' entries (`vectors.unstack`), no 3 x 3 products or stacks of 3-vectors inside,
     F, its cofactor and the stress's scalars `materialize`d, so that XLA's CPU backend neither slices nor
-    recomputes per entry (vmapped over corner-major [k, 3] blocks)."""
+    recomputes per entry (vmapped over corner-major [k, 3] blocks).
+
+    Args:
+        x0: [3] m, position of vertex 0.
+        x1: [3] m, position of vertex 1.
+        x2: [3] m, position of vertex 2.
+        x3: [3] m, position of vertex 3.
+        v0: [3] m/s, velocity of vertex 0.
+        v1: [3] m/s, velocity of vertex 1.
+        v2: [3] m/s, velocity of vertex 2.
+        v3: [3] m/s, velocity of vertex 3.
+        dm: [3, 3] 1/m, the inverse rest edge matrix Dm.
+        rest_volume: () m^3, the rest volume V0.
+        k_mu: () Pa, shear modulus.
+        k_lambda: () Pa, volume modulus.
+        k_damp: () Pa s, damping.
+        activation: () dimensionless, the shift of the target volume ratio.
+
+    Returns:
+        (f0, f1, f2, f3), each [3] N.
+    """
     xs = [unstack(x, -1) for x in (x0, x1, x2, x3)]
     vs = [unstack(v, -1) for v in (v0, v1, v2, v3)]
     d = tuple(unstack(row) for row in unstack(dm))  # d[c][j]
@@ -178,7 +241,15 @@ def prepare_fem(topology, params):
     """Dm [k, 3, 3] and V0 [k] (`rest_shapes`), and for meshes of `ENTRYWISE_MIN_TETS` tets or more the
     corners in corner-major order with the incidence table renumbered for it (`gather.corner_major_flat`,
     `corner_major_incidence`; else None, None): computed once per rollout by `simulate`, evaluated while
-    tracing when the rest positions and tets are concrete (no constant folding by XLA)."""
+    tracing when the rest positions and tets are concrete (no constant folding by XLA).
+
+    Args:
+        topology: the scene's Topology; uses `topology.fem` (tets [k, 4], incidence).
+        params: the scene's Params; uses `params.fem.rest_x` [n, 3] m.
+
+    Returns:
+        (Dm [k, 3, 3] 1/m, V0 [k] m^3, flat [4 k] int or None, corner-major incidence [K, n] int or None).
+    """
     tets = topology.fem.tets
     dm, rest_volume = eager_if_concrete(rest_shapes, params.fem.rest_x, tets)
     if tets.shape[0] < ENTRYWISE_MIN_TETS:
@@ -188,7 +259,19 @@ def prepare_fem(topology, params):
 
 def fem_forces(topology, params, x, v, activation=None, prepared=None):
     """Tetrahedral FEM forces per particle: [n, 3] N. `activation` [k] is added to `params.fem.activation`;
-    `prepared`: `prepare_fem(topology, params)` (computed here when None)."""
+    `prepared`: `prepare_fem(topology, params)` (computed here when None).
+
+    Args:
+        topology: the scene's Topology; uses `topology.fem` (tets [k, 4], incidence).
+        params: the scene's Params; uses `params.fem` (k_mu Pa, k_lambda Pa, k_damp Pa s, activation, rest_x).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        activation: [k] dimensionless, added to `params.fem.activation`; None: nothing added.
+        prepared: `prepare_fem(topology, params)`; None computes it here.
+
+    Returns:
+        [n, 3] N, the summed FEM force on each particle.
+    """
     tets, incidence = topology.fem.tets, topology.fem.incidence
     if tets.shape[0] == 0:
         return jnp.zeros_like(x)
@@ -206,14 +289,34 @@ def fem_forces(topology, params, x, v, activation=None, prepared=None):
 
 
 def tet_energy_density(f, k_mu, k_lambda, activation):
-    """Stable Neo-Hookean energy per rest volume (J/m^3) at deformation gradient f [3, 3]."""
+    """Stable Neo-Hookean energy per rest volume (J/m^3) at deformation gradient f [3, 3].
+
+    Args:
+        f: [3, 3] dimensionless, the deformation gradient F.
+        k_mu: () Pa, shear modulus.
+        k_lambda: () Pa, volume modulus.
+        activation: () dimensionless, the shift of the target volume ratio.
+
+    Returns:
+        () J/m^3, the energy density psi(F).
+    """
     ic = jnp.sum(f * f)
     c = _det(f) - rest_alpha(k_mu, k_lambda) + activation
     return 0.5 * k_mu * (ic - 3.0) - 0.5 * k_mu * jnp.log(ic + 1.0) + 0.5 * k_lambda * c * c
 
 
 def fem_energy(topology, params, x, activation=None):
-    """Elastic energy sum V0 psi(F) of the tets (J); -grad of it w.r.t. x is the undamped `fem_forces`."""
+    """Elastic energy sum V0 psi(F) of the tets (J); -grad of it w.r.t. x is the undamped `fem_forces`.
+
+    Args:
+        topology: the scene's Topology; uses `topology.fem.tets` [k, 4].
+        params: the scene's Params; uses `params.fem` (k_mu Pa, k_lambda Pa, activation, rest_x [n, 3] m).
+        x: [n, 3] m, particle positions.
+        activation: [k] dimensionless, added to `params.fem.activation`; None: nothing added.
+
+    Returns:
+        () J, the elastic energy (0 without tets).
+    """
     tets, params = topology.fem.tets, params.fem
     if tets.shape[0] == 0:
         return jnp.zeros((), x.dtype)
@@ -224,7 +327,18 @@ def fem_energy(topology, params, x, activation=None):
 
 
 def fem_stress(topology, params, x, v, activation=None):
-    """First Piola-Kirchhoff stress P [k, 3, 3] (Pa) of every tet, damping included."""
+    """First Piola-Kirchhoff stress P [k, 3, 3] (Pa) of every tet, damping included.
+
+    Args:
+        topology: the scene's Topology; uses `topology.fem.tets` [k, 4].
+        params: the scene's Params; uses `params.fem` (moduli, activation, rest_x [n, 3] m).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        activation: [k] dimensionless, added to `params.fem.activation`; None: nothing added.
+
+    Returns:
+        [k, 3, 3] Pa, the stress of each tet.
+    """
     tets, params = topology.fem.tets, params.fem
     dm, _ = rest_shapes(params.rest_x, tets)
     return jax.vmap(tet_stress)(x[tets], v[tets], dm, params.k_mu, params.k_lambda, params.k_damp,
@@ -232,5 +346,13 @@ def fem_stress(topology, params, x, v, activation=None):
 
 
 def fem_volumes(topology, x):
-    """Signed volumes [k] (m^3) of the tets at positions x [n, 3]."""
+    """Signed volumes [k] (m^3) of the tets at positions x [n, 3].
+
+    Args:
+        topology: the scene's Topology; uses `topology.fem.tets` [k, 4].
+        x: [n, 3] m, particle positions.
+
+    Returns:
+        [k] m^3, signed volumes (negative for inverted tets).
+    """
     return _det(_edges(topology.fem.tets, x)) / 6.0

@@ -37,7 +37,15 @@ from gradsim_jax.typing import Array
 def corner_incidence(elements, num_particles: int) -> Optional[np.ndarray]:
     """Host-side table [K, n] int32: column i lists the flat corner indices e * k + s (element e, corner s of
     `elements` [E, k]) at which particle i appears, in increasing order, padded with E * k (no corner).
-    K = the largest count (at least 1). None for no elements."""
+    K = the largest count (at least 1). None for no elements.
+
+    Args:
+        elements: [E, k] int, particle indices of each element's corners (host array).
+        num_particles: n, the number of particles (columns of the table).
+
+    Returns:
+        [K, n] int32 numpy table, or None when there is no element.
+    """
     flat = np.asarray(elements, np.int64).reshape(-1)
     if flat.size == 0:
         return None
@@ -53,7 +61,16 @@ def corner_incidence(elements, num_particles: int) -> Optional[np.ndarray]:
 
 def incidence_mismatch(elements, incidence, num_particles: int) -> Optional[str]:
     """Why the host arrays `incidence` and `elements` [E, k] disagree (as `corner_incidence` builds it), or
-    None when the table lists every corner once, under its own particle."""
+    None when the table lists every corner once, under its own particle.
+
+    Args:
+        elements: [E, k] int, particle indices of each element's corners (host array).
+        incidence: the table to check, expected [K, n] int (host array).
+        num_particles: n, the number of particles.
+
+    Returns:
+        A sentence fragment saying what is wrong ("has shape ..."), or None when the table is right.
+    """
     flat = np.asarray(elements).reshape(-1)
     table = np.asarray(incidence)
     if table.ndim != 2 or table.shape[1] != num_particles:
@@ -148,7 +165,16 @@ def _sum_flat(flat_f: Array, flat: Array, num_particles: int, incidence: Optiona
 
 def gather_corners(x: Array, elements: Array, incidence: Optional[Array] = None) -> Array:
     """x[elements]: [e, k, ...] from x [n, ...] and in-range indices elements [e, k]; with `incidence`
-    (`corner_incidence(elements, n)`) its transpose in a gradient is a gather too."""
+    (`corner_incidence(elements, n)`) its transpose in a gradient is a gather too.
+
+    Args:
+        x: [n, ...] per-particle values (positions m, velocities m/s, ...).
+        elements: [e, k] int, particle indices in [0, n) of each element's corners.
+        incidence: `corner_incidence(elements, n)` [K, n] int32, or None for XLA's gather and scatter-add.
+
+    Returns:
+        [e, k, ...] the values at the elements' corners, in `x`'s unit.
+    """
     e, k = elements.shape
     rows = _gather_flat(x, elements.reshape(-1), incidence)
     return rows.reshape((e, k) + rows.shape[1:])
@@ -156,7 +182,17 @@ def gather_corners(x: Array, elements: Array, incidence: Optional[Array] = None)
 
 def scatter_corners(f: Array, elements: Array, num_particles: int, incidence: Optional[Array] = None) -> Array:
     """Per-particle sum [n, ...] of per-corner forces f [e, k, ...] at in-range indices elements [e, k]; with
-    `incidence` (`corner_incidence(elements, n)`) a sum of gathers instead of a scatter-add."""
+    `incidence` (`corner_incidence(elements, n)`) a sum of gathers instead of a scatter-add.
+
+    Args:
+        f: [e, k, ...] per-corner values (forces N, ...).
+        elements: [e, k] int, particle indices in [0, n) of each element's corners.
+        num_particles: n, the number of particles.
+        incidence: `corner_incidence(elements, n)` [K, n] int32, or None for a scatter-add.
+
+    Returns:
+        [n, ...] the sum over each particle's corners, in `f`'s unit (0 for a particle in no element).
+    """
     f = jnp.asarray(f)
     return _sum_flat(f.reshape((-1,) + f.shape[2:]), elements.reshape(-1), num_particles, incidence)
 
@@ -165,7 +201,16 @@ def corner_major_incidence(incidence: Optional[Array], num_elements: int, corner
     """A `corner_incidence` table of elements [E, k] (flat corners e * k + s) renumbered for the corner-major
     order s * E + e of `gather_corners_major`; padding (E * k) stays padding; None stays None. Integer
     arithmetic on [K, n] that works on traced tables: compute it once per rollout (`corner_major_layout`),
-    not in every step."""
+    not in every step.
+
+    Args:
+        incidence: [K, n] int, the elements' `corner_incidence` table, or None.
+        num_elements: E, the number of elements.
+        corners: k, the corners of an element.
+
+    Returns:
+        [K, n] the renumbered table (same dtype), or None.
+    """
     if incidence is None:
         return None
     pad = num_elements * corners
@@ -177,7 +222,14 @@ def corner_major_incidence(incidence: Optional[Array], num_elements: int, corner
 
 def corner_major_flat(elements: Array) -> Array:
     """elements.T.reshape(-1): the particle of each corner in corner-major order (corner s of element e at
-    s * E + e), as `gather_corners_major` takes it precomputed (`flat`)."""
+    s * E + e), as `gather_corners_major` takes it precomputed (`flat`).
+
+    Args:
+        elements: [E, k] int, particle indices of each element's corners.
+
+    Returns:
+        [k * E] int, the particle index of each corner, corner-major.
+    """
     return jnp.asarray(elements).T.reshape(-1)
 
 
@@ -189,7 +241,15 @@ def _corner_major_layout(elements, incidence):
 def corner_major_layout(elements: Array, incidence: Optional[Array]) -> tuple:
     """(`corner_major_flat(elements)`, `corner_major_incidence` of their table or None): what the
     corner-major gathers and sums take, computed once per rollout by a force term's `prepare` and
-    evaluated right away for a closed-over scene (`eager_if_concrete`)."""
+    evaluated right away for a closed-over scene (`eager_if_concrete`).
+
+    Args:
+        elements: [E, k] int, particle indices of each element's corners.
+        incidence: [K, n] int, the elements' `corner_incidence` table, or None.
+
+    Returns:
+        (flat [k * E] int, major incidence [K, n] int or None).
+    """
     return eager_if_concrete(_corner_major_layout, elements, incidence)
 
 
@@ -203,7 +263,18 @@ def gather_corners_major(x: Array, elements: Array, major_incidence: Optional[Ar
     Corner-major rows let a force kernel take each corner as a contiguous [e, ...] block (`unstack` along
     axis 0) and hand its per-corner forces back as one `jnp.stack`: no slicing or stacking along a short
     minor axis, which XLA's CPU backend emits element by element (a 128 x 128 cloth's membrane step went
-    0.90 -> 0.59 ms with the kernel written this way)."""
+    0.90 -> 0.59 ms with the kernel written this way).
+
+    Args:
+        x: [n, ...] per-particle values (positions m, velocities m/s, ...).
+        elements: [e, k] int, particle indices in [0, n) of each element's corners.
+        major_incidence: [K, n] int, `corner_major_incidence` of the elements' table, or None for XLA's gather
+            and scatter-add.
+        flat: [k * e] int, `corner_major_flat(elements)` if computed already; None computes it here.
+
+    Returns:
+        [k, e, ...] the values at the corners, corner-major, in `x`'s unit.
+    """
     e, k = elements.shape
     rows = _gather_flat(x, corner_major_flat(elements) if flat is None else flat, major_incidence)
     return rows.reshape((k, e) + rows.shape[1:])
@@ -213,7 +284,18 @@ def scatter_corners_major(f: Array, elements: Array, num_particles: int,
                           major_incidence: Optional[Array] = None, flat: Optional[Array] = None) -> Array:
     """Per-particle sum [n, ...] of corner-major forces f [k, e, ...] (`gather_corners_major`'s layout) at
     in-range elements [e, k]; with `major_incidence` (as for `gather_corners_major`) a sum of gathers
-    instead of a scatter-add; `flat` as there."""
+    instead of a scatter-add; `flat` as there.
+
+    Args:
+        f: [k, e, ...] per-corner values, corner-major (forces N, ...).
+        elements: [e, k] int, particle indices in [0, n) of each element's corners.
+        num_particles: n, the number of particles.
+        major_incidence: [K, n] int, as for `gather_corners_major`, or None for a scatter-add.
+        flat: [k * e] int, `corner_major_flat(elements)` if computed already; None computes it here.
+
+    Returns:
+        [n, ...] the sum over each particle's corners, in `f`'s unit.
+    """
     f = jnp.asarray(f)
     flat = corner_major_flat(elements) if flat is None else flat
     return _sum_flat(f.reshape((-1,) + f.shape[2:]), flat, num_particles, major_incidence)
@@ -225,7 +307,15 @@ def eager_if_concrete(fn, *args):
     program compiled from the arguments' shapes alone, cached per function, structure, shapes and dtypes: op
     by op, each of its ~30 operations compiled a program of its own for every new mesh size (1.1 s a scene,
     against 0.13 s). It is compiled outside the caller's `jax.ensure_compile_time_eval`, under which tracing
-    stages every fill of fn (a `zeros_like` [t, 2, 2]) as a constant of its program."""
+    stages every fill of fn (a `zeros_like` [t, 2, 2]) as a constant of its program.
+
+    Args:
+        fn: a jax-traceable function of `args` (hashable: it is part of the cache key).
+        *args: its arguments, pytrees of arrays.
+
+    Returns:
+        fn(*args): concrete arrays when no argument is traced, else traced values of the caller's trace.
+    """
     if any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(args)):
         return fn(*args)
     with jax.ensure_compile_time_eval():  # concrete conversions, also while a jit traces the caller

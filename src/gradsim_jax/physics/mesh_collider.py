@@ -82,7 +82,18 @@ def _closest_on_triangles(p, a, b, c):
 
 
 def winding_number(p, a, b, c):
-    """Generalized winding number [n] of the triangles (a, b, c [f, 3]) at points p [n, 3]."""
+    """Generalized winding number [n] of the triangles (a, b, c [f, 3]) at points p [n, 3].
+
+    Args:
+        p: [n, 3] m, the query points.
+        a: [f, 3] m, first corners of the triangles.
+        b: [f, 3] m, second corners.
+        c: [f, 3] m, third corners.
+
+    Returns:
+        [n] dimensionless, the sum of the triangles' solid angles at each point over 4 pi (1 inside a closed
+        outward mesh, 0 outside).
+    """
     ra, rb, rc = (v[None] - p[:, None, :] for v in (a, b, c))
     la, lb, lc = safe_norm(ra), safe_norm(rb), safe_norm(rc)
     det = jnp.sum(ra * jnp.cross(rb, rc), axis=-1)
@@ -93,7 +104,16 @@ def winding_number(p, a, b, c):
 
 def mesh_distance(mesh: StaticMesh, p, scale):
     """(signed distance [n] m, outward unit normal [n, 3]) of points p [n, 3] in the collider's frame to `mesh`
-    scaled by `scale` [3] (the collider's size)."""
+    scaled by `scale` [3] (the collider's size).
+
+    Args:
+        mesh: the closed triangle mesh (vertices [v, 3] m, faces [f, 3]) in the collider's frame.
+        p: [n, 3] m, points in the collider's frame.
+        scale: [3] dimensionless, the per-axis scale of the mesh's vertices (a "mesh" collider's size).
+
+    Returns:
+        (distance [n] m, negative inside; normal [n, 3] unit outward normals).
+    """
     v = jnp.asarray(mesh.vertices, p.dtype) * scale
     a, b, c = (v[mesh.faces[:, k]] for k in range(3))
     closest = _closest_on_triangles(p, a, b, c)  # [n, f, 3]

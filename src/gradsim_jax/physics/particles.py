@@ -56,14 +56,36 @@ class ParticleControl:
 
 
 def free_inverse_mass(topology: ParticleTopology, params: ParticleParams) -> Array:
-    """1 / mass for free particles, 0 for pinned or massless ones: [n] 1/kg."""
+    """1 / mass for free particles, 0 for pinned or massless ones: [n] 1/kg.
+
+    Args:
+        topology: the particles' topology (pinned [n] bool).
+        params: the particles' parameters (mass [n] kg).
+
+    Returns:
+        [n] 1/kg, the inverse masses, 0 for kinematic particles.
+    """
     free = jnp.logical_not(topology.pinned) & (params.mass > 0.0)
     return jnp.where(free, 1.0 / jnp.where(free, params.mass, 1.0), 0.0)
 
 
 def particle_euler(topology: ParticleTopology, params: ParticleParams, state: ParticleState, force: Array,
                    gravity: Array, control: Optional[ParticleControl], dt) -> ParticleState:
-    """One semi-implicit Euler step of the particles under `force` [n, 3] N (every force term summed)."""
+    """One semi-implicit Euler step of the particles under `force` [n, 3] N (every force term summed).
+
+    Args:
+        topology: the particles' topology (pinned [n] bool).
+        params: the particles' parameters (mass [n] kg, damping () 1/s).
+        state: the particles' state at the start of the step (x [n, 3] m, v [n, 3] m/s).
+        force: [n, 3] N, the total force on each particle at the start of the step.
+        gravity: [3] m/s^2, the gravitational acceleration.
+        control: the particles' control; its pinned_velocity [n, 3] m/s moves the pinned particles (None: they
+            stay still).
+        dt: () s, the time step.
+
+    Returns:
+        The ParticleState after the step (x [n, 3] m, v [n, 3] m/s).
+    """
     inv_mass = free_inverse_mass(topology, params)
     free = (inv_mass > 0.0)[:, None]
     accel = force * inv_mass[:, None] + gravity - params.damping * state.v
@@ -75,5 +97,13 @@ def particle_euler(topology: ParticleTopology, params: ParticleParams, state: Pa
 
 
 def kinetic_energy(params: ParticleParams, state: ParticleState) -> Array:
-    """sum m |v|^2 / 2 over the particles: J."""
+    """sum m |v|^2 / 2 over the particles: J.
+
+    Args:
+        params: the particles' parameters (mass [n] kg).
+        state: the particles' state (v [n, 3] m/s).
+
+    Returns:
+        () J, the kinetic energy.
+    """
     return 0.5 * jnp.sum(params.mass * jnp.sum(state.v * state.v, axis=-1))

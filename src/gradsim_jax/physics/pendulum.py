@@ -61,7 +61,17 @@ class PendulumState:
 
 
 def accelerations(params: PendulumParams, g, theta: Array, omega: Array) -> Array:
-    """theta'' [p, k] of the chains at (theta, omega) under gravity g m/s^2 (module docstring)."""
+    """theta'' [p, k] of the chains at (theta, omega) under gravity g m/s^2 (module docstring).
+
+    Args:
+        params: the pendulums' parameters (length [p, k] m, mass [p, k] kg, damping [p, k] N m s/rad).
+        g: () m/s^2, the magnitude of gravity along -y.
+        theta: [p, k] rad, the links' angles from the downward vertical.
+        omega: [p, k] rad/s, their angular velocities.
+
+    Returns:
+        [p, k] rad/s^2, the angular accelerations.
+    """
     l, m, c = params.length, params.mass, params.damping
     k = theta.shape[-1]
     hanging = jnp.flip(jnp.cumsum(jnp.flip(m, -1), -1), -1)  # M_j = sum_{m >= j} mass_m, [p, k]
@@ -78,7 +88,15 @@ def accelerations(params: PendulumParams, g, theta: Array, omega: Array) -> Arra
 
 
 def bob_positions(params: PendulumParams, theta: Array) -> Array:
-    """World positions [p, k, 3] m of the bobs at angles theta [p, k]."""
+    """World positions [p, k, 3] m of the bobs at angles theta [p, k].
+
+    Args:
+        params: the pendulums' parameters (length [p, k] m, pivot [p, 3] m).
+        theta: [p, k] rad, the links' angles from the downward vertical.
+
+    Returns:
+        [p, k, 3] m, the bobs' positions (z that of the pivot).
+    """
     dx = params.length * jnp.sin(theta)
     dy = -params.length * jnp.cos(theta)
     offsets = jnp.stack([jnp.cumsum(dx, -1), jnp.cumsum(dy, -1), jnp.zeros_like(dx)], axis=-1)
@@ -86,7 +104,16 @@ def bob_positions(params: PendulumParams, theta: Array) -> Array:
 
 
 def energy(params: PendulumParams, g, state: PendulumState) -> Array:
-    """Total mechanical energy [p] J of each pendulum (kinetic + potential, zero at the pivot's height)."""
+    """Total mechanical energy [p] J of each pendulum (kinetic + potential, zero at the pivot's height).
+
+    Args:
+        params: the pendulums' parameters (length [p, k] m, mass [p, k] kg).
+        g: () m/s^2, the magnitude of gravity along -y.
+        state: the pendulums' state (theta [p, k] rad, omega [p, k] rad/s).
+
+    Returns:
+        [p] J, the energy of each pendulum.
+    """
     l, m = params.length, params.mass
     vx = jnp.cumsum(l * jnp.cos(state.theta) * state.omega, -1)
     vy = jnp.cumsum(l * jnp.sin(state.theta) * state.omega, -1)
@@ -103,7 +130,15 @@ ROD_FACES = np.array([[0, 2, 3], [0, 3, 1], [4, 5, 7], [4, 7, 6], [0, 1, 5], [0,
 
 def bob_vertices(params: PendulumParams, theta: Array) -> Array:
     """Render vertices [p k s + p k 8, 3] m (theta [p, k]): every bob's sphere at its position, then every
-    link's rod from its joint to its bob."""
+    link's rod from its joint to its bob.
+
+    Args:
+        params: the pendulums' parameters (length, pivot, bob_radius, bob_shape [s, 3], rod_radius).
+        theta: [p, k] rad, the links' angles from the downward vertical.
+
+    Returns:
+        [p k s + p k 8, 3] m, the bobs' vertices then the rods' corners.
+    """
     centres = bob_positions(params, theta)
     bobs = centres[:, :, None, :] + params.bob_radius[:, :, None, None] * params.bob_shape[None, None]
     starts = jnp.concatenate([params.pivot[:, None, :], centres[:, :-1]], axis=1)  # [p, k, 3]
@@ -119,7 +154,13 @@ def bob_vertices(params: PendulumParams, theta: Array) -> Array:
 def validate_pendulums(params: PendulumParams, state: PendulumState, gravity=None) -> None:
     """ValueError naming the field and index of a bad pendulum value (host side, concrete values): shapes
     [p, k] alike, length and mass > 0, damping, bob_radius and rod_radius >= 0, every value finite; gravity
-    along -y."""
+    along -y.
+
+    Args:
+        params: the pendulums' parameters (`Params.ode`), concrete.
+        state: the pendulums' state (`State.ode`), concrete.
+        gravity: [3] m/s^2, the world's gravity (must have no x or z component); None skips that check.
+    """
     shape = np.shape(params.length)
     if len(shape) != 2 or shape[1] < 1:
         raise ValueError(f"Params.ode.length must be [p, k] (k >= 1 links), got shape {shape}")
@@ -147,12 +188,41 @@ class PendulumSystem(OdeSystem):
     pose_period = 2.0 * np.pi
 
     def field(self, t, y, params, world):
+        """The field (theta', omega') = (omega, `accelerations`) under the world's gravity along -y.
+
+        Args:
+            t: () s, the time (unused: the field is autonomous).
+            y: the pendulums' state (theta [p, k] rad, omega [p, k] rad/s).
+            params: the pendulums' parameters.
+            world: the scene's World (gravity [3] m/s^2, along -y).
+
+        Returns:
+            A PendulumState of the rates (theta: [p, k] rad/s, omega: [p, k] rad/s^2).
+        """
         return PendulumState(theta=y.omega, omega=accelerations(params, -world.gravity[1], y.theta, y.omega))
 
     def vertices(self, params, y):
+        """Render vertices (`bob_vertices`) at state y.
+
+        Args:
+            params: the pendulums' parameters.
+            y: the pendulums' state (theta [p, k] rad).
+
+        Returns:
+            [p k s + p k 8, 3] m, the bobs' vertices then the rods' corners.
+        """
         return bob_vertices(params, y.theta)
 
     def faces(self, params, y):
+        """Faces [F, 3] int32 over `vertices`: `bob_faces` for every bob, then `ROD_FACES` for every rod (host side).
+
+        Args:
+            params: the pendulums' parameters (length [p, k] and bob_shape [s, 3] give the counts).
+            y: the pendulums' state (unused).
+
+        Returns:
+            [F, 3] int32 numpy array of vertex indices.
+        """
         sphere = np.asarray(self.bob_faces, np.int32).reshape(-1, 3)
         per_bob = int(np.shape(params.bob_shape)[0])
         bobs = int(np.size(params.length))
@@ -161,12 +231,35 @@ class PendulumSystem(OdeSystem):
         return np.concatenate(parts).astype(np.int32)
 
     def validate(self, params, y, world):
+        """ValueError naming the field of a bad concrete value (`validate_pendulums`).
+
+        Args:
+            params: the pendulums' parameters.
+            y: the pendulums' state.
+            world: the scene's World (its gravity must lie along -y).
+        """
         validate_pendulums(params, y, world.gravity)
 
     def energy(self, params, world, y):
-        """Total mechanical energy [p] J of each pendulum."""
+        """Total mechanical energy [p] J of each pendulum.
+
+        Args:
+            params: the pendulums' parameters (length [p, k] m, mass [p, k] kg).
+            world: the scene's World (gravity [3] m/s^2, along -y).
+            y: the pendulums' state (theta [p, k] rad, omega [p, k] rad/s).
+
+        Returns:
+            [p] J, the energy of each pendulum (zero potential at the pivot's height).
+        """
         return energy(params, -world.gravity[1], y)
 
     def conservative(self, params):
-        """No joint damping: the total energy is then a constant of the motion."""
+        """No joint damping: the total energy is then a constant of the motion.
+
+        Args:
+            params: the pendulums' parameters.
+
+        Returns:
+            `params` with damping 0 at every joint.
+        """
         return dataclasses.replace(params, damping=jnp.zeros_like(params.damping))

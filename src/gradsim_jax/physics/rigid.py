@@ -145,29 +145,70 @@ def _hull_points(topology, params, state, rotation):
 
 
 def world_vertices(topology: RigidTopology, params: RigidParams, state: RigidState) -> Array:
-    """Hull vertices in the world frame: x_b + R(q_b) r [m, 3] m."""
+    """Hull vertices in the world frame: x_b + R(q_b) r [m, 3] m.
+
+    Args:
+        topology: the bodies' topology (vertex_body [m] int32).
+        params: the bodies' parameters (vertices [m, 3] m, body frame, relative to the COM).
+        state: the bodies' state (x [b, 3] m, q [b, 4]).
+
+    Returns:
+        [m, 3] m, the hull vertices in the world frame.
+    """
     return _hull_points(topology, params, state, quat_to_matrix(state.q))[1]
 
 
 def world_inertia(params: RigidParams, state: RigidState) -> Array:
-    """Inertia about the COM in the world frame, R (mass gyration) R^T: [b, 3, 3] kg m^2."""
+    """Inertia about the COM in the world frame, R (mass gyration) R^T: [b, 3, 3] kg m^2.
+
+    Args:
+        params: the bodies' parameters (mass [b] kg, gyration [b, 3, 3] m^2).
+        state: the bodies' state (q [b, 4]).
+
+    Returns:
+        [b, 3, 3] kg m^2, the world-frame inertia tensors.
+    """
     rotation = quat_to_matrix(state.q)
     body = params.mass[:, None, None] * params.gyration
     return rotation @ body @ jnp.swapaxes(rotation, -1, -2)
 
 
 def linear_momentum(params: RigidParams, state: RigidState) -> Array:
-    """m v: [b, 3] kg m/s."""
+    """m v: [b, 3] kg m/s.
+
+    Args:
+        params: the bodies' parameters (mass [b] kg).
+        state: the bodies' state (v [b, 3] m/s).
+
+    Returns:
+        [b, 3] kg m/s, each body's linear momentum.
+    """
     return params.mass[:, None] * state.v
 
 
 def angular_momentum(params: RigidParams, state: RigidState) -> Array:
-    """Angular momentum about the COM in the world frame, I_w w: [b, 3] kg m^2/s."""
+    """Angular momentum about the COM in the world frame, I_w w: [b, 3] kg m^2/s.
+
+    Args:
+        params: the bodies' parameters (mass [b] kg, gyration [b, 3, 3] m^2).
+        state: the bodies' state (q [b, 4], w [b, 3] rad/s).
+
+    Returns:
+        [b, 3] kg m^2/s, each body's angular momentum.
+    """
     return jnp.einsum("bij,bj->bi", world_inertia(params, state), state.w)
 
 
 def kinetic_energy(params: RigidParams, state: RigidState) -> Array:
-    """Translational plus rotational kinetic energy, m |v|^2 / 2 + w . I_w w / 2: [b] J."""
+    """Translational plus rotational kinetic energy, m |v|^2 / 2 + w . I_w w / 2: [b] J.
+
+    Args:
+        params: the bodies' parameters (mass [b] kg, gyration [b, 3, 3] m^2).
+        state: the bodies' state (q [b, 4], v [b, 3] m/s, w [b, 3] rad/s).
+
+    Returns:
+        [b] J, each body's kinetic energy.
+    """
     spin = jnp.sum(state.w * angular_momentum(params, state), axis=-1)
     return 0.5 * (params.mass * jnp.sum(state.v * state.v, axis=-1) + spin)
 
@@ -200,7 +241,19 @@ def rigid_forces(topology: RigidTopology, params: RigidParams, world, state: Rig
     pushes (torque r x F at their body points), ground penalty contact when topology.contact is "penalty",
     the bodies' contacts with each other when topology.collide and with `colliders` ((ColliderTopology,
     ColliderParams) or None) (`physics.bodycontact`). Gravity is not a force here (the step adds it as an
-    acceleration)."""
+    acceleration).
+
+    Args:
+        topology: the bodies' topology (vertex_body, push_body, faces, contact, collide).
+        params: the bodies' parameters (mass, gyration, hull vertices, contact coefficients, pushes).
+        world: the scene's World (ground_normal, ground_height m, contact_smoothing m).
+        state: the bodies' state (x [b, 3] m, q [b, 4], v [b, 3] m/s, w [b, 3] rad/s).
+        t: () s, the time (pushes act for push_start <= t < push_end).
+        colliders: (ColliderTopology, ColliderParams) the hull vertices meet, or None.
+
+    Returns:
+        (force [b, 3] N, torque [b, 3] N m), world frame, about each COM.
+    """
     b = _num_bodies(params)
     rotation = quat_to_matrix(state.q)
     force, torque = _push_loads(topology, params, state, rotation, t, b)
@@ -313,9 +366,22 @@ def rigid_step(topology: RigidTopology, params: RigidParams, world, state: Rigid
                force: Optional[Array] = None, torque: Optional[Array] = None, colliders=None) -> RigidState:
     """Advance the bodies by one semi-implicit Euler step of dt (s) from time t (s) (module docstring).
 
-    force, torque [b, 3] (N, N m, world frame, about the COM): optional extra loads, e.g. a controller's.
-    colliders: (ColliderTopology, ColliderParams) the hull vertices meet, or None (`rigid_forces`).
     Kinematic bodies (mass 0) keep their state. An empty component (b = 0) is returned unchanged.
+
+    Args:
+        topology: the bodies' topology (vertex_body, push_body, faces, contact, collide).
+        params: the bodies' parameters (mass, gyration, hull vertices, contact coefficients, restitution,
+            pushes).
+        world: the scene's World (gravity [3] m/s^2, ground_normal, ground_height m, contact_smoothing m).
+        state: the bodies' state at time t (x [b, 3] m, q [b, 4], v [b, 3] m/s, w [b, 3] rad/s).
+        t: () s, the time at the start of the step.
+        dt: () s, the step.
+        force: [b, 3] N, world frame, an optional extra force on each COM (e.g. a controller's); None: none.
+        torque: [b, 3] N m, world frame, an optional extra torque about each COM; None: none.
+        colliders: (ColliderTopology, ColliderParams) the hull vertices meet, or None (`rigid_forces`).
+
+    Returns:
+        The RigidState at t + dt.
     """
     b = _num_bodies(params)
     if b == 0:
@@ -350,7 +416,19 @@ def rigid_contact_message(topology: RigidTopology, params: RigidParams, world, s
 
     A body whose hull starts more than 1 % of its size below the plane is thrown out (penalty) or lifted
     (impulse). The penalty spring of a free body resting on `RESTING_VERTICES` hull vertices is stable for
-    dt^2 N ke / m + 2 dt N kd / m < 4, its friction for dt N kf / m < 2 (semi-implicit Euler)."""
+    dt^2 N ke / m + 2 dt N kd / m < 4, its friction for dt N kf / m < 2 (semi-implicit Euler).
+
+    Args:
+        topology: the bodies' topology (vertex_body, contact).
+        params: the bodies' parameters (mass kg, hull vertices m, contact_ke N/m, contact_kd N s/m,
+            contact_kf N s/m).
+        world: the scene's World (ground_normal, ground_height m).
+        state: the bodies' concrete initial state (x [b, 3] m, q [b, 4]).
+        dt: s, the step to check against the penalty contact; None skips that check.
+
+    Returns:
+        The problems joined by "; ", or "" when there is none.
+    """
     b = _num_bodies(params)
     if b == 0 or topology.contact == "none":
         return ""

@@ -53,7 +53,14 @@ class SelfContactParams:
 
 
 def table_size(n: int) -> int:
-    """The hash table's bucket count for n particles: a power of two, at least 2 n (and 64)."""
+    """The hash table's bucket count for n particles: a power of two, at least 2 n (and 64).
+
+    Args:
+        n: the number of particles.
+
+    Returns:
+        int, the bucket count.
+    """
     return int(max(64, 1 << int(np.ceil(np.log2(max(2 * n, 1))))))
 
 
@@ -76,7 +83,16 @@ _OFFSETS = np.array([[a, b, c] for a in (-1, 0, 1) for b in (-1, 0, 1) for c in 
 
 def candidates(topology: SelfContactTopology, x, thickness):
     """(candidate indices [n, 14 C] into x, valid [n, 14 C] bool, overflow: bool scalar) of the hashed grid: each
-    pair once (in the own cell, the higher index of the two)."""
+    pair once (in the own cell, the higher index of the two).
+
+    Args:
+        topology: the grid's static sizes (capacity C, table).
+        x: [n, 3] m, particle positions.
+        thickness: () m, the contact distance (the grid's cell edge).
+
+    Returns:
+        (j [n, 14 C] int, valid [n, 14 C] bool, overflow () bool: some bucket held more than C particles).
+    """
     n = x.shape[0]
     cap = topology.capacity
     cells = _cells(x, thickness)
@@ -98,7 +114,18 @@ def candidates(topology: SelfContactTopology, x, thickness):
 
 
 def self_contact_forces(topology, params, x, v):
-    """Contact forces [n, 3] N between the particles at x [n, 3] m moving at v [n, 3] m/s (module docstring)."""
+    """Contact forces [n, 3] N between the particles at x [n, 3] m moving at v [n, 3] m/s (module docstring).
+
+    Args:
+        topology: the scene's Topology; uses `topology.self_contact` (capacity, table).
+        params: the scene's Params; uses `params.self_contact` (thickness m, ke N/m, kd N s/m) and
+            `params.cloth.rest_x` [n, 3] m (pairs closer at rest are left out).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+
+    Returns:
+        [n, 3] N, the contact force on each particle.
+    """
     sc, top = params.self_contact, topology.self_contact
     j, valid, _ = candidates(top, x, sc.thickness)
     rest = params.cloth.rest_x
@@ -115,5 +142,14 @@ def self_contact_forces(topology, params, x, v):
 
 
 def self_contact_overflow(topology, params, x):
-    """Whether some grid bucket holds more than `capacity` particles at x [n, 3] (some pairs were dropped)."""
+    """Whether some grid bucket holds more than `capacity` particles at x [n, 3] (some pairs were dropped).
+
+    Args:
+        topology: the scene's Topology; uses `topology.self_contact` (capacity, table).
+        params: the scene's Params; uses `params.self_contact.thickness` (m).
+        x: [n, 3] m, particle positions.
+
+    Returns:
+        () bool (traced inside jit).
+    """
     return candidates(topology.self_contact, x, params.self_contact.thickness)[2]

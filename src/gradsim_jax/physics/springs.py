@@ -36,7 +36,18 @@ class SpringParams:
 
 
 def spring_force(xs, vs, ke, kd, rest):
-    """Force [3] of one spring on its second particle (the first receives the negative); xs, vs: [2, 3]."""
+    """Force [3] of one spring on its second particle (the first receives the negative); xs, vs: [2, 3].
+
+    Args:
+        xs: [2, 3] m, positions of the spring's particles (i, j).
+        vs: [2, 3] m/s, velocities of the spring's particles (i, j).
+        ke: () N/m, stiffness.
+        kd: () N s/m, damping along the spring.
+        rest: () m, rest length.
+
+    Returns:
+        [3] N, the force on particle j (particle i receives its negative).
+    """
     d = xs[0] - xs[1]
     u = safe_normalize(d)
     magnitude = ke * (safe_norm(d) - rest) + kd * jnp.dot(u, vs[0] - vs[1])
@@ -44,7 +55,17 @@ def spring_force(xs, vs, ke, kd, rest):
 
 
 def spring_forces(topology, params, x, v):
-    """Sum of all spring forces per particle: [n, 3] N."""
+    """Sum of all spring forces per particle: [n, 3] N.
+
+    Args:
+        topology: the scene's Topology; uses `topology.springs` (pairs [s, 2] int32, incidence).
+        params: the scene's Params; uses `params.springs` (ke [s] N/m, kd [s] N s/m, rest [s] m).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+
+    Returns:
+        [n, 3] N, the summed spring force on each particle (zeros when there is no spring).
+    """
     pairs, incidence = topology.springs.pairs, topology.springs.incidence
     if pairs.shape[0] == 0:
         return jnp.zeros_like(x)
@@ -54,7 +75,16 @@ def spring_forces(topology, params, x, v):
 
 
 def spring_energy(topology, params, x):
-    """Elastic energy sum 0.5 ke (l - rest)^2 over springs: scalar J."""
+    """Elastic energy sum 0.5 ke (l - rest)^2 over springs: scalar J.
+
+    Args:
+        topology: the scene's Topology; uses `topology.springs.pairs` [s, 2] int32.
+        params: the scene's Params; uses `params.springs` (ke [s] N/m, rest [s] m).
+        x: [n, 3] m, particle positions.
+
+    Returns:
+        () J, the elastic energy (0 when there is no spring).
+    """
     pairs = topology.springs.pairs
     if pairs.shape[0] == 0:
         return jnp.zeros((), x.dtype)

@@ -358,7 +358,21 @@ def step_report(topology, params, state=None, dt: Optional[float] = None, *, met
     up to 30 free particles, exactly; with "lanczos" at rtol 1e-3 the eigenvalues come out within about 3e-4
     of the converged ones). Cost with "lanczos": 0.04-0.2 s for the demo cloth's 400 triangles, 2-6 s for
     33k; `simulate`'s own check uses "power" with 30 steps (10 ms and 0.5-2 s, about 2 % low on those
-    grids)."""
+    grids).
+
+    Args:
+        topology: the scene's Topology (tets, springs, triangles, hinges, pinned particles), concrete.
+        params: the scene's Params (masses kg, the elements' stiffness and damping, rest positions m), concrete.
+        state: a State whose particles.x [n, 3] m are the springs' and hinges' positions; None: the rest
+            positions (the tets', else the cloth's) or zeros.
+        dt: s, the step to check; None: the rates only.
+        method: "lanczos" (scipy's ARPACK) or "power" (power iteration); ValueError otherwise.
+        iterations: ARPACK restarts or power steps at most.
+        rtol: relative tolerance of the eigenvalues.
+
+    Returns:
+        The StepReport (rates in 1/s^2 and 1/s).
+    """
     n = int(np.asarray(params.particles.mass).shape[0])
     if state is not None:
         positions = np.asarray(state.particles.x, np.float64)
@@ -386,7 +400,16 @@ def damping_limit(report: StepReport, damping_scale: float = 1.0, margin: float 
     """The largest factor on every element's damping that keeps `report`'s step (its dt) within `margin` of
     the stability limit (both of its modes: (4 margin - dt^2 k) / (2 dt c)) times `damping_scale` (the
     damping the report was made with, as the same factor); inf when nothing is damped or no dt was checked,
-    0 when the stiffness alone already exceeds it."""
+    0 when the stiffness alone already exceeds it.
+
+    Args:
+        report: a `step_report` made with a dt.
+        damping_scale: dimensionless, the factor on the damping the report was made with.
+        margin: dimensionless, the fraction of the stable limit (< 4) the criterion may reach.
+
+    Returns:
+        float, dimensionless, the largest damping factor (inf or 0 as above).
+    """
     if report.dt is None:
         return math.inf
     limits = [max(4.0 * margin - report.dt ** 2 * k, 0.0) / (2.0 * report.dt * c)

@@ -43,7 +43,15 @@ MAY_BE_INFINITE = ("rigid.push_end",)
 
 def finite_view(name: str, value):
     """`value` with +inf read as 0 where the leaf `name` may be +inf (`MAY_BE_INFINITE`): what must be finite.
-    numpy in (host checks), numpy out; a JAX array (traced checks) gives a JAX array."""
+    numpy in (host checks), numpy out; a JAX array (traced checks) gives a JAX array.
+
+    Args:
+        name: the leaf's dotted path in Params ("rigid.push_end").
+        value: the leaf's value, a numpy or JAX array.
+
+    Returns:
+        `value`, or a copy with +inf replaced by 0 when `name` is in `MAY_BE_INFINITE`.
+    """
     if name in MAY_BE_INFINITE:
         xp = np if isinstance(value, np.ndarray) else jnp
         return xp.where(xp.isposinf(value), 0.0, value)
@@ -74,13 +82,29 @@ PARAM_SHAPES = {
 
 
 def params_leaves(params) -> dict:
-    """{dotted path: value} of the Params leaves."""
+    """{dotted path: value} of the Params leaves.
+
+    Args:
+        params: the scene's Params.
+
+    Returns:
+        {dotted path without "Params." ("cloth.tri_ke"): leaf value}.
+    """
     return {name[len("Params."):]: value for name, value in named_leaves(params, "Params")}
 
 
 def validate_shapes(topology, params, state=None) -> dict:
     """Raise ValueError for mismatched shapes or non-integer indices; works on traced values too (shapes
-    and dtypes are static). Returns the counts {"n", "s", "t", "e", "k", "f"}."""
+    and dtypes are static). Returns the counts {"n", "s", "t", "e", "k", "f"}.
+
+    Args:
+        topology: the scene's Topology.
+        params: the scene's Params.
+        state: the scene's State whose shapes are checked as well, or None.
+
+    Returns:
+        {"n": particles, "s": springs, "t": triangles, "e": bending edges, "k": tets, "f": surface faces}.
+    """
     pinned = topology.particles.pinned
     if len(np.shape(pinned)) != 1:
         raise ValueError(f"Topology.particles.pinned has shape {np.shape(pinned)}, expected [n] (one flag per "
@@ -117,7 +141,13 @@ def validate_shapes(topology, params, state=None) -> dict:
 def check_index_rows(name: str, rows, count: int) -> None:
     """Host side: ValueError naming the first row of `rows` [k, w] with an index outside [0, count),
     as "NAME[k] = [a, b, c] has an index out of range [0, count)" (`checks.check_indices` is the traced
-    twin, with the same words)."""
+    twin, with the same words).
+
+    Args:
+        name: the field's name in the message ("Topology.cloth.triangles").
+        rows: [k, w] int, index rows (concrete).
+        count: the exclusive upper bound of the indices.
+    """
     rows = np.asarray(rows)
     bad = np.any((rows < 0) | (rows >= count), axis=-1) if rows.size else np.zeros(0, bool)
     if bad.any():
@@ -127,7 +157,13 @@ def check_index_rows(name: str, rows, count: int) -> None:
 
 def validate_scene(topology, params, state=None) -> None:
     """Raise ValueError for malformed or unphysical scenes. On traced inputs only shapes and dtypes are
-    checked (see `gradsim_jax.physics.checks` for checks of traced values)."""
+    checked (see `gradsim_jax.physics.checks` for checks of traced values).
+
+    Args:
+        topology: the scene's Topology.
+        params: the scene's Params.
+        state: the scene's State to check as well, or None.
+    """
     validate_shapes(topology, params, state)
     if not is_concrete(topology, params, state):
         return
@@ -190,7 +226,15 @@ def validate_scene(topology, params, state=None) -> None:
 def rest_tet_volumes(rest, tets):
     """(signed volumes [k] m^3, degenerate [k] bool) of tets over positions `rest` [n, 3] (host, numpy):
     det[b - a, c - a, d - a] / 6, and |V0| <= 1e-12 (mean edge length)^3 (the one criterion for the builders
-    and for `validate_scene`)."""
+    and for `validate_scene`).
+
+    Args:
+        rest: [n, 3] m, rest positions.
+        tets: [k, 4] int, particle indices (a, b, c, d) of each tet.
+
+    Returns:
+        (volume [k] m^3 float64; degenerate [k] bool).
+    """
     x, t = np.asarray(rest, np.float64), np.asarray(tets)
     a, b, c, d = (x[t[:, i]] for i in range(4))
     volume = np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a)) / 6.0
@@ -212,7 +256,12 @@ def _check_rest_tets(tets, rest) -> None:
 
 
 def validate_dt(dt, name: str = "dt") -> None:
-    """Raise ValueError unless the (concrete) time step is > 0."""
+    """Raise ValueError unless the (concrete) time step is > 0.
+
+    Args:
+        dt: s, the time step (a traced one is not checked).
+        name: the step's name in the message.
+    """
     if is_concrete(dt) and not float(np.asarray(dt)) > 0.0:
         raise ValueError(f"{name} must be > 0, got {dt!r}")
 
@@ -248,7 +297,13 @@ def _check_indices(name: str, index, count: int, what: str) -> None:
 
 def validate_rigid(topology: RigidTopology, params: RigidParams, state: Optional[RigidState] = None) -> None:
     """Host-side checks of a rigid component; raise ValueError (TypeError for a non-string contact model)
-    naming the field and index. Shapes and dtypes always; values only for concrete (untraced) inputs."""
+    naming the field and index. Shapes and dtypes always; values only for concrete (untraced) inputs.
+
+    Args:
+        topology: the bodies' RigidTopology.
+        params: the bodies' RigidParams.
+        state: the bodies' RigidState to check as well, or None.
+    """
     if not isinstance(topology.contact, str):
         raise TypeError(f"RigidTopology.contact must be a str, one of {CONTACT_MODELS}, "
                         f"got {type(topology.contact).__name__}")
