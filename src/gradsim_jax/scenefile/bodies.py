@@ -15,7 +15,14 @@ from gradsim_jax.scenefile.schema import BODY_SHAPES, MAX_SEGMENTS, MAX_SUBDIVIS
 
 
 def read_bodies(spec):
-    """The rigid bodies of [[body]] combined in one host-side Scene, or None when there are none."""
+    """The rigid bodies of [[body]] combined in one host-side Scene, or None when there are none.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        A host-side `Scene` of every [[body]] in file order, or None.
+    """
     pieces = [read_body(spec, i, table) for i, table in enumerate(spec.values["body"])]
     if not pieces:
         return None
@@ -23,6 +30,19 @@ def read_bodies(spec):
 
 
 def read_body(spec, i: int, b: dict):
+    """One [[body]] table as a host-side Scene: a rigid primitive or closed mesh (`geometry.rigid_body`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); mesh paths are relative to its folder.
+        i: index of the table among the file's [[body]] tables (named in messages).
+        b: the table, {key: value} with the schema's defaults filled in.
+
+    Returns:
+        A host-side `Scene` of one rigid body.
+
+    Raises:
+        SceneFileError: naming the table and the key, for a bad value or an unreadable or inward mesh.
+    """
     where = f"{spec.path}: [[body]] {i}:"
     if (b["shape"] is None) == (b["mesh"] is None):
         raise SceneFileError(f"{where} give exactly one of shape ({', '.join(BODY_SHAPES)}) or mesh (a file)")
@@ -86,7 +106,19 @@ def read_body(spec, i: int, b: dict):
 
 
 def read_soft_body(spec, i: int, b: dict):
-    """One [[soft_body]] table as a host-side Scene (FEM tets; `geometry.tets` and `soft_body`)."""
+    """One [[soft_body]] table as a host-side Scene (FEM tets; `geometry.tets` and `soft_body`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); mesh and surface paths are relative to its folder.
+        i: index of the table among the file's [[soft_body]] tables (named in messages).
+        b: the table, {key: value} with the schema's defaults filled in.
+
+    Returns:
+        A host-side `Scene` of the soft body's particles and tets.
+
+    Raises:
+        SceneFileError: naming the table and the key, for a bad value or a mesh that cannot be read or filled.
+    """
     from gradsim_jax.geometry import tet_files
     from gradsim_jax.geometry import tets as tetmesh
     from gradsim_jax.geometry.soft import soft_body
@@ -153,7 +185,15 @@ def read_soft_body(spec, i: int, b: dict):
 
 
 def add_body_pushes(spec, scene):
-    """`scene` with the known forces of [[body_push]] on its bodies."""
+    """`scene` with the known forces of [[body_push]] on its bodies.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        scene: the host-side `Scene` of every piece combined; [[body_push]] body indexes its rigid bodies.
+
+    Returns:
+        The `Scene` with one push (force N, point m, start and end s) per [[body_push]] table.
+    """
     for i, p in enumerate(spec.values["body_push"]):
         where = f"{spec.path}: [[body_push]] {i}:"
         count = scene.num_bodies

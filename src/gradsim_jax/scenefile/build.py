@@ -25,8 +25,20 @@ from gradsim_jax.scenefile.smoke import read_smoke, smoke_look
 def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
     """Build the Experiment; `frames` (from the target) is used unless [simulation] frames is set.
 
-    native_size: (height, width) of the target's frames (what the intrinsics refer to by default).
-    background_image: [H, W, 3] picture behind the scene at the render size (`background_image()`).
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        frames: number of simulated frames after the initial state (the target's count minus one), or None
+            when [simulation] frames must give it.
+        native_size: (height, width) pixels of the target's frames (what the intrinsics refer to by default),
+            or None.
+        background_image: [H, W, 3] float RGB in [0, 1], picture behind the scene at the render size
+            (`background_image()`), or None for [render] background.
+
+    Returns:
+        The `Experiment`: built Topology, Params and initial State, theta, time grid, camera and look.
+
+    Raises:
+        SceneFileError: naming the file and the key, for a scene that cannot be built.
     """
     v, path = spec.values, spec.path
     sc, mat = v["scene"], v["material"]
@@ -82,7 +94,16 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
 
 def check_free(spec, topology, params) -> None:
     """[fit] free names quantities this scene has; a body quantity fitted as one value for every body
-    needs the bodies to share it."""
+    needs the bodies to share it.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology`.
+        params: the built scene's `Params` (with the [material] quantities set).
+
+    Raises:
+        SceneFileError: for a free quantity the scene lacks, or a body quantity the bodies do not share.
+    """
     for name in spec.fit_config.free:
         q = QUANTITIES[name]
         if q.applies is not None and not q.applies(topology):
@@ -96,7 +117,24 @@ def check_free(spec, topology, params) -> None:
 
 
 def finish(spec, topology, params, state0, theta, frames, native_size, background_image) -> Experiment:
-    """The Experiment of a built scene: time grid, camera, colours and render settings."""
+    """The Experiment of a built scene: time grid, camera, colours and render settings.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology`.
+        params: the built scene's `Params`.
+        state0: the built scene's initial `State`.
+        theta: {quantity name: value}, the experiment's default theta (with [push] force, [n, 3] N, if given).
+        frames: simulated frames after the initial state from the target, or None; [simulation] frames wins.
+        native_size: (height, width) pixels of the target's frames, or None (`read_camera`).
+        background_image: [H, W, 3] float RGB in [0, 1] behind the scene, or None for [render] background.
+
+    Returns:
+        The `Experiment` (frame_dt = 1 / [simulation] fps s, substeps, camera, faces, colours, lights).
+
+    Raises:
+        SceneFileError: naming the file and the key, for a bad [simulation], [push] or [render] value.
+    """
     v, path = spec.values, spec.path
     push = v["push"]
     sim, ren = v["simulation"], v["render"]

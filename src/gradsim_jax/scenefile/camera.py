@@ -12,7 +12,18 @@ from gradsim_jax.scenefile.schema import SceneFileError
 
 def read_calibration(spec):
     """The intrinsics of [camera] (fx, fy, cx, cy, distortion, image_size, or a calibration file) as a
-    `Calibration`, or None for a look-at camera described by its field of view."""
+    `Calibration`, or None for a look-at camera described by its field of view.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); a calibration file's path is relative to its folder.
+
+    Returns:
+        The `render.calibration.Calibration` (fx, fy, cx, cy in pixels), or None.
+
+    Raises:
+        SceneFileError: naming the file and [camera], for intrinsics given twice or incompletely, or a bad
+            calibration file.
+    """
     from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
 
     cam, path = spec.values["camera"], spec.path
@@ -54,8 +65,19 @@ def read_calibration(spec):
 
 
 def read_camera(spec, native_size=None):
-    """The render camera of [camera] at the [render] size. native_size: (height, width) of the target's
-    frames, which the intrinsics refer to unless image_size (or the calibration file) says otherwise."""
+    """The render camera of [camera] at the [render] size.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        native_size: (height, width) pixels of the target's frames, which the intrinsics refer to unless
+            image_size (or the calibration file) says otherwise; None: the [render] size.
+
+    Returns:
+        The `render.Camera`.
+
+    Raises:
+        SceneFileError: naming the file and the key, for a bad [camera] or [render] size value.
+    """
     try:
         return _camera(spec, native_size)
     except SceneFileError:

@@ -13,7 +13,14 @@ from gradsim_jax.scenefile.schema import SceneFileError
 
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
-    """`geometry.obj.read_obj` for a scene file: its refusals are `SceneFileError`s, with the same message."""
+    """`geometry.obj.read_obj` for a scene file: its refusals are `SceneFileError`s, with the same message.
+
+    Args:
+        path: the OBJ file (v/f lines), a str or Path.
+
+    Returns:
+        (vertices [n, 3] float64 in the file's units, triangles [t, 3] int32 0-based vertex indices).
+    """
     try:
         return obj.read_obj(path)
     except obj.MeshFileError as e:
@@ -22,7 +29,17 @@ def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
 
 def check_grid_fits(spec, dx: int, dy: int, bending: bool) -> None:
     """SceneFileError when the grid cannot even be built: more particles than int32 indices address, or
-    more memory for one simulated step than the machine has (numpy would fail or the OS kill us)."""
+    more memory for one simulated step than the machine has (numpy would fail or the OS kill us).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`), named in the message.
+        dx: cells of the grid along x ([scene] grid[0]).
+        dy: cells of the grid along y ([scene] grid[1]).
+        bending: whether the cloth has bending elements ([material] bend_ke or bend_kd nonzero).
+
+    Raises:
+        SceneFileError: for a grid too large to index or to hold in memory.
+    """
     from gradsim_jax.geometry import cloth_grid_counts
     from gradsim_jax.physics.cost import available_memory_bytes, estimate_cost, human_bytes
 
@@ -37,7 +54,18 @@ def check_grid_fits(spec, dx: int, dy: int, bending: bool) -> None:
 
 
 def read_cloth(spec):
-    """The cloth of [scene] and [material] (a host-side Scene)."""
+    """The cloth of [scene] and [material] (a host-side Scene).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`) with [scene] grid or mesh set.
+
+    Returns:
+        A host-side `Scene` of the cloth: particles of [material] mass kg each, [scene] pinned and fix pinned.
+
+    Raises:
+        SceneFileError: naming the file and the key, for a bad value, a missing or bad mesh, or every vertex
+            pinned.
+    """
     v, path = spec.values, spec.path
     sc, mat = v["scene"], v["material"]
     rot = np.asarray(sc["rot"], np.float64)

@@ -10,6 +10,18 @@ from gradsim_jax.scenefile.schema import SceneFileError
 
 
 def read_fit(spec) -> FitConfig:
+    """[fit] checked and read as a `FitConfig` (before a target is loaded).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `FitConfig`: free quantities under their canonical names, loss ("auto" unless given), and the
+        settings [fit] gives (blur, edge_model, shooting only when given).
+
+    Raises:
+        SceneFileError: naming the file and the [fit] key, for an unknown quantity or a bad setting.
+    """
     f = spec.values["fit"]
     try:
         free = tuple(canonical(n) for n in f["free"])

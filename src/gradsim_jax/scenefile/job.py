@@ -34,7 +34,21 @@ class FitJob:
 
 def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None):
     """The target video of `spec` (or `target`, `mask`, `key_color` given on the command line) at the render
-    size, undistorted when [camera] has distortion: (TargetVideo, undistort function or None)."""
+    size, undistorted when [camera] has distortion: (TargetVideo, undistort function or None).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        target: the target video (--target: .mp4, .gif, image or folder of images), or None for [target] video.
+        mask: the alpha mask video or folder (--mask), or None for [target] mask.
+        key_color: [3] RGB in [0, 1] of the target's plain background (--key-color), or None for [target]
+            key_color.
+
+    Returns:
+        (`TargetVideo`, frames [T, H, W, 4] at the render size; the function undistorting one frame, or None).
+
+    Raises:
+        SceneFileError: when neither --target nor [target] video names a video.
+    """
     from gradsim_jax.render.calibration import undistorter
     from gradsim_jax.render.video import load_target
 
@@ -54,7 +68,18 @@ def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None
 
 
 def resolve_loss(requested, target) -> str:
-    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise."""
+    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise.
+
+    Args:
+        requested: the loss asked for (a name of `sysid.LOSSES`), or None / "auto" to choose.
+        target: the loaded `TargetVideo` (its `alpha_observed`).
+
+    Returns:
+        The loss name.
+
+    Raises:
+        ValueError: for an rgba or silhouette loss on a target without observed alpha.
+    """
     if requested in (None, "auto"):
         return "rgba" if target.alpha_observed else "rgb"
     if requested in ("rgba", "silhouette") and not target.alpha_observed:
@@ -67,7 +92,17 @@ def resolve_loss(requested, target) -> str:
 
 
 def background_warning(spec: SceneSpec, target, exp: Experiment) -> Optional[str]:
-    """A warning when the target's border does not look like the background the render composites over."""
+    """A warning when the target's border does not look like the background the render composites over.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        target: the loaded `TargetVideo`, frames [T, H, W, 4] RGB + alpha in [0, 1].
+        exp: the built `Experiment` (its background: RGB [3] or [H, W, 3] in [0, 1]).
+
+    Returns:
+        The warning, or None when alpha was observed, [render] background_image is set, or the border's median
+        colour is within 0.1 of the background's mean in every channel.
+    """
     if target.alpha_observed or spec.values["render"]["background_image"] is not None:
         return None
     frames = target.frames[..., :3]
@@ -84,7 +119,16 @@ def background_warning(spec: SceneSpec, target, exp: Experiment) -> Optional[str
 def input_paths(spec: SceneSpec, *, target=None, mask=None) -> dict:
     """The files a fit of `spec` reads, by what the user calls them ({"--target" or "[target] video": path, ...};
     those not given are left out): the scene file, the target and its mask, the background image and the
-    camera's calibration file."""
+    camera's calibration file.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        target: the target video given on the command line (--target), or None.
+        mask: the alpha mask given on the command line (--mask), or None.
+
+    Returns:
+        {what the user calls the file: its path}.
+    """
     tv, ren, cam = spec.values["target"], spec.values["render"], spec.values["camera"]
     found = {"the scene file": spec.path,
              "--target": target, "[target] video": None if target or not tv["video"] else spec.resolve(tv["video"]),
@@ -103,7 +147,22 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     round_iterations, loss, frame_stride, horizon, window, shooting, checkpoint_dir, checkpoint_every, resume,
     resume_anyway, progress; None keeps the scene's) and the initial guess. `out_dir`: where the fit will write
     its outputs, refused when that would overwrite one of its inputs (`sysid.check_inputs_kept`). SceneFileError
-    or ValueError on any problem, before anything compiles."""
+    or ValueError on any problem, before anything compiles.
+
+    Args:
+        scene: the scene file (TOML), a str or Path.
+        target: the target video (--target), or None for [target] video.
+        mask: the alpha mask video or folder (--mask), or None for [target] mask.
+        key_color: [3] RGB in [0, 1] of the target's plain background (--key-color), or None for [target]
+            key_color.
+        true_values: the target was rendered from [material] (--true): the truth is recorded, and blur and
+            edge_model default to "off" and "fixed" instead of "auto".
+        out_dir: the fit's output folder, or None to skip the check that it overwrites no input.
+        **overrides: `FitConfig` fields from the command line (listed above); None keeps the scene's.
+
+    Returns:
+        The `FitJob`.
+    """
     from gradsim_jax.sysid import check_inputs_kept, with_camera_pose
 
     spec = load_scene(scene)

@@ -9,14 +9,28 @@ from gradsim_jax.geometry.ode import BOB_COLORS, balls, pendulum
 from gradsim_jax.scenefile.schema import SceneFileError
 
 def has_pendulum(spec) -> bool:
-    """Whether the file has a [pendulum] table."""
+    """Whether the file has a [pendulum] table.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        True when a [pendulum] key other than pivot, bob_radius and rod_radius (which have defaults) is set.
+    """
     return any(v is not None for k, v in spec.values["pendulum"].items()
                if k not in ("pivot", "bob_radius", "rod_radius"))
 
 
 def read_ode_body(spec):
     """The file's ODE body as a `Scene` piece, or None: [pendulum] or [[ball]] tables (SceneFileError for both,
-    or for a bad value, naming the key)."""
+    or for a bad value, naming the key).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        A host-side `Scene` piece holding the pendulum or the balls (`geometry.ode`), or None without either.
+    """
     v, path = spec.values, spec.path
     if has_pendulum(spec) and v["ball"]:
         raise SceneFileError(f"{path}: a scene holds one ODE body: a [pendulum] or [[ball]] tables, not both")
@@ -52,7 +66,14 @@ def read_ode_body(spec):
 
 def ode_face_colors(spec, topology, rgb: np.ndarray, first: int) -> None:
     """Colour the ODE body's faces in rgb [F, 3] (its faces start at `first`): each bob its link's colour
-    ([pendulum] color, else `BOB_COLORS`), the rods dark grey; each ball its [[ball]] color, if given."""
+    ([pendulum] color, else `BOB_COLORS`), the rods dark grey; each ball its [[ball]] color, if given.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology` (nothing is done when its `ode` is None).
+        rgb: [F, 3] float RGB in [0, 1] of every face of the scene, changed in place.
+        first: index in `rgb` of the ODE body's first face.
+    """
     if topology.ode is None:
         return
     system = topology.ode.system

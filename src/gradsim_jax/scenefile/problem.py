@@ -23,10 +23,22 @@ def load_problem(scene, *, target=None, mask=None, key_color=None, perturb: Opti
                  seed: int = 0) -> SceneProblem:
     """The fit problem of the scene file `scene` (see the module docstring).
 
-    perturb: when the target is rendered from [material] and [initial] leaves every free quantity at its
-    true value (where the gradient vanishes), start from the truth moved by this relative amount (random
-    signs, `seed`; velocity by this fraction of its mean speed); None keeps the truth.
-    Raises SceneFileError / ValueError / FileNotFoundError as `gradsim-jax fit` does.
+    Args:
+        scene: the scene file (TOML), a str or Path.
+        target: the target video (as --target), or None for [target] video; with neither, the target is
+            rendered from [material].
+        mask: the alpha mask video or folder (as --mask), or None for [target] mask.
+        key_color: [3] RGB in [0, 1] of the target's plain background (as --key-color), or None.
+        perturb: when the target is rendered from [material] and [initial] leaves every free quantity at its
+            true value (where the gradient vanishes), start from the truth moved by this relative amount
+            (random signs, `seed`; velocity by this fraction of its mean speed); None keeps the truth.
+        seed: random seed of the perturbation's signs.
+
+    Returns:
+        The `SceneProblem`, focused on the free quantities.
+
+    Raises:
+        SceneFileError / ValueError / FileNotFoundError: as `gradsim-jax fit` does.
     """
     spec = load_scene(scene)
     config = spec.fit_config

@@ -15,7 +15,16 @@ from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES, SceneFileError
 
 def check_quantity_value(where: str, key: str, value) -> np.ndarray:
     """float64 array of a [material] or [initial] value of a quantity, checked: finite, positive for those fitted
-    in log space, strictly inside a bounded one's range (SceneFileError naming `where` and the key)."""
+    in log space, strictly inside a bounded one's range (SceneFileError naming `where` and the key).
+
+    Args:
+        where: the start of the message, e.g. "scene.toml: [initial]".
+        key: the quantity's key as written in the file (a name or alias of the registry).
+        value: the value as read: a number or a list of numbers, in the quantity's unit.
+
+    Returns:
+        The value as a float64 array of its own shape.
+    """
     q = QUANTITIES[canonical(key)]
     a = np.asarray(value, np.float64)
     if q.transform == "log" and not np.all(np.isfinite(a) & (a > 0)):
@@ -31,7 +40,14 @@ def check_quantity_value(where: str, key: str, value) -> np.ndarray:
 
 def check_initial(spec) -> None:
     """[initial] values, and [material] values of registered quantities, must be finite, positive for the
-    quantities fitted in log space, and inside a bounded quantity's range."""
+    quantities fitted in log space, and inside a bounded quantity's range.
+
+    Args:
+        spec: the scene file (`SceneSpec`) whose values to check.
+
+    Raises:
+        SceneFileError: naming the file, the section and the key of the first bad value.
+    """
     for section in ("initial", "material"):
         for key, value in spec.values[section].items():
             if value is not None and (section == "initial" or key in MATERIAL_QUANTITIES):
@@ -39,7 +55,16 @@ def check_initial(spec) -> None:
 
 
 def initial_theta(spec, exp: Experiment) -> dict:
-    """The experiment's theta with [initial] values for the free quantities."""
+    """The experiment's theta with [initial] values for the free quantities.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        exp: the `Experiment` built from it.
+
+    Returns:
+        {quantity name: value}: `exp.theta` with each [initial] value in theta's shape and `exp.dtype` (and the
+        camera pose when it is free).
+    """
     theta = dict(exp.theta)
     for key, value in spec.values["initial"].items():
         if value is None:
@@ -57,7 +82,19 @@ def initial_theta(spec, exp: Experiment) -> dict:
 def scene_value(spec, section: str, key: str, value, topology, state0) -> np.ndarray:
     """A [material] or [initial] value of a quantity, in the shape theta holds it for this scene: a velocity
     [3] for every particle, one value per particle checked against their number; SceneFileError when the
-    scene has nothing the quantity sets."""
+    scene has nothing the quantity sets.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`), named in messages.
+        section: "material" or "initial", named in messages.
+        key: the quantity's key as written in the file (a name or alias of the registry).
+        value: the value as read: a number or a list of numbers, in the quantity's unit.
+        topology: the built scene's `Topology`.
+        state0: the built scene's initial `State` (its particle count, and its ODE links).
+
+    Returns:
+        float64 array: velocity [n, 3] m/s; a per-particle quantity [n]; otherwise the value's own shape.
+    """
     name = canonical(key)
     q = QUANTITIES[name]
     a = np.asarray(value, np.float64)
@@ -78,7 +115,17 @@ def scene_value(spec, section: str, key: str, value, topology, state0) -> np.nda
 
 def material_quantities(spec, topology, params, state0):
     """(params, state0) with the [material] values of registered quantities set (`MATERIAL_QUANTITIES`: the
-    quantities the builders take no key for, e.g. fem_mu for every tet, body_mass for every body)."""
+    quantities the builders take no key for, e.g. fem_mu for every tet, body_mass for every body).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology`.
+        params: the built scene's `Params`.
+        state0: the built scene's initial `State`.
+
+    Returns:
+        (params, state0) with the values set.
+    """
     from gradsim_jax.sysid.quantities import scene_context
 
     for key, name in MATERIAL_QUANTITIES.items():

@@ -64,7 +64,19 @@ def _check_type(path, section, key, value, ftype):
 
 
 def read_scene_file(path) -> dict:
-    """Parse and validate a scene file: {section: {key: value}} with defaults filled in."""
+    """Parse and validate a scene file: {section: {key: value}} with defaults filled in.
+
+    Args:
+        path: the scene file (TOML), a str or Path.
+
+    Returns:
+        {section: {key: value}} for every section of `SCHEMA` (renamed keys under their new names); array
+        sections ([[body]], ...) are lists of such tables.
+
+    Raises:
+        SceneFileError: naming the file and the key, for a missing or unreadable file, an unknown section or
+            key, a wrong type or a missing required key.
+    """
     path = Path(path)
     if not path.is_file():
         raise SceneFileError(f"{path}: scene file not found")
@@ -133,7 +145,14 @@ def _read_table(path, section: str, label: str, given: dict) -> dict:
 
 def check_numbers(spec) -> None:
     """Every number of a float key finite and within float32's range (simulations run in float32);
-    [target] tolerance positive."""
+    [target] tolerance positive.
+
+    Args:
+        spec: the scene file (`SceneSpec`) whose values to check.
+
+    Raises:
+        SceneFileError: naming the file, the section and the key of the first bad number.
+    """
     limit = float(np.finfo(np.float32).max)
     for section, fields in SCHEMA.items():
         if section in ARRAY_SECTIONS:
@@ -166,6 +185,15 @@ class SceneSpec:
     values: dict
 
     def resolve(self, relative: str) -> Path:
+        """A path named in the file, as a Path one can open.
+
+        Args:
+            relative: the path as written in the file (`~` expanded; relative to the scene file's folder
+                unless absolute).
+
+        Returns:
+            The Path.
+        """
         p = Path(relative).expanduser()
         return p if p.is_absolute() else self.path.parent / p
 
@@ -193,7 +221,14 @@ class SceneSpec:
         check_numbers(self)
 
     def initial_theta(self, exp) -> dict:
-        """The experiment's theta with [initial] values for the free quantities (`scenefile.quantities`)."""
+        """The experiment's theta with [initial] values for the free quantities (`scenefile.quantities`).
+
+        Args:
+            exp: the `Experiment` built from this file (`experiment()`).
+
+        Returns:
+            {quantity name: value} in the experiment's dtype.
+        """
         from gradsim_jax.scenefile.quantities import initial_theta
 
         return initial_theta(self, exp)
@@ -205,26 +240,62 @@ class SceneSpec:
         return read_calibration(self)
 
     def camera(self, native_size=None):
-        """The render camera of [camera] at the [render] size (`scenefile.camera.read_camera`)."""
+        """The render camera of [camera] at the [render] size (`scenefile.camera.read_camera`).
+
+        Args:
+            native_size: (height, width) pixels of the target's frames, which the intrinsics refer to by
+                default, or None.
+
+        Returns:
+            The `render.Camera`.
+        """
         from gradsim_jax.scenefile.camera import read_camera
 
         return read_camera(self, native_size)
 
     def background_image(self, target_frames=None, undistort=None):
-        """[render] background_image at the render size, or None (`scenefile.render.read_background_image`)."""
+        """[render] background_image at the render size, or None (`scenefile.render.read_background_image`).
+
+        Args:
+            target_frames: [T, H, W, >=3] float frames in [0, 1] of the target, for "median"; or None.
+            undistort: function removing lens distortion from one frame [H, W, C] (the target's), or None.
+
+        Returns:
+            [H, W, 3] float32 RGB in [0, 1], or None when background_image is not set.
+        """
         from gradsim_jax.scenefile.render import read_background_image
 
         return read_background_image(self, target_frames, undistort)
 
     def experiment(self, frames: Optional[int] = None, *, native_size=None, background_image=None):
-        """The built `Experiment` (`scenefile.build.build_experiment`)."""
+        """The built `Experiment` (`scenefile.build.build_experiment`).
+
+        Args:
+            frames: simulated frames after the initial state (the target's count minus one), or None when
+                [simulation] frames gives them; [simulation] frames wins when set.
+            native_size: (height, width) pixels of the target's frames, or None.
+            background_image: [H, W, 3] float RGB in [0, 1] behind the scene at the render size, or None.
+
+        Returns:
+            The `Experiment`.
+        """
         from gradsim_jax.scenefile.build import build_experiment
 
         return build_experiment(self, frames, native_size=native_size, background_image=background_image)
 
 
 def load_scene(path) -> SceneSpec:
-    """Read and validate a scene file (SceneFileError on any problem)."""
+    """Read and validate a scene file (SceneFileError on any problem).
+
+    Args:
+        path: the scene file (TOML), a str or Path.
+
+    Returns:
+        The `SceneSpec`, with [fit], [initial] and [material] quantity values and every number checked.
+
+    Raises:
+        SceneFileError: naming the file and the key, on any problem.
+    """
     spec = SceneSpec(path=Path(path), values=read_scene_file(path))
     spec.fit_config  # validates [fit] now rather than after the target is loaded
     spec.check_initial()

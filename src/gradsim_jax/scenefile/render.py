@@ -18,7 +18,20 @@ from gradsim_jax.scenefile.schema import SceneFileError
 def read_background_image(spec, target_frames=None, undistort=None):
     """[H, W, 3] float32 picture behind the scene at the render size, from [render] background_image
     (a picture file, undistorted like the target; or "median" of `target_frames` [T, H, W, >=3]), or
-    None when it is not set."""
+    None when it is not set.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); the picture's path is relative to its folder.
+        target_frames: [T, H, W, >=3] float frames in [0, 1] of the target at the render size, for "median";
+            or None.
+        undistort: the function removing lens distortion from one frame [H, W, C] (the target's), or None.
+
+    Returns:
+        [H, W, 3] float32 RGB in [0, 1], or None.
+
+    Raises:
+        SceneFileError: for "median" without target frames, or a missing or unreadable picture.
+    """
     from gradsim_jax.render.video import load_target
 
     name, ren = spec.values["render"]["background_image"], spec.values["render"]
@@ -42,7 +55,20 @@ def read_look(spec, topology, params, state0):
     """[render] (and [[body]] color) for a built scene: (faces [F, 3], FaceColors, Lights, RenderSettings).
     Faces are `scene_faces`' (the cloth's, the soft bodies' surfaces, then the bodies'); their colours
     [render] color, else a checkerboard, with each [[body]] color over its body's faces; the colliders' their
-    [[collider]] color or grey (`collider_face_colors`); an ODE body's as `ode_face_colors` says."""
+    [[collider]] color or grey (`collider_face_colors`); an ODE body's as `ode_face_colors` says.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology`.
+        params: the built scene's `Params` (for the checkerboard's vertices).
+        state0: the built scene's initial `State` (for the checkerboard's vertices).
+
+    Returns:
+        (faces [F, 3] int vertex indices, `FaceColors` RGB [F, 3] in [0, 1], `Lights`, `RenderSettings`).
+
+    Raises:
+        SceneFileError: for a bad [render] tile_capacity, pixel_capacity or coverage.
+    """
     v, path, ren = spec.values, spec.path, spec.values["render"]
     for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
         if ren[key] is not None and ren[key] < 1:

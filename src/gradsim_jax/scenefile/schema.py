@@ -324,7 +324,14 @@ def initial_fields() -> dict:
 
 def material_fields(builder: dict) -> dict:
     """[material]: the builder's keys, then every other fittable quantity of the registry, which sets its
-    value in the built scene (over what the builders made)."""
+    value in the built scene (over what the builders made).
+
+    Args:
+        builder: {key: Field}, the [material] keys the builders take.
+
+    Returns:
+        {key: Field}: `builder`'s, then one (default None) for each other quantity scene files name.
+    """
     extra = {q.file_key: Field(q.file_type, None, f"{q.name}: {_values_doc(q)}; sets it in the built scene "
                                                   "(default: the builders' values)")
              for q in _file_quantities() if q.file_key not in builder}

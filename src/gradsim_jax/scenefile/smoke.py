@@ -11,13 +11,27 @@ from gradsim_jax.scenefile.schema import SceneFileError
 
 
 def has_smoke(spec) -> bool:
-    """Whether the file has a [smoke] table (its required key, cells, given)."""
+    """Whether the file has a [smoke] table (its required key, cells, given).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        True when [smoke] cells is set.
+    """
     return spec.values["smoke"]["cells"] is not None
 
 
 def read_smoke(spec):
     """The file's smoke as a `Scene` piece, or None without a [smoke] table (SceneFileError naming the key for a
-    bad value)."""
+    bad value).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        A host-side `Scene` piece of the smoke grid (`geometry.smoke.smoke_grid`), or None.
+    """
     if not has_smoke(spec):
         return None
     s, path = spec.values["smoke"], spec.path
@@ -54,7 +68,14 @@ def read_smoke(spec):
 
 
 def smoke_look(spec):
-    """(`render.SmokeLook`, solver steps per frame) of the file's [smoke], or (None, 1) without one."""
+    """(`render.SmokeLook`, solver steps per frame) of the file's [smoke], or (None, 1) without one.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        (`SmokeLook` with the grid's corner in m, or None; [smoke] substeps, or 1).
+    """
     if not has_smoke(spec):
         return None, 1
     s = spec.values["smoke"]
