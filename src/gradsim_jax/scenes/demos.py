@@ -76,7 +76,7 @@ def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple
         camera: the `Camera` the frames are seen by.
         frames: [T, n, 3] m, example vertex positions (e.g. a subsample of the true motion).
         faces: [F, 3] int, the rendered triangles (vertex indices).
-        sigma_scale: factor on the renderer's default edge sharpness sigma for the camera's height.
+        sigma_scale: factor on the renderer's default sigma (edge softness) for the camera's height.
         multiple: the capacities are rounded up to a multiple of this.
         gamma: the depth softmax's temperature; None: the renderer's default.
 
