@@ -36,7 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The subcommands of `parser` by name, in the order they were added ({} when it has none)."""
+    """The subcommands of `parser` by name, in the order they were added ({} when it has none).
+
+    Args:
+        parser: an argparse parser (the main one, or a subcommand's such as `demo`).
+
+    Returns:
+        {name: subparser}.
+    """
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
@@ -64,6 +71,16 @@ def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    """Run `gradsim-jax` on a command line: parse it, run its subcommand, and turn the errors a user can cause
+    (checkpoint mismatch, divergence, traced check, OSError) into one line on stderr.
+
+    Args:
+        argv: the arguments after the program's name; None: sys.argv[1:].
+
+    Returns:
+        The exit status: the subcommand's, 2 for an error reported as one line or for no subcommand (the
+        help is printed).
+    """
     import warnings
 
     parser = build_parser()

@@ -11,7 +11,14 @@ import sys
 
 
 def count(least: int):
-    """argparse type: an integer >= `least` (the message says what is allowed)."""
+    """argparse type: an integer >= `least` (the message says what is allowed).
+
+    Args:
+        least: the smallest integer allowed.
+
+    Returns:
+        The type function: text -> int, raising argparse.ArgumentTypeError otherwise.
+    """
     def parse(text):
         try:
             value = int(text)
@@ -26,7 +33,17 @@ def count(least: int):
 
 
 def positive(text):
-    """argparse type: a positive finite number."""
+    """argparse type: a positive finite number.
+
+    Args:
+        text: the option's value as given.
+
+    Returns:
+        The number (float).
+
+    Raises:
+        argparse.ArgumentTypeError: for text that is not a positive finite number.
+    """
     try:
         value = float(text)
     except ValueError:
@@ -37,13 +54,28 @@ def positive(text):
 
 
 def fail(message: str) -> int:
+    """Print the one-line error "gradsim-jax: error: MESSAGE" on stderr.
+
+    Args:
+        message: what went wrong.
+
+    Returns:
+        The exit status 2.
+    """
     print(f"gradsim-jax: error: {message}", file=sys.stderr)
     return 2
 
 
 def missing_input(args) -> str | None:
     """The message naming the option when --target or --mask names nothing on disk (None when both exist or
-    are not given): what a loader's "no video at PATH" means on the command line."""
+    are not given): what a loader's "no video at PATH" means on the command line.
+
+    Args:
+        args: the parsed command line (argparse.Namespace; target and mask read when present).
+
+    Returns:
+        The message, or None.
+    """
     from pathlib import Path
 
     for option in ("target", "mask"):
@@ -54,6 +86,17 @@ def missing_input(args) -> str | None:
 
 
 def fraction(text):
+    """argparse type: a number in (0, 1) (a relative offset).
+
+    Args:
+        text: the option's value as given.
+
+    Returns:
+        The number (float).
+
+    Raises:
+        argparse.ArgumentTypeError: for text that is not a number in (0, 1).
+    """
     value = positive(text)
     if not value < 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1) (a relative offset), got {text}")
@@ -61,7 +104,17 @@ def fraction(text):
 
 
 def spread(text):
-    """argparse type: a finite number > 1 (the factor of the range of random starts)."""
+    """argparse type: a finite number > 1 (the factor of the range of random starts).
+
+    Args:
+        text: the option's value as given.
+
+    Returns:
+        The number (float).
+
+    Raises:
+        argparse.ArgumentTypeError: for text that is not a finite number > 1.
+    """
     value = positive(text)
     if value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be a number > 1 (a factor: 3 draws from x/3 to 3x), got {text}")
@@ -69,7 +122,17 @@ def spread(text):
 
 
 def blur_mode(text: str):
-    """--blur: auto, fit, off, or a width in pixels in [0, BLUR_MAX]."""
+    """--blur: auto, fit, off, or a width in pixels in [0, BLUR_MAX].
+
+    Args:
+        text: the option's value as given.
+
+    Returns:
+        "auto", "fit", "off", or the width in pixels (float).
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else.
+    """
     from gradsim_jax.render.blur import BLUR_MAX
 
     if text in ("auto", "fit", "off"):
@@ -84,7 +147,18 @@ def blur_mode(text: str):
 
 
 def parse_clip(text: str) -> dict:
-    """argparse type of `fit --clip`: "mass=1.0,stiffness=0.5" -> {canonical quantity: positive float}."""
+    """argparse type of `fit --clip`: "mass=1.0,stiffness=0.5" -> {canonical quantity: positive float}.
+
+    Args:
+        text: the option's value as given, comma-separated QUANTITY=NORM items.
+
+    Returns:
+        {canonical quantity name: positive float}.
+
+    Raises:
+        argparse.ArgumentTypeError: for an item without "=", an unknown quantity, a norm that is not positive,
+            or no item at all.
+    """
     from gradsim_jax.sysid import canonical
 
     out = {}
@@ -102,6 +176,11 @@ def parse_clip(text: str) -> dict:
 
 
 def progress_flags(p):
+    """Add --resume, --resume-anyway, --checkpoint-every and --no-progress.
+
+    Args:
+        p: the argparse parser of a command.
+    """
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUT/checkpoint")
     p.add_argument("--resume-anyway", action="store_true",
                    help="with --resume: continue even from a checkpoint made for another target, scene or "
@@ -112,11 +191,24 @@ def progress_flags(p):
 
 
 def force_flag(p):
+    """Add --force (run even when the estimated memory exceeds what is available).
+
+    Args:
+        p: the argparse parser of a command.
+    """
     p.add_argument("--force", action="store_true",
                    help="run even when the estimated memory exceeds what is available")
 
 
 def fit_flags(p, *, iterations=None, polish=None):
+    """Add the fit's flags: --iterations, --learning-rate, --polish, --rounds, --round-iterations, --loss,
+    --frame-stride, --horizon, --window, --shooting.
+
+    Args:
+        p: the argparse parser of a command.
+        iterations: default of --iterations, shown in its help; None: the command picks its own.
+        polish: default of --polish; None: the command picks its own.
+    """
     p.add_argument("--iterations", type=count(0), default=iterations, metavar="N",
                    help="Adam iterations" + (f" (default {iterations})" if iterations is not None else ""))
     p.add_argument("--learning-rate", type=positive, default=None, metavar="LR",
@@ -147,6 +239,12 @@ def fit_flags(p, *, iterations=None, polish=None):
 
 
 def restart_flags(p):
+    """Add the group of random restarts and devices: --restarts, --restart-spread, --seed, --batch-mode,
+    --coordinator, --num-processes, --process-id, --distributed.
+
+    Args:
+        p: the argparse parser of a command.
+    """
     g = p.add_argument_group("random restarts and devices (docs/howto/scaling.md)")
     g.add_argument("--restarts", type=count(1), default=1, metavar="N",
                    help="fit N starts at once (the first is [initial], the others drawn around it), keep the one "
@@ -169,11 +267,25 @@ def restart_flags(p):
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None):
-    """Warnings as one line for the user, without the source line Python shows by default."""
+    """Warnings as one line for the user, without the source line Python shows by default.
+
+    Args:
+        message: the warning (its text is printed).
+        category: the warning's class (not shown).
+        filename: the file that warned (not shown).
+        lineno: its line (not shown).
+        file: the stream written to; None: stderr.
+        line: the source line (not shown).
+    """
     print(f"gradsim-jax: warning: {message}", file=sys.stderr if file is None else file)
 
 
 def rewrite_report(report):
+    """Write `report` again to its own report.json (report["outputs"]["report"]).
+
+    Args:
+        report: the run's report dict, with its outputs' paths.
+    """
     from gradsim_jax.sysid import write_report
 
     write_report(report["outputs"]["report"], report)
@@ -188,7 +300,16 @@ def preflight(exp, args, config=None):
     """Before anything compiles: warn when the scene starts in deep ground contact (or its contact is too
     stiff for the step); print the memory and time estimate of a big run, and refuse (exit status 2) one
     that needs more memory than is available, unless --force. Returns an exit status, or None to go on.
-    `config`: the FitConfig of a fit (None: a forward simulation and render only)."""
+    `config`: the FitConfig of a fit (None: a forward simulation and render only).
+
+    Args:
+        exp: the `Experiment` to run.
+        args: the parsed command line (argparse.Namespace; force read).
+        config: the `FitConfig` of a fit; None: a forward simulation and render only.
+
+    Returns:
+        2 (after the one-line error) when the run needs more memory than is available, else None.
+    """
     import numpy as np
 
     from gradsim_jax.physics import available_memory_bytes, contact_report, estimate_cost

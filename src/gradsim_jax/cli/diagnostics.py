@@ -36,7 +36,11 @@ def _common(p, name: str, perturb: bool = True):
 
 
 def add_parser(sub) -> None:
-    """Register the subcommands on `gradsim-jax`'s subparsers."""
+    """Register the subcommands on `gradsim-jax`'s subparsers.
+
+    Args:
+        sub: the subparsers action of `gradsim-jax`'s parser (`add_subparsers`).
+    """
     fmt = argparse.RawDescriptionHelpFormatter
     gc = sub.add_parser(
         "gradcheck", help="check a scene file's gradients (cloth, rigid or soft bodies): reverse vs forward mode vs finite "
@@ -112,6 +116,15 @@ def _load(args, perturb):
 
 
 def cmd_gradcheck(args) -> int:
+    """`gradsim-jax gradcheck`: reverse vs forward mode vs finite differences, float32 vs float64; prints the
+    table and writes OUT/gradcheck.json.
+
+    Args:
+        args: the parsed command line (argparse.Namespace of the gradcheck parser).
+
+    Returns:
+        The exit status: 0 when every check agrees, 1 when one fails, 2 after a one-line error.
+    """
     from gradsim_jax.diagnostics.gradcheck import AD_RTOL, F32_RTOL, FD_RTOL, gradcheck
 
     problem, status = _load(args, args.perturb)
@@ -137,6 +150,15 @@ def cmd_gradcheck(args) -> int:
 
 
 def cmd_horizon(args) -> int:
+    """`gradsim-jax horizon`: the gradient's norm and float32/float64 agreement against the number of loss
+    frames; prints the table and the suggested fit --window, writes OUT/horizon.json and OUT/horizon.png.
+
+    Args:
+        args: the parsed command line (argparse.Namespace of the horizon parser).
+
+    Returns:
+        The exit status: 0, or 2 after a one-line error.
+    """
     import numpy as np
 
     from gradsim_jax.diagnostics.horizon import gradient_horizon
@@ -171,6 +193,15 @@ def cmd_horizon(args) -> int:
 
 
 def cmd_landscape(args) -> int:
+    """`gradsim-jax landscape`: the loss and its gradient on a grid of one or two scalar quantities (--vary)
+    around the centre; writes OUT/landscape.png and OUT/landscape.json and prints the grid's least loss.
+
+    Args:
+        args: the parsed command line (argparse.Namespace of the landscape parser).
+
+    Returns:
+        The exit status: 0, or 2 after a one-line error (bad --vary, or no finite loss on the grid).
+    """
     import numpy as np
 
     from gradsim_jax.diagnostics.landscape import loss_landscape, relative_grid
@@ -218,5 +249,12 @@ def _write(path, report) -> None:
 
 
 def run(args) -> int:
-    """Dispatch `args.command` (one of COMMANDS)."""
+    """Dispatch `args.command` (one of COMMANDS).
+
+    Args:
+        args: the parsed command line (argparse.Namespace; command names the diagnostic).
+
+    Returns:
+        The diagnostic's exit status.
+    """
     return {"gradcheck": cmd_gradcheck, "horizon": cmd_horizon, "landscape": cmd_landscape}[args.command](args)

@@ -14,7 +14,11 @@ from gradsim_jax.cli.args import (blur_mode, fail, fit_flags, force_flag, missin
 
 
 def add_parser(sub) -> None:
-    """`fit` on `gradsim-jax`'s subparsers."""
+    """`fit` on `gradsim-jax`'s subparsers.
+
+    Args:
+        sub: the subparsers action of `gradsim-jax`'s parser (`add_subparsers`).
+    """
     from gradsim_jax.scenefile import help_text
 
     fit = sub.add_parser("fit", help="fit a scene file (cloth, rigid bodies, soft bodies) to a target video",
@@ -51,7 +55,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`)."""
+    """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`).
+
+    Args:
+        args: the parsed command line (argparse.Namespace of the fit parser).
+
+    Returns:
+        The exit status: 0 (also on a process other than 0 of a multi-host job), or 2 after a one-line error.
+    """
     from gradsim_jax import sysid
     from gradsim_jax.scenefile import SceneFileError, load_fit_job
 

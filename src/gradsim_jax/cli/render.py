@@ -10,7 +10,11 @@ from gradsim_jax.cli.args import fail, force_flag, preflight
 
 
 def add_parser(sub) -> None:
-    """`render` on `gradsim-jax`'s subparsers."""
+    """`render` on `gradsim-jax`'s subparsers.
+
+    Args:
+        sub: the subparsers action of `gradsim-jax`'s parser (`add_subparsers`).
+    """
     from gradsim_jax.scenefile import help_text
 
     ren = sub.add_parser("render", help="render a scene file's [material] values (cloth, rigid and soft bodies) to "
@@ -37,6 +41,14 @@ def _check_render_out(out: Path) -> None:
 
 
 def run(args) -> int:
+    """`gradsim-jax render`: simulate the scene file's [material] values and write the video to --out.
+
+    Args:
+        args: the parsed command line (argparse.Namespace of the render parser: scene, out, force).
+
+    Returns:
+        The exit status: 0, or 2 after a one-line error.
+    """
     from gradsim_jax import sysid
     from gradsim_jax.render.video import write_video
     from gradsim_jax.scenefile import SceneFileError, load_scene

@@ -32,6 +32,23 @@ def gradsim_demo_cloth(
     particle `mass` kg each, initial velocity `vel`. Two fixed anchors at (-2, 2, 0) and (dim_x cell - 2,
     2, 0) hold the corners 0 and dim_x of the first row with springs (ke, kd), rest length = initial
     distance. Particle indices: the cloth's (dim_x + 1)(dim_y + 1) first, then the two anchors.
+
+    Args:
+        dim_x: cells along the grid's x.
+        dim_y: cells along the grid's y.
+        cell: m, the side of a square cell.
+        mass: kg per particle.
+        vel: [3] m/s, the initial velocity of every cloth particle.
+        tri_ke: N/m, the membrane's stiffness k_mu (`physics.cloth.ClothParams`).
+        tri_ka: the membrane's area stiffness k_lambda (same unit as tri_ke).
+        tri_kd: the membrane's damping k_damp.
+        anchor_ke: N/m, the stiffness of the two anchor springs.
+        anchor_kd: N s/m, the damping of the two anchor springs.
+        bend_ke: N m/rad, the bending stiffness; 0: none.
+        tri_drag: the triangles' aerodynamic drag coefficient (`physics.cloth`).
+
+    Returns:
+        The `Scene` (not built).
     """
     cloth = cloth_grid(
         dim_x, dim_y, cell, cell, pos=(-2.0, 1.5, 0.0), rot=quat_from_axis_angle((1.0, 0.0, 0.0), 1.04 * np.pi),

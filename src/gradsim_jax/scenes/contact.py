@@ -50,9 +50,32 @@ def stack(*, size: int = 64, frames: int = 36, substeps: int = 32, frame_dt: flo
           contact_ke: float = 1.0e4, contact_kd: float = 30.0, contact_kf: float = 30.0, contact_mu: float = 0.4,
           estimate=("body_mass", "body_mu"), elevation: float = 30.0, azimuth: float = 20.0) -> Experiment:
     """Boxes of half extents `lower` and `upper` m, each `mass` kg: the lower standing on the ground at the
-    origin, the upper released level `drop` m above the lower's top at its -x end; from frame `push_start` for
-    `push_frames` frames the force `push` N (world frame) acts on the upper box at `push_point` (body frame).
-    `estimate`: quantities of STACK_QUANTITIES in theta."""
+    origin, the upper released level `drop` m above the lower's top at its -x end; for each (force, start, count)
+    of `pushes`, from frame start for count frames the force N (world frame) acts on the upper box at
+    `push_point` (body frame). `estimate`: quantities of STACK_QUANTITIES in theta.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        mass: kg, each box's mass.
+        lower: [3] m, the lower box's half extents.
+        upper: [3] m, the upper box's half extents.
+        drop: m, the upper box's release height above its resting height on the lower one.
+        pushes: (force [3] N world frame, start frame, frame count) of each known push on the upper box.
+        push_point: [3] m, where the pushes act, in the upper box's frame (from its centre of mass).
+        contact_ke: N/m, the penalty contact's stiffness (both boxes).
+        contact_kd: N s/m, the penalty contact's damping.
+        contact_kf: N s/m, the friction's viscous slope.
+        contact_mu: the Coulomb friction coefficient (dimensionless).
+        estimate: the quantities (of STACK_QUANTITIES) theta holds besides push.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment` (rendered with the depth temperature STACK_GAMMA).
+    """
     material = {"contact_ke": contact_ke, "contact_kd": contact_kd, "contact_kf": contact_kf,
                 "contact_mu": contact_mu}
     vl, fl = box_mesh(*lower)
@@ -84,7 +107,31 @@ def drape(*, size: int = 64, frames: int = 40, cells: int = 8, substeps: int = 3
           estimate=("bending", "collider_mu"), elevation: float = 25.0, azimuth: float = 30.0) -> Experiment:
     """A square cloth `side` m of cells x cells, `mass` kg per particle, released level `drop` m above a sphere of
     `radius` m lying on the ground (a static collider, friction `collider_mu`), the cloth's centre `offset` m to
-    the side: it lands, folds over the sphere, slides down it and settles draped over it and the floor. `estimate`: quantities of DRAPE_QUANTITIES in theta."""
+    the side: it lands, folds over the sphere, slides down it and settles draped over it and the floor. `estimate`:
+    quantities of DRAPE_QUANTITIES in theta.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        cells: cells along each side of the cloth grid.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        side: m, the cloth's side length.
+        mass: kg per particle.
+        tri_ke: N/m, the membrane's stiffness k_mu (also its area stiffness k_lambda).
+        tri_kd: the membrane's damping k_damp.
+        bend_ke: N m/rad, the bending stiffness.
+        radius: m, the sphere's radius.
+        offset: m, the cloth centre's offset along x from the sphere's centre.
+        drop: m, the cloth's release height above the sphere's top.
+        collider_mu: the sphere's Coulomb friction coefficient (dimensionless).
+        estimate: the quantities (of DRAPE_QUANTITIES) theta holds besides push.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment` (rendered with the depth temperature STACK_GAMMA).
+    """
     cell = side / cells
     top = 2.0 * radius + drop
     cloth = cloth_grid(cells, cells, cell, cell, pos=(offset - side / 2, top, -side / 2),
@@ -112,7 +159,31 @@ def lift(*, size: int = 64, frames: int = 36, cells: int = 8, substeps: int = 32
     friction 0.5 the cloth slid off the rod, and the loss in the stiffness turned rough: one fit stopped 2.3e-3
     off; held, it is quadratic and fits reach 5e-6); the opposite edge is pulled
     outwards by a known `pull` N per particle during the first `pull_frames` frames. `estimate`: quantities of
-    LIFT_QUANTITIES in theta."""
+    LIFT_QUANTITIES in theta.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        cells: cells along each side of the cloth grid.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        side: m, the cloth's side length.
+        mass: kg per particle.
+        tri_ke: N/m, the membrane's stiffness k_mu (also its area stiffness k_lambda).
+        tri_kd: the membrane's damping k_damp.
+        bend_ke: N m/rad, the bending stiffness.
+        radius: m, the rod's (capsule's) radius.
+        height: m, the height the rod's centre rises to.
+        rise_frames: number of frames the rod takes to rise.
+        pull: N per particle, the known outward pull on the opposite edge (theta["push"]); 0: none.
+        pull_frames: number of leading frames during which the pull acts.
+        estimate: the quantities (of LIFT_QUANTITIES) theta holds besides push.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment` (rendered with the depth temperature STACK_GAMMA).
+    """
     r = 0.01  # particle radius: the cloth rests at y = r
     cloth = cloth_grid(cells, cells, side / cells, side / cells, pos=(-side / 2, r, -side / 2),
                        rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), mass=mass, tri_ke=tri_ke, tri_ka=tri_ke,

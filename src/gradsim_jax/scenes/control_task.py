@@ -48,11 +48,28 @@ class ControlTask:
     init_scale: float = 0.1
 
     def rollout(self, pp):
+        """The task's scene rolled forward under the policy (`control.simulate_policy`).
+
+        Args:
+            pp: the policy's parameters (a pytree of `policy`).
+
+        Returns:
+            The `State` of every frame, leading axis frames + 1 (the initial one included).
+        """
         e = self.exp
         return simulate_policy(e.topology, e.params, e.state0, pp, self.policy, self.actuator, frames=e.frames,
                                substeps=e.substeps, frame_dt=e.frame_dt)
 
     def loss(self, pp):
+        """The objective: `control_loss` of the last frame's image against the target image, plus the effort
+        term when `effort` is nonzero and the state term when `state_weight` is nonzero (class docstring).
+
+        Args:
+            pp: the policy's parameters (a pytree of `policy`).
+
+        Returns:
+            Scalar, the loss (dimensionless).
+        """
         traj = self.rollout(pp)
         image = render_frames(self.exp, traj.particles.x[-1:])
         loss = control_loss(image, jnp.asarray(self.target_image, image.dtype)[None])
@@ -78,12 +95,26 @@ class ControlTask:
         return self.target_pose["com"]
 
     def com_error(self, pp):
-        """Distance (m) between the final centre of mass and the target's."""
+        """Distance (m) between the final centre of mass and the target's.
+
+        Args:
+            pp: the policy's parameters (a pytree of `policy`).
+
+        Returns:
+            Scalar m, the distance between the last frame's particle mean and `target_com`.
+        """
         x = self.rollout(pp).particles.x[-1]
         return jnp.linalg.norm(jnp.mean(x, axis=0) - jnp.asarray(self.target_com, x.dtype))
 
     def video(self, pp) -> tuple[np.ndarray, np.ndarray]:
-        """(positions [T, n, 3], RGBA video [T, H, W, 4]) of the rollout under pp."""
+        """(positions [T, n, 3], RGBA video [T, H, W, 4]) of the rollout under pp.
+
+        Args:
+            pp: the policy's parameters (a pytree of `policy`).
+
+        Returns:
+            (positions [T, n, 3] m, RGBA video [T, H, W, 4] in [0, 1]) as numpy arrays, T = frames + 1.
+        """
         x = jit(lambda p: self.rollout(p).particles.x)(pp)
         return np.asarray(x), np.asarray(jit(lambda xs: render_frames(self.exp, xs))(x))
 
@@ -97,7 +128,24 @@ def task_experiment(name, topology, params, state0, points, *, size, frames, sub
                 azimuth=0.0) -> Experiment:
     """The Experiment (camera framed on `points` [T, n, 3], checker colours, the demos' light) without
     simulating anything (`finish_experiment` simulates to frame the camera; here the start and the target
-    poses frame it)."""
+    poses frame it).
+
+    Args:
+        name: the experiment's name.
+        topology: the built scene's `Topology` (`Scene.build`).
+        params: the built scene's `Params`.
+        state0: the built scene's initial `State`.
+        points: [T, n, 3] m, the positions the camera frames (e.g. the start and the target poses).
+        size: pixels, the image's width and height.
+        frames: number of frames of the rollout.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment` (empty theta).
+    """
     faces = jnp.asarray(scene_faces(topology))
     exp = Experiment(topology=topology, params=params, state0=state0,
                      camera=look_at_camera(3.0, elevation, azimuth, width=size, height=size), faces=faces,
@@ -108,5 +156,13 @@ def task_experiment(name, topology, params, state0, points, *, size, frames, sub
 
 
 def target_image(exp: Experiment, x_target) -> np.ndarray:
-    """The RGBA image [H, W, 4] of the particles at x_target [n, 3] (a task's target)."""
+    """The RGBA image [H, W, 4] of the particles at x_target [n, 3] (a task's target).
+
+    Args:
+        exp: the task's `Experiment` (camera, colours, lights, render settings).
+        x_target: [n, 3] m, the particle positions to render.
+
+    Returns:
+        [H, W, 4] numpy RGBA image in [0, 1].
+    """
     return np.asarray(jit(lambda x: render_frames(exp, x[None]))(jnp.asarray(x_target, exp.dtype))[0])

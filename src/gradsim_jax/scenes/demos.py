@@ -38,7 +38,19 @@ def default_lights() -> Lights:
 def framed_camera(points, size: int, *, elevation: float = 20.0, azimuth: float = 25.0, fill: float = 0.9,
                   view_angle: float = 30.0):
     """A look-at camera on the center of `points [..., 3]` (e.g. a whole trajectory), moved so that the
-    projected points span `fill` of the image along their wider screen axis."""
+    projected points span `fill` of the image along their wider screen axis.
+
+    Args:
+        points: [..., 3] m, the points to frame (e.g. every vertex of every frame).
+        size: pixels, the image's width and height.
+        elevation: degrees, the camera's elevation (SoftRas's angle, `look_at_camera`).
+        azimuth: degrees, the camera's azimuth (0 with elevation 0: the eye on -z looking along +z).
+        fill: fraction of the image (0..1] the projected points span along their wider screen axis.
+        view_angle: degrees, the half-angle of the vertical field of view.
+
+    Returns:
+        The look-at `Camera` (near and far planes set around the points).
+    """
     pts = np.asarray(points, np.float64).reshape(-1, 3)
     center = 0.5 * (pts.min(0) + pts.max(0))
     radius = float(np.max(np.linalg.norm(pts - center, axis=1))) + 1e-6
@@ -58,7 +70,19 @@ def framed_camera(points, size: int, *, elevation: float = 20.0, azimuth: float 
 def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple: int = 8,
                     gamma: float | None = None) -> RenderSettings:
     """Render settings whose tile and pixel capacities hold every face the frames `[T, n, 3]` need, with
-    room for the motion of perturbed parameters (x 2, at most the number of faces)."""
+    room for the motion of perturbed parameters (x 2, at most the number of faces).
+
+    Args:
+        camera: the `Camera` the frames are seen by.
+        frames: [T, n, 3] m, example vertex positions (e.g. a subsample of the true motion).
+        faces: [F, 3] int, the rendered triangles (vertex indices).
+        sigma_scale: factor on the renderer's default sigma (edge softness) for the camera's height.
+        multiple: the capacities are rounded up to a multiple of this.
+        gamma: the depth softmax's temperature; None: the renderer's default.
+
+    Returns:
+        The `RenderSettings`.
+    """
     num_faces = int(np.shape(faces)[0])
     base = RenderSettings(sigma=RenderSettings().sigma_for(camera.height) * sigma_scale)
     if gamma is not None:
@@ -75,8 +99,32 @@ def fitted_settings(camera, frames, faces, *, sigma_scale: float = 1.0, multiple
 def finish_experiment(name, topology, params, state0, theta, *, size, frames, substeps, frame_dt, push_frames=0,
                       elevation=20.0, azimuth=25.0, colors=None, lights=None, background=(0.0, 0.0, 0.0),
                       gamma=None):
-    """Frame a camera on the true motion and fix colors and render settings (`gamma`: the depth softmax's
-    temperature, None: the renderer's default): the finished Experiment."""
+    """Frame a camera on the true motion and fix colors and render settings: the finished Experiment.
+
+    Args:
+        name: the experiment's name (also in the error message of an unstable scene).
+        topology: the built scene's `Topology` (`Scene.build`).
+        params: the built scene's `Params`.
+        state0: the built scene's initial `State`.
+        theta: dict, the true quantities (`default_theta`), with "push" [n, 3] N.
+        size: pixels, the image's width and height.
+        frames: number of frames rendered.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        push_frames: number of leading frames during which theta["push"] acts.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+        colors: FaceColors/VertexColors; None: per-face checker colours over the initial vertices.
+        lights: `Lights`; None: `default_lights()`.
+        background: RGB [3] in [0, 1], the background colour.
+        gamma: the depth softmax's temperature, None: the renderer's default.
+
+    Returns:
+        The `Experiment`, its camera framed on the true motion and its render settings sized for it.
+
+    Raises:
+        FloatingPointError: when the true motion is not finite (an unstable scene).
+    """
     faces = jnp.asarray(scene_faces(topology))
     if colors is None:
         colors = FaceColors(jnp.asarray(checker_colors(faces, scene_vertices(topology, params, state0))))
@@ -95,7 +143,17 @@ def finish_experiment(name, topology, params, state0, theta, *, size, frames, su
 
 def reframe(exp: Experiment, x, *, elevation: float, azimuth: float) -> Experiment:
     """The experiment with its camera pointed at all render vertices `x [T, V, 3]` from `elevation` and
-    `azimuth` (degrees) and its render settings sized for them."""
+    `azimuth` (degrees) and its render settings sized for them.
+
+    Args:
+        exp: the `Experiment` (its camera's height is the image size kept).
+        x: [T, V, 3] m, the render vertices of every frame to frame.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment` with the new camera and render settings.
+    """
     x = np.asarray(x)
     camera = framed_camera(x, exp.camera.height, elevation=elevation, azimuth=azimuth)
     settings = fitted_settings(camera, x[:: max(1, len(x) // 12)], exp.faces, gamma=exp.settings.gamma)
@@ -108,8 +166,27 @@ def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps:
                   lift: float = 0.0, push: float = 0.5, push_frames: int = 6) -> Experiment:
     """A cloth `side` m square of cells x cells, pinned along its left edge, released horizontally.
 
-    `mass` kg per particle; `push` N upward and sideways on each particle of the free (right) edge during the
-    first `push_frames` frames (known); aerodynamics is on when drag or lift is nonzero.
+    Aerodynamics is on when drag or lift is nonzero.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        cells: cells along each side of the cloth grid.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        side: m, the cloth's side length.
+        mass: kg per particle.
+        tri_ke: N/m, the membrane's stiffness k_mu (`physics.cloth.ClothParams`).
+        tri_ka: the membrane's area stiffness k_lambda (same unit as tri_ke).
+        tri_kd: the membrane's damping k_damp.
+        bend_ke: N m/rad, the bending stiffness; 0: none.
+        drag: the triangles' aerodynamic drag coefficient (`physics.cloth`).
+        lift: the triangles' aerodynamic lift coefficient (`physics.cloth`).
+        push: N upward (and 0.6 of it sideways) on each particle of the free (right) edge (known).
+        push_frames: number of leading frames during which the push acts.
+
+    Returns:
+        The `Experiment`; its theta holds mass, stiffness, damping, bending, drag, lift and push.
     """
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, 0.0, -side / 2),
@@ -129,7 +206,22 @@ def hanging_cloth(*, size: int = 64, frames: int = 30, cells: int = 5, substeps:
 def sliding_cloth(*, size: int = 64, frames: int = 30, cells: int = 4, substeps: int = 16,
                   frame_dt: float = 1.0 / 60.0, side: float = 0.4, mass: float = 0.01, contact_mu: float = 0.4,
                   speed: float = 2.0) -> Experiment:
-    """A cloth dropped 2 cm above the ground moving sideways at `speed` m/s; friction `contact_mu`."""
+    """A cloth dropped 2 cm above the ground moving sideways at `speed` m/s; friction `contact_mu`.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        cells: cells along each side of the cloth grid.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        side: m, the cloth's side length.
+        mass: kg per particle.
+        contact_mu: the ground's Coulomb friction coefficient (dimensionless).
+        speed: m/s, the initial velocity along +x.
+
+    Returns:
+        The `Experiment`; its theta holds mass, friction and push.
+    """
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side, 0.03, -side / 2),
                        rot=quat_from_axis_angle((1.0, 0.0, 0.0), np.pi / 2), vel=(speed, 0.0, 0.0), mass=mass,
@@ -142,7 +234,16 @@ def sliding_cloth(*, size: int = 64, frames: int = 30, cells: int = 4, substeps:
 
 
 def tossed_velocity(x, *, base=(0.8, 1.6, 0.4), spin: float = 2.0) -> np.ndarray:
-    """A smooth initial velocity field [n, 3] m/s: translation + spin about the z axis + a z bulge."""
+    """A smooth initial velocity field [n, 3] m/s: translation + spin about the z axis + a z bulge.
+
+    Args:
+        x: [n, 3] m, particle positions.
+        base: [3] m/s, the translation velocity.
+        spin: rad/s, the angular velocity about the z axis through the particles' mean.
+
+    Returns:
+        [n, 3] float32 m/s, the velocity of each particle.
+    """
     x = np.asarray(x, np.float64)
     r = x - x.mean(0)
     v = np.asarray(base, np.float64) + spin * np.stack([-r[:, 1], r[:, 0], np.zeros(len(r))], 1)
@@ -162,6 +263,22 @@ def tossed_cloth(*, size: int = 64, frames: int = 20, cells: int = 3, substeps: 
     The membrane is soft on purpose: a stiff one turns differences between neighbouring particles'
     in-plane velocities into fast, quickly damped oscillations a few pixels cannot show, so only their
     average would be recoverable; a soft one lets each particle carry its own velocity for many frames.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        cells: cells along each side of the cloth grid.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        side: m, the cloth's side length.
+        mass: kg per particle.
+        tri_ke: N/m, the membrane's stiffness k_mu (`physics.cloth.ClothParams`).
+        tri_ka: the membrane's area stiffness k_lambda (same unit as tri_ke).
+        tri_kd: the membrane's damping k_damp.
+        velocity: m/s, the initial velocity ([3] for every particle, or [n, 3]); None: `tossed_velocity`.
+
+    Returns:
+        The `Experiment`; its theta holds velocity [n, 3] m/s, mass, stiffness, damping and push.
     """
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, -side / 2, 0.0), mass=mass, tri_ke=tri_ke,
@@ -177,7 +294,18 @@ def tossed_cloth(*, size: int = 64, frames: int = 20, cells: int = 3, substeps: 
 
 def control_cloth(v_true, v_guess, *, size: int = 48, frames: int = 30, **kw) -> Experiment:
     """gradSim's control_cloth setting: the tossed cloth thrown with one velocity `v_true` [3] (its theta),
-    the camera framed on where both `v_true` and the starting guess `v_guess` take it."""
+    the camera framed on where both `v_true` and the starting guess `v_guess` take it.
+
+    Args:
+        v_true: [3] m/s, the true initial velocity of every particle.
+        v_guess: [3] m/s, the starting guess of the control fit.
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        **kw: further keyword arguments of `tossed_cloth`.
+
+    Returns:
+        The `Experiment`.
+    """
     exp = tossed_cloth(size=size, frames=frames, velocity=v_true, **kw)
     shape = np.shape(exp.state0.particles.x)
     runs = [simulate_vertices(exp, dict(exp.theta, velocity=jnp.broadcast_to(jnp.asarray(v, jnp.float32), shape)))

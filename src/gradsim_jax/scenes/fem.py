@@ -44,7 +44,17 @@ MATERIAL_QUANTITIES = ("fem_mu", "fem_lambda", "fem_damping")
 
 
 def wave_step(*, k_mu: float, k_lambda: float, density: float, h: float) -> float:
-    """The explicit step limit 0.3 h / c, c = sqrt((k_lambda + 2 k_mu) / density) (s), for elements of size h."""
+    """The explicit step limit 0.3 h / c, c = sqrt((k_lambda + 2 k_mu) / density) (s), for elements of size h.
+
+    Args:
+        k_mu: Pa, the material's k_mu.
+        k_lambda: Pa, the material's k_lambda.
+        density: kg/m^3, the material's density.
+        h: m, the element size.
+
+    Returns:
+        s, the largest stable step (float).
+    """
     return 0.3 * h / float(np.sqrt((k_lambda + 2.0 * k_mu) / density))
 
 
@@ -71,7 +81,37 @@ def fem_material(*, size: int = 64, frames: int = 30, substeps: int = 16, frame_
     max(extent)) of `density` kg/m^3 and material (k_mu, k_lambda Pa, k_damp Pa s), released `height` m above
     the ground (its lowest point), tilted `tilt` degrees about z (default: level), with `velocity` m/s (default:
     at rest): it lands, squashes and wobbles (ground contact of the particles: contact_ke, kd, kf, mu).
-    `estimate`: the quantities theta holds (MATERIAL_QUANTITIES)."""
+    `estimate`: the quantities theta holds (MATERIAL_QUANTITIES).
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        shape: "box" or "sphere".
+        cells: [3] cells of the box along x, y, z (the sphere uses their maximum as its resolution).
+        extent: [3] m, the box's size along x, y, z (the sphere's diameter: their maximum).
+        density: kg/m^3, the body's density.
+        k_mu: Pa, the shear stiffness.
+        k_lambda: Pa, the volume stiffness.
+        k_damp: Pa s, the material damping.
+        height: m, the release height of the body's lowest point above the ground.
+        velocity: [3] m/s, the initial velocity.
+        tilt: degrees, the rotation about z.
+        contact_ke: N/m, the ground contact's stiffness.
+        contact_kd: N s/m, the ground contact's damping.
+        contact_kf: N s/m, the friction's viscous slope.
+        contact_mu: the Coulomb friction coefficient (dimensionless).
+        estimate: the quantities (of MATERIAL_QUANTITIES) theta holds besides push.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment`.
+
+    Raises:
+        ValueError: for an unknown `shape`.
+    """
     x, t = _body_mesh(shape, cells, extent)
     if tilt:
         x = quat_rotate(quat_from_axis_angle((0.0, 0.0, 1.0), np.deg2rad(tilt)), x)
@@ -87,7 +127,16 @@ def fem_material(*, size: int = 64, frames: int = 30, substeps: int = 16, frame_
 
 def mass_push(x, *, scale: float = 1.0, seed: int = 0) -> np.ndarray:
     """Known pushes [n, 3] N, a different one on every particle: a smooth field (a spin about y plus an
-    outward swell) plus a seeded random part, `scale` N per particle on average."""
+    outward swell) plus a seeded random part, `scale` N per particle on average.
+
+    Args:
+        x: [n, 3] m, particle positions.
+        scale: N, the mean force magnitude per particle.
+        seed: the random part's seed.
+
+    Returns:
+        [n, 3] float32 N, the push on each particle.
+    """
     x = np.asarray(x, np.float64)
     r = x - x.mean(0)
     r /= max(float(np.max(np.linalg.norm(r, axis=1))), 1e-9)
@@ -108,7 +157,35 @@ def fem_mass(*, size: int = 64, frames: int = 20, substeps: int = 16, frame_dt: 
     "particle_mass" (every particle's mass, lumped from `density`) and the known push. `gravity`: m/s^2
     (default 9.81). Masses that are not one density's: `density_gradient` g makes the density rise linearly
     along x from (1 - g) to (1 + g) x `density` across the box, and `mass_jitter` j multiplies every
-    particle's mass by its own factor drawn uniformly from [1 - j, 1 + j] (seeded by `seed`)."""
+    particle's mass by its own factor drawn uniformly from [1 - j, 1 + j] (seeded by `seed`).
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        cells: [3] cells of the box along x, y, z.
+        extent: [3] m, the box's size along x, y, z.
+        density: kg/m^3, the body's density.
+        k_mu: Pa, the shear stiffness.
+        k_lambda: Pa, the volume stiffness.
+        k_damp: Pa s, the material damping.
+        push: N, the pushes' mean magnitude per particle (`mass_push`).
+        push_frames: number of leading frames during which the pushes act.
+        velocity: [3] m/s, the initial velocity.
+        gravity: m/s^2, the magnitude of gravity (along -y); None: 9.81.
+        seed: seed of the pushes' random part (and, plus one, of the mass jitter).
+        density_gradient: g in [0, 1), the density's linear rise along x (0: uniform).
+        mass_jitter: j in [0, 1), the spread of the per-particle mass factors (0: none).
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment`; its theta holds particle_mass [n] kg and push [n, 3] N.
+
+    Raises:
+        ValueError: when density_gradient or mass_jitter is outside [0, 1).
+    """
     if not (0.0 <= density_gradient < 1.0 and 0.0 <= mass_jitter < 1.0):
         raise ValueError(f"density_gradient and mass_jitter must be in [0, 1), got {density_gradient} and "
                          f"{mass_jitter}")

@@ -36,7 +36,16 @@ from gradsim_jax.scenes.control_task import ControlTask, target_image, task_expe
 
 def walker_groups(vertices, tets, leg_height: float) -> np.ndarray:
     """Activation groups [k] of a `walker_tets` walker: its four legs (tets whose centroid is below
-    `leg_height` m) 0..3 by quadrant (x > 0, z > 0 bits), the body's back (x < 0) and front halves 4 and 5."""
+    `leg_height` m) 0..3 by quadrant (x > 0, z > 0 bits), the body's back (x < 0) and front halves 4 and 5.
+
+    Args:
+        vertices: [n, 3] m, the walker's vertices.
+        tets: [k, 4] int, its tets (vertex indices).
+        leg_height: m, the height below which a tet's centroid belongs to a leg.
+
+    Returns:
+        [k] int32, the activation group (0..5) of each tet.
+    """
     c = np.asarray(vertices)[np.asarray(tets)].mean(1)
     front, right = c[:, 0] > 0, c[:, 2] > 0
     leg = c[:, 1] < leg_height
@@ -47,7 +56,24 @@ def walker_task(*, size: int = 64, frames: int = 60, substeps: int = 24, frame_d
                 offset: float = 0.25, amplitude: float = 0.4, effort: float = 1e-3, cell: float = 0.05,
                 mu: float = 0.8, elevation: float = 30.0, state_weight: float = 1.0) -> ControlTask:
     """The control-walker task (module docstring). `offset`: the target's distance along +x (m);
-    `amplitude`: the activations' bound; `cell`: the walker's cell size (m); `mu`: ground friction."""
+    `amplitude`: the activations' bound; `cell`: the walker's cell size (m); `mu`: ground friction.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        offset: m, the target's distance along +x.
+        amplitude: the bound of the policy's activations (`PhasePolicy`).
+        cell: m, the walker's cell size.
+        mu: the ground's Coulomb friction coefficient (dimensionless).
+        effort: weight of the effort term of the loss (`ControlTask`).
+        elevation: degrees, the camera's elevation.
+        state_weight: weight of the loss's state term (`ControlTask`); 0: none.
+
+    Returns:
+        The `ControlTask`.
+    """
     x, t = walker_tets(body=(4, 1, 2), leg=(1, 1, 1), legs=4, cell_size=cell, pattern=5)
     x = np.asarray(x, np.float64) + [0.0, 0.002, 0.0]
     body = soft_body(x, t, density=1000.0, k_mu=5.0e3, k_lambda=5.0e3, k_damp=5.0, name="walker")
@@ -70,7 +96,20 @@ def jellyfish_bell(radius: float = 0.1, rings: int = 3, segments: int = 8, openi
     from +y (opening > 90: the rim curls under the equator). A fan of triangles around the apex, then two
     triangles per quad between rings; every triangle wound counter-clockwise seen from outside (normals
     away from the centre). Returns (vertices float64 [1 + rings segments, 3], triangles int32
-    [segments (2 rings - 1), 3]); vertex 1 + j segments + k is ring j + 1, spoke k."""
+    [segments (2 rings - 1), 3]); vertex 1 + j segments + k is ring j + 1, spoke k.
+
+    Args:
+        radius: m, the sphere's radius (finite, > 0).
+        rings: number of rings (int >= 1).
+        segments: vertices per ring, i.e. spokes (int >= 3).
+        opening: degrees in (0, 180), the polar angle of the rim (the last ring) from +y.
+
+    Returns:
+        (vertices float64 [1 + rings segments, 3] m, triangles int32 [segments (2 rings - 1), 3]).
+
+    Raises:
+        ValueError: for a radius, rings, segments or opening out of range.
+    """
     radius = float(radius)
     if not (np.isfinite(radius) and radius > 0):
         raise ValueError(f"jellyfish_bell: radius must be a finite length > 0 (m), got {radius!r}")
@@ -97,7 +136,15 @@ def jellyfish_bell(radius: float = 0.1, rings: int = 3, segments: int = 8, openi
 
 def bell_hinge_groups(bend_edges, segments: int) -> np.ndarray:
     """Bending groups [e] of a `jellyfish_bell`'s bending edges [e, 4] (o1, o2, a, b): the hinges along ring j
-    (both a and b on ring j) are group j, the radial hinges (spokes) -1 (undriven)."""
+    (both a and b on ring j) are group j, the radial hinges (spokes) -1 (undriven).
+
+    Args:
+        bend_edges: [e, 4] int, the bending edges (o1, o2, a, b) as vertex indices of the bell.
+        segments: vertices per ring of the bell.
+
+    Returns:
+        [e] int32, the group of each bending edge (-1: undriven).
+    """
     e = np.asarray(bend_edges)
     ring_a, ring_b = (e[:, 2] - 1) // segments, (e[:, 3] - 1) // segments
     return np.where((ring_a == ring_b) & (e[:, 2] > 0), ring_a, -1).astype(np.int32)
@@ -108,7 +155,24 @@ def jellyfish_task(*, size: int = 64, frames: int = 60, substeps: int = 32, fram
                    bend_ke: float = 20.0, elevation: float = 10.0, state_weight: float = 1.0) -> ControlTask:
     """The control-jellyfish task (module docstring). `offset`: the target's height above the start (m);
     `amplitude`: the bound of the rest-angle offsets (rad); `drag`: the triangles' drag coefficient
-    (kg/m^3: f = drag A |n . v| v); `bend_ke`: the bending stiffness (N m/rad)."""
+    (kg/m^3: f = drag A |n . v| v); `bend_ke`: the bending stiffness (N m/rad).
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        offset: m, the target's height above the start.
+        amplitude: rad, the bound of the rest-angle offsets.
+        drag: kg/m^3, the triangles' drag coefficient (f = drag A |n . v| v).
+        bend_ke: N m/rad, the bending stiffness.
+        effort: weight of the effort term of the loss (`ControlTask`).
+        elevation: degrees, the camera's elevation.
+        state_weight: weight of the loss's state term (`ControlTask`); 0: none.
+
+    Returns:
+        The `ControlTask`.
+    """
     rings, segments = 3, 8
     x, tris = jellyfish_bell(0.1, rings, segments, 100.0)
     cloth = cloth_mesh(x, tris, density=5.0, tri_ke=200.0, tri_ka=200.0, tri_kd=0.05, tri_drag=drag,

@@ -63,7 +63,19 @@ def _tilted(axis, degrees: float):
 
 def penalty_stability(*, mass: float, ke: float, kd: float, kf: float, dt: float, contacts: int = 4) -> dict:
     """The penalty model's explicit-step numbers for `contacts` hull vertices in contact (each must stay
-    below its limit: normal 4, friction 2)."""
+    below its limit: normal 4, friction 2).
+
+    Args:
+        mass: kg, the body's mass.
+        ke: N/m, the contact stiffness.
+        kd: N s/m, the contact damping.
+        kf: N s/m, the friction's viscous slope.
+        dt: s, the step.
+        contacts: number of hull vertices in contact.
+
+    Returns:
+        {"normal": dt^2 ke N / m + 2 dt kd N / m, "friction": dt kf N / m} (dimensionless).
+    """
     n = contacts / mass
     return {"normal": dt * dt * ke * n + 2.0 * dt * kd * n, "friction": dt * kf * n}
 
@@ -83,7 +95,30 @@ def rigid_mass(*, size: int = 64, frames: int = 24, substeps: int = 16, frame_dt
     ground by default (`height` 0): dropped from 5 cm, the landing bounce (corners leaving and striking the
     ground again while the push acts) still makes the loss jagged at the 0.1 % scale on other scenes
     (mass 2.5 kg: a local minimum 0.17 % off, gradients of the wrong sign 0.1 % off); sliding from rest, no
-    corner leaves the ground and the loss is monotone on both sides of the truth."""
+    corner leaves the ground and the loss is monotone on both sides of the truth.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        mass: kg, the box's mass.
+        half_extents: [3] m, the box's half extents.
+        push: [3] N, the known push (world frame).
+        push_point: [3] m, where the push acts (body frame); None: the centre of the +z face.
+        push_frames: number of leading frames during which the push acts.
+        height: m, the release height of the lowest corner above the ground.
+        tilt: degrees, the rotation about x.
+        contact_ke: N/m, the penalty ground contact's stiffness.
+        contact_kd: N s/m, the penalty contact's damping.
+        contact_kf: N s/m, the friction's viscous slope.
+        contact_mu: the Coulomb friction coefficient (dimensionless).
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment`; its theta holds body_mass and push.
+    """
     body = _box(half_extents, rot=_tilted((1.0, 0.0, 0.0), tilt), height=height, mass=mass,
                 contact_ke=contact_ke, contact_kd=contact_kd, contact_kf=contact_kf, contact_mu=contact_mu)
     point = (0.0, 0.0, half_extents[2]) if push_point is None else push_point
@@ -122,7 +157,37 @@ def rigid_material(*, size: int = 64, frames: Optional[int] = None, substeps: in
 
     Bounce (`estimate` within BOUNCE_QUANTITIES, ke and kd): the first bounce (16 frames) of a level drop
     from 25 cm with `velocity` and `omega` and a push (0, 0, -4) N on the corner at +`half_extents` during
-    the first 4 frames: ke shows only through the rebound, whose height is centimetres from 25 cm."""
+    the first 4 frames: ke shows only through the rebound, whose height is centimetres from 25 cm.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames; None: 36 (slide) or 16 (bounce).
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        mass: kg, the box's mass.
+        half_extents: [3] m, the box's half extents.
+        contact_ke: N/m, the penalty ground contact's stiffness.
+        contact_kd: N s/m, the penalty contact's damping.
+        contact_kf: N s/m, the friction's viscous slope.
+        contact_mu: the Coulomb friction coefficient (dimensionless).
+        velocity: [3] m/s, the initial velocity (world frame).
+        omega: [3] rad/s, the initial angular velocity (world frame).
+        height: m, the release height of the lowest corner; None: 0 (slide) or 0.25 (bounce).
+        tilt: degrees, the rotation about x; None: 0 (level).
+        push: [3] N, the known push (world frame); None: the slide's pull or the bounce's corner push.
+        push_point: [3] m, where the push acts (body frame); None: the facing side face's centre (slide) or
+            the corner at +half_extents (bounce).
+        push_frames: number of leading frames during which the push acts; None: all frames (slide) or 4.
+        estimate: the quantities (of MATERIAL_QUANTITIES) theta holds besides push.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment`.
+
+    Raises:
+        ValueError: when the slide's push moment could tip the box.
+    """
     bounce = set(estimate) <= set(BOUNCE_QUANTITIES)
     frames = (16 if bounce else 36) if frames is None else frames
     height = (0.25 if bounce else 0.0) if height is None else height
@@ -168,7 +233,27 @@ def rigid_restitution(*, size: int = 64, frames: int = 40, substeps: int = 8, fr
                       azimuth: float = 20.0) -> Experiment:
     """A cube of `mass` kg tilted `tilt` degrees about z, dropped from `height` m (lowest corner) with
     `velocity` m/s and spin `omega` rad/s onto the ground (impulse model, friction `contact_mu`): it bounces
-    several times, each bounce `restitution` times the speed of the last. Estimates restitution."""
+    several times, each bounce `restitution` times the speed of the last. Estimates restitution.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        mass: kg, the cube's mass.
+        half_extents: [3] m, the cube's half extents.
+        restitution: the impulse model's coefficient of restitution, in [0, 1].
+        contact_mu: the Coulomb friction coefficient (dimensionless).
+        height: m, the release height of the lowest corner above the ground.
+        velocity: [3] m/s, the initial velocity (world frame).
+        omega: [3] rad/s, the initial angular velocity (world frame).
+        tilt: degrees, the rotation about z.
+        elevation: degrees, the camera's elevation.
+        azimuth: degrees, the camera's azimuth.
+
+    Returns:
+        The `Experiment`; its theta holds restitution and push.
+    """
     body = _box(half_extents, rot=_tilted((0.0, 0.0, 1.0), tilt), height=height, mass=mass, vel=velocity,
                 omega=omega, contact_mu=contact_mu, restitution=restitution)
     topology, params, state0 = body.build(ground=True, rigid_contact="impulse")

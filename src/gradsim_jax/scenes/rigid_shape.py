@@ -68,7 +68,18 @@ def _body_experiment(name, verts, faces, *, size, frames, substeps, frame_dt, ca
 def experiments(*, size: int = 64, frames: int = 24, substeps: int = 4, frame_dt: float = 1.0 / 60.0,
                 subdivisions: int = SUBDIVISIONS) -> tuple[Experiment, Experiment]:
     """(target, model): the cube's experiment (camera framed on its motion) and the sphere template's,
-    seen by the same camera, with theta {"shape": zeros [m, 3]}."""
+    seen by the same camera, with theta {"shape": zeros [m, 3]}.
+
+    Args:
+        size: pixels, the image's width and height.
+        frames: number of frames.
+        substeps: simulation steps per frame.
+        frame_dt: s, the time between frames.
+        subdivisions: subdivisions of the sphere template's icosphere.
+
+    Returns:
+        (target, model) `Experiment`s.
+    """
     kw = dict(size=size, frames=frames, substeps=substeps, frame_dt=frame_dt)
     target = _body_experiment("rigid_shape_cube", *box_mesh(HALF_SIDE, HALF_SIDE, HALF_SIDE), **kw)
     x_cube = np.asarray(vertices(target, target.theta))
@@ -78,7 +89,16 @@ def experiments(*, size: int = 64, frames: int = 24, substeps: int = 4, frame_dt
 
 
 def silhouette_iou(video, target, threshold: float = 0.5) -> float:
-    """Mean over frames 1.. of the IoU of the silhouettes (alpha > threshold) of two videos [T, H, W, 4]."""
+    """Mean over frames 1.. of the IoU of the silhouettes (alpha > threshold) of two videos [T, H, W, 4].
+
+    Args:
+        video: [T, H, W, 4] RGBA video.
+        target: [T, H, W, 4] RGBA video to compare with.
+        threshold: the alpha above which a pixel is in the silhouette.
+
+    Returns:
+        The mean IoU in [0, 1] (an empty union counts as 0).
+    """
     a = np.asarray(video)[1:, ..., 3] > threshold
     b = np.asarray(target)[1:, ..., 3] > threshold
     inter = np.sum(a & b, axis=(1, 2))
@@ -87,7 +107,15 @@ def silhouette_iou(video, target, threshold: float = 0.5) -> float:
 
 
 def box_surface_distance(points, half_extents) -> np.ndarray:
-    """Unsigned distance (m) of points [n, 3] to the surface of the box of `half_extents` centred at 0."""
+    """Unsigned distance (m) of points [n, 3] to the surface of the box of `half_extents` centred at 0.
+
+    Args:
+        points: [n, 3] m, the points.
+        half_extents: [3] m, the box's half extents.
+
+    Returns:
+        [n] m, each point's distance to the box's surface (float64).
+    """
     q = np.abs(np.asarray(points, np.float64)) - np.asarray(half_extents, np.float64)
     outside = np.linalg.norm(np.maximum(q, 0.0), axis=-1)
     inside = np.minimum(np.max(q, axis=-1), 0.0)
@@ -97,7 +125,15 @@ def box_surface_distance(points, half_extents) -> np.ndarray:
 def hull_error(model: Experiment, offsets) -> dict:
     """The hull template + offsets (body frame, where the cube sits centred on its centre of mass) against
     the cube: mean and largest vertex distance to its surface (m, and relative to its half side) and the
-    volume ratio."""
+    volume ratio.
+
+    Args:
+        model: the sphere template's `Experiment` (`experiments`).
+        offsets: [m, 3] m, per-vertex offsets of the hull (body frame).
+
+    Returns:
+        {"mean_vertex_distance_m", "max_vertex_distance_m", "mean_vertex_distance_rel", "volume_ratio"}.
+    """
     verts = np.asarray(model.params.rigid.vertices, np.float64) + np.asarray(offsets, np.float64)
     faces = np.asarray(model.topology.rigid.faces)
     props = mass_properties(jnp.asarray(verts), faces, mass=MASS)
@@ -108,7 +144,17 @@ def hull_error(model: Experiment, offsets) -> dict:
 
 
 def shape_metrics(model: Experiment, target_video, offsets_initial, offsets_fitted) -> dict:
-    """IoU and hull error of the initial and fitted shapes (see `silhouette_iou`, `hull_error`)."""
+    """IoU and hull error of the initial and fitted shapes (see `silhouette_iou`, `hull_error`).
+
+    Args:
+        model: the sphere template's `Experiment` (`experiments`).
+        target_video: [T, H, W, 4] RGBA, the cube's video.
+        offsets_initial: [m, 3] m, the initial hull offsets.
+        offsets_fitted: [m, 3] m, the fitted hull offsets.
+
+    Returns:
+        {"initial": metrics, "fitted": metrics}, each {"silhouette_iou", and the `hull_error` entries}.
+    """
     from gradsim_jax.sysid import simulate_video
 
     out = {}
@@ -119,6 +165,14 @@ def shape_metrics(model: Experiment, target_video, offsets_initial, offsets_fitt
 
 
 def metric_lines(metrics: dict) -> list[str]:
+    """The printed lines of `shape_metrics`: IoU, hull distance (mm) and volume ratio, initial and fitted.
+
+    Args:
+        metrics: `shape_metrics`'s dict.
+
+    Returns:
+        Two lines of text (initial, fitted).
+    """
     lines = []
     for key in ("initial", "fitted"):
         m = metrics[key]
@@ -130,7 +184,19 @@ def metric_lines(metrics: dict) -> list[str]:
 
 def run_demo(args) -> int:
     """`gradsim-jax demo rigid-shape`: fit the sphere's hull to the cube's video; write `sysid.run`'s
-    outputs to args.out with "shape_metrics" in report.json. Returns the exit status."""
+    outputs to args.out with "shape_metrics" in report.json. Returns the exit status.
+
+    Args:
+        args: the parsed command line (argparse.Namespace): out, size, frames, iterations, smoothness (None:
+            the defaults), checkpoint_every, resume, resume_anyway, no_progress, force, seed.
+
+    Returns:
+        The exit status, 0.
+
+    Raises:
+        ValueError: when args.out is not a writable folder, or the run needs more memory than available
+            without --force.
+    """
     from gradsim_jax import sysid
     from gradsim_jax.physics import available_memory_bytes, estimate_cost
     from gradsim_jax.physics.cost import human_bytes

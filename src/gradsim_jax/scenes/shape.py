@@ -27,7 +27,14 @@ def spiral_views(count: int = 12) -> tuple:
     """(elevation, azimuth) in degrees of `count` views spread evenly over the directions: a golden-angle
     spiral over a hemisphere (equal areas: sin(elevation) = (k + 1/2) / count), every other view moved to
     the opposite direction's mirror below (a silhouette seen from -d is the one from d mirrored, so no
-    two views are opposite)."""
+    two views are opposite).
+
+    Args:
+        count: number of views.
+
+    Returns:
+        `count` (elevation, azimuth) pairs, degrees.
+    """
     views = []
     for k in range(count):
         elevation = np.degrees(np.arcsin((k + 0.5) / count))
@@ -44,14 +51,36 @@ RASTERIZERS = {"softras": RenderSettings(), "dibr": RenderSettings(coverage="dib
 
 def target_mesh(subdivisions: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """The true shape's mesh (vertices [N, 3], faces [F, 3]): `TARGET_AXES`, `TARGET_EXPONENT`, on an icosphere
-    of `subdivisions` (the demo's is one finer than its template, so the fit cannot copy its vertices)."""
+    of `subdivisions` (the demo's is one finer than its template, so the fit cannot copy its vertices).
+
+    Args:
+        subdivisions: subdivisions of the icosphere the superquadric is made from.
+
+    Returns:
+        (vertices [N, 3] m, faces [F, 3]).
+    """
     return superquadric_mesh(TARGET_AXES, TARGET_EXPONENT, subdivisions)
 
 
 def shape_experiment(size: int = 64, subdivisions: int = 3, *, rasterizer: str = "softras", distance: float = 4.0,
                      laplacian: float = 5.0, edge_length: float = 5.0) -> ShapeExperiment:
     """The template icosphere (`subdivisions`) seen from `FIT_VIEWS` (and `HELD_OUT_VIEWS`, held out) at
-    `distance` m, `size` px, rendered by `rasterizer` ("softras" or "dibr")."""
+    `distance` m, `size` px, rendered by `rasterizer` ("softras" or "dibr").
+
+    Args:
+        size: pixels, the images' width and height.
+        subdivisions: subdivisions of the template icosphere.
+        rasterizer: "softras" or "dibr".
+        distance: m, the cameras' distance from the origin.
+        laplacian: weight of the Laplacian regularizer (per m^2, `ShapeExperiment`).
+        edge_length: weight of the edge-length regularizer (per m^2, `ShapeExperiment`).
+
+    Returns:
+        The `ShapeExperiment`.
+
+    Raises:
+        ValueError: for an unknown rasterizer.
+    """
     if rasterizer not in RASTERIZERS:
         raise ValueError(f"rasterizer must be one of {', '.join(RASTERIZERS)}, got {rasterizer!r}")
     vertices, faces = sphere_mesh(TEMPLATE_RADIUS, subdivisions, fit="vertices")
@@ -70,12 +99,33 @@ COLOR = (0.85, 0.55, 0.25)
 
 def exact_settings(exp: ShapeExperiment, vertices, faces, cameras) -> RenderSettings:
     """The experiment's settings with tile and pixel capacities that drop no face of the mesh (`vertices`,
-    `faces`) in any of `cameras` (host side: for rendering a target once, or scoring)."""
+    `faces`) in any of `cameras` (host side: for rendering a target once, or scoring).
+
+    Args:
+        exp: the `ShapeExperiment` whose settings are the base.
+        vertices: [N, 3] m, the mesh's vertices.
+        faces: [F, 3] int, the mesh's triangles.
+        cameras: the `Camera`s (one image size).
+
+    Returns:
+        The `RenderSettings`.
+    """
     return suggest_capacities(cameras, np.asarray(vertices, np.float32), faces, settings=exp.settings)
 
 
 def shaded_views(exp: ShapeExperiment, vertices, faces=None, cameras=None, settings=None) -> np.ndarray:
-    """RGBA views [V, H, W, 4] of the mesh painted `COLOR` under SoftRas's default lights, for the videos."""
+    """RGBA views [V, H, W, 4] of the mesh painted `COLOR` under SoftRas's default lights, for the videos.
+
+    Args:
+        exp: the `ShapeExperiment`.
+        vertices: [N, 3] m, the mesh's vertices.
+        faces: [F, 3] int, the mesh's triangles; None: the experiment's.
+        cameras: the `Camera`s of the V views; None: the experiment's fitted views.
+        settings: `RenderSettings`; None: the experiment's.
+
+    Returns:
+        [V, H, W, 4] numpy RGBA images in [0, 1].
+    """
     import jax
     import jax.numpy as jnp
 
@@ -89,7 +139,16 @@ def shaded_views(exp: ShapeExperiment, vertices, faces=None, cameras=None, setti
 
 
 def shapes_figure(path, columns: dict, titles: list):
-    """A PNG grid: one row per entry of `columns` ({name: RGBA views [V, H, W, 4]}), one column per view."""
+    """A PNG grid: one row per entry of `columns` ({name: RGBA views [V, H, W, 4]}), one column per view.
+
+    Args:
+        path: where the PNG is written.
+        columns: {row name: RGBA views [V, H, W, 4]}.
+        titles: one title per view (column).
+
+    Returns:
+        The written file's `Path`.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -117,7 +176,15 @@ def run_shape_demo(args) -> int:
     """`gradsim-jax demo shape`: render the superquadric's silhouettes from 12 cameras, deform the icosphere until
     its silhouettes match, report the IoU on the fitted and the 4 held-out views and the chamfer distance to
     the true surface; writes the outputs of `demo cloth` (the views as the videos' frames) and shape.png
-    (target, initial and fitted, held-out views)."""
+    (target, initial and fitted, held-out views).
+
+    Args:
+        args: the parsed command line (argparse.Namespace): out, size, subdivisions, rasterizer, laplacian,
+            edge_length, iterations, learning_rate, no_progress.
+
+    Returns:
+        The exit status, 0.
+    """
     import time
 
     from gradsim_jax import sysid

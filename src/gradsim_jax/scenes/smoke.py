@@ -20,7 +20,22 @@ def plume_experiment(cells: int = 48, frames: int = 45, size: int = 64, *, buoya
                      inflow_rate: float = 2.0, dtype=jnp.float32) -> SmokeExperiment:
     """A plume rising in a closed 1 m box of `cells` x `cells` cells, fed by a disc of radius 0.08 m at
     (0.5, 0.12) m, filmed for `frames` frames at 30 fps (one solver step per frame) as a `size` px image;
-    buoyancy (m/s^2 per unit density) and inflow_rate (density/s) are the truth."""
+    buoyancy (m/s^2 per unit density) and inflow_rate (density/s) are the truth.
+
+    Args:
+        cells: cells along each side of the 1 m box (at least 8).
+        frames: number of frames (one solver step each).
+        size: pixels, the image's width and height.
+        buoyancy: m/s^2 per unit density, the smoke's buoyancy.
+        inflow_rate: density/s, the rate the disc feeds smoke in.
+        dtype: the float dtype of the solver's arrays.
+
+    Returns:
+        The `SmokeExperiment`.
+
+    Raises:
+        ValueError: for fewer than 8 cells.
+    """
     if cells < 8:
         raise ValueError(f"the plume needs at least 8 cells a side, got {cells}")
     top = SmokeTopology((cells, cells), spacing=1.0 / cells, walls="closed", tolerance=1e-5)
@@ -33,7 +48,20 @@ def plume_experiment(cells: int = 48, frames: int = 45, size: int = 64, *, buoya
 def letter_mask(letter: str, shape, *, height: float = 0.6, centre=(0.5, 0.55)) -> np.ndarray:
     """[ny, nx] 1.0 in the cells (y up) whose centres lie inside `letter` drawn in DejaVu Sans Bold, `height`
     (fraction of the box) tall, centred at `centre` (fractions of width and height); holes stay empty
-    (even-odd rule over the glyph's outlines)."""
+    (even-odd rule over the glyph's outlines).
+
+    Args:
+        letter: the text to draw (visible characters).
+        shape: (ny, nx), the grid's cells.
+        height: the text's height as a fraction of the box's.
+        centre: (x, y) of the text's centre, as fractions of the box's width and height.
+
+    Returns:
+        [ny, nx] float64 mask of 0.0 and 1.0, row 0 at the bottom.
+
+    Raises:
+        ValueError: for text without visible characters or without an outline in the font.
+    """
     from matplotlib.font_manager import FontProperties
     from matplotlib.path import Path
     from matplotlib.textpath import TextPath
@@ -62,7 +90,21 @@ def shape_experiment(cells: int = 110, frames: int = 100, size=None, *, fill: fl
                      dtype=jnp.float32) -> SmokeExperiment:
     """gradSim's smoke2d set-up: a closed box of `cells` x `cells` unit cells, smoke of density 1 filling the
     lower `fill` of it, at rest, no buoyancy; `frames` steps of dt = 1 (a frame each), rendered as a
-    `size` px image (default one pixel per cell). The initial velocity ("smoke_velocity") is what a fit finds."""
+    `size` px image (default one pixel per cell). The initial velocity ("smoke_velocity") is what a fit finds.
+
+    Args:
+        cells: cells along each side of the box (at least 8).
+        frames: number of frames (one solver step of dt = 1 each).
+        size: pixels, the image's width and height; None: `cells`.
+        fill: fraction in (0, 1] of the box's height the smoke fills at the start.
+        dtype: the float dtype of the solver's arrays.
+
+    Returns:
+        The `SmokeExperiment`.
+
+    Raises:
+        ValueError: for fewer than 8 cells or a fill outside (0, 1].
+    """
     if cells < 8:
         raise ValueError(f"the box needs at least 8 cells a side, got {cells}")
     if not 0.0 < fill <= 1.0:
@@ -82,7 +124,18 @@ def _relative(estimate, truth) -> float:
 
 def run_buoyancy_demo(args) -> int:
     """`gradsim-jax demo smoke-buoyancy`: render the plume with `PLUME_TRUTH`, fit buoyancy and inflow rate
-    (or --estimate's quantities) from a start --offset off, write the outputs `demo cloth` writes."""
+    (or --estimate's quantities) from a start --offset off, write the outputs `demo cloth` writes.
+
+    Args:
+        args: the parsed command line (argparse.Namespace): out, estimate, cells, frames, size, offset,
+            iterations, learning_rate, polish, frame_stride, no_progress.
+
+    Returns:
+        The exit status, 0.
+
+    Raises:
+        ValueError: for --estimate naming no or unknown quantities.
+    """
     import time
 
     from gradsim_jax import sysid
@@ -125,7 +178,17 @@ def run_buoyancy_demo(args) -> int:
 
 def frames_figure(path, rows: dict, frames, labels=None):
     """A PNG of videos side by side: one row per entry of `rows` ({label: [T, H, W, 4] RGBA}), the frames
-    `frames` in columns (each composited over black)."""
+    `frames` in columns (each composited over black).
+
+    Args:
+        path: where the PNG is written.
+        rows: {label: [T, H, W, 4] RGBA video}.
+        frames: the frame indices shown (clipped to each video's length).
+        labels: {frame index: column title}; None or missing: "frame k".
+
+    Returns:
+        The written file's `Path`.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -153,7 +216,15 @@ def run_shape_demo(args) -> int:
     """`gradsim-jax demo smoke-shape`: gradSim's smoke2d. The initial velocity field of smoke filling the lower
     third of a box is optimized (Adam) until the smoke at the last frame forms the target picture (--text drawn
     in code, or --target IMAGE: a picture of your own, its brightness taken as the smoke's opacity); writes the
-    outputs `demo cloth` writes, target.png and frames.png."""
+    outputs `demo cloth` writes, target.png and frames.png.
+
+    Args:
+        args: the parsed command line (argparse.Namespace): out, cells, frames, text, target, iterations,
+            learning_rate, smoothness, no_progress.
+
+    Returns:
+        The exit status, 0.
+    """
     import time
 
     from gradsim_jax import sysid
@@ -203,7 +274,19 @@ def _iou(density, mask, scale) -> float:
 def target_picture(exp: SmokeExperiment, text: str, path=None) -> tuple[np.ndarray, np.ndarray]:
     """(the target RGBA picture [H, W, 4], its smoke mask [ny, nx] of 0..1): `text` drawn in the box
     (`letter_mask`, density 1 like the smoke), or the picture at `path` (any image imageio reads, alpha or
-    not): its brightness resampled to the grid is the mask, rendered as smoke of that opacity."""
+    not): its brightness resampled to the grid is the mask, rendered as smoke of that opacity.
+
+    Args:
+        exp: the `SmokeExperiment` (grid shape, renderer, scale).
+        text: the text drawn when `path` is None.
+        path: an image file to aim at; None: draw `text`.
+
+    Returns:
+        (RGBA picture [H, W, 4] in [0, 1], mask [ny, nx] in [0, 1], row 0 at the bottom).
+
+    Raises:
+        ValueError: for an unreadable, malformed or all-black picture (and `letter_mask`'s errors).
+    """
     from gradsim_jax.sysid.smoke import render_density
 
     if path is None:

@@ -21,7 +21,18 @@ def textured_blob(rings: int = 16, segments: int = 32) -> tuple[np.ndarray, np.n
     """(vertices [N, 3], faces [F, 3], uv [F, 3, 2]): a sphere of radius about 1 pushed out into a gentle
     four-lobed bulge around the equator (so that it is no sphere), `rings` x `segments` latitude-longitude
     quads; uv per face corner: u the longitude (0..1 round the y axis), v the latitude (0 south, 1 north),
-    so the seam at u = 0 = 1 needs no duplicated vertices."""
+    so the seam at u = 0 = 1 needs no duplicated vertices.
+
+    Args:
+        rings: latitude bands (at least 3).
+        segments: longitude segments (at least 3).
+
+    Returns:
+        (vertices [N, 3] m, faces [F, 3] int32, uv [F, 3, 2] in [0, 1]).
+
+    Raises:
+        ValueError: for fewer than 3 rings or segments.
+    """
     if rings < 3 or segments < 3:
         raise ValueError(f"textured_blob needs rings >= 3 and segments >= 3, got {rings}, {segments}")
     lat = np.linspace(0.0, np.pi, rings + 1)  # from the north pole
@@ -54,7 +65,14 @@ def textured_blob(rings: int = 16, segments: int = 32) -> tuple[np.ndarray, np.n
 
 def true_texture(shape=(64, 64)) -> np.ndarray:
     """[Ht, Wt, 3] in [0, 1]: hue round the longitude, bands of brightness along the latitude and a checker
-    of 8 x 8 texel squares: colour, contrast and sharp edges to recover."""
+    of 8 x 8 texel squares: colour, contrast and sharp edges to recover.
+
+    Args:
+        shape: (Ht, Wt), texels of the texture's height and width.
+
+    Returns:
+        [Ht, Wt, 3] RGB in [0, 1].
+    """
     ht, wt = shape
     v, u = (np.mgrid[0:ht, 0:wt] + 0.5) / np.asarray([ht, wt])[:, None, None]
     value = 0.55 + 0.35 * np.cos(6 * np.pi * v)
@@ -67,7 +85,22 @@ def texture_experiment(size: int = 96, rings: int = 16, segments: int = 32, text
                        distance: float = 4.0, rasterizer: str = "softras") -> TextureExperiment:
     """The blob seen from `FIT_VIEWS` (and `HELD_OUT_VIEWS`, held out) at `distance` m, `size` px, under
     SoftRas's default lights, on a black background, rendered by `rasterizer` ("softras" or "dibr": the
-    `RenderSettings.coverage` model)."""
+    `RenderSettings.coverage` model).
+
+    Args:
+        size: pixels, the images' width and height.
+        rings: latitude bands of the blob (`textured_blob`).
+        segments: longitude segments of the blob.
+        texture_shape: (Ht, Wt), texels of the texture to recover.
+        distance: m, the cameras' distance from the origin.
+        rasterizer: "softras" or "dibr".
+
+    Returns:
+        The `TextureExperiment`.
+
+    Raises:
+        ValueError: for an unknown rasterizer.
+    """
     if rasterizer not in ("softras", "dibr"):
         raise ValueError(f"rasterizer must be softras or dibr, got {rasterizer!r}")
     vertices, faces, uv = textured_blob(rings, segments)
@@ -81,7 +114,15 @@ def texture_experiment(size: int = 96, rings: int = 16, segments: int = 32, text
 
 
 def textures_figure(path, textures: dict):
-    """A PNG of the named textures side by side."""
+    """A PNG of the named textures side by side.
+
+    Args:
+        path: where the PNG is written.
+        textures: {name: [Ht, Wt, 3] RGB texture in [0, 1]}.
+
+    Returns:
+        The written file's `Path`.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -101,7 +142,15 @@ def textures_figure(path, textures: dict):
 def run_texture_demo(args) -> int:
     """`gradsim-jax demo texture`: render the blob with its true texture from 8 cameras, recover the texture from
     grey, report PSNR on the 8 views and the 4 held-out ones; writes the outputs of `demo cloth` (the views as
-    the videos' frames) and texture.png (true, initial, fitted)."""
+    the videos' frames) and texture.png (true, initial, fitted).
+
+    Args:
+        args: the parsed command line (argparse.Namespace): out, size, texels, rasterizer (optional),
+            iterations, learning_rate, no_progress.
+
+    Returns:
+        The exit status, 0.
+    """
     import time
 
     from gradsim_jax import sysid
