@@ -45,16 +45,12 @@ _FACES = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
 
 
 def as_tet_mesh(vertices, tets, name):
-    """(vertices float64 [n, 3], tets int64 [k, 4]) converted and checked for shape, finite coordinates and
-    integer indices in range; MeshError naming the mesh otherwise. Orientation is not checked (`check_tets`).
+    """(vertices float64 [n, 3], tets int64 [k, 4]), shapes, finite values and indices checked (MeshError).
 
     Args:
         vertices: [n, 3] m, the mesh's vertices.
         tets: [k, 4] vertex indices (integers, or floats holding whole numbers; empty: no tets).
         name: what error messages call the mesh.
-
-    Returns:
-        (vertices float64 [n, 3], tets int64 [k, 4]).
     """
     x = np.asarray(vertices, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
@@ -84,24 +80,18 @@ def tet_volumes(vertices, tets) -> np.ndarray:
     Args:
         vertices: [n, 3] m, the mesh's vertices.
         tets: [k, 4] int, vertex indices (a, b, c, d) of each tet.
-
-    Returns:
-        [k] m^3, the signed volume of each tet.
     """
     return rest_tet_volumes(vertices, tets)[0]
 
 
 def check_tets(vertices, tets, *, name: str = "tet mesh") -> tuple[np.ndarray, np.ndarray]:
     """(vertices float64 [n, 3], tets int32 [k, 4]) after checking them; MeshError naming the first
-    repeated-vertex, inverted or degenerate tet (and the mesh `name`).
+    repeated-vertex, inverted or degenerate tet (and the mesh `name`); every tet returned is positive.
 
     Args:
         vertices: [n, 3] m, the mesh's vertices.
         tets: [k, 4] int, vertex indices of each tet (k >= 1).
         name: what error messages call the mesh.
-
-    Returns:
-        (vertices float64 [n, 3], tets int32 [k, 4]), every tet positive.
     """
     x, t = as_tet_mesh(vertices, tets, name)
     if t.shape[0] == 0:
@@ -131,10 +121,7 @@ def orient_tets(vertices, tets) -> np.ndarray:
 
     Args:
         vertices: [n, 3] m, the mesh's vertices.
-        tets: [k, 4] int, vertex indices of each tet (not modified).
-
-    Returns:
-        [k, 4] int32, the tets with every negative one's last two vertices swapped.
+        tets: [k, 4] int, vertex indices of each tet (not modified; the result is a new int32 array).
     """
     t = np.array(tets, dtype=np.int64, copy=True)
     neg = tet_volumes(vertices, t) < 0
@@ -143,16 +130,12 @@ def orient_tets(vertices, tets) -> np.ndarray:
 
 
 def lumped_masses(vertices, tets, density) -> np.ndarray:
-    """Per-vertex masses [n] (kg): each tet gives density * V0 / 4 to each of its vertices; `density`
-    (kg/m^3) one value or one per tet.
+    """Per-vertex masses [n] (kg): each tet gives density * V0 / 4 to each of its vertices.
 
     Args:
         vertices: [n, 3] m, the mesh's vertices.
         tets: [k, 4] int, vertex indices of each positive tet.
-        density: kg/m^3, one value or [k].
-
-    Returns:
-        [n] kg, the mass lumped on each vertex (0 for a vertex no tet uses).
+        density: kg/m^3, one value or one per tet [k].
     """
     x, t = np.asarray(vertices, np.float64), np.asarray(tets)
     share = np.broadcast_to(np.asarray(density, np.float64), (t.shape[0],)) * tet_volumes(x, t) / 4.0
@@ -166,9 +149,6 @@ def tet_surface(tets) -> np.ndarray:
 
     Args:
         tets: [k, 4] int, vertex indices of each positive tet.
-
-    Returns:
-        [f, 3] int32, the boundary triangles (counter-clockwise seen from outside).
     """
     t = np.asarray(tets, np.int64).reshape(-1, 4)
     faces = t[:, _FACES].reshape(-1, 3)
@@ -206,16 +186,12 @@ def _check_pattern(fn, pattern):
 
 
 def positive_value(fn, name, value) -> float:
-    """`value` as a float after checking it is a finite number > 0 (not a bool); ValueError naming `fn` and
-    `name` otherwise.
+    """`value` as a float, checked to be a finite number > 0 (not a bool); ValueError naming `fn` and `name`.
 
     Args:
         fn: the name of the calling function, for the error message.
         name: the argument's name, for the error message.
         value: the value to check (any unit; returned unchanged in it).
-
-    Returns:
-        float, the value.
     """
     try:
         v = float(value)
@@ -253,16 +229,14 @@ def _grid_tets(mask, spacing, origin, pattern):
 def box_tets(dims=(1, 1, 1), size=(1.0, 1.0, 1.0), *, pattern: int = 6, origin=(0.0, 0.0, 0.0)):
     """A box of nx x ny x nz cube cells, each split into `pattern` = 5 or 6 tets.
 
-    The box spans origin .. origin + size; vertex (i, j, k) is index (i (ny + 1) + j) (nz + 1) + k.
+    The box spans origin .. origin + size. Returns (vertices float64 [(nx+1)(ny+1)(nz+1), 3], tets int32
+    [pattern nx ny nz, 4]), every tet positive; vertex (i, j, k) is index (i (ny + 1) + j) (nz + 1) + k.
 
     Args:
         dims: (nx, ny, nz), cells per axis (whole numbers >= 1).
         size: m, the box's extent per axis (three lengths, or one for all).
         pattern: 5 or 6 tets per cell (module docstring).
         origin: [3] m, the box's lower corner.
-
-    Returns:
-        (vertices float64 [(nx+1)(ny+1)(nz+1), 3], tets int32 [pattern nx ny nz, 4]), every tet positive.
     """
     _check_pattern("box_tets", pattern)
     try:
@@ -290,9 +264,6 @@ def voxel_tets(mask, cell_size=1.0, *, pattern: int = 6, origin=(0.0, 0.0, 0.0))
         cell_size: m, one length or one per axis.
         pattern: 5 or 6 tets per cell.
         origin: [3] m, the grid's lower corner.
-
-    Returns:
-        (vertices float64 [m, 3], tets int32 [pattern * kept cells, 4]), every tet positive.
     """
     _check_pattern("voxel_tets", pattern)
     mask = np.asarray(mask)
@@ -309,18 +280,9 @@ def voxel_tets(mask, cell_size=1.0, *, pattern: int = 6, origin=(0.0, 0.0, 0.0))
 def walker_tets(body=(6, 2, 3), leg=(1, 2, 1), *, legs: int = 4, cell_size: float = 0.1, pattern: int = 6):
     """A soft walker: a body block standing on `legs` (2 or 4) leg blocks, all on one grid (conforming).
 
-    y is up. Four legs stand under the body's four corners; two legs stand under its two x ends, each as deep
-    (z) as the body. The feet are at y = 0 and the body is centred on x = z = 0.
-
-    Args:
-        body: (x, y, z) cells of the body (whole numbers >= 1).
-        leg: (x, y, z) cells of each leg (z ignored with two legs).
-        legs: 2 or 4.
-        cell_size: m, the edge of one cube cell.
-        pattern: 5 or 6 tets per cell.
-
-    Returns:
-        (vertices, tets) as `voxel_tets`.
+    body: (x, y, z) cells of the body; leg: (x, y, z) cells of each leg; y is up. Four legs stand under the
+    body's four corners; two legs stand under its two x ends, each as deep (z) as the body. The feet are at
+    y = 0 and the body is centred on x = z = 0. `cell_size` m. Returns (vertices, tets) as `voxel_tets`.
     """
     bx, by, bz = (_whole("walker_tets", "body", b, 1) for b in body)
     lx, ly, lz = (_whole("walker_tets", "leg", b, 1) for b in leg)
@@ -342,14 +304,11 @@ def walker_tets(body=(6, 2, 3), leg=(1, 2, 1), *, legs: int = 4, cell_size: floa
 def sphere_tets(radius: float = 1.0, cells: int = 4):
     """A ball of `radius` m: a 5-tet box grid of `cells` cells per axis on [-1, 1]^3, mapped onto the ball
     (module docstring); the surface vertices lie on the sphere, so the volume is a little below 4/3 pi r^3
-    (0.94 of it at cells = 4, 0.98 at 8).
+    (0.94 of it at cells = 4, 0.98 at 8). Returns (vertices float64 [(cells+1)^3, 3], tets int32 [5 cells^3, 4]).
 
     Args:
         radius: m, the ball's radius.
         cells: cells per axis of the box grid (whole number >= 1; keep <= ~10, module docstring).
-
-    Returns:
-        (vertices float64 [(cells+1)^3, 3], tets int32 [5 cells^3, 4]).
     """
     r = positive_value("sphere_tets", "radius", radius)
     n = _whole("sphere_tets", "cells", cells, 1)
@@ -450,14 +409,12 @@ def extrude_tets(polygon, height: float, layers: int = 1):
     """A prism: the simple polygon `polygon` [m, 2] (m, convex or not, either winding; its 2-D (u, v) become
     (x, z)) extruded along y from -height/2 to height/2 in `layers` layers. The polygon is triangulated by
     ear clipping on its own vertices; every prism splits into 3 tets, conforming (module docstring).
+    Returns (vertices float64 [m (layers + 1), 3], tets int32 [3 (m - 2) layers, 4]).
 
     Args:
         polygon: [m, 2] m, the simple polygon's (u, v) points (m >= 3; a repeated closing point is dropped).
         height: m, the extrusion's length along y.
         layers: the number of prism layers (whole number >= 1).
-
-    Returns:
-        (vertices float64 [m (layers + 1), 3], tets int32 [3 (m - 2) layers, 4]).
     """
     poly = np.asarray(polygon, np.float64)
     if poly.ndim != 2 or poly.shape[1] != 2 or len(poly) < 3:
@@ -493,18 +450,7 @@ def _disk(radius, segments, rings):
 def cylinder_tets(radius: float, height: float, segments: int = 16, *, rings: int = 2, layers: int = 2):
     """A cylinder of axis y (y from -height/2 to height/2): the regular `segments`-gon inscribed in the circle
     of `radius` m (like `rigid.cylinder_mesh`), meshed as a centre and `rings` rings of `segments` points,
-    extruded in `layers` layers. Volume segments/2 r^2 sin(2 pi / segments) height.
-
-    Args:
-        radius: m, the circle's radius.
-        height: m, the cylinder's length along y.
-        segments: points per ring (whole number >= 3).
-        rings: rings of points around the centre (whole number >= 1).
-        layers: the number of prism layers along y (whole number >= 1).
-
-    Returns:
-        (vertices float64 [(1 + rings segments)(layers + 1), 3], tets int32 [k, 4]), every tet positive.
-    """
+    extruded in `layers` layers. Volume segments/2 r^2 sin(2 pi / segments) height."""
     r = positive_value("cylinder_tets", "radius", radius)
     segments = _whole("cylinder_tets", "segments", segments, 3)
     rings = _whole("cylinder_tets", "rings", rings, 1)
@@ -514,9 +460,8 @@ def cylinder_tets(radius: float, height: float, segments: int = 16, *, rings: in
 
 def gear_outline(teeth: int, r_inner: float, r_outer: float, *, tooth_width: float = 0.5,
                  tip_width: float = 0.5) -> np.ndarray:
-    """The gear's outline [4 teeth, 2] (counter-clockwise): per tooth a root edge on the circle of `r_inner`
-    and a trapezoidal tooth to `r_outer`. `tooth_width`: the share of each pitch angle (2 pi / teeth) the
-    tooth's base takes; `tip_width`: the share of the base angle its tip keeps.
+    """The gear's outline [4 teeth, 2] m (counter-clockwise): per tooth a root edge on the circle of `r_inner`
+    and a trapezoidal tooth to `r_outer`.
 
     Args:
         teeth: the number of teeth (whole number >= 3).
@@ -524,9 +469,6 @@ def gear_outline(teeth: int, r_inner: float, r_outer: float, *, tooth_width: flo
         r_outer: m, the tip circle's radius (> r_inner).
         tooth_width: in (0, 1), the share of each pitch angle (2 pi / teeth) the tooth's base takes.
         tip_width: in (0, 1), the share of the base angle the tooth's tip keeps.
-
-    Returns:
-        [4 teeth, 2] m, the outline's points, counter-clockwise.
     """
     teeth = _whole("gear_tets", "teeth", teeth, 3)
     ri, ro = positive_value("gear_tets", "r_inner", r_inner), positive_value("gear_tets", "r_outer", r_outer)
@@ -550,19 +492,6 @@ def gear_tets(teeth: int, r_inner: float, r_outer: float, thickness: float, *, t
 
     The 2-D mesh: a centre fanned to `hub_rings` rings of 2 teeth points at the root angles (the last being
     the root points), and two triangles per tooth; extruded by the prism rule (module docstring).
-
-    Args:
-        teeth: the number of teeth (whole number >= 3).
-        r_inner: m, the root circle's radius.
-        r_outer: m, the tip circle's radius (> r_inner).
-        thickness: m, the plate's extent along y.
-        tooth_width: in (0, 1), the share of each pitch angle the tooth's base takes (`gear_outline`).
-        tip_width: in (0, 1), the share of the base angle the tooth's tip keeps (`gear_outline`).
-        hub_rings: rings of points between the centre and the root circle (whole number >= 1).
-        layers: the number of prism layers along y (whole number >= 1).
-
-    Returns:
-        (vertices float64 [n, 3], tets int32 [k, 4]), every tet positive.
     """
     outline = gear_outline(teeth, r_inner, r_outer, tooth_width=tooth_width, tip_width=tip_width)
     hub_rings = _whole("gear_tets", "hub_rings", hub_rings, 1)

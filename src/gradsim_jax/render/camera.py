@@ -128,9 +128,6 @@ class Camera:
             far: world units, the far end of the depth range.
             dtype: the camera's float dtype (None: that of the first float array among fx, rvec, eye,
                 world_to_camera, else float32).
-
-        Returns:
-            The `Camera`; ValueError unless exactly one pose is given.
         """
         given = [world_to_camera is not None, rvec is not None or tvec is not None, eye is not None]
         if sum(given) != 1:
@@ -206,9 +203,6 @@ def skew(v):
 
     Args:
         v: [3] the vector.
-
-    Returns:
-        [3, 3] the skew-symmetric matrix.
     """
     zero = jnp.zeros_like(v[0])
     return jnp.stack([
@@ -226,9 +220,6 @@ def rotation_from_rvec(rvec):
 
     Args:
         rvec: [3] rad, the rotation's axis times its angle.
-
-    Returns:
-        [3, 3] the rotation matrix, in rvec's dtype.
     """
     theta2 = jnp.sum(rvec * rvec)
     small = theta2 < 1e-4
@@ -245,9 +236,6 @@ def rvec_from_rotation(rotation) -> np.ndarray:
 
     Args:
         rotation: [3, 3] a proper rotation matrix.
-
-    Returns:
-        [3] float64 rad, the Rodrigues vector.
     """
     r = np.asarray(rotation, np.float64)
     cos = np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0)
@@ -273,9 +261,6 @@ def look_at_pose(eye, at, up):
         eye: [3] world units, the camera centre.
         at: [3] world units, the point looked at.
         up: [3], the approximate up direction of the image (not parallel to at - eye).
-
-    Returns:
-        (R [3, 3] world-to-camera rotation, rows right, down, forward; t [3] world units, so X_c = R X + t).
     """
     forward = safe_normalize(at - eye)
     right = safe_normalize(jnp.cross(forward, up))
@@ -329,9 +314,6 @@ def camera_from_eye(
         width: image width in pixels.
         height: image height in pixels.
         dtype: the camera's float dtype (None: as above).
-
-    Returns:
-        The `Camera`; ValueError for a degenerate look-at (eye at `at`, up parallel to the view).
     """
     _check_image_size(width, height)
     if dtype is None:
@@ -350,9 +332,6 @@ def eye_from_spherical(distance, elevation, azimuth):
         distance: world units, d.
         elevation: degrees, el.
         azimuth: degrees, az.
-
-    Returns:
-        [3] world units, the eye's offset from the point looked at.
     """
     el = jnp.deg2rad(elevation)
     az = jnp.deg2rad(azimuth)
@@ -390,9 +369,6 @@ def look_at_camera(
         width: image width in pixels.
         height: image height in pixels.
         dtype: the camera's float dtype (None: that of `distance` when float, else float32).
-
-    Returns:
-        The `Camera`.
     """
     if dtype is None:
         dtype = _float_dtype(jnp.asarray(distance))
@@ -410,9 +386,6 @@ def camera_axes(camera: Camera):
 
     Args:
         camera: the `Camera`.
-
-    Returns:
-        [3, 3] the rows right, up, forward.
     """
     return camera.rotation * jnp.asarray(_Y_UP, camera.rotation.dtype)[:, None]
 
@@ -423,9 +396,6 @@ def world_to_camera(camera: Camera, points):
     Args:
         camera: the `Camera`.
         points: [..., 3] world points (world units).
-
-    Returns:
-        [..., 3] world units, (right, up, forward) coordinates.
     """
     cv = points @ camera.rotation.T + camera.translation
     return cv * jnp.asarray(_Y_UP, cv.dtype)
@@ -440,9 +410,6 @@ def project_pixels(camera: Camera, points):
     Args:
         camera: the `Camera`.
         points: [..., 3] world points (world units).
-
-    Returns:
-        (uv [..., 2] pixels (column, row; zero where z <= near), z [...] world units along the view axis).
     """
     cv = points @ camera.rotation.T + camera.translation
     z = cv[..., 2]
@@ -458,9 +425,6 @@ def pixel_to_screen(camera: Camera, uv):
     Args:
         camera: the `Camera` (only its width and height are read).
         uv: [..., 2] pixels, (column, row) with pixel centres at integers.
-
-    Returns:
-        [..., 2] screen coordinates (x, y).
     """
     x = (2.0 * uv[..., 0] + 1.0 - camera.width) / camera.height
     y = (camera.height - 2.0 * uv[..., 1] - 1.0) / camera.height
@@ -473,9 +437,6 @@ def screen_to_pixel(camera: Camera, xy):
     Args:
         camera: the `Camera` (only its width and height are read).
         xy: [..., 2] screen coordinates (x right, y up, pixels scaled by 2 / H).
-
-    Returns:
-        [..., 2] pixels, (column, row).
     """
     col = (xy[..., 0] * camera.height + camera.width - 1.0) * 0.5
     row = (camera.height - 1.0 - xy[..., 1] * camera.height) * 0.5
@@ -491,9 +452,6 @@ def project(camera: Camera, points):
     Args:
         camera: the `Camera`.
         points: [..., 3] world points (world units).
-
-    Returns:
-        (xy [..., 2] screen coordinates, z [...] world units along the view axis).
     """
     uv, z = project_pixels(camera, points)
     xy = pixel_to_screen(camera, uv)
@@ -507,9 +465,6 @@ def pixel_centers(width: int, height: int, dtype=np.float32) -> np.ndarray:
         width: image width in pixels.
         height: image height in pixels.
         dtype: the numpy dtype of the result.
-
-    Returns:
-        [height, width, 2] numpy array of screen coordinates.
     """
     cols = (2.0 * np.arange(width) + 1.0 - width) / height
     rows = (height - 2.0 * np.arange(height) - 1.0) / height
@@ -527,9 +482,6 @@ def with_image_size(camera: Camera, width: int, height: int) -> Camera:
         camera: the `Camera`.
         width: the new image width W' in pixels.
         height: the new image height H' in pixels.
-
-    Returns:
-        The `Camera` with scaled intrinsics and the new size (pose, near, far unchanged).
     """
     _check_image_size(width, height)
     scale = jnp.asarray([width / camera.width, height / camera.height], camera.focal.dtype)
@@ -544,9 +496,6 @@ def pose_vector(camera: Camera) -> np.ndarray:
 
     Args:
         camera: the `Camera` (concrete values).
-
-    Returns:
-        [6] float64: rvec [3] rad, then tvec [3] world units.
     """
     return np.concatenate([rvec_from_rotation(camera.rotation), np.asarray(camera.translation, np.float64)])
 
@@ -557,9 +506,6 @@ def with_pose_vector(camera: Camera, pose) -> Camera:
     Args:
         camera: the `Camera`.
         pose: [6], rvec [3] rad then tvec [3] world units (as `pose_vector` returns).
-
-    Returns:
-        The `Camera` with the new rotation and translation.
     """
     pose = jnp.asarray(pose, camera.rotation.dtype)
     return dataclasses.replace(camera, rotation=rotation_from_rvec(pose[:3]), translation=pose[3:6])
