@@ -56,7 +56,14 @@ class CheckpointMismatch(CheckpointError):
         super().__init__(self.describe(hint))
 
     def describe(self, hint: str) -> str:
-        """The message, ending with `hint` (how to resume regardless, in the caller's words)."""
+        """The message, ending with `hint` (how to resume regardless, in the caller's words).
+
+        Args:
+            hint: how to resume regardless, in the caller's words (e.g. "resume_anyway=True resumes regardless").
+
+        Returns:
+            str, "path: the checkpoint was made for other inputs (key: old in the checkpoint, new now; ...); hint".
+        """
 
         def show(value):
             if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
@@ -93,7 +100,14 @@ class Checkpoint(NamedTuple):
 
 
 def checkpoint_path(checkpoint_dir: str) -> str:
-    """The file `fit` writes its checkpoint to inside `checkpoint_dir`."""
+    """The file `fit` writes its checkpoint to inside `checkpoint_dir`.
+
+    Args:
+        checkpoint_dir: the folder of the checkpoint.
+
+    Returns:
+        str, the path of `CHECKPOINT_NAME` inside it.
+    """
     return os.path.join(checkpoint_dir, CHECKPOINT_NAME)
 
 
@@ -210,7 +224,14 @@ def _read(path: str) -> tuple[dict, dict]:
 
 def content_sha256(tree: Any) -> str:
     """sha256 (hex) of a pytree's structure and of every leaf's dtype, shape and bytes: equal exactly when
-    the contents are bit for bit equal. Leaves that are not arrays or numbers count by their repr."""
+    the contents are bit for bit equal. Leaves that are not arrays or numbers count by their repr.
+
+    Args:
+        tree: any pytree.
+
+    Returns:
+        str, 64 hex digits.
+    """
     digest = hashlib.sha256()
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     digest.update(str(treedef).encode())
@@ -228,8 +249,15 @@ def content_sha256(tree: Any) -> str:
 def check_resume(path: str, metadata: dict, resume_anyway: bool = False) -> tuple[Optional[dict], dict]:
     """Compare the metadata stored in the checkpoint at `path` with `metadata` (JSON-serializable).
 
-    Returns (the checkpoint's metadata, or None when it stores none: written before metadata existed;
-    {key: [checkpoint's value, current value]} for each key that differs).
+    Args:
+        path: the checkpoint file.
+        metadata: the current problem's metadata (JSON-serializable; tuples compare as lists).
+        resume_anyway: return the differences instead of raising CheckpointMismatch.
+
+    Returns:
+        (the checkpoint's metadata, or None when it stores none: written before metadata existed;
+        {key: [checkpoint's value, current value]} for each key that differs).
+
     Raises:
       CheckpointMismatch: some key differs and not `resume_anyway`.
       CheckpointError: the file is missing or unreadable.

@@ -90,6 +90,16 @@ class IdentifiabilityReport:
 
 
 def scalar_labels(name: str, shape: tuple[int, ...], label: Callable[[str], str]) -> list[str]:
+    """One label per scalar of a field, in C (row-major) order: label("k[0,1]"), ...; label(name) for a scalar.
+
+    Args:
+        name: the field's name (dotted path).
+        shape: the field's shape (() for a scalar).
+        label: name -> its readable label, e.g. a `Transform.label` ("log(k[2])").
+
+    Returns:
+        list of str, prod(shape) labels.
+    """
     if not shape:
         return [label(name)]
     return [
@@ -158,9 +168,17 @@ def report_from_jacobian(jacobian, residuals, labels, values, dxdz, *, rtol: flo
                          sigma2: Optional[float] = None) -> IdentifiabilityReport:
     """The report from a Jacobian already at hand (e.g. a Levenberg-Marquardt solver's last one).
 
-    jacobian: [N, P] d residuals / d scaled parameters; residuals: [N]; labels: [P] names of the scaled
-    coordinates; values: [P] physical values; dxdz: [P] d physical / d scaled (the transforms' slopes);
-    rtol and sigma2 as in `gauss_newton_report`.
+    Args:
+        jacobian: [N, P] d residuals / d scaled parameters.
+        residuals: [N] (flattened if not), the residual vector at the solution.
+        labels: [P] names of the scaled coordinates.
+        values: [P] physical values at the solution.
+        dxdz: [P] d physical / d scaled (the transforms' slopes).
+        rtol: as in `gauss_newton_report`: eigenvalues of J^T J at or below rtol * max are flagged.
+        sigma2: as in `gauss_newton_report`: the known residual variance, or None to estimate it.
+
+    Returns:
+        IdentifiabilityReport (every number NaN when J^T J is not finite); ValueError when the shapes disagree.
     """
     jac = np.asarray(jacobian, np.float64)
     r = np.ravel(np.asarray(residuals, np.float64))

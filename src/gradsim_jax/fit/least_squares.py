@@ -47,7 +47,17 @@ def forward_jacobian(fn: Callable, z, batch: int = JACOBIAN_BATCH):
 
     On the pendulum demo's 60-frame residual (3 unknowns) this takes 4.5 s where `jax.linearize` and one
     linear pass per column took 7.5 s: the linearized function re-runs the renderer's rematerialized
-    (`jax.checkpoint`) frames for every column."""
+    (`jax.checkpoint`) frames for every column.
+
+    Args:
+        fn: z -> a pytree of arrays (the residual), traceable.
+        z: [m] the unknowns, a flat array.
+        batch: tangents pushed through `fn` at once (clipped to 1..m).
+
+    Returns:
+        (fn(z), the Jacobian as a pytree like fn(z) whose leaves have a leading axis of z.size: leaf [m, *shape],
+        column j = d leaf / d z[j]).
+    """
     if z.size == 0:
         r = fn(z)
         return r, jax.tree.map(lambda a: jnp.zeros((0,) + jnp.shape(a), a.dtype), r)
@@ -72,6 +82,20 @@ def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *
     would move no entry by more than `step_tol` x max(1, |z|) (the minimum is found to that precision: near
     it a float32 residual's rounding decides which trials lower the cost, and those steps only wander).
     `on_step(k, cost)` after each accepted step.
+
+    Args:
+        residual: z [m] -> r [k] (numpy float64), or None to evaluate every trial with `linearize`.
+        linearize: z [m] -> (r [k], J [k, m]) (numpy float64).
+        z0: [m] the starting point.
+        mask: [m] bool, the entries that move (None: all); the others keep their values.
+        steps: the most accepted steps.
+        tol: the relative cost improvement below which the iteration stops.
+        lam: the initial damping lambda (divided by 4 after an accepted step, times 4 after a rejected one).
+        step_tol: the Gauss-Newton step, relative to max(1, |z|), below which the iteration stops.
+        on_step: called as on_step(k, cost) after the k-th accepted step (cost |r|^2), or None.
+
+    Returns:
+        `LeastSquaresResult` at the last accepted z (z0 when none was).
     """
     zf = np.array(z0, np.float64)
     mask = np.ones(zf.shape, bool) if mask is None else np.asarray(mask, bool)

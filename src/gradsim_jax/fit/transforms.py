@@ -37,21 +37,49 @@ class Transform:
     name: str = ""
 
     def forward(self, x: Array) -> Array:
-        """Physical `x` (any shape) -> unconstrained `u` (same shape and dtype)."""
+        """Physical `x` (any shape) -> unconstrained `u` (same shape and dtype).
+
+        Args:
+            x: physical values, any shape, in the field's unit.
+
+        Returns:
+            `u`, the same shape and dtype as `x`.
+        """
         raise NotImplementedError
 
     def inverse(self, u: Array) -> Array:
-        """Unconstrained `u` (any shape) -> physical `x` (same shape and dtype)."""
+        """Unconstrained `u` (any shape) -> physical `x` (same shape and dtype).
+
+        Args:
+            u: unconstrained values, any shape.
+
+        Returns:
+            `x`, the same shape and dtype as `u`, in the field's unit.
+        """
         raise NotImplementedError
 
     def check_domain(self, field: str, x: Array) -> None:
-        """Raise ValueError, naming `field`, when host value `x` is outside this transform's domain."""
+        """Raise ValueError, naming `field`, when host value `x` is outside this transform's domain.
+
+        The base accepts any finite value.
+
+        Args:
+            field: the field's name (dotted path), for the message.
+            x: the field's physical value, any shape (numpy or host array).
+        """
         x = np.asarray(x)
         if not np.all(np.isfinite(x)):
             raise ValueError(f"field {field!r} has non-finite values: {x.ravel()[:8]}")
 
     def label(self, field: str) -> str:
-        """Readable name of the unconstrained coordinate of `field`, e.g. "log(mass)"."""
+        """Readable name of the unconstrained coordinate of `field`, e.g. "log(mass)".
+
+        Args:
+            field: the field's name (dotted path).
+
+        Returns:
+            str, "name(field)", or `field` itself for a transform without a name.
+        """
         return f"{self.name}({field})" if self.name else field
 
 
@@ -70,9 +98,25 @@ class Identity(Transform):
     """x = u."""
 
     def forward(self, x: Array) -> Array:
+        """Physical `x` -> unconstrained `u`: u = x.
+
+        Args:
+            x: physical values, any shape, in the field's unit.
+
+        Returns:
+            `u`, the same shape (and dtype) as `x`.
+        """
         return jnp.asarray(x)
 
     def inverse(self, u: Array) -> Array:
+        """Unconstrained `u` -> physical `x`: x = u.
+
+        Args:
+            u: unconstrained values, any shape.
+
+        Returns:
+            `x`, the same shape (and dtype) as `u`, in the field's unit.
+        """
         return jnp.asarray(u)
 
 
@@ -83,12 +127,34 @@ class Log(Transform):
     name = "log"
 
     def forward(self, x: Array) -> Array:
+        """Physical `x` -> unconstrained `u`: u = log(x).
+
+        Args:
+            x: physical values, any shape, in the field's unit (> 0).
+
+        Returns:
+            `u`, the same shape (and dtype) as `x`.
+        """
         return jnp.log(x)
 
     def inverse(self, u: Array) -> Array:
+        """Unconstrained `u` -> physical `x`: x = exp(u) > 0.
+
+        Args:
+            u: unconstrained values, any shape.
+
+        Returns:
+            `x`, the same shape (and dtype) as `u`, in the field's unit.
+        """
         return jnp.exp(u)
 
     def check_domain(self, field: str, x: Array) -> None:
+        """Raise ValueError, naming `field`, when host value `x` is not in (0, inf).
+
+        Args:
+            field: the field's name (dotted path), for the message.
+            x: the field's physical value, any shape (numpy or host array).
+        """
         _check_open_interval("log", field, x, 0.0, np.inf)
 
 
@@ -99,6 +165,14 @@ class Softplus(Transform):
     name = "softplus_inv"
 
     def forward(self, x: Array) -> Array:
+        """Physical `x` -> unconstrained `u`: u = log(expm1(x)), the inverse of softplus.
+
+        Args:
+            x: physical values, any shape, in the field's unit (> 0).
+
+        Returns:
+            `u`, the same shape (and dtype) as `x`.
+        """
         x = jnp.asarray(x)
         # Above -log(eps), softplus(u) == u to working precision; there exp(-x) may also underflow and
         # turn log(-expm1(-x)) into -inf, so take the identity branch (double-where keeps grads finite).
@@ -107,9 +181,23 @@ class Softplus(Transform):
         return jnp.where(big, x, safe_x + jnp.log(-jnp.expm1(-safe_x)))
 
     def inverse(self, u: Array) -> Array:
+        """Unconstrained `u` -> physical `x`: x = softplus(u) > 0.
+
+        Args:
+            u: unconstrained values, any shape.
+
+        Returns:
+            `x`, the same shape (and dtype) as `u`, in the field's unit.
+        """
         return jax.nn.softplus(u)
 
     def check_domain(self, field: str, x: Array) -> None:
+        """Raise ValueError, naming `field`, when host value `x` is not in (0, inf).
+
+        Args:
+            field: the field's name (dotted path), for the message.
+            x: the field's physical value, any shape (numpy or host array).
+        """
         _check_open_interval("softplus", field, x, 0.0, np.inf)
 
 
@@ -126,13 +214,35 @@ class Bounded(Transform):
             raise ValueError(f"Bounded needs finite lo < hi; got lo={self.lo}, hi={self.hi}")
 
     def forward(self, x: Array) -> Array:
+        """Physical `x` -> unconstrained `u`: u = logit((x - lo) / (hi - lo)).
+
+        Args:
+            x: physical values, any shape, in the field's unit (in (lo, hi)).
+
+        Returns:
+            `u`, the same shape (and dtype) as `x`.
+        """
         t = (jnp.asarray(x) - self.lo) / (self.hi - self.lo)
         return jnp.log(t) - jnp.log1p(-t)
 
     def inverse(self, u: Array) -> Array:
+        """Unconstrained `u` -> physical `x`: x = lo + (hi - lo) sigmoid(u), in (lo, hi).
+
+        Args:
+            u: unconstrained values, any shape.
+
+        Returns:
+            `x`, the same shape (and dtype) as `u`, in the field's unit.
+        """
         return self.lo + (self.hi - self.lo) * jax.nn.sigmoid(u)
 
     def check_domain(self, field: str, x: Array) -> None:
+        """Raise ValueError, naming `field`, when host value `x` is not in the open interval (lo, hi).
+
+        Args:
+            field: the field's name (dotted path), for the message.
+            x: the field's physical value, any shape (numpy or host array).
+        """
         _check_open_interval(f"Bounded({self.lo}, {self.hi})", field, x, self.lo, self.hi)
 
 
@@ -142,7 +252,14 @@ _BY_NAME = {"identity": Identity(), "log": Log(), "softplus": Softplus()}
 
 
 def resolve_transform(spec: TransformSpec | None) -> Transform:
-    """Turn "identity" | "log" | "softplus" | a `Transform` | None (identity) into a `Transform`."""
+    """Turn "identity" | "log" | "softplus" | a `Transform` | None (identity) into a `Transform`.
+
+    Args:
+        spec: "identity", "log", "softplus", a `Transform` (returned as it is), or None (identity).
+
+    Returns:
+        The `Transform`; ValueError for an unknown name.
+    """
     if spec is None:
         return _BY_NAME["identity"]
     if isinstance(spec, Transform):
@@ -162,7 +279,14 @@ def resolve_transform(spec: TransformSpec | None) -> Transform:
 
 def field_names(params: Any) -> tuple[str, ...]:
     """Names of the leaves of `params`: a dataclass instance (nested leaves by dotted path) or a mapping with
-    string keys."""
+    string keys.
+
+    Args:
+        params: the parameter tree: a dataclass instance or a dict of arrays (TypeError otherwise).
+
+    Returns:
+        tuple of str, the field names (dotted paths for nested dataclass leaves), in tree order.
+    """
     if dataclasses.is_dataclass(params) and not isinstance(params, type):
         return tuple(name for name, _ in named_leaves(params, ""))
     if isinstance(params, dict):
@@ -171,12 +295,28 @@ def field_names(params: Any) -> tuple[str, ...]:
 
 
 def get_field(params: Any, name: str) -> Array:
-    """The value of field `name` (a dotted path in a dataclass tree) of `params`."""
+    """The value of field `name` (a dotted path in a dataclass tree) of `params`.
+
+    Args:
+        params: the parameter tree: a dataclass instance or a dict of arrays.
+        name: the field's key (dict) or dotted path (dataclass tree), e.g. "cloth.tri_ke".
+
+    Returns:
+        The field's value (an array, in the field's physical unit).
+    """
     return params[name] if isinstance(params, dict) else get_path(params, name)
 
 
 def replace_fields(params: Any, values: dict[str, Array]) -> Any:
-    """A copy of `params` with the fields in `values` (dotted paths in a dataclass tree) replaced."""
+    """A copy of `params` with the fields in `values` (dotted paths in a dataclass tree) replaced.
+
+    Args:
+        params: the parameter tree: a dataclass instance or a dict of arrays (not modified).
+        values: {field name or dotted path: new value}.
+
+    Returns:
+        The new tree, of the type of `params`.
+    """
     if isinstance(params, dict):
         return {**params, **values}
     return replace_paths(params, values)
@@ -221,7 +361,15 @@ def resolve_free(
 
 
 def to_unconstrained(params: Any, transforms: dict[str, Transform]) -> dict[str, Array]:
-    """{name: forward(value)} for the free fields named by `transforms`, each in its field's dtype."""
+    """{name: forward(value)} for the free fields named by `transforms`, each in its field's dtype.
+
+    Args:
+        params: the parameter tree (physical values).
+        transforms: {name: Transform} of the free fields (`resolve_free`).
+
+    Returns:
+        {name: unconstrained array}, each of its field's shape and dtype.
+    """
     out = {}
     for n, t in transforms.items():
         x = jnp.asarray(get_field(params, n))
@@ -231,5 +379,14 @@ def to_unconstrained(params: Any, transforms: dict[str, Transform]) -> dict[str,
 
 
 def to_physical(params: Any, u: dict[str, Array], transforms: dict[str, Transform]) -> Any:
-    """`params` with each free field replaced by `inverse(u[name])`; the other fields pass through."""
+    """`params` with each free field replaced by `inverse(u[name])`; the other fields pass through.
+
+    Args:
+        params: the parameter tree whose other fields are kept.
+        u: {name: unconstrained array} of the free fields.
+        transforms: {name: Transform} of the free fields (`resolve_free`).
+
+    Returns:
+        The parameter tree with physical values in the free fields.
+    """
     return replace_fields(params, {n: t.inverse(u[n]) for n, t in transforms.items()})

@@ -76,7 +76,16 @@ class Windows:
 
 def window_length_for(horizon_steps: int, substeps: int, safety: float = 1.0 / 3.0) -> int:
     """Window length in frames for a gradient horizon of `horizon_steps` simulation steps (module docstring):
-    floor(safety * horizon_steps / substeps), at least 1."""
+    floor(safety * horizon_steps / substeps), at least 1.
+
+    Args:
+        horizon_steps: the gradient horizon in simulation steps (positive int, `gradsim-jax horizon`).
+        substeps: simulation steps per frame (positive int).
+        safety: in (0, 1], the share of the horizon a window may span (1/3: module docstring; 1/2 at most).
+
+    Returns:
+        int >= 1, the window length in frames.
+    """
     if not (isinstance(horizon_steps, (int, np.integer)) and horizon_steps >= 1):
         raise ValueError(f"horizon_steps must be a positive integer, got {horizon_steps!r}")
     if not (isinstance(substeps, (int, np.integer)) and substeps >= 1):
@@ -99,12 +108,36 @@ class Scaled(Transform):
             raise ValueError(f"Scaled needs a positive finite scale, got {self.scale!r}")
 
     def forward(self, x: Array) -> Array:
+        """Physical `x` -> unconstrained `u = x / scale`.
+
+        Args:
+            x: physical values, any shape, in the field's unit (m, m/s, ...).
+
+        Returns:
+            `u`, the same shape as `x`, in units of `scale`.
+        """
         return jnp.asarray(x) / self.scale
 
     def inverse(self, u: Array) -> Array:
+        """Unconstrained `u` -> physical `x = scale * u`.
+
+        Args:
+            u: unconstrained values, any shape, in units of `scale`.
+
+        Returns:
+            `x`, the same shape as `u`, in the field's unit.
+        """
         return jnp.asarray(u) * self.scale
 
     def label(self, field: str) -> str:
+        """Readable name of the unconstrained coordinate of `field`: "field/scale".
+
+        Args:
+            field: the field's name (dotted path).
+
+        Returns:
+            str, e.g. "x0/0.1".
+        """
         return f"{field}/{self.scale:g}"
 
 

@@ -22,6 +22,12 @@ def interior_edges(triangles) -> np.ndarray:
 
     a -> b follows the winding of the triangle opposite o1, so that the dihedral normals of both
     triangles agree with their windings. Boundary and non-manifold edges get no bending element.
+
+    Args:
+        triangles: [t, 3] int, vertex indices of each triangle.
+
+    Returns:
+        [e, 4] int32, (o1, o2, a, b) per interior edge: the two opposite vertices, then the edge's ends.
     """
     seen: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for tri in np.asarray(triangles).tolist():
@@ -59,7 +65,27 @@ def cloth_mesh(
     **renamed,
 ) -> Scene:
     """A cloth from a triangle mesh with lumped mass: each triangle gives density * area / 3 (kg) to each
-    of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list."""
+    of its vertices (`density` in kg/m^2). `pinned` is an optional [n] bool mask or index list.
+
+    Args:
+        vertices: [n, 3] m, the particles' positions (also the rest shape).
+        faces: [t, 3] int, vertex indices of each triangle.
+        density: kg/m^2, the cloth's areal density.
+        vel: [3] or [n, 3] m/s, initial velocities.
+        pinned: None, an [n] bool mask, or an index list of kinematic particles.
+        tri_ke: membrane stiffness k_mu (N/m, scaled by rest area), one value or [t].
+        tri_ka: membrane area stiffness k_lambda, one value or [t].
+        tri_kd: membrane damping k_damp, one value or [t].
+        tri_drag: aerodynamic drag coefficient, one value or [t] (0: none).
+        tri_lift: aerodynamic lift coefficient, one value or [t] (0: none).
+        bend_ke: N m/rad, bending stiffness per interior edge, one value or [e].
+        bend_kd: bending damping per interior edge, one value or [e].
+        **renamed: only the old names `edge_ke` / `edge_kd` (read as bend_ke / bend_kd with a
+            DeprecationWarning); any other keyword is a TypeError.
+
+    Returns:
+        A `Scene` piece with the particles, triangles and bending edges (none when bend_ke = bend_kd = 0).
+    """
     x = as_points(vertices, "vertices")
     require_finite("vertices", x)
     tris = as_indices(faces, 3, "faces")
@@ -135,6 +161,33 @@ def cloth_grid(
     2 dim_x dim_y triangles, two per cell, and one bending edge per interior (shared) edge (none when
     bend_ke = bend_kd = 0; `edge_ke` / `edge_kd`, dflex's names, still read with a DeprecationWarning). The fix_* flags
     pin the particles of the column i = 0 (left), i = dim_x (right), row j = dim_y (top), j = 0 (bottom).
+
+    Args:
+        dim_x: cells along the local x axis (int >= 1).
+        dim_y: cells along the local y axis (int >= 1).
+        cell_x: m, a cell's width along local x (finite > 0).
+        cell_y: m, a cell's height along local y (finite > 0).
+        pos: [3] m, where the grid's particle (0, 0) sits.
+        rot: [4], a nonzero quaternion (w, x, y, z) rotating the grid (normalised here).
+        vel: [3] or [(dim_x + 1)(dim_y + 1), 3] m/s, initial velocities.
+        mass: kg per particle.
+        fix_left: pin the column i = 0.
+        fix_right: pin the column i = dim_x.
+        fix_top: pin the row j = dim_y.
+        fix_bottom: pin the row j = 0.
+        reverse_winding: wind the two triangles of each cell the other way (their normals flip).
+        tri_ke: membrane stiffness k_mu (N/m, scaled by rest area), one value or [t].
+        tri_ka: membrane area stiffness k_lambda, one value or [t].
+        tri_kd: membrane damping k_damp, one value or [t].
+        tri_drag: aerodynamic drag coefficient, one value or [t] (0: none).
+        tri_lift: aerodynamic lift coefficient, one value or [t] (0: none).
+        bend_ke: N m/rad, bending stiffness per interior edge, one value or [e].
+        bend_kd: bending damping per interior edge, one value or [e].
+        **renamed: only the old names `edge_ke` / `edge_kd` (read as bend_ke / bend_kd with a
+            DeprecationWarning); any other keyword is a TypeError.
+
+    Returns:
+        A `Scene` piece with the grid's particles, triangles and bending edges.
     """
     dims = []
     for name, dim in (("dim_x", dim_x), ("dim_y", dim_y)):
@@ -182,6 +235,15 @@ def cloth_grid(
 
 def cloth_grid_counts(dim_x: int, dim_y: int, *, bending: bool = True) -> dict:
     """Element counts of `cloth_grid(dim_x, dim_y, ...)` without building it (for `estimate_cost`):
-    {"particles", "triangles", "bend_edges", "springs"}; `bending`: bend_ke or bend_kd nonzero."""
+    {"particles", "triangles", "bend_edges", "springs"}; `bending`: bend_ke or bend_kd nonzero.
+
+    Args:
+        dim_x: cells along the grid's x axis.
+        dim_y: cells along the grid's y axis.
+        bending: whether bend_ke or bend_kd is nonzero (False: no bending edges).
+
+    Returns:
+        dict of int counts with keys "particles", "triangles", "bend_edges", "springs" (always 0).
+    """
     return {"particles": (dim_x + 1) * (dim_y + 1), "triangles": 2 * dim_x * dim_y,
             "bend_edges": 3 * dim_x * dim_y - dim_x - dim_y if bending else 0, "springs": 0}

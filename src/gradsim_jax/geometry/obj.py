@@ -18,7 +18,17 @@ class MeshFileError(ValueError):
 
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
-    """Vertices [n, 3] (float64) and triangles [t, 3] (int32, 0-based) of an OBJ file."""
+    """Vertices [n, 3] (float64) and triangles [t, 3] (int32, 0-based) of an OBJ file.
+
+    Args:
+        path: path of the OBJ file (str or path-like).
+
+    Returns:
+        (vertices [n, 3] float64 in the file's length unit, triangles [t, 3] int32 0-based vertex indices).
+
+    Raises:
+        MeshFileError: the file has a bad line, no vertices or no faces, or a face names a missing vertex.
+    """
     vertices, faces, face_lines = [], [], []
     # Bytes that are not UTF-8 become U+FFFD: harmless in a comment, a line error in a number.
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -22,7 +22,16 @@ BOB_SUBDIVISIONS = 1
 
 def ode_body(system: OdeSystem, params, y0) -> Scene:
     """A user's ODE body as a `Scene` piece: its system (`physics.ode.OdeSystem`, e.g. a `FunctionOde`), its
-    parameters (any pytree of arrays) and its initial state y0 (a pytree)."""
+    parameters (any pytree of arrays) and its initial state y0 (a pytree).
+
+    Args:
+        system: the `physics.ode.OdeSystem` (TypeError otherwise).
+        params: any pytree of arrays, the system's parameters.
+        y0: a pytree, the system's initial state.
+
+    Returns:
+        A `Scene` piece with no particles and its `ode` set to (system, params, y0).
+    """
     if not isinstance(system, OdeSystem):
         raise TypeError(f"ode_body: system must be a physics.ode.OdeSystem (e.g. FunctionOde), got {type(system)}")
     return dataclasses.replace(particles(np.zeros((0, 3))), ode=(system, params, y0))
@@ -34,7 +43,21 @@ def pendulum(lengths, masses, theta, *, omega=0.0, damping=0.0, pivot=(0.0, 0.0,
     [k] kg, initial angles theta [k] rad from the downward vertical (counter-clockwise seen from +z), initial
     angular velocities omega [k] rad/s, joint damping [k] N m s/rad, the pivot [3] m, bob radii [k] m (drawn
     as spheres) and rod half widths [k] m (square rods; 0: none). One link: the simple pendulum; two: the
-    double pendulum. It swings in the x-y plane. Each per-link value may be one number for every link."""
+    double pendulum. It swings in the x-y plane. Each per-link value may be one number for every link.
+
+    Args:
+        lengths: [k] m, link lengths (one number: one link).
+        masses: [k] kg, bob masses.
+        theta: [k] rad, initial angles from the downward vertical (counter-clockwise seen from +z).
+        omega: [k] rad/s, initial angular velocities.
+        damping: [k] N m s/rad, joint damping.
+        pivot: [3] m, the pivot.
+        bob_radius: [k] m, bob radii (drawn as spheres).
+        rod_radius: [k] m, rod half widths (square rods; 0: none).
+
+    Returns:
+        A `Scene` piece with no particles and its `ode` set to the pendulum.
+    """
     lengths = np.atleast_1d(np.asarray(lengths, np.float64))
     if lengths.ndim != 1:
         raise ValueError(f"pendulum lengths must be one value per link, got shape {lengths.shape}")
@@ -66,7 +89,18 @@ def balls(x, v=0.0, *, radius=0.5, restitution=0.8, friction=0.0) -> Scene:
     """Bouncing balls with exact impacts as a `Scene` (`physics.ball`): centres x [b, 3] (or [3]) m, velocities
     v [b, 3] (or [3], or one number for every component) m/s, radius, restitution in [0, 1] and Coulomb friction
     (one each, or [b]). They bounce on the world's ground plane (`build(ground_height=...)`) under its gravity.
-    A ball in a vertical plane is one whose velocity has no component out of it."""
+    A ball in a vertical plane is one whose velocity has no component out of it.
+
+    Args:
+        x: [b, 3] (or [3]) m, ball centres.
+        v: [b, 3] (or [3], or one number for every component) m/s, velocities.
+        radius: m, one value or [b].
+        restitution: in [0, 1], one value or [b].
+        friction: the Coulomb friction coefficient (dimensionless), one value or [b].
+
+    Returns:
+        A `Scene` piece with no particles and its `ode` set to the balls.
+    """
     x = np.atleast_2d(np.asarray(x, np.float64))
     if x.ndim != 2 or x.shape[1] != 3:
         raise ValueError(f"balls: x must be [b, 3] (or [3]) m, got shape {np.shape(x)}")

@@ -47,6 +47,24 @@ def soft_body(
     1 cm; roughly dt < 0.3 h / sqrt((k_lambda + 2 k_mu) / density) for elements of size h, so stiffer
     materials or finer meshes need smaller steps. The boundary triangles (`tet_surface`) render the body
     (`render.mesh.scene_faces`).
+
+    Args:
+        vertices: [n, 3] m, the mesh's vertices in its own frame.
+        tets: [k, 4] int, vertex indices of each positively oriented tet.
+        density: kg/m^3, one value or [k] (one per tet; one value only with `particle_volume`).
+        k_mu: Pa, the Lame parameter mu, one value or [k].
+        k_lambda: Pa, the Lame parameter lambda, one value or [k].
+        k_damp: Pa s, the damping, one value or [k].
+        pos: [3] m, where the mesh's origin is placed.
+        rot: [4], a nonzero quaternion (w, x, y, z) rotating the mesh about its origin (normalised here).
+        vel: [3] or [n, 3] m/s, initial velocities.
+        pinned: None, an [n] bool mask, or vertex indices of kinematic particles.
+        particle_volume: m^3, None (lumped volumes), one value, or [n] per particle.
+        masses: None, or [n] kg particle masses set outright (each > 0).
+        name: what error messages call the body.
+
+    Returns:
+        A `Scene` piece with the body's particles, volumes, tets, material and boundary triangles.
     """
     x, t = tetmesh.check_tets(vertices, tets, name=name)
     k, n = t.shape[0], x.shape[0]

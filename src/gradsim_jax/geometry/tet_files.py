@@ -72,6 +72,12 @@ def load_tets(path) -> tuple[np.ndarray, np.ndarray]:
     whose tets are all negative (the other orientation convention) or some negative is re-oriented with a
     UserWarning saying how many; a degenerate or repeated-vertex tet, an index out of range, a file with no
     tets or one that cannot be read raise MeshError naming the file.
+
+    Args:
+        path: the tet-mesh file (str or path-like); its suffix picks the reader.
+
+    Returns:
+        (vertices float64 [n, 3] in the file's length unit, tets int32 [k, 4] positively oriented).
     """
     path = Path(path)
     if not path.is_file():
@@ -111,7 +117,13 @@ def load_tets(path) -> tuple[np.ndarray, np.ndarray]:
 
 def save_tets(path, vertices, tets) -> None:
     """Write a tet mesh (checked first with `check_tets`): `.tet` in gradSim's text format (coordinates to
-    17 significant digits, so a round trip is exact), any other suffix through meshio ('tetra' cells)."""
+    17 significant digits, so a round trip is exact), any other suffix through meshio ('tetra' cells).
+
+    Args:
+        path: the file to write (str or path-like); its suffix picks the format.
+        vertices: [n, 3] m, the mesh's vertices.
+        tets: [k, 4] int, vertex indices of each positively oriented tet.
+    """
     path = Path(path)
     x, t = check_tets(vertices, tets, name=str(path))
     if path.suffix.lower() == ".tet":
@@ -156,15 +168,25 @@ def tetrahedralize(vertices, faces, *, max_volume: float | None = None, quality:
                    timeout: float = 600.0) -> tuple[np.ndarray, np.ndarray]:
     """Fill the closed surface (vertices [n, 3] m, faces [f, 3]) with tets, using TetGen (module docstring).
 
-    max_volume: the largest tet volume (m^3), or None for no bound; quality: TetGen's bound on a tet's
-    radius-edge ratio (> 1; ~1.2-2 give well-shaped tets, smaller asks for more points), or None for none;
-    keep_surface: keep the input triangles as they are (TetGen's -Y: no point added on the surface, which
-    stays exactly the input's, so the volume matches to rounding; TetGen may then leave `max_volume`
-    unmet, e.g. a box stays 6 tets); otherwise TetGen may split surface triangles. The surface is checked first (`check_closed_mesh`: MeshError for an open, non-manifold or
+    The surface is checked first (`check_closed_mesh`: MeshError for an open, non-manifold or
     inconsistently oriented mesh; an inward one is flipped with a warning). Runs TetGen in a child process
     (at most `timeout` s); its failure (e.g. a self-intersecting surface) raises MeshError with its message.
-    Returns (vertices float64 [m, 3], tets int32 [k, 4]), every tet positive; the input vertices come first.
     ImportError (saying `pip install tetgen`) when the binding is not installed.
+
+    Args:
+        vertices: [n, 3] m, the closed surface's vertices.
+        faces: [f, 3] int, vertex indices of each surface triangle.
+        max_volume: m^3, the largest tet volume, or None for no bound.
+        quality: TetGen's bound on a tet's radius-edge ratio (> 1; ~1.2-2 give well-shaped tets, smaller asks
+            for more points), or None for none.
+        keep_surface: keep the input triangles as they are (TetGen's -Y: no point added on the surface, which
+            stays exactly the input's, so the volume matches to rounding; TetGen may then leave `max_volume`
+            unmet, e.g. a box stays 6 tets); otherwise TetGen may split surface triangles.
+        name: what error messages call the surface.
+        timeout: s, the longest TetGen may run in its child process.
+
+    Returns:
+        (vertices float64 [m, 3], tets int32 [k, 4]), every tet positive; the input vertices come first.
     """
     import importlib.util
 

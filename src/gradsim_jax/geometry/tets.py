@@ -45,6 +45,13 @@ _FACES = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
 
 
 def as_tet_mesh(vertices, tets, name):
+    """(vertices float64 [n, 3], tets int64 [k, 4]), shapes, finite values and indices checked (MeshError).
+
+    Args:
+        vertices: [n, 3] m, the mesh's vertices.
+        tets: [k, 4] vertex indices (integers, or floats holding whole numbers; empty: no tets).
+        name: what error messages call the mesh.
+    """
     x = np.asarray(vertices, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
         raise MeshError(f"{name}: vertices must be [n, 3], got shape {x.shape}")
@@ -68,13 +75,24 @@ def as_tet_mesh(vertices, tets, name):
 
 
 def tet_volumes(vertices, tets) -> np.ndarray:
-    """Signed rest volumes [k] (m^3): det[b - a, c - a, d - a] / 6, positive for a positive tet."""
+    """Signed rest volumes [k] (m^3): det[b - a, c - a, d - a] / 6, positive for a positive tet.
+
+    Args:
+        vertices: [n, 3] m, the mesh's vertices.
+        tets: [k, 4] int, vertex indices (a, b, c, d) of each tet.
+    """
     return rest_tet_volumes(vertices, tets)[0]
 
 
 def check_tets(vertices, tets, *, name: str = "tet mesh") -> tuple[np.ndarray, np.ndarray]:
     """(vertices float64 [n, 3], tets int32 [k, 4]) after checking them; MeshError naming the first
-    repeated-vertex, inverted or degenerate tet (and the mesh `name`)."""
+    repeated-vertex, inverted or degenerate tet (and the mesh `name`); every tet returned is positive.
+
+    Args:
+        vertices: [n, 3] m, the mesh's vertices.
+        tets: [k, 4] int, vertex indices of each tet (k >= 1).
+        name: what error messages call the mesh.
+    """
     x, t = as_tet_mesh(vertices, tets, name)
     if t.shape[0] == 0:
         raise MeshError(f"{name}: has no tets")
@@ -99,7 +117,12 @@ def check_tets(vertices, tets, *, name: str = "tet mesh") -> tuple[np.ndarray, n
 
 def orient_tets(vertices, tets) -> np.ndarray:
     """tets [k, 4] with the last two vertices swapped wherever the volume is negative (a mesh file written
-    with the other orientation convention)."""
+    with the other orientation convention).
+
+    Args:
+        vertices: [n, 3] m, the mesh's vertices.
+        tets: [k, 4] int, vertex indices of each tet (not modified; the result is a new int32 array).
+    """
     t = np.array(tets, dtype=np.int64, copy=True)
     neg = tet_volumes(vertices, t) < 0
     t[neg, 2], t[neg, 3] = t[neg, 3], t[neg, 2].copy()
@@ -107,8 +130,13 @@ def orient_tets(vertices, tets) -> np.ndarray:
 
 
 def lumped_masses(vertices, tets, density) -> np.ndarray:
-    """Per-vertex masses [n] (kg): each tet gives density * V0 / 4 to each of its vertices; `density`
-    (kg/m^3) one value or one per tet."""
+    """Per-vertex masses [n] (kg): each tet gives density * V0 / 4 to each of its vertices.
+
+    Args:
+        vertices: [n, 3] m, the mesh's vertices.
+        tets: [k, 4] int, vertex indices of each positive tet.
+        density: kg/m^3, one value or one per tet [k].
+    """
     x, t = np.asarray(vertices, np.float64), np.asarray(tets)
     share = np.broadcast_to(np.asarray(density, np.float64), (t.shape[0],)) * tet_volumes(x, t) / 4.0
     mass = np.zeros(x.shape[0])
@@ -117,7 +145,11 @@ def lumped_masses(vertices, tets, density) -> np.ndarray:
 
 
 def tet_surface(tets) -> np.ndarray:
-    """Boundary triangles [f, 3] int32 of positive tets: faces used by one tet only, wound outward."""
+    """Boundary triangles [f, 3] int32 of positive tets: faces used by one tet only, wound outward.
+
+    Args:
+        tets: [k, 4] int, vertex indices of each positive tet.
+    """
     t = np.asarray(tets, np.int64).reshape(-1, 4)
     faces = t[:, _FACES].reshape(-1, 3)
     key = np.sort(faces, axis=1)
@@ -154,6 +186,13 @@ def _check_pattern(fn, pattern):
 
 
 def positive_value(fn, name, value) -> float:
+    """`value` as a float, checked to be a finite number > 0 (not a bool); ValueError naming `fn` and `name`.
+
+    Args:
+        fn: the name of the calling function, for the error message.
+        name: the argument's name, for the error message.
+        value: the value to check (any unit; returned unchanged in it).
+    """
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -190,9 +229,14 @@ def _grid_tets(mask, spacing, origin, pattern):
 def box_tets(dims=(1, 1, 1), size=(1.0, 1.0, 1.0), *, pattern: int = 6, origin=(0.0, 0.0, 0.0)):
     """A box of nx x ny x nz cube cells, each split into `pattern` = 5 or 6 tets.
 
-    dims: cells per axis; size: the box's extent (m) per axis; the box spans origin .. origin + size.
-    Returns (vertices float64 [(nx+1)(ny+1)(nz+1), 3], tets int32 [pattern nx ny nz, 4]), every tet positive;
-    vertex (i, j, k) is index (i (ny + 1) + j) (nz + 1) + k.
+    The box spans origin .. origin + size. Returns (vertices float64 [(nx+1)(ny+1)(nz+1), 3], tets int32
+    [pattern nx ny nz, 4]), every tet positive; vertex (i, j, k) is index (i (ny + 1) + j) (nz + 1) + k.
+
+    Args:
+        dims: (nx, ny, nz), cells per axis (whole numbers >= 1).
+        size: m, the box's extent per axis (three lengths, or one for all).
+        pattern: 5 or 6 tets per cell (module docstring).
+        origin: [3] m, the box's lower corner.
     """
     _check_pattern("box_tets", pattern)
     try:
@@ -214,6 +258,12 @@ def voxel_tets(mask, cell_size=1.0, *, pattern: int = 6, origin=(0.0, 0.0, 0.0))
     one per axis. Both patterns are conforming on any set of cells (see the module docstring); vertices of no
     kept cell are dropped. Cells that touch only along an edge or at a corner give a conforming mesh whose
     surface is not a manifold (`check_closed_mesh` refuses it): join such cells by a face.
+
+    Args:
+        mask: [nx, ny, nz] bool, the cells to keep (at least one).
+        cell_size: m, one length or one per axis.
+        pattern: 5 or 6 tets per cell.
+        origin: [3] m, the grid's lower corner.
     """
     _check_pattern("voxel_tets", pattern)
     mask = np.asarray(mask)
@@ -255,6 +305,10 @@ def sphere_tets(radius: float = 1.0, cells: int = 4):
     """A ball of `radius` m: a 5-tet box grid of `cells` cells per axis on [-1, 1]^3, mapped onto the ball
     (module docstring); the surface vertices lie on the sphere, so the volume is a little below 4/3 pi r^3
     (0.94 of it at cells = 4, 0.98 at 8). Returns (vertices float64 [(cells+1)^3, 3], tets int32 [5 cells^3, 4]).
+
+    Args:
+        radius: m, the ball's radius.
+        cells: cells per axis of the box grid (whole number >= 1; keep <= ~10, module docstring).
     """
     r = positive_value("sphere_tets", "radius", radius)
     n = _whole("sphere_tets", "cells", cells, 1)
@@ -355,7 +409,13 @@ def extrude_tets(polygon, height: float, layers: int = 1):
     """A prism: the simple polygon `polygon` [m, 2] (m, convex or not, either winding; its 2-D (u, v) become
     (x, z)) extruded along y from -height/2 to height/2 in `layers` layers. The polygon is triangulated by
     ear clipping on its own vertices; every prism splits into 3 tets, conforming (module docstring).
-    Returns (vertices float64 [m (layers + 1), 3], tets int32 [3 (m - 2) layers, 4])."""
+    Returns (vertices float64 [m (layers + 1), 3], tets int32 [3 (m - 2) layers, 4]).
+
+    Args:
+        polygon: [m, 2] m, the simple polygon's (u, v) points (m >= 3; a repeated closing point is dropped).
+        height: m, the extrusion's length along y.
+        layers: the number of prism layers (whole number >= 1).
+    """
     poly = np.asarray(polygon, np.float64)
     if poly.ndim != 2 or poly.shape[1] != 2 or len(poly) < 3:
         raise ValueError(f"extrude_tets: polygon must be [m >= 3, 2], got shape {poly.shape}")
@@ -400,9 +460,16 @@ def cylinder_tets(radius: float, height: float, segments: int = 16, *, rings: in
 
 def gear_outline(teeth: int, r_inner: float, r_outer: float, *, tooth_width: float = 0.5,
                  tip_width: float = 0.5) -> np.ndarray:
-    """The gear's outline [4 teeth, 2] (counter-clockwise): per tooth a root edge on the circle of `r_inner`
-    and a trapezoidal tooth to `r_outer`. `tooth_width`: the share of each pitch angle (2 pi / teeth) the
-    tooth's base takes; `tip_width`: the share of the base angle its tip keeps."""
+    """The gear's outline [4 teeth, 2] m (counter-clockwise): per tooth a root edge on the circle of `r_inner`
+    and a trapezoidal tooth to `r_outer`.
+
+    Args:
+        teeth: the number of teeth (whole number >= 3).
+        r_inner: m, the root circle's radius.
+        r_outer: m, the tip circle's radius (> r_inner).
+        tooth_width: in (0, 1), the share of each pitch angle (2 pi / teeth) the tooth's base takes.
+        tip_width: in (0, 1), the share of the base angle the tooth's tip keeps.
+    """
     teeth = _whole("gear_tets", "teeth", teeth, 3)
     ri, ro = positive_value("gear_tets", "r_inner", r_inner), positive_value("gear_tets", "r_outer", r_outer)
     if not ro > ri:

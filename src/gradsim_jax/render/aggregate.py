@@ -65,7 +65,14 @@ class KernelConfig(NamedTuple):
 
 
 def pair_columns(table):
-    """Face columns: name -> [..., P or 1, K]."""
+    """Face columns: name -> [..., P or 1, K].
+
+    Args:
+        table: [..., P or 1, K, len(FACE_COLUMNS)] the face rows gathered for each pixel-face pair.
+
+    Returns:
+        dict {column name (`FACE_COLUMNS`): [..., P or 1, K]}.
+    """
     return {name: table[..., i] for i, name in enumerate(FACE_COLUMNS)}
 
 
@@ -88,6 +95,18 @@ class Pairs(NamedTuple):
 
 
 def find_pairs(px, py, cols, mask, config: KernelConfig) -> Pairs:
+    """The per pixel-face terms of the module docstring: nearest edge, inside test, s and coverage.
+
+    Args:
+        px: [..., P, 1] screen x of each pixel.
+        py: [..., P, 1] screen y of each pixel.
+        cols: the face columns of each pair (`pair_columns`), each [..., P or 1, K].
+        mask: [..., P or 1, K] bool, which candidates are selected.
+        config: the static `KernelConfig` (sigma, cutoff).
+
+    Returns:
+        `Pairs`, each term [..., P, K].
+    """
     t, rx, ry, d2 = [], [], [], []
     for k in range(3):
         ex, ey = cols[f"e{k}x"], cols[f"e{k}y"]
@@ -119,6 +138,15 @@ class PairDepth(NamedTuple):
 
 
 def pair_depth(pairs: Pairs, cols) -> PairDepth:
+    """Clipped screen barycentrics, perspective-correct barycentrics and depth z of each pixel-face pair.
+
+    Args:
+        pairs: the pair terms (`find_pairs`).
+        cols: the face columns of each pair (`pair_columns`), each [..., P or 1, K].
+
+    Returns:
+        `PairDepth`, each term [..., P, K]; z in world units along the view axis.
+    """
     clipped = [jnp.clip(ui, 0.0, 1.0) for ui in pairs.u]
     total = clipped[0] + clipped[1] + clipped[2]
     # Zero-area faces have all-zero planes, so total 0: use the centroid.
@@ -141,7 +169,17 @@ def _logits(pairs: Pairs, depth: PairDepth, near, far, config: KernelConfig):
 
 
 def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDepth):
-    """Color of each pixel-face pair [..., P or 1, K, 3]."""
+    """Color of each pixel-face pair [..., P or 1, K, 3].
+
+    Args:
+        config: the static `KernelConfig`; its `color_kind` ("face", "vertex", "texture") picks the rule.
+        color_table: [..., P or 1, K, C] the color rows of each pair (as `face_colors` of `aggregate`).
+        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else unused.
+        depth: the pairs' barycentrics (`pair_depth`; only `bary` is read).
+
+    Returns:
+        [..., P or 1, K, 3] RGB of each pair.
+    """
     corner = color_table  # [..., P or 1, K, C]
     if config.color_kind == "face":
         return corner
@@ -178,7 +216,25 @@ def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_imag
 
 def aggregate_autodiff(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask,
                        background, near, far):
-    """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures)."""
+    """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures).
+
+    Args:
+        config: the static `KernelConfig` (color kind, sigma, cutoff, gamma, background eps).
+        px: [..., P, 1] screen x of each pixel (pixels scaled by 2 / H about the image centre, right).
+        py: [..., P, 1] screen y of each pixel (up).
+        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring).
+        face_colors: [F, C] colors per face: [F, 3] face colors, [F, 9] vertex colors (3 corners x rgb) or,
+            for textures, 3 corners x uv then the face's light factor.
+        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else None.
+        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`).
+        mask: [..., P or 1, K] bool, which candidates are selected.
+        background: [3] RGB for every pixel, or [..., P, 3] one per pixel.
+        near: the camera's near depth (scalar, world units).
+        far: the camera's far depth (scalar, world units).
+
+    Returns:
+        RGBA [..., P, 4], or alpha [..., P] when `config.with_color` is False.
+    """
     args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
     return _forward(config, *args)[0]
 
@@ -190,6 +246,23 @@ def aggregate(config: KernelConfig, px, py, face_table, face_colors, texture_ima
 
     The rule returns the whole derivative through the vertex columns (v, iz): the derived columns
     (e, il, planes) get a zero cotangent, so `face_table` must hold them as computed from its vertices.
+
+    Args:
+        config: the static `KernelConfig` (color kind, sigma, cutoff, gamma, background eps).
+        px: [..., P, 1] screen x of each pixel (pixels scaled by 2 / H about the image centre, right).
+        py: [..., P, 1] screen y of each pixel (up).
+        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring).
+        face_colors: [F, C] colors per face: [F, 3] face colors, [F, 9] vertex colors (3 corners x rgb) or,
+            for textures, 3 corners x uv then the face's light factor.
+        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else None.
+        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`).
+        mask: [..., P or 1, K] bool, which candidates are selected.
+        background: [3] RGB for every pixel, or [..., P, 3] one per pixel.
+        near: the camera's near depth (scalar, world units).
+        far: the camera's far depth (scalar, world units).
+
+    Returns:
+        RGBA [..., P, 4], or alpha [..., P] when `config.with_color` is False.
     """
     args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
     return _forward(config, *args)[0]

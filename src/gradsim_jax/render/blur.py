@@ -33,7 +33,16 @@ BLUR_MAX = BLUR_RADIUS / 3.0
 
 def gaussian_weights(sigma, radius: int = BLUR_RADIUS, dtype=None):
     """Normalized weights [2 radius + 1] of a Gaussian of standard deviation `sigma` pixels (traceable; a
-    sigma near 0 gives the unit impulse), in `dtype` (default: sigma's, at least float32)."""
+    sigma near 0 gives the unit impulse), in `dtype` (default: sigma's, at least float32).
+
+    Args:
+        sigma: pixels, the standard deviation (scalar, may be traced; floored at 1e-3).
+        radius: pixels, the window's half width (static int).
+        dtype: the weights' dtype (None: sigma's, at least float32).
+
+    Returns:
+        [2 radius + 1] weights summing to 1.
+    """
     k = jnp.arange(-radius, radius + 1, dtype=dtype or jnp.result_type(sigma, jnp.float32))
     s = jnp.maximum(jnp.asarray(sigma, k.dtype), 1e-3)
     w = jnp.exp(-0.5 * jnp.square(k / s))
@@ -41,7 +50,16 @@ def gaussian_weights(sigma, radius: int = BLUR_RADIUS, dtype=None):
 
 
 def gaussian_blur(image: Array, sigma, radius: int = BLUR_RADIUS) -> Array:
-    """image [..., H, W, C] blurred by a Gaussian of `sigma` pixels (see the module docstring)."""
+    """image [..., H, W, C] blurred by a Gaussian of `sigma` pixels (see the module docstring).
+
+    Args:
+        image: [..., H, W, C] the image.
+        sigma: pixels, the Gaussian's standard deviation (scalar, may be traced).
+        radius: pixels, the window's half width (static int).
+
+    Returns:
+        [..., H, W, C] the blurred image, in the image's dtype.
+    """
     w = gaussian_weights(sigma, radius, image.dtype)
     nd = image.ndim
     for axis in (nd - 3, nd - 2):  # rows, then columns
@@ -54,7 +72,15 @@ def gaussian_blur(image: Array, sigma, radius: int = BLUR_RADIUS) -> Array:
 
 
 def edge_channel(frames, alpha: bool) -> np.ndarray:
-    """[T, H, W] the channel edges are measured on: alpha, or the luminance of RGB (host)."""
+    """[T, H, W] the channel edges are measured on: alpha, or the luminance of RGB (host).
+
+    Args:
+        frames: [T, H, W, C] frames (C = 4 when `alpha`, else at least 3).
+        alpha: True to take channel 3 (alpha), False for the luminance 0.299 R + 0.587 G + 0.114 B.
+
+    Returns:
+        [T, H, W] float64 channel.
+    """
     v = np.asarray(frames, np.float64)
     if alpha:
         return v[..., 3]
@@ -62,7 +88,14 @@ def edge_channel(frames, alpha: bool) -> np.ndarray:
 
 
 def edge_sharpness(channel) -> float:
-    """R = sum |grad a|^2 / sum |grad a| of a channel [..., H, W] (forward differences; 0 when flat)."""
+    """R = sum |grad a|^2 / sum |grad a| of a channel [..., H, W] (forward differences; 0 when flat).
+
+    Args:
+        channel: [..., H, W] the channel a.
+
+    Returns:
+        float, R in channel units per pixel.
+    """
     a = np.asarray(channel, np.float64)
     gx = np.diff(a, axis=-1)[..., :-1, :]
     gy = np.diff(a, axis=-2)[..., :, :-1]
@@ -72,7 +105,15 @@ def edge_sharpness(channel) -> float:
 
 
 def blur_host(channel, sigma: float) -> np.ndarray:
-    """`gaussian_blur` of a channel [..., H, W] on the host (numpy)."""
+    """`gaussian_blur` of a channel [..., H, W] on the host (numpy).
+
+    Args:
+        channel: [..., H, W] the channel.
+        sigma: pixels, the Gaussian's standard deviation (<= 0: the channel unchanged).
+
+    Returns:
+        [..., H, W] float64 blurred channel (computed in float32).
+    """
     if sigma <= 0:
         return np.asarray(channel, np.float64)
     return np.asarray(gaussian_blur(jnp.asarray(np.asarray(channel, np.float32))[..., None], float(sigma))[..., 0],
@@ -82,7 +123,16 @@ def blur_host(channel, sigma: float) -> np.ndarray:
 def matching_blur(target_channel, rendered_channel, *, tol: float = 0.01) -> float:
     """The Gaussian blur (pixels, within `tol`) that gives `rendered_channel` [T, H, W] the edge sharpness of
     `target_channel` [T, H, W]: 0 when the target is at least as sharp, BLUR_MAX when it is blurrier than
-    that blur makes the render."""
+    that blur makes the render.
+
+    Args:
+        target_channel: [T, H, W] the target's edge channel (`edge_channel`).
+        rendered_channel: [T, H, W] the render's edge channel.
+        tol: pixels, the bisection's tolerance on the blur.
+
+    Returns:
+        float, the blur sigma in pixels, in [0, BLUR_MAX].
+    """
     goal = edge_sharpness(target_channel)
     if goal <= 0 or edge_sharpness(rendered_channel) <= goal:
         return 0.0
@@ -97,7 +147,15 @@ def matching_blur(target_channel, rendered_channel, *, tol: float = 0.01) -> flo
 
 def edge_mask(channel, fraction: float = 0.1) -> np.ndarray:
     """[..., H, W] bool: the pixels of a channel's outlines, where its gradient magnitude (central
-    differences) exceeds `fraction` of its largest, widened by one pixel."""
+    differences) exceeds `fraction` of its largest, widened by one pixel.
+
+    Args:
+        channel: [..., H, W] the channel.
+        fraction: the share of the largest gradient magnitude a pixel's must exceed.
+
+    Returns:
+        [..., H, W] bool mask (all False for a flat channel).
+    """
     a = np.asarray(channel, np.float64)
     gy, gx = np.gradient(a, axis=(-2, -1))
     g = np.hypot(gx, gy)

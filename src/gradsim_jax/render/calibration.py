@@ -69,7 +69,18 @@ class Calibration:
         return bool(np.any(self.distortion != 0.0))
 
     def scaled(self, width: int, height: int) -> "Calibration":
-        """The calibration of the same camera whose frames were resampled to width x height."""
+        """The calibration of the same camera whose frames were resampled to width x height.
+
+        fx, the skew and cx scale by width / W, fy and cy by height / H (pixel centres kept: c' = (c + 1/2)
+        s - 1/2); without a known image size only the size is set.
+
+        Args:
+            width: pixels, the resampled frames' width.
+            height: pixels, the resampled frames' height.
+
+        Returns:
+            The scaled `Calibration` (distortion and pose unchanged).
+        """
         if self.image_size is None or tuple(self.image_size) == (width, height):
             return dataclasses.replace(self, image_size=(int(width), int(height)))
         sx, sy = width / self.image_size[0], height / self.image_size[1]
@@ -81,7 +92,20 @@ class Calibration:
 
 
 def make_calibration(fx, fy, cx, cy, distortion=(), image_size=None, *, source: str = "calibration") -> Calibration:
-    """A Calibration from numbers, validated (positive focal lengths, a known number of coefficients)."""
+    """A Calibration from numbers, validated (positive focal lengths, a known number of coefficients).
+
+    Args:
+        fx: pixels, the focal length along the columns (> 0).
+        fy: pixels, the focal length along the rows (> 0).
+        cx: pixels, the principal point's column (top-left pixel centre at 0).
+        cy: pixels, the principal point's row.
+        distortion: OpenCV's coefficients (k1, k2, p1, p2[, k3, ...]), 4, 5, 8, 12 or 14 of them; empty: none.
+        image_size: (width, height) pixels the calibration was measured at, or None.
+        source: what error messages call the calibration.
+
+    Returns:
+        The `Calibration` (no pose); CalibrationError for a bad value.
+    """
     k = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]], np.float64)
     return _validated(k, np.asarray(distortion, np.float64).reshape(-1), image_size, None, None, None, source)
 
@@ -119,7 +143,12 @@ def _validated(k, dist, image_size, rvec, tvec, pose, source) -> Calibration:
 
 
 def check_rotation(r, source: str = "pose") -> None:
-    """CalibrationError unless r [3, 3] is a proper rotation (orthonormal, determinant +1) to 1e-4."""
+    """CalibrationError unless r [3, 3] is a proper rotation (orthonormal, determinant +1) to 1e-4.
+
+    Args:
+        r: [3, 3] the matrix to check.
+        source: what the error message calls the pose (e.g. the file).
+    """
     r = np.asarray(r, np.float64)
     if not np.all(np.isfinite(r)) or np.abs(r @ r.T - np.eye(3)).max() > 1e-4 or np.linalg.det(r) < 0:
         raise CalibrationError(f"{source}: the rotation part of the pose is not a proper rotation "
@@ -182,7 +211,14 @@ def _read_opencv(path: Path) -> dict:
 
 
 def read_calibration(path) -> Calibration:
-    """Read a calibration file (see the module docstring); CalibrationError names the file and the key."""
+    """Read a calibration file (see the module docstring); CalibrationError names the file and the key.
+
+    Args:
+        path: the file: .json (OpenCV's or plain nested lists), or OpenCV's YAML / XML.
+
+    Returns:
+        The validated `Calibration`.
+    """
     path = Path(path)
     if not path.is_file():
         raise CalibrationError(f"{path}: calibration file not found")
@@ -205,7 +241,15 @@ def read_calibration(path) -> Calibration:
 
 
 def write_calibration(path, calibration: Calibration) -> Path:
-    """Write a calibration in OpenCV's YAML (or JSON for a .json path) layout, through cv2.FileStorage."""
+    """Write a calibration in OpenCV's YAML (or JSON for a .json path) layout, through cv2.FileStorage.
+
+    Args:
+        path: the file to write (its folder is created).
+        calibration: the `Calibration`.
+
+    Returns:
+        The path, as a `Path`.
+    """
     import cv2
 
     path = Path(path)
@@ -232,7 +276,14 @@ def undistorter(calibration: Calibration) -> Optional[Callable[[np.ndarray], np.
     when the calibration has no distortion.
 
     The calibration's K is scaled to the frame's own size first (a video may be a resampled copy of the
-    calibrated one); the undistorted frames have that same K (`cv2.undistort` keeps it)."""
+    calibrated one); the undistorted frames have that same K (`cv2.undistort` keeps it).
+
+    Args:
+        calibration: the `Calibration` (its distortion and K).
+
+    Returns:
+        frame [H, W, C] or [H, W] -> the undistorted frame, float32, same shape; or None without distortion.
+    """
     if not calibration.distorted:
         return None
     import cv2

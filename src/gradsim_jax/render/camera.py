@@ -110,6 +110,24 @@ class Camera:
         `rvec`, `tvec` (OpenCV's Rodrigues vector and translation, as `cv2.solvePnP` or
         `cv2.calibrateCamera` return them); `eye` with `at` and `up` (a look-at pose).
         Every float may be a traced value (differentiable).
+
+        Args:
+            fx: pixels, the focal length along the image's columns.
+            fy: pixels, the focal length along the image's rows.
+            cx: pixels, the principal point's column (the top-left pixel's centre is 0).
+            cy: pixels, the principal point's row.
+            width: image width in pixels (static int).
+            height: image height in pixels (static int).
+            world_to_camera: [4, 4] or [3, 4] matrix [R | t] (OpenCV extrinsics, world units), or None.
+            rvec: [3] rad, OpenCV's Rodrigues vector (axis times angle), with `tvec`; or None.
+            tvec: [3] world units, OpenCV's translation, with `rvec`; or None.
+            eye: [3] world units, the camera centre of a look-at pose, or None.
+            at: [3] world units, the point the look-at camera looks at (with `eye`).
+            up: [3], the look-at camera's approximate up direction (with `eye`).
+            near: world units, the near end of the depth range (0 < near < far).
+            far: world units, the far end of the depth range.
+            dtype: the camera's float dtype (None: that of the first float array among fx, rvec, eye,
+                world_to_camera, else float32).
         """
         given = [world_to_camera is not None, rvec is not None or tvec is not None, eye is not None]
         if sum(given) != 1:
@@ -181,7 +199,11 @@ def _make(rotation, translation, focal, principal, near, far, width, height, dty
 
 
 def skew(v):
-    """[3, 3] matrix of the cross product with v: skew(v) @ w = v x w."""
+    """[3, 3] matrix of the cross product with v: skew(v) @ w = v x w.
+
+    Args:
+        v: [3] the vector.
+    """
     zero = jnp.zeros_like(v[0])
     return jnp.stack([
         jnp.stack([zero, -v[2], v[1]]),
@@ -195,6 +217,9 @@ def rotation_from_rvec(rvec):
 
     R = I + (sin t / t) K + ((1 - cos t) / t^2) K^2 with K = skew(rvec), t = |rvec|; the coefficients use
     their Taylor series near t = 0 (double where), so values and gradients are finite at rvec = 0.
+
+    Args:
+        rvec: [3] rad, the rotation's axis times its angle.
     """
     theta2 = jnp.sum(rvec * rvec)
     small = theta2 < 1e-4
@@ -207,7 +232,11 @@ def rotation_from_rvec(rvec):
 
 
 def rvec_from_rotation(rotation) -> np.ndarray:
-    """Host-side inverse of `rotation_from_rvec` (the rotation's axis times its angle in [0, pi]), float64."""
+    """Host-side inverse of `rotation_from_rvec` (the rotation's axis times its angle in [0, pi]), float64.
+
+    Args:
+        rotation: [3, 3] a proper rotation matrix.
+    """
     r = np.asarray(rotation, np.float64)
     cos = np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0)
     angle = float(np.arccos(cos))
@@ -226,7 +255,13 @@ def rvec_from_rotation(rotation) -> np.ndarray:
 
 
 def look_at_pose(eye, at, up):
-    """(R [3, 3], t [3]) of a camera at `eye` looking at `at`, image up along `up` as far as possible."""
+    """(R [3, 3], t [3]) of a camera at `eye` looking at `at`, image up along `up` as far as possible.
+
+    Args:
+        eye: [3] world units, the camera centre.
+        at: [3] world units, the point looked at.
+        up: [3], the approximate up direction of the image (not parallel to at - eye).
+    """
     forward = safe_normalize(at - eye)
     right = safe_normalize(jnp.cross(forward, up))
     down = jnp.cross(forward, right)
@@ -267,7 +302,19 @@ def camera_from_eye(
 ) -> Camera:
     """Camera at `eye` looking at `at` with approximate `up`, vertical half field of view `view_angle`
     (degrees), principal point at the image centre; all floats become arrays of `dtype` (default: the
-    dtype of `eye` when it is a float array, else float32)."""
+    dtype of `eye` when it is a float array, else float32).
+
+    Args:
+        eye: [3] world units, the camera centre.
+        at: [3] world units, the point looked at.
+        up: [3], the approximate up direction of the image.
+        view_angle: degrees, half the vertical field of view.
+        near: world units, the near end of the depth range.
+        far: world units, the far end of the depth range.
+        width: image width in pixels.
+        height: image height in pixels.
+        dtype: the camera's float dtype (None: as above).
+    """
     _check_image_size(width, height)
     if dtype is None:
         dtype = _float_dtype(eye)
@@ -279,7 +326,13 @@ def camera_from_eye(
 
 
 def eye_from_spherical(distance, elevation, azimuth):
-    """Eye offset d (cos el sin az, sin el, -cos el cos az) for angles in degrees; differentiable."""
+    """Eye offset d (cos el sin az, sin el, -cos el cos az) for angles in degrees; differentiable.
+
+    Args:
+        distance: world units, d.
+        elevation: degrees, el.
+        azimuth: degrees, az.
+    """
     el = jnp.deg2rad(elevation)
     az = jnp.deg2rad(azimuth)
     return distance * jnp.stack([jnp.cos(el) * jnp.sin(az), jnp.sin(el), -jnp.cos(el) * jnp.cos(az)])
@@ -303,6 +356,19 @@ def look_at_camera(
 
     Azimuth 0, elevation 0 puts the eye on -z looking along +z. The angles may be traced values: gradients
     flow from the image back to distance/elevation/azimuth.
+
+    Args:
+        distance: world units, from `at` to the eye.
+        elevation: degrees, the eye's angle above the x-z plane through `at`.
+        azimuth: degrees, the eye's angle about y (`eye_from_spherical`).
+        at: [3] world units, the point looked at.
+        up: [3], the approximate up direction of the image.
+        view_angle: degrees, half the vertical field of view.
+        near: world units, the near end of the depth range.
+        far: world units, the far end of the depth range.
+        width: image width in pixels.
+        height: image height in pixels.
+        dtype: the camera's float dtype (None: that of `distance` when float, else float32).
     """
     if dtype is None:
         dtype = _float_dtype(jnp.asarray(distance))
@@ -316,12 +382,21 @@ def look_at_camera(
 
 
 def camera_axes(camera: Camera):
-    """Rotation [3, 3] whose rows are the camera's right, up and forward axes in world space."""
+    """Rotation [3, 3] whose rows are the camera's right, up and forward axes in world space.
+
+    Args:
+        camera: the `Camera`.
+    """
     return camera.rotation * jnp.asarray(_Y_UP, camera.rotation.dtype)[:, None]
 
 
 def world_to_camera(camera: Camera, points):
-    """Camera-space coordinates [..., 3] of world points [..., 3]: (right, up, forward); z is the depth."""
+    """Camera-space coordinates [..., 3] of world points [..., 3]: (right, up, forward); z is the depth.
+
+    Args:
+        camera: the `Camera`.
+        points: [..., 3] world points (world units).
+    """
     cv = points @ camera.rotation.T + camera.translation
     return cv * jnp.asarray(_Y_UP, cv.dtype)
 
@@ -331,6 +406,10 @@ def project_pixels(camera: Camera, points):
 
     Points at or behind the near plane get coordinates from a guarded depth (finite, with finite
     gradients) but are meaningless; callers mask them with `z > camera.near`.
+
+    Args:
+        camera: the `Camera`.
+        points: [..., 3] world points (world units).
     """
     cv = points @ camera.rotation.T + camera.translation
     z = cv[..., 2]
@@ -341,14 +420,24 @@ def project_pixels(camera: Camera, points):
 
 
 def pixel_to_screen(camera: Camera, uv):
-    """Screen coordinates [..., 2] (x right, y up, pixels scaled by 2 / H) of pixel coordinates (u, v)."""
+    """Screen coordinates [..., 2] (x right, y up, pixels scaled by 2 / H) of pixel coordinates (u, v).
+
+    Args:
+        camera: the `Camera` (only its width and height are read).
+        uv: [..., 2] pixels, (column, row) with pixel centres at integers.
+    """
     x = (2.0 * uv[..., 0] + 1.0 - camera.width) / camera.height
     y = (camera.height - 2.0 * uv[..., 1] - 1.0) / camera.height
     return jnp.stack([x, y], axis=-1)
 
 
 def screen_to_pixel(camera: Camera, xy):
-    """Continuous pixel coordinates (column, row) [..., 2] of screen points; pixel centers are integers."""
+    """Continuous pixel coordinates (column, row) [..., 2] of screen points; pixel centers are integers.
+
+    Args:
+        camera: the `Camera` (only its width and height are read).
+        xy: [..., 2] screen coordinates (x right, y up, pixels scaled by 2 / H).
+    """
     col = (xy[..., 0] * camera.height + camera.width - 1.0) * 0.5
     row = (camera.height - 1.0 - xy[..., 1] * camera.height) * 0.5
     return jnp.stack([col, row], axis=-1)
@@ -359,6 +448,10 @@ def project(camera: Camera, points):
 
     Points at or behind the near plane are mapped to 0 (finite, with finite gradients); callers mask them
     with `z > camera.near`.
+
+    Args:
+        camera: the `Camera`.
+        points: [..., 3] world points (world units).
     """
     uv, z = project_pixels(camera, points)
     xy = pixel_to_screen(camera, uv)
@@ -366,7 +459,13 @@ def project(camera: Camera, points):
 
 
 def pixel_centers(width: int, height: int, dtype=np.float32) -> np.ndarray:
-    """Screen coordinates [height, width, 2] (x, y) of pixel centers; row 0 is the top of the image."""
+    """Screen coordinates [height, width, 2] (x, y) of pixel centers; row 0 is the top of the image.
+
+    Args:
+        width: image width in pixels.
+        height: image height in pixels.
+        dtype: the numpy dtype of the result.
+    """
     cols = (2.0 * np.arange(width) + 1.0 - width) / height
     rows = (height - 2.0 * np.arange(height) - 1.0) / height
     xx, yy = np.meshgrid(cols, rows)
@@ -378,6 +477,11 @@ def with_image_size(camera: Camera, width: int, height: int) -> Camera:
 
     The intrinsics scale with the image: fx' = fx W' / W, and a pixel coordinate u maps to
     (u + 1/2) W' / W - 1/2 (pixel centres are integers), and likewise for y.
+
+    Args:
+        camera: the `Camera`.
+        width: the new image width W' in pixels.
+        height: the new image height H' in pixels.
     """
     _check_image_size(width, height)
     scale = jnp.asarray([width / camera.width, height / camera.height], camera.focal.dtype)
@@ -388,11 +492,20 @@ def with_image_size(camera: Camera, width: int, height: int) -> Camera:
 
 
 def pose_vector(camera: Camera) -> np.ndarray:
-    """Host-side: the camera's pose as six numbers (rvec, tvec) in OpenCV's convention, float64."""
+    """Host-side: the camera's pose as six numbers (rvec, tvec) in OpenCV's convention, float64.
+
+    Args:
+        camera: the `Camera` (concrete values).
+    """
     return np.concatenate([rvec_from_rotation(camera.rotation), np.asarray(camera.translation, np.float64)])
 
 
 def with_pose_vector(camera: Camera, pose) -> Camera:
-    """The camera with its pose replaced by six numbers (rvec [3], tvec [3]); differentiable."""
+    """The camera with its pose replaced by six numbers (rvec [3], tvec [3]); differentiable.
+
+    Args:
+        camera: the `Camera`.
+        pose: [6], rvec [3] rad then tvec [3] world units (as `pose_vector` returns).
+    """
     pose = jnp.asarray(pose, camera.rotation.dtype)
     return dataclasses.replace(camera, rotation=rotation_from_rvec(pose[:3]), translation=pose[3:6])

@@ -24,7 +24,15 @@ from gradsim_jax.render.shading import FaceColors, Texture, VertexColors
 
 def render_checks(vertices, faces, colors=None, background=None, *, vertices_name: str = "vertices") -> None:
     """Add checkify checks: faces in [0, N), vertices finite, colours and background in [0, 1]. Call inside a
-    `checkify.checkify`d function. vertices: [..., N, 3] (the last two axes index vertex and coordinate)."""
+    `checkify.checkify`d function.
+
+    Args:
+        vertices: [..., N, 3] (the last two axes index vertex and coordinate), world units.
+        faces: [F, 3] int, vertex indices of each triangle.
+        colors: a `FaceColors`, `VertexColors`, `Texture`, an RGB array in [0, 1], or None.
+        background: RGB in [0, 1] ([3] or per pixel), or None.
+        vertices_name: what the messages call the vertices (e.g. "frames").
+    """
     vertices = jnp.asarray(vertices)
     check_indices("faces", faces, vertices.shape[-2], distinct=False)
     check_values(vertices_name, vertices)
@@ -40,14 +48,35 @@ def render_checks(vertices, faces, colors=None, background=None, *, vertices_nam
 
 
 def validate_render_inputs(vertices, faces, colors=None, background=None) -> checkify.Error:
-    """`render_checks` as a value (a `checkify.Error`); traceable, no checkify needed around it."""
+    """`render_checks` as a value (a `checkify.Error`); traceable, no checkify needed around it.
+
+    Args:
+        vertices: [..., N, 3] world units, as `render_checks`.
+        faces: [F, 3] int, vertex indices of each triangle.
+        colors: as `render_checks`.
+        background: as `render_checks`.
+
+    Returns:
+        The `checkify.Error` (check it with `physics.checks.raise_if_error`).
+    """
     err, _ = checkify.checkify(render_checks, errors=checkify.user_checks)(vertices, faces, colors, background)
     return err
 
 
 def checked_render(camera, vertices, faces, colors=None, **kwargs):
     """`render(camera, vertices, faces, colors, **kwargs)` with `render_checks`: (checkify.Error, image).
-    Traceable (jit, grad with `has_aux`, vmap)."""
+    Traceable (jit, grad with `has_aux`, vmap).
+
+    Args:
+        camera: the `Camera`.
+        vertices: [N, 3] world units.
+        faces: [F, 3] int, vertex indices of each triangle.
+        colors: as `render` (None: its default).
+        **kwargs: the other keyword arguments of `render` (its `background` is checked too).
+
+    Returns:
+        (checkify.Error, the image `render` returns).
+    """
     err = validate_render_inputs(vertices, faces, colors, kwargs.get("background"))
     return err, render(camera, vertices, faces, colors, **kwargs)
 
@@ -58,7 +87,18 @@ def _video_checks(frames, faces, colors, background):
 
 def checked_render_video(camera, frames, faces, colors=None, **kwargs):
     """`render_video` with `render_checks` on all frames [T, N, 3]: (checkify.Error, video); a bad vertex is
-    named "frames[t, i, k]"."""
+    named "frames[t, i, k]".
+
+    Args:
+        camera: the `Camera`.
+        frames: [T, N, 3] world units, the vertices of each frame.
+        faces: [F, 3] int, vertex indices of each triangle.
+        colors: as `render_video` (None: its default).
+        **kwargs: the other keyword arguments of `render_video` (its `background` is checked too).
+
+    Returns:
+        (checkify.Error, the video `render_video` returns).
+    """
     err, _ = checkify.checkify(_video_checks, errors=checkify.user_checks)(
         frames, faces, colors, kwargs.get("background"))
     return err, render_video(camera, frames, faces, colors, **kwargs)

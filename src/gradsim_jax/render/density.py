@@ -28,7 +28,14 @@ COLORMAPS = {
 
 
 def colormap_colors(colormap) -> np.ndarray:
-    """The control colours [k, 3] of `colormap`: a name of COLORMAPS, or k >= 2 RGB rows in [0, 1]."""
+    """The control colours [k, 3] of `colormap`: a name of COLORMAPS, or k >= 2 RGB rows in [0, 1].
+
+    Args:
+        colormap: a name of COLORMAPS ("grey", "smoke", "fire") or [k, 3] RGB rows in [0, 1], k >= 2.
+
+    Returns:
+        [k, 3] float64 control colours; ValueError for an unknown name or bad rows.
+    """
     if isinstance(colormap, str):
         if colormap not in COLORMAPS:
             raise ValueError(f"colormap must be one of {', '.join(COLORMAPS)} or [k, 3] RGB rows, got {colormap!r}")
@@ -42,7 +49,15 @@ def colormap_colors(colormap) -> np.ndarray:
 
 
 def apply_colormap(t, colors) -> Array:
-    """RGB [..., 3] of t [...] in [0, 1] along the control colours [k, 3] (piecewise linear)."""
+    """RGB [..., 3] of t [...] in [0, 1] along the control colours [k, 3] (piecewise linear).
+
+    Args:
+        t: [...] positions along the map, in [0, 1] (clipped).
+        colors: [k, 3] control colours, evenly spaced from t = 0 to t = 1.
+
+    Returns:
+        [..., 3] RGB, in t's dtype.
+    """
     colors = jnp.asarray(colors, jnp.result_type(t))
     k = colors.shape[0]
     s = jnp.clip(t, 0.0, 1.0) * (k - 1)
@@ -70,7 +85,18 @@ def _resample(grid, height: int, width: int):
 def density_image(density, *, size=None, colormap="smoke", scale=1.0, background=(0.0, 0.0, 0.0)) -> Array:
     """RGBA image(s) [..., H, W, 4] of density [..., ny, nx] (y up): opacity 1 - exp(-density / scale) over
     `background`, coloured by `colormap` (a name of COLORMAPS or [k, 3] RGB rows); size (H, W) pixels, default
-    the grid's. Differentiable in the density, the scale and the colours."""
+    the grid's. Differentiable in the density, the scale and the colours.
+
+    Args:
+        density: [..., ny, nx] the density grid(s), row 0 at the bottom.
+        size: (H, W) pixels of the image, or None for the grid's (ny, nx).
+        colormap: a name of COLORMAPS or [k, 3] RGB rows (`colormap_colors`).
+        scale: the density at which the opacity is 1 - 1/e (same unit as the density).
+        background: [3] RGB in [0, 1] behind the smoke.
+
+    Returns:
+        [..., H, W, 4] RGBA, alpha the opacity.
+    """
     density = jnp.asarray(density)
     if density.ndim < 2:
         raise ValueError(f"density must be [..., ny, nx], got shape {density.shape}")
@@ -114,7 +140,20 @@ def density_slab_image(camera, density, *, corner=(0.0, 0.0, 0.0), extent=(1.0, 
     plane's normal (an oblique ray crosses more smoke: Beer-Lambert along its path), coloured by `colormap`
     and blended over `background` as in `density_image`; rays that miss the slab (or meet its plane behind
     the camera) show the background with alpha 0. Seen head-on (cos = 1) a pixel is `density_image`'s.
-    Differentiable in the density, the camera, the corner and the extent."""
+    Differentiable in the density, the camera, the corner and the extent.
+
+    Args:
+        camera: the `render.camera.Camera`.
+        density: [..., ny, nx] the density grid(s), row 0 at the bottom.
+        corner: [3] m, the slab's bottom-left corner; the slab lies in the plane z = corner[2].
+        extent: (width along world x, height along world y) m of the slab, both > 0.
+        colormap: a name of COLORMAPS or [k, 3] RGB rows (`colormap_colors`).
+        scale: the density at which a head-on pixel's opacity is 1 - 1/e (same unit as the density).
+        background: [3] RGB in [0, 1] behind the smoke.
+
+    Returns:
+        [..., H, W, 4] RGBA (H, W: the camera's image), alpha the opacity (0 where rays miss the slab).
+    """
     density = jnp.asarray(density)
     if density.ndim < 2:
         raise ValueError(f"density must be [..., ny, nx], got shape {density.shape}")
@@ -179,7 +218,19 @@ class SmokeLook:
 def smoke_over(camera, density, image, look: SmokeLook, extent) -> Array:
     """Frames [..., H, W, 4] of smoke density [..., ny, nx] filmed by `camera` as `look` says, in front of
     `image` [..., H, W, 4] (colours already blended over their background, alpha the coverage): the slab's colour
-    c a over the image's, colour c a + (1 - a) rgb, alpha a + (1 - a) alpha. extent: the slab's (width, height) m."""
+    c a over the image's, colour c a + (1 - a) rgb, alpha a + (1 - a) alpha.
+
+    Args:
+        camera: the `render.camera.Camera`.
+        density: [..., ny, nx] the smoke density, row 0 at the bottom.
+        image: [..., H, W, 4] the frames behind the smoke (colours blended over their background, alpha the
+            coverage).
+        look: the `SmokeLook` (corner, colour map, scale).
+        extent: the slab's (width, height) m.
+
+    Returns:
+        [..., H, W, 4] RGBA frames with the smoke in front.
+    """
     smoke = density_slab_image(camera, density, corner=look.corner, extent=extent, colormap=look.colormap,
                                scale=look.scale)  # over black: premultiplied colour
     a = smoke[..., 3:]

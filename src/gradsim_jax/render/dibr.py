@@ -72,5 +72,23 @@ def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, 
 def dibr_aggregate(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask,
                    background, near, far):
     """DIB-R's per-pixel image over candidate faces: the arguments and output of `aggregate.aggregate`
-    (RGBA [..., P, 4], or alpha [..., P] without colour), any colour kind (face, vertex, texture)."""
+    (RGBA [..., P, 4], or alpha [..., P] without colour), any colour kind (face, vertex, texture).
+
+    Args:
+        config: the static `KernelConfig` (color kind, sigma, cutoff, gamma, background eps).
+        px: [..., P, 1] screen x of each pixel (pixels scaled by 2 / H about the image centre, right).
+        py: [..., P, 1] screen y of each pixel (up).
+        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring).
+        face_colors: [F, C] colors per face: [F, 3] face colors, [F, 9] vertex colors (3 corners x rgb) or,
+            for textures, 3 corners x uv then the face's light factor.
+        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else None.
+        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`).
+        mask: [..., P or 1, K] bool, which candidates are selected.
+        background: [3] RGB for every pixel, or [..., P, 3] one per pixel.
+        near: the camera's near depth (unused: the depth test needs no range).
+        far: the camera's far depth (unused).
+
+    Returns:
+        RGBA [..., P, 4], or alpha [..., P] when `config.with_color` is False.
+    """
     return _dibr(config, px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)

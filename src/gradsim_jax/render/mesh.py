@@ -22,7 +22,18 @@ from gradsim_jax.physics.rigid import world_vertices
 
 
 def scene_vertices(topology, params, state):
-    """Render vertices [n + m, 3] m of one state: particle positions, then world hull vertices."""
+    """Render vertices [n + m, 3] m of one state: particle positions, then world hull vertices.
+
+    Then the colliders' mesh vertices (kinematic ones where the state puts them) and an ODE body's vertices.
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state: one `State` (no leading frame axis).
+
+    Returns:
+        [V, 3] m, the render vertices indexed by `scene_faces`.
+    """
     parts = [state.particles.x]
     if topology.rigid.vertex_body.shape[0]:
         parts.append(world_vertices(topology.rigid, params.rigid, state.rigid).astype(state.particles.x.dtype))
@@ -46,7 +57,16 @@ def _has_ode(topology, state) -> bool:
 
 
 def trajectory_vertices(topology, params, trajectory):
-    """Render vertices [T, n + m, 3] of a trajectory (leading axis: frames)."""
+    """Render vertices [T, n + m, 3] of a trajectory (leading axis: frames).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        trajectory: a `State` whose leaves have a leading frame axis T.
+
+    Returns:
+        [T, V, 3] m, `scene_vertices` of every frame.
+    """
     if not (topology.rigid.vertex_body.shape[0] or _has_ode(topology, trajectory) or _has_collider_mesh(topology)):
         return trajectory.particles.x
     return jax.vmap(lambda s: scene_vertices(topology, params, s))(trajectory)
@@ -54,7 +74,16 @@ def trajectory_vertices(topology, params, trajectory):
 
 def scene_faces(topology) -> np.ndarray:
     """Faces [F, 3] int32 over `scene_vertices`: cloth triangles, FEM surface triangles (particle indices
-    both), then body faces offset by the particle count, then an ODE body's offset by both (host side)."""
+    both), then body faces offset by the particle count, then an ODE body's offset by both (host side).
+
+    The colliders' faces come between the bodies' and the ODE body's (module docstring).
+
+    Args:
+        topology: the scene's `Topology`.
+
+    Returns:
+        [F, 3] int32 faces over `scene_vertices`.
+    """
     n = topology.num_particles
     cloth = np.asarray(topology.cloth.triangles, np.int32).reshape(-1, 3)
     fem = np.asarray(topology.fem.surface, np.int32).reshape(-1, 3)

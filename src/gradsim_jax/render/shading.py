@@ -70,7 +70,14 @@ class Lights:
 
 
 def default_lights(dtype=jnp.float32) -> Lights:
-    """SoftRas's default lights: ambient 0.5, directional 0.5 from above (0, 1, 0)."""
+    """SoftRas's default lights: ambient 0.5, directional 0.5 from above (0, 1, 0).
+
+    Args:
+        dtype: the dtype of the lights' arrays.
+
+    Returns:
+        `Lights`.
+    """
     return Lights(
         ambient=jnp.asarray(0.5, dtype),
         directional=jnp.asarray(0.5, dtype),
@@ -82,13 +89,28 @@ def face_normals(face_vertices):
     """Unit normals [F, 3] of faces given as [F, 3, 3] vertex positions (right-hand rule on the order).
 
     Zero-area faces get a zero normal (finite gradient), so they receive ambient light only.
+
+    Args:
+        face_vertices: [F, 3, 3] world positions of each face's three vertices.
+
+    Returns:
+        [F, 3] unit normals (zero for zero-area faces).
     """
     n = jnp.cross(face_vertices[:, 1] - face_vertices[:, 0], face_vertices[:, 2] - face_vertices[:, 0])
     return safe_normalize(n)
 
 
 def face_light_factor(lights: Lights | None, face_vertices, eye):
-    """Light intensity [F, 3] per face: ambient + directional * max(0, n . l), n turned to the eye."""
+    """Light intensity [F, 3] per face: ambient + directional * max(0, n . l), n turned to the eye.
+
+    Args:
+        lights: the `Lights`, or None (unlit: all ones).
+        face_vertices: [F, 3, 3] world positions of each face's three vertices.
+        eye: [3] the camera centre in world coordinates.
+
+    Returns:
+        [F, 3] RGB light factor per face (multiplies the albedo).
+    """
     num_faces = face_vertices.shape[0]
     dtype = face_vertices.dtype
     if lights is None:
@@ -106,7 +128,15 @@ def face_light_factor(lights: Lights | None, face_vertices, eye):
 
 
 def sample_bilinear(image, uv):
-    """Bilinear lookup of `image [Ht, Wt, C]` at `uv [..., 2]` (convention in the module docstring)."""
+    """Bilinear lookup of `image [Ht, Wt, C]` at `uv [..., 2]` (convention in the module docstring).
+
+    Args:
+        image: [Ht, Wt, C] the texture.
+        uv: [..., 2] texture coordinates in [0, 1] (u left to right, v bottom to top; clamped at the border).
+
+    Returns:
+        [..., C] the interpolated values.
+    """
     ht, wt = image.shape[0], image.shape[1]
     x = uv[..., 0] * wt - 0.5
     y = (1.0 - uv[..., 1]) * ht - 0.5

@@ -161,7 +161,15 @@ def _as_float(frame: np.ndarray) -> np.ndarray:
 
 
 def resize(image: np.ndarray, size) -> np.ndarray:
-    """Area-average (down) or bilinear (up) resize of a float image [H, W, C] to `size` = (H, W)."""
+    """Area-average (down) or bilinear (up) resize of a float image [H, W, C] to `size` = (H, W).
+
+    Args:
+        image: [H, W, C] float image.
+        size: (height, width) pixels of the result.
+
+    Returns:
+        [height, width, C] float32 image.
+    """
     from PIL import Image
 
     height, width = size
@@ -249,7 +257,13 @@ ASPECT_TOLERANCE = 0.01
 
 def check_aspect(native_hw, size_hw, what: str) -> None:
     """ValueError when frames of `native_hw` = (height, width) px would be squashed into `size_hw`: neither side
-    of `size_hw` is within ASPECT_TOLERANCE (or one pixel) of the one that keeps the frames' aspect ratio."""
+    of `size_hw` is within ASPECT_TOLERANCE (or one pixel) of the one that keeps the frames' aspect ratio.
+
+    Args:
+        native_hw: (height, width) pixels of the frames.
+        size_hw: (height, width) pixels of the render.
+        what: what the message calls the frames (e.g. the file).
+    """
     (h, w), (height, width) = native_hw, size_hw
     keeps_height = abs(height - width * h / w) <= max(1.0, ASPECT_TOLERANCE * height)
     keeps_width = abs(width - height * w / h) <= max(1.0, ASPECT_TOLERANCE * width)
@@ -326,10 +340,6 @@ def load_target(
 ) -> TargetVideo:
     """Read a target video for fitting; see `TargetVideo` for what is returned.
 
-    path: an .mp4 or .gif file, a single image, or a folder of images (frames sorted by file name;
-        files without an image suffix ignored).
-    size: render size, an int (square) or (height, width); frames of another aspect ratio are refused
-        (`check_aspect`: resizing would squash them).
     Alpha, in order of precedence:
       - `mask`: a path like `path` (first channel used) or an array [T, H, W] / [H, W] in [0, 1]; one
         mask frame applies to all video frames, fewer mask frames than video frames is an error;
@@ -337,14 +347,26 @@ def load_target(
       - `background` RGB in [0, 1]: alpha = clip(max_channel |rgb - background| / tolerance, 0, 1), so
         pixels within `tolerance` of the background color are transparent;
       - otherwise alpha is 1 (`alpha_source` None).
-    max_frames: keep at most this many leading frames.
-    undistort: optional callable applied to each frame before resizing, at the file's native
-        resolution: video frames as float32 [H, W, 4] (RGB + alpha, alpha 1 if the file has none),
-        mask frames as float32 [H, W, 1], values in [0, 1]. It must return [H', W', same C]. Masks
-        are assumed to be in the same (distorted) camera geometry as the video.
-    expected_frames: the number of frames the caller needs. Fewer (after `max_frames`) is a
-        ValueError stating both counts; more keeps the first `expected_frames` with a warning.
     Unreadable or corrupt files raise ValueError("<file>: cannot read frames: ...").
+
+    Args:
+        path: an .mp4 or .gif file, a single image, or a folder of images (frames sorted by file name;
+            files without an image suffix ignored).
+        size: render size, an int (square) or (height, width); frames of another aspect ratio are refused
+            (`check_aspect`: resizing would squash them).
+        background: the key color, RGB in [0, 1] (3 numbers), or None (see the alpha rules above).
+        mask: a path like `path` or an array [T, H, W] / [H, W] in [0, 1], or None (see the alpha rules).
+        tolerance: the key color's distance (max over channels, in [0, 1] units) at which alpha reaches 1.
+        max_frames: keep at most this many leading frames.
+        undistort: optional callable applied to each frame before resizing, at the file's native
+            resolution: video frames as float32 [H, W, 4] (RGB + alpha, alpha 1 if the file has none),
+            mask frames as float32 [H, W, 1], values in [0, 1]. It must return [H', W', same C]. Masks
+            are assumed to be in the same (distorted) camera geometry as the video.
+        expected_frames: the number of frames the caller needs. Fewer (after `max_frames`) is a
+            ValueError stating both counts; more keeps the first `expected_frames` with a warning.
+
+    Returns:
+        `TargetVideo` (frames float32 [T, H, W, 4]).
     """
     height, width = _size_hw(size)
     _check_target_options(background, tolerance, max_frames, expected_frames)
@@ -384,6 +406,17 @@ def load_video(
     """Read a target video as float32 [T, H, W, 4] (RGB + alpha in [0, 1]) resized to the render size.
 
     Same as `load_target(...).frames`; see `load_target` for the arguments and the alpha rules.
+
+    Args:
+        path: the video, image or folder of images (`load_target`).
+        size: render size, an int (square) or (height, width).
+        background: the key color, RGB in [0, 1], or None.
+        mask: a mask path or array [T, H, W] / [H, W] in [0, 1], or None.
+        tolerance: the key color's distance at which alpha reaches 1.
+        max_frames: keep at most this many leading frames.
+
+    Returns:
+        float32 [T, H, W, 4], RGB + alpha in [0, 1].
     """
     return load_target(
         path, size, background=background, mask=mask, tolerance=tolerance, max_frames=max_frames

@@ -55,12 +55,28 @@ def _quantize(values: np.ndarray) -> np.ndarray:
 
 
 def to_uint8(frames) -> np.ndarray:
-    """[T, H, W, C] floats in [0, 1] -> uint8 RGB [T, H, W, 3] (alpha dropped, gray expanded)."""
+    """[T, H, W, C] floats in [0, 1] -> uint8 RGB [T, H, W, 3] (alpha dropped, gray expanded).
+
+    NaN becomes 0, values out of [0, 1] are clipped, the rest rounded to the nearest of 0..255.
+
+    Args:
+        frames: [T, H, W, C] floats in [0, 1], C in 1, 3, 4 (or one frame [H, W, C]).
+
+    Returns:
+        [T, H, W, 3] uint8 RGB.
+    """
     return _quantize(_as_video(frames)[..., :3])
 
 
 def to_uint8_rgba(frames) -> np.ndarray:
-    """[T, H, W, C] floats in [0, 1] -> uint8 RGBA [T, H, W, 4] (gray expanded; missing alpha = 255)."""
+    """[T, H, W, C] floats in [0, 1] -> uint8 RGBA [T, H, W, 4] (gray expanded; missing alpha = 255).
+
+    Args:
+        frames: [T, H, W, C] floats in [0, 1], C in 1, 3, 4 (or one frame [H, W, C]).
+
+    Returns:
+        [T, H, W, 4] uint8 RGBA.
+    """
     video = _quantize(_as_video(frames))
     if video.shape[-1] == 3:
         video = np.concatenate([video, np.full_like(video[..., :1], 255)], axis=-1)
@@ -138,6 +154,12 @@ def gif_frame_duration_ms(fps: float) -> int:
 
     GIF stores delays in centiseconds, so this is 1000 / fps rounded to the nearest 10 ms (at least
     10 ms): 20 fps -> 50 ms exactly, 30 fps -> 30 ms (the nearest representable delay).
+
+    Args:
+        fps: frames per second (positive, finite).
+
+    Returns:
+        int ms, a multiple of 10, at least 10.
     """
     return 10 * max(1, round(100.0 / _check_fps(fps)))
 
@@ -169,6 +191,14 @@ def write_gif(path, frames, fps: float = 20.0) -> Path:
 
     Alpha is dropped (RGB is expected to hold the blended background). Each frame is shown for
     `gif_frame_duration_ms(fps)` ms. Written atomically; returns the path.
+
+    Args:
+        path: the GIF file to write.
+        frames: [T, H, W, C] floats in [0, 1], C in 1, 3, 4 (or one frame [H, W, C]).
+        fps: frames per second (positive).
+
+    Returns:
+        The path, as a `Path`.
     """
     duration_ms = gif_frame_duration_ms(fps)
     data = _encode_gif(_nonempty(to_uint8(frames)), duration_ms)
@@ -181,6 +211,14 @@ def write_mp4(path, frames, fps: float = 20.0) -> Path:
     """Write frames [T, H, W, C] (floats in [0, 1]) as an H.264 MP4 (odd sizes padded by one pixel).
 
     Constant frame rate `fps`, one video frame per input frame. Written atomically; returns the path.
+
+    Args:
+        path: the MP4 file to write.
+        frames: [T, H, W, C] floats in [0, 1], C in 1, 3, 4 (or one frame [H, W, C]).
+        fps: frames per second (positive).
+
+    Returns:
+        The path, as a `Path`.
     """
     import imageio.v2 as imageio
 
@@ -206,7 +244,15 @@ def _png_frame_name(index: int, count: int) -> str:
 
 
 def write_png(path, image) -> Path:
-    """Write one RGBA image [H, W, 4] (floats in [0, 1]) as a PNG, atomically (a temporary file, renamed)."""
+    """Write one RGBA image [H, W, 4] (floats in [0, 1]) as a PNG, atomically (a temporary file, renamed).
+
+    Args:
+        path: the PNG file to write.
+        image: [H, W, C] floats in [0, 1], C in 1, 3, 4 (missing alpha: opaque).
+
+    Returns:
+        The path, as a `Path`.
+    """
     import imageio.v3 as iio
 
     path = Path(path)
@@ -222,6 +268,13 @@ def write_png_folder(path, frames) -> Path:
     Alpha is kept (255 where the frames have none); values are quantized to 8 bits, nothing else.
     The folder is filled under a temporary name and renamed into place; an existing folder at `path`
     is replaced only if it holds nothing but frame_NNNN.png files. Returns the path.
+
+    Args:
+        path: the folder to write.
+        frames: [T, H, W, C] floats in [0, 1], C in 1, 3, 4 (or one frame [H, W, C]).
+
+    Returns:
+        The path, as a `Path`.
     """
     from PIL import Image
 
@@ -236,6 +289,14 @@ def write_video(path, frames, fps: float = 20.0) -> Path:
     """Write a video chosen by the path: `.gif`, `.mp4`, or no suffix for a folder of RGBA PNGs.
 
     `fps` is recorded in GIF and MP4 files; a PNG folder has no frame rate. Returns the path.
+
+    Args:
+        path: the file or folder to write; its suffix (.gif, .mp4, none) picks the format.
+        frames: [T, H, W, C] floats in [0, 1], C in 1, 3, 4 (or one frame [H, W, C]).
+        fps: frames per second (positive, checked for every format).
+
+    Returns:
+        The path, as a `Path`; ValueError for another suffix.
     """
     suffix = Path(path).suffix.lower()
     if suffix == ".gif":
@@ -274,6 +335,15 @@ def side_by_side(videos: Sequence, labels: Sequence[str] | None = None, *, min_h
 
     Videos are upscaled by an integer factor (nearest) to at least `min_height` rows, padded to a common
     size and length (a shorter video holds its last frame); labels are drawn above each panel.
+
+    Args:
+        videos: the videos, each [T, H, W, C] floats in [0, 1] (at least one).
+        labels: one label per video, or None for none.
+        min_height: pixels, the least height of a panel after upscaling.
+        gap: pixels of white between panels.
+
+    Returns:
+        [T', H', W', 3] float32 RGB in [0, 1], T' the longest video's length.
     """
     if not videos:
         raise ValueError("no videos to compare")
@@ -304,5 +374,16 @@ def side_by_side(videos: Sequence, labels: Sequence[str] | None = None, *, min_h
 
 def write_comparison(path, videos: Sequence, labels: Sequence[str] | None = None, *, fps: float = 20.0,
                      min_height: int = 128) -> Path:
-    """Write a labelled side-by-side comparison (e.g. target, initial guess, fit); see `write_video`."""
+    """Write a labelled side-by-side comparison (e.g. target, initial guess, fit); see `write_video`.
+
+    Args:
+        path: the file or folder to write (`write_video`).
+        videos: the videos, each [T, H, W, C] floats in [0, 1].
+        labels: one label per video, or None.
+        fps: frames per second.
+        min_height: pixels, the least height of a panel (`side_by_side`).
+
+    Returns:
+        The path, as a `Path`.
+    """
     return write_video(path, side_by_side(videos, labels, min_height=min_height), fps)
