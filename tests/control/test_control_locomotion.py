@@ -16,7 +16,8 @@ import pytest
 
 from gradsim_jax.control import PolicyParams, init_policy, simulate_policy
 from gradsim_jax.geometry import interior_edges
-from gradsim_jax.geometry.tets import tet_volumes, walker_tets
+from gradsim_jax.geometry.tet_shapes import walker_tets
+from gradsim_jax.geometry.tets import tet_volumes
 from gradsim_jax.physics import replace_paths
 from gradsim_jax.scenes.control import gear_task
 from gradsim_jax.scenes.locomotion import (

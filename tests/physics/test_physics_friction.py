@@ -142,7 +142,7 @@ def test_a_soft_block_thrown_onto_the_ground_with_warps_contact_has_a_usable_gra
     explicitly its stick phase chatters (this one's gradient by k_mu came out 2.9x its central differences;
     the benchmark's 1e27, and a fit from 0.5x the truth did not move); taken backward it equals central
     differences in float64 (h = 1e-5 k_mu: truncation ~1e-10)."""
-    from gradsim_jax.geometry.tets import box_tets
+    from gradsim_jax.geometry.tet_shapes import box_tets
 
     x, t = box_tets((2, 1, 1), (0.2, 0.1, 0.1), pattern=5)
     tilt = gs.quat_from_axis_angle((0.0, 0.0, 1.0), np.deg2rad(20.0))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gradsim_jax as gs
-from gradsim_jax.geometry.tets import box_tets
+from gradsim_jax.geometry.tet_shapes import box_tets
 from gradsim_jax.physics import StepWarning, damping_limit, fem_energy, fem_forces, replace_paths, step_report
 
 

@@ -12,7 +12,8 @@ import pytest
 from gradsim_jax import sysid
 from tolerances import mse_tolerance
 from gradsim_jax.geometry import soft_body
-from gradsim_jax.geometry.tets import box_tets, tet_volumes
+from gradsim_jax.geometry.tet_shapes import box_tets
+from gradsim_jax.geometry.tets import tet_volumes
 from gradsim_jax.physics.stability import STABILITY_MARGIN, StepWarning, step_report
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical

@@ -14,9 +14,11 @@ from gradsim_jax.geometry.scene import Scene, combine, particles, quat_from_axis
 from gradsim_jax.geometry.soft import soft_body
 from gradsim_jax.geometry.smoke import box_mask, disc_mask, smoke_grid
 from gradsim_jax.geometry.tet_files import load_tets, save_tets, tetrahedralize
+from gradsim_jax.geometry.tet_shapes import (
+    box_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, sphere_tets, voxel_tets, walker_tets,
+)
 from gradsim_jax.geometry.tets import (
-    box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, lumped_masses, orient_tets,
-    sphere_tets, tet_surface, tet_volumes, voxel_tets, walker_tets,
+    check_tets, lumped_masses, orient_tets, tet_surface, tet_volumes,
 )
 
 __all__ = ["MassProperties", "collider", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",

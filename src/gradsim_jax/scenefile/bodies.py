@@ -120,7 +120,7 @@ def read_soft_body(spec, i: int, b: dict):
         SceneFileError: naming the table and the key, for a bad value or a mesh that cannot be read or filled.
     """
     from gradsim_jax.geometry import tet_files
-    from gradsim_jax.geometry import tets as tetmesh
+    from gradsim_jax.geometry import tet_shapes as tetmesh
     from gradsim_jax.geometry.soft import soft_body
 
     where = f"{spec.path}: [[soft_body]] {i}:"

@@ -38,7 +38,7 @@ import numpy as np
 from gradsim_jax.compilation import jit
 from gradsim_jax.control import PhasePolicy, init_policy, particle_force, random_policy_baseline, tet_activation
 from gradsim_jax.geometry import cloth_grid, quat_from_axis_angle, soft_body
-from gradsim_jax.geometry.tets import gear_tets
+from gradsim_jax.geometry.tet_shapes import gear_tets
 from gradsim_jax.scenes.control_task import ControlTask, target_image, task_experiment
 from gradsim_jax.sysid.experiment import render_frames
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from gradsim_jax.control import PhasePolicy, bend_rest, tet_activation
 from gradsim_jax.geometry import cloth_mesh, soft_body
-from gradsim_jax.geometry.tets import walker_tets
+from gradsim_jax.geometry.tet_shapes import walker_tets
 from gradsim_jax.scenes.control_task import ControlTask, target_image, task_experiment
 
 
