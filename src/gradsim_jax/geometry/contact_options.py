@@ -26,7 +26,7 @@ def _solid_flag(name: str, value, scene, applies: bool, solid_for: str, reason: 
     message = f"rigid body {i} cannot be a solid for {solid_for}: {what}; {reason}"
     if value:
         raise ValueError(message)
-    warnings.warn(f"{message}; {without} ({name}=False silences this)", UserWarning, stacklevel=4)
+    warnings.warn(f"{message}; {without} ({name}=False silences this)", UserWarning, stacklevel=5)
     return False
 
 

@@ -10,6 +10,8 @@ pieces in order: a piece's particle k is `offset + k` where `offset` counts the 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,7 @@ from gradsim_jax.physics import (
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
+from gradsim_jax.geometry.build_options import BUILD_SHORTHANDS, Contact, Environment, Numerics
 from gradsim_jax.geometry.contact_options import (body_contact_flag, particle_contact_flag, rigid_contact_model,
                                                   smoothing_length)
 from gradsim_jax.physics.collider_motion import key_arrays
@@ -29,6 +32,7 @@ from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopolo
 from gradsim_jax.physics.smoke import with_smoke
 from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
+from gradsim_jax.typing import grouped_options
 
 #: `Scene.build(incidence=None)` gives an element array a corner incidence table from this many corners on
 #: (elements x corners per element): 6144 springs, 3072 bending edges or tets.
@@ -220,32 +224,13 @@ class Scene:
             spring_rest=np.concatenate([self.spring_rest, as_floats(rest, (s,), "rest")]),
         )
 
-    def build(
-        self,
-        *,
-        gravity=(0.0, -9.81, 0.0),
-        damping: float = 0.0,
-        ground: bool = False,
-        ground_height: float = 0.0,
-        ground_normal=(0.0, 1.0, 0.0),
-        contact_ke: float = 1.0e4,
-        contact_kd: float = 100.0,
-        contact_kf: float = 100.0,
-        contact_mu: float = 0.5,
-        particle_radius: float = 0.01,
-        contact_smoothing: float = 0.0,
-        aerodynamics: bool | None = None,
-        rigid_contact: str | None = None,
-        body_contact: bool | None = None,
-        particle_body_contact: bool | None = None,
-        self_contact: bool = False,
-        self_contact_ke: float = 1.0e3,
-        self_contact_kd: float = 1.0,
-        self_contact_capacity: int = 8,
-        incidence: bool | None = None,
-        dtype=None,
-    ) -> tuple[Topology, Params, State]:
+    def build(self, *, environment: Optional[Environment] = None, contact: Optional[Contact] = None,
+              numerics: Optional[Numerics] = None, **flat) -> tuple[Topology, Params, State]:
         """Validate and convert to device containers `(Topology, Params, State)`.
+
+        The options come in three frozen records (`geometry.build_options`), or as their fields under flat
+        keyword names (`BUILD_SHORTHANDS`): `build(ground=True, contact_ke=1e3)` is
+        `build(environment=Environment(ground=True), contact=Contact(ke=1e3))`.
 
         `aerodynamics` switches the drag and lift term on (default: on when any tri_drag or tri_lift is
         nonzero; pass True to fit them from zero). `dtype` defaults to JAX's default float (float32, or
@@ -263,9 +248,10 @@ class Scene:
         of `contact_*` and the body's; `physics.particle_body`): True needs closed convex hulls; None (default)
         is on for a scene with particles and bodies whose hulls all are. `contact_smoothing` (m): every penalty
         contact (ground, colliders, bodies) starts smoothly over about this distance instead of with a kink
-        (`physics.contact.contact_depth`; 0, the default, is the exact penalty). `self_contact`: the particles push each other apart closer than two
-        particle radii (a cloth folding onto itself; `physics.selfcontact`: ke, kd, and at most
-        `self_contact_capacity` particles per grid cell; `self_contact_overflow` tells when a cell holds more).
+        (`physics.contact.contact_depth`; 0, the default, is the exact penalty). `self_contact`: the particles
+        push each other apart closer than two particle radii (a cloth folding onto itself;
+        `physics.selfcontact`: ke, kd, and at most `self_contact_capacity` particles per grid cell;
+        `self_contact_overflow` tells when a cell holds more).
         A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
         in a scene with bodies) is a ValueError.
         `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
@@ -273,70 +259,38 @@ class Scene:
         False, or None (default) for arrays of at least `INCIDENCE_MIN_CORNERS` corners
         (`TRIANGLE_INCIDENCE_MIN_CORNERS` for triangles), where the faster steps repay the longer compile (a
         16-triangle cloth's gradient compiles in 4.6 s instead of 3.5 s for no gain).
+
+        Args:
+            environment: gravity, damping, aerodynamics and the ground (`Environment`; None: its defaults and
+                the flat keywords).
+            contact: the particles' penalty coefficients, which components meet, self-contact (`Contact`; None:
+                its defaults and the flat keywords).
+            numerics: dtype and incidence tables (`Numerics`; None: its defaults and the flat keywords).
+            **flat: the records' fields by flat name (`BUILD_SHORTHANDS`): gravity [3] m/s^2, damping 1/s,
+                aerodynamics, ground, ground_height m, ground_normal [3]; contact_ke N/m, contact_kd N s/m,
+                contact_kf N s/m, contact_mu, particle_radius m, contact_smoothing m, rigid_contact,
+                body_contact, particle_body_contact, self_contact, self_contact_ke N/m, self_contact_kd N s/m,
+                self_contact_capacity; incidence, dtype. TypeError for another name, or for one given together
+                with its record.
+
+        Returns:
+            (Topology, Params, State), the device containers of the scene.
         """
-        rigid_contact = rigid_contact_model(rigid_contact, bool(ground), self.num_bodies)
+        options = grouped_options("Scene.build", {"environment": (Environment(), environment),
+                                                  "contact": (Contact(), contact), "numerics": (Numerics(), numerics)},
+                                  flat, BUILD_SHORTHANDS)
+        env, con, num = options["environment"], options["contact"], options["numerics"]
+        rigid_contact = rigid_contact_model(con.rigid_model, bool(env.ground), self.num_bodies)
+        aerodynamics = env.aerodynamics
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = num.dtype or jnp.zeros(()).dtype
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
-        n = len(self.x)
-
-        def table(elements, width, min_corners=INCIDENCE_MIN_CORNERS):
-            # Checked against its elements by validate_scene below; out-of-range elements fail there first.
-            rows = np.asarray(elements, np.int64).reshape(-1, width)
-            wanted = rows.size >= min_corners if incidence is None else bool(incidence)
-            if not wanted or rows.size == 0 or rows.min() < 0 or rows.max() >= n:
-                return None
-            return jnp.asarray(corner_incidence(rows, n))
-
-        topology = Topology(
-            particles=ParticleTopology(pinned=jnp.asarray(self.pinned, bool)),
-            springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32), incidence=table(self.springs, 2)),
-            cloth=ClothTopology(triangles=jnp.asarray(self.triangles, jnp.int32),
-                                bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics),
-                                tri_incidence=table(self.triangles, 3, TRIANGLE_INCIDENCE_MIN_CORNERS),
-                                bend_incidence=table(self.bend_edges, 4)),
-            rigid=RigidTopology(vertex_body=jnp.asarray(self.vertex_body, jnp.int32),
-                                push_body=jnp.asarray(self.push_body, jnp.int32),
-                                faces=jnp.asarray(self.body_faces, jnp.int32).reshape(-1, 3),
-                                contact=str(rigid_contact),
-                                collide=body_contact_flag(body_contact, self),
-                                particles=particle_contact_flag(particle_body_contact, self)),
-            fem=FemTopology(tets=jnp.asarray(self.tets, jnp.int32).reshape(-1, 4),
-                            surface=jnp.asarray(self.tet_surface, jnp.int32).reshape(-1, 3),
-                            incidence=table(self.tets, 4)),
-            ground=bool(ground),
-        )
-        params = Params(
-            world=World(gravity=arr(gravity), ground_height=arr(ground_height), ground_normal=arr(ground_normal),
-                        contact_smoothing=smoothing_length(contact_smoothing)),
-            particles=ParticleParams(mass=arr(self.mass), damping=arr(damping), radius=arr(particle_radius)),
-            springs=SpringParams(ke=arr(self.spring_ke), kd=arr(self.spring_kd), rest=arr(self.spring_rest)),
-            cloth=ClothParams(
-                tri_ke=arr(self.tri_ke), tri_ka=arr(self.tri_ka), tri_kd=arr(self.tri_kd),
-                tri_activation=arr(np.zeros(len(self.triangles))), tri_drag=arr(self.tri_drag),
-                tri_lift=arr(self.tri_lift), rest_x=arr(self.x),
-                bend_ke=arr(self.bend_ke), bend_kd=arr(self.bend_kd), bend_rest=arr(self.bend_rest)),
-            contact=ContactParams(ke=arr(contact_ke), kd=arr(contact_kd), kf=arr(contact_kf), mu=arr(contact_mu)),
-            rigid=RigidParams(
-                mass=arr(self.body_mass), gyration=arr(self.body_gyration).reshape(-1, 3, 3),
-                vertices=arr(self.body_vertices).reshape(-1, 3), contact_ke=arr(self.body_ke),
-                contact_kd=arr(self.body_kd), contact_kf=arr(self.body_kf), contact_mu=arr(self.body_mu),
-                restitution=arr(self.restitution), push_force=arr(self.push_force).reshape(-1, 3),
-                push_point=arr(self.push_point).reshape(-1, 3), push_start=arr(self.push_start),
-                push_end=arr(self.push_end)),
-            fem=FemParams(k_mu=arr(self.tet_k_mu), k_lambda=arr(self.tet_k_lambda), k_damp=arr(self.tet_k_damp),
-                          activation=arr(np.zeros(len(self.tets))), rest_x=arr(self.x),
-                          particle_volume=arr(self.volume)),
-        )
-        state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)),
-                      rigid=RigidState(x=arr(self.body_x).reshape(-1, 3), q=arr(self.body_q).reshape(-1, 4),
-                                       v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
-        if self_contact:
-            topology = dataclasses.replace(topology, self_contact=SelfContactTopology(
-                capacity=int(self_contact_capacity), table=table_size(n)))
-            params = dataclasses.replace(params, self_contact=SelfContactParams(
-                thickness=arr(2.0 * particle_radius), ke=arr(self_contact_ke), kd=arr(self_contact_kd)))
+        topology = _topology(self, env, con, num.incidence, rigid_contact, bool(aerodynamics))
+        params = _params(self, env, con, arr)
+        state = _state(self, arr)
+        if con.self_contact:
+            topology, params = _with_self_contact(topology, params, con, len(self.x), arr)
         if self.ode is not None:
             topology, params, state = with_ode_body(topology, params, state, *self.ode, arr)
         if self.smoke is not None:
@@ -350,6 +304,84 @@ class Scene:
             validate_colliders(topology.colliders, params.colliders)
         validate_scene(topology, params, state)
         return topology, params, state
+
+
+def _incidence_table(elements, width: int, n: int, incidence, min_corners: int = INCIDENCE_MIN_CORNERS):
+    """The corner incidence table of an element array (`physics.gather`) where `Numerics.incidence` wants one
+    (None: from `min_corners` corners on), or None; also None for an empty or out-of-range array."""
+    # Checked against its elements by validate_scene; out-of-range elements fail there first.
+    rows = np.asarray(elements, np.int64).reshape(-1, width)
+    wanted = rows.size >= min_corners if incidence is None else bool(incidence)
+    if not wanted or rows.size == 0 or rows.min() < 0 or rows.max() >= n:
+        return None
+    return jnp.asarray(corner_incidence(rows, n))
+
+
+def _topology(scene: Scene, env: Environment, con: Contact, incidence, rigid_contact: str,
+              aerodynamics: bool) -> Topology:
+    """`Scene.build`'s stage one: the static structure (indices, flags, incidence tables)."""
+    n = len(scene.x)
+    table = functools.partial(_incidence_table, n=n, incidence=incidence)
+    return Topology(
+        particles=ParticleTopology(pinned=jnp.asarray(scene.pinned, bool)),
+        springs=SpringTopology(pairs=jnp.asarray(scene.springs, jnp.int32), incidence=table(scene.springs, 2)),
+        cloth=ClothTopology(triangles=jnp.asarray(scene.triangles, jnp.int32),
+                            bend_edges=jnp.asarray(scene.bend_edges, jnp.int32), aerodynamics=aerodynamics,
+                            tri_incidence=table(scene.triangles, 3, min_corners=TRIANGLE_INCIDENCE_MIN_CORNERS),
+                            bend_incidence=table(scene.bend_edges, 4)),
+        rigid=RigidTopology(vertex_body=jnp.asarray(scene.vertex_body, jnp.int32),
+                            push_body=jnp.asarray(scene.push_body, jnp.int32),
+                            faces=jnp.asarray(scene.body_faces, jnp.int32).reshape(-1, 3),
+                            contact=str(rigid_contact),
+                            collide=body_contact_flag(con.body_contact, scene),
+                            particles=particle_contact_flag(con.particle_body_contact, scene)),
+        fem=FemTopology(tets=jnp.asarray(scene.tets, jnp.int32).reshape(-1, 4),
+                        surface=jnp.asarray(scene.tet_surface, jnp.int32).reshape(-1, 3),
+                        incidence=table(scene.tets, 4)),
+        ground=bool(env.ground),
+    )
+
+
+def _params(scene: Scene, env: Environment, con: Contact, arr) -> Params:
+    """`Scene.build`'s stage two: the float parameters, each array `arr`'s dtype."""
+    return Params(
+        world=World(gravity=arr(env.gravity), ground_height=arr(env.ground_height),
+                    ground_normal=arr(env.ground_normal), contact_smoothing=smoothing_length(con.smoothing)),
+        particles=ParticleParams(mass=arr(scene.mass), damping=arr(env.damping), radius=arr(con.particle_radius)),
+        springs=SpringParams(ke=arr(scene.spring_ke), kd=arr(scene.spring_kd), rest=arr(scene.spring_rest)),
+        cloth=ClothParams(
+            tri_ke=arr(scene.tri_ke), tri_ka=arr(scene.tri_ka), tri_kd=arr(scene.tri_kd),
+            tri_activation=arr(np.zeros(len(scene.triangles))), tri_drag=arr(scene.tri_drag),
+            tri_lift=arr(scene.tri_lift), rest_x=arr(scene.x),
+            bend_ke=arr(scene.bend_ke), bend_kd=arr(scene.bend_kd), bend_rest=arr(scene.bend_rest)),
+        contact=ContactParams(ke=arr(con.ke), kd=arr(con.kd), kf=arr(con.kf), mu=arr(con.mu)),
+        rigid=RigidParams(
+            mass=arr(scene.body_mass), gyration=arr(scene.body_gyration).reshape(-1, 3, 3),
+            vertices=arr(scene.body_vertices).reshape(-1, 3), contact_ke=arr(scene.body_ke),
+            contact_kd=arr(scene.body_kd), contact_kf=arr(scene.body_kf), contact_mu=arr(scene.body_mu),
+            restitution=arr(scene.restitution), push_force=arr(scene.push_force).reshape(-1, 3),
+            push_point=arr(scene.push_point).reshape(-1, 3), push_start=arr(scene.push_start),
+            push_end=arr(scene.push_end)),
+        fem=FemParams(k_mu=arr(scene.tet_k_mu), k_lambda=arr(scene.tet_k_lambda), k_damp=arr(scene.tet_k_damp),
+                      activation=arr(np.zeros(len(scene.tets))), rest_x=arr(scene.x),
+                      particle_volume=arr(scene.volume)),
+    )
+
+
+def _state(scene: Scene, arr) -> State:
+    """`Scene.build`'s stage three: the initial state of the particles and the bodies."""
+    return State(particles=ParticleState(x=arr(scene.x), v=arr(scene.v)),
+                 rigid=RigidState(x=arr(scene.body_x).reshape(-1, 3), q=arr(scene.body_q).reshape(-1, 4),
+                                  v=arr(scene.body_v).reshape(-1, 3), w=arr(scene.body_w).reshape(-1, 3)))
+
+
+def _with_self_contact(topology: Topology, params: Params, con: Contact, n: int, arr) -> tuple[Topology, Params]:
+    """`topology` and `params` with the self-contact branch of `n` particles (`physics.selfcontact`)."""
+    topology = dataclasses.replace(topology, self_contact=SelfContactTopology(
+        capacity=int(con.self_capacity), table=table_size(n)))
+    params = dataclasses.replace(params, self_contact=SelfContactParams(
+        thickness=arr(2.0 * con.particle_radius), ke=arr(con.self_ke), kd=arr(con.self_kd)))
+    return topology, params
 
 
 def _collider_keys(scene, arr) -> dict:
