@@ -94,7 +94,14 @@ class BatchedFitResult:
         return int(self.loss.shape[0])
 
     def member(self, i: int) -> Any:
-        """Member i's full physical parameter tree (shared fields as given)."""
+        """Member i's full physical parameter tree (shared fields as given).
+
+        Args:
+          i: the member's index (negative counts from the end).
+
+        Returns:
+          The parameter tree of member i.
+        """
         if not -self.members <= i < self.members:
             raise IndexError(f"member {i} of a batch of {self.members}")
         values = {n: jax.tree_util.tree_map(lambda x: x[i], get_field(self.params, n)) for n in self.batched_fields}
@@ -369,7 +376,9 @@ def random_starts(params: Any, free: tuple[str, ...], n: int, *, key: Array, spr
       - "identity" fields: uniform in x0 +- (spread - 1) |x0| (x0 = 0 stays 0).
     Args:
       params: parameter tree (physical units) holding the central values.
-      free: the fields to draw. n: number of members (>= 1). key: a `jax.random` key.
+      free: the fields to draw.
+      n: number of members (>= 1).
+      key: a `jax.random` key.
       spread: > 1, the factor of the range (3: from a third to three times the central value).
       transforms: {field: transform} as for `fit` (unnamed: identity).
     Returns:

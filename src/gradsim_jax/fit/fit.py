@@ -154,7 +154,21 @@ def make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, us
     clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; `box`
     {field: (lo, hi)} clips the updated unconstrained values (projected steps; None or a missing field: not
     clipped); error is `checks(params)` (a checkify Error) or None. Scale and box are arguments, so fits that
-    differ only in them (a schedule's length, bounds from another start) are one program."""
+    differ only in them (a schedule's length, bounds from another start) are one program.
+
+    Args:
+      loss_fn: the loss, called as the module docstring says.
+      transforms: {free field: Transform}, sorted by name (`free_transforms`).
+      optimizer: the optax GradientTransformation of the updates.
+      uses_key: pass the iteration's key to `loss_fn`.
+      uses_iteration: pass the iteration (traced int32) to `loss_fn`.
+      has_aux: `loss_fn` returns `(loss, aux)`.
+      checks: `checks(params) -> checkify Error` of the traced parameters, or None.
+      clip: {field: c} per-field gradient norms (`check_clip`), or None.
+
+    Returns:
+      The step function `(state, base[, scale[, box]]) -> (state, loss, finite, record, aux, error)`.
+    """
 
     def step(state: FitState, base: Any, scale=None, box=None):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
@@ -231,7 +245,15 @@ def _converged(losses: list[float], ftol: float, patience: int) -> bool:
 
 def cosine_schedule(steps: int, alpha: float = 0.0) -> Callable[[int], float]:
     """The factor `i -> (1 - alpha) (1 + cos(pi min(i, steps) / steps)) / 2 + alpha` for `fit(schedule=...)`:
-    from 1 down to `alpha` over `steps` updates, as `optax.cosine_decay_schedule(1.0, steps, alpha)`."""
+    from 1 down to `alpha` over `steps` updates, as `optax.cosine_decay_schedule(1.0, steps, alpha)`.
+
+    Args:
+      steps: the updates the factor decays over (a positive int).
+      alpha: the final factor, in [0, 1].
+
+    Returns:
+      The function of the iteration i giving the factor.
+    """
     if not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive int; got {steps!r}")
     if not 0.0 <= alpha <= 1.0:

@@ -174,7 +174,15 @@ def check_key(call: LossCall, key) -> None:
 
 
 def check_fit_options(opt: Optimization, stop: Stopping, ckpt: Checkpoints, call: LossCall, key) -> None:
-    """`fit`'s ValueErrors for bad options, before anything is traced."""
+    """`fit`'s ValueErrors for bad options, before anything is traced.
+
+    Args:
+        opt: the optimization options.
+        stop: the stopping options.
+        ckpt: the checkpoint options.
+        call: how the loss is called.
+        key: the PRNG key given, or None.
+    """
     check_steps(stop.steps)
     if not isinstance(ckpt.every, (int, np.integer)) or ckpt.every < 1:
         raise ValueError(f"checkpoint_every must be a positive int; got {ckpt.every!r}")
@@ -191,7 +199,15 @@ def check_fit_options(opt: Optimization, stop: Stopping, ckpt: Checkpoints, call
 
 
 def check_clip(clip, tf) -> Optional[dict]:
-    """{field: float} of a valid `clip` (free fields, positive finite norms), or None; ValueError otherwise."""
+    """{field: float} of a valid `clip` (free fields, positive finite norms), or None; ValueError otherwise.
+
+    Args:
+        clip: {field: max gradient norm} (`Optimization.clip`), or None.
+        tf: {free field: Transform}.
+
+    Returns:
+        {field: float} sorted by field, or None for no clipping.
+    """
     if clip is None:
         return None
     if not isinstance(clip, dict):
@@ -212,7 +228,16 @@ def check_clip(clip, tf) -> Optional[dict]:
 
 def check_bounds(bounds, tf, starts: dict) -> Optional[dict]:
     """{field: (lo, hi)} in the unconstrained space for `fit`'s `bounds` (free fields, lo < hi, the initial
-    values `starts` {field: array} inside), or None; ValueError otherwise."""
+    values `starts` {field: array} inside), or None; ValueError otherwise.
+
+    Args:
+        bounds: {field: (lo, hi)} in physical units, None for an open side (`Optimization.bounds`), or None.
+        tf: {free field: Transform}.
+        starts: {field: array} the initial physical values (with a leading member axis for `fit_batched`).
+
+    Returns:
+        {field: (lo, hi)} of arrays in the unconstrained space (infinite for an open side), or None.
+    """
     if not bounds:
         return None
     if not isinstance(bounds, dict):

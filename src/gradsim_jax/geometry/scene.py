@@ -62,7 +62,16 @@ DEFAULT_K_DAMP = 10.0
 
 def as_floats(a, shape=None, name="value"):
     """float64 array of `a` (broadcast to `shape`); ValueError naming `name` when it is not real numbers or
-    does not broadcast."""
+    does not broadcast.
+
+    Args:
+        a: the numbers (array-like).
+        shape: the shape to broadcast to; None: `a`'s own.
+        name: what `a` is, for the message.
+
+    Returns:
+        A float64 array (a copy when broadcast).
+    """
     if np.iscomplexobj(a):  # a cast would drop the imaginary part with only a warning
         raise ValueError(f"{name} must be real numbers, got complex values {_short(a)}")
     try:
@@ -79,7 +88,16 @@ def as_floats(a, shape=None, name="value"):
 
 def as_indices(a, width, name="indices"):
     """int64 index rows [count, width] of `a` ([count, width], or flat with `width` per row); ValueError
-    naming `name` for anything else (fractions, NaN, other row widths). Range checks are the caller's."""
+    naming `name` for anything else (fractions, NaN, other row widths). Range checks are the caller's.
+
+    Args:
+        a: the indices (array-like, integers or whole numbers written as floats).
+        width: indices per row.
+        name: what `a` is, for the message.
+
+    Returns:
+        [count, width] int64.
+    """
     arr = np.asarray(a)
     if arr.size == 0:
         return np.zeros((0, width), np.int64)
@@ -95,7 +113,12 @@ def as_indices(a, width, name="indices"):
 
 
 def require_finite(name, a):
-    """ValueError naming the first non-finite entry of `a`: "vertices[3, 1] = nan is not finite"."""
+    """ValueError naming the first non-finite entry of `a`: "vertices[3, 1] = nan is not finite".
+
+    Args:
+        name: what `a` is, for the message.
+        a: the numbers (numpy array).
+    """
     bad = ~np.isfinite(a)
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -191,7 +214,18 @@ class Scene:
     def add_push(self, body: int, force, *, point=(0.0, 0.0, 0.0), start: float = 0.0,
                  end: float = np.inf) -> "Scene":
         """A known force `force` [3] N (world frame) on rigid body `body` at `point` [3] m (body frame,
-        relative to its centre of mass) while start <= t < end (s): gradSim's pushes."""
+        relative to its centre of mass) while start <= t < end (s): gradSim's pushes.
+
+        Args:
+            body: the rigid body's index.
+            force: [3] N, world frame.
+            point: [3] m, where it acts (body frame, relative to the centre of mass).
+            start: s, when it starts.
+            end: s, when it ends (exclusive).
+
+        Returns:
+            The scene with the push added.
+        """
         if not 0 <= int(body) < self.num_bodies:
             raise ValueError(f"add_push: body {body} out of range [0, {self.num_bodies})")
         force, point = as_floats(force, (3,), "force"), as_floats(point, (3,), "point")
@@ -209,7 +243,17 @@ class Scene:
         return combine(self, other)
 
     def add_springs(self, pairs, ke, kd=0.0, rest=None) -> "Scene":
-        """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length."""
+        """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length.
+
+        Args:
+            pairs: [s, 2] particle indices of each spring.
+            ke: N/m, stiffness (scalar or [s]).
+            kd: N s/m, damping (scalar or [s]).
+            rest: m, rest lengths (scalar or [s]); None: the current lengths.
+
+        Returns:
+            The scene with the springs added.
+        """
         pairs = as_indices(pairs, 2, "springs")
         s = pairs.shape[0]
         check_index_rows("springs", pairs, self.num_particles)
@@ -391,7 +435,17 @@ def _collider_keys(scene, arr) -> dict:
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
     """Loose particles as a `Scene`: positions x [n, 3] m, velocities v (scalar or [n, 3]) m/s, masses (scalar or
-    [n]) kg (0 = fixed), pinned flags (bool or [n])."""
+    [n]) kg (0 = fixed), pinned flags (bool or [n]).
+
+    Args:
+        x: [n, 3] m, positions.
+        v: m/s, velocities (scalar or [n, 3]).
+        mass: kg, masses (scalar or [n]; 0 = fixed).
+        pinned: pinned flags (bool or [n]).
+
+    Returns:
+        The particles as a `Scene`.
+    """
     x = as_points(x, "x")
     n = x.shape[0]
     mass = as_floats(mass, (n,), "mass")
@@ -403,7 +457,15 @@ def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
 
 
 def as_points(a, name) -> np.ndarray:
-    """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise."""
+    """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise.
+
+    Args:
+        a: the points' coordinates (array-like).
+        name: what `a` is, for the message.
+
+    Returns:
+        [n, 3] float64.
+    """
     a = as_floats(a, name=name)
     if not (a.ndim == 2 and a.shape[1] == 3) and not (a.ndim == 1 and a.size % 3 == 0):
         raise ValueError(f"{name} must be [n, 3] (or flat, 3 per point), got shape {a.shape}")
@@ -413,7 +475,14 @@ def as_points(a, name) -> np.ndarray:
 def combine(*pieces: Scene) -> Scene:
     """Union of host-side scenes (cloth, soft bodies, particles, rigid bodies) in one `Scene`: particles
     [sum n] in the order given, indices of each piece offset by the particles of the pieces before it, bodies
-    appended in order."""
+    appended in order.
+
+    Args:
+        *pieces: the `Scene` pieces (or one iterable of them).
+
+    Returns:
+        The union as one `Scene`.
+    """
     if len(pieces) == 1 and not isinstance(pieces[0], Scene):
         pieces = tuple(pieces[0])
     cat = lambda name: np.concatenate([getattr(p, name) for p in pieces])  # noqa: E731
@@ -466,7 +535,27 @@ def rigid_body(
     The body's centre of mass starts at rot * (com - 0) + pos, i.e. the mesh is placed as given, rotated
     by `rot` (unit quaternion w, x, y, z) about its own origin and moved by `pos`; `vel` [3] m/s and `omega`
     [3] rad/s (world frame) are its initial velocities. contact_*: penalty ground contact (N/m, N s/m,
-    N s/m, 1); `restitution`: the impulse model's coefficient (`Scene.build(rigid_contact=...)`)."""
+    N s/m, 1); `restitution`: the impulse model's coefficient (`Scene.build(rigid_contact=...)`).
+
+    Args:
+        vertices: [m, 3] m, the mesh's vertices.
+        faces: [f, 3] the mesh's triangles (vertex indices).
+        density: kg/m^3, uniform density (or give `mass`).
+        mass: kg, total mass (or give `density`).
+        pos: [3] m, where the mesh is moved.
+        rot: [4] unit quaternion (w, x, y, z) it is rotated by.
+        vel: [3] m/s, initial velocity.
+        omega: [3] rad/s, initial angular velocity (world frame).
+        contact_ke: N/m, penalty ground contact stiffness.
+        contact_kd: N s/m, its damping.
+        contact_kf: N s/m, its friction's viscous slope.
+        contact_mu: 1, its Coulomb coefficient.
+        restitution: in [0, 1], the impulse model's coefficient.
+        name: the mesh's name, for messages.
+
+    Returns:
+        The body as a `Scene`.
+    """
     from gradsim_jax.geometry.rigid import rigid_body_from_mesh
 
     shape = rigid_body_from_mesh(vertices, faces, density=density, mass=mass, name=name)
@@ -499,7 +588,15 @@ def rigid_body(
 
 
 def pinned_mask(pinned, n: int) -> np.ndarray:
-    """[n] bool from None (nothing pinned), an [n] bool mask or a list of vertex indices."""
+    """[n] bool from None (nothing pinned), an [n] bool mask or a list of vertex indices.
+
+    Args:
+        pinned: None, an [n] bool mask, or vertex indices.
+        n: the number of vertices.
+
+    Returns:
+        [n] bool.
+    """
     mask = np.zeros(n, bool)
     if pinned is not None:
         pinned = np.asarray(pinned)

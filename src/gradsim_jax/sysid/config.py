@@ -314,7 +314,11 @@ class SysIdResult:
 
 
 def check_config(config: FitConfig) -> None:
-    """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
+    """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles).
+
+    Args:
+        config: the fit's settings.
+    """
     for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
                        ("checkpoint_every", 1), ("window", 1), ("rounds", 1),
                        ("round_iterations", 1), ("density_first", 0)):
@@ -363,7 +367,17 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
     sha256 content hashes of the target video as fitted ("target": its float32 frames), of the experiment
     ("scene": every array and setting of the scene, camera, render and time grid), of the scene file when
     there is one ("scene_file"), of the initial guess of the free quantities ("initial"), and the settings
-    that shape the Adam iterations."""
+    that shape the Adam iterations.
+
+    Args:
+        exp: the experiment fitted.
+        target: [frames + 1, H, W, 4] the target video as fitted (RGBA).
+        initial: {quantity: value}, the initial guess (physical units).
+        config: the fit's settings.
+
+    Returns:
+        {name: hash or setting}, JSON-serializable.
+    """
     free = tuple(canonical(n) for n in config.free)
     scene = (exp.topology, exp.params, exp.state0, exp.camera, exp.faces, exp.colors, exp.lights, exp.background,
              exp.settings, exp.frames, exp.substeps, exp.frame_dt, exp.push_frames, exp.theta["push"], exp.integrator)
