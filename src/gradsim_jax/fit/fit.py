@@ -316,8 +316,8 @@ def fit(
         past `steps`.
       ValueError: bad arguments, detected before compilation.
     """
-    options = grouped_options("fit", {"optimization": (Optimization(), optimization), "stopping": (Stopping(), stopping),
-                                      "checkpoints": (Checkpoints(), checkpoints),
+    options = grouped_options("fit", {"optimization": (Optimization(), optimization),
+                                      "stopping": (Stopping(), stopping), "checkpoints": (Checkpoints(), checkpoints),
                                       "loss_call": (LossCall(), loss_call)}, flat, FIT_SHORTHANDS)
     opt, stop, ckpt, call = (options[k] for k in ("optimization", "stopping", "checkpoints", "loss_call"))
     check_fit_options(opt, stop, ckpt, call, key)
