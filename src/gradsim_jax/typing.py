@@ -1,4 +1,5 @@
-"""Shared type aliases and the frozen-pytree decorator used by every container of the package.
+"""Shared type aliases, the frozen-pytree decorator used by every container of the package, and the
+routing of flat keyword shorthands into option records (`grouped_options`).
 
 `Array` is any array-like a JAX function accepts (jax.Array, numpy array, Python scalar); shapes and units
 are written in docstrings (`x: [n, 3] m`). `pytree_dataclass` makes a frozen dataclass a pytree whose
@@ -116,3 +117,46 @@ def is_concrete(*values) -> bool:
         bool, True when every leaf is a concrete value.
     """
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(values))
+
+
+def grouped_options(where: str, groups: dict, flat: dict, shorthands: dict, *, override: bool = False) -> dict:
+    """The option records of a call that takes a few frozen records (`Scene.build(contact=Contact(...))`) and,
+    as shorthands, their fields under flat keyword names (`Scene.build(contact_ke=...)`).
+
+    Args:
+        where: the function's name for the messages ("Scene.build").
+        groups: {group keyword: (the record of defaults, the record given or None)}.
+        flat: {flat keyword: value}, the shorthands given.
+        shorthands: {flat keyword: (group keyword, field name)}, every shorthand the call takes.
+        override: False: a shorthand given together with its record is a TypeError; True: it replaces that
+            field of the record given (what `dataclasses.replace` on a record of records needs).
+
+    Returns:
+        {group keyword: record}: each record given (its shorthands applied where `override`), else the record of
+        defaults with the shorthands given.
+
+    Raises:
+        TypeError: an unknown keyword (naming the valid ones), a record of the wrong class, or a shorthand given
+            together with its record (unless `override`).
+    """
+    unknown = [name for name in flat if name not in shorthands]
+    if unknown:
+        valid = ", ".join(sorted([*groups, *shorthands]))
+        raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}; valid: {valid}")
+    routed: dict = {group: {} for group in groups}
+    for name, value in flat.items():
+        group, field = shorthands[name]
+        routed[group][field] = value
+    out = {}
+    for group, (default, given) in groups.items():
+        kind = type(default).__name__
+        if given is None:
+            given = default
+        elif not isinstance(given, type(default)):
+            raise TypeError(f"{where}({group}=...) takes a {kind}, got {type(given).__name__}")
+        elif routed[group] and not override:
+            names = ", ".join(name for name in flat if shorthands[name][0] == group)
+            raise TypeError(f"{where}() got {names} and {group}=...: give them in {group}={kind}(...) "
+                            "or as keywords, not both")
+        out[group] = dataclasses.replace(given, **routed[group]) if routed[group] else given
+    return out

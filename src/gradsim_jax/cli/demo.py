@@ -6,6 +6,7 @@ plots and report.json to OUT; the scenes and their settings come from `gradsim_j
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -312,7 +313,7 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
     config = _config(args, free, iterations=iterations, learning_rate=learning_rate, polish=polish, rounds=rounds,
                      round_iterations=round_iterations, density_first=density_first)
     if args.horizon is None and config.window is None:  # a demo's own growing horizon, unless windowed
-        config.horizon = horizon
+        config = dataclasses.replace(config, horizon=horizon)
     status = preflight(exp, args, config)
     if status is not None:
         return status

@@ -38,14 +38,16 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from tqdm.auto import tqdm
 
 from gradsim_jax.compilation import jit
 from gradsim_jax.fit.checkpoint import FitState
-from gradsim_jax.fit.fit import check_bounds, make_step
+from gradsim_jax.fit.fit import free_transforms, make_step
+from gradsim_jax.fit.options import (BATCHED_SHORTHANDS, LossCall, Optimization, Stopping, check_bounds, check_key,
+                                     check_steps)
 from gradsim_jax.fit.transforms import (Bounded, Log, Softplus, TransformSpec, field_names, get_field, replace_fields,
                                         resolve_free)
+from gradsim_jax.typing import grouped_options
 
 Array = Any
 
@@ -92,7 +94,14 @@ class BatchedFitResult:
         return int(self.loss.shape[0])
 
     def member(self, i: int) -> Any:
-        """Member i's full physical parameter tree (shared fields as given)."""
+        """Member i's full physical parameter tree (shared fields as given).
+
+        Args:
+          i: the member's index (negative counts from the end).
+
+        Returns:
+          The parameter tree of member i.
+        """
         if not -self.members <= i < self.members:
             raise IndexError(f"member {i} of a batch of {self.members}")
         values = {n: jax.tree_util.tree_map(lambda x: x[i], get_field(self.params, n)) for n in self.batched_fields}
@@ -131,18 +140,15 @@ def fit_batched(
     batch: dict[str, Any],
     free: Optional[tuple[str, ...]] = None,
     transforms: Optional[dict[str, TransformSpec]] = None,
-    optimizer: Optional[optax.GradientTransformation] = None,
-    learning_rate: float = 1e-2,
-    steps: int = 100,
-    clip_norm: Optional[float] = None,
+    optimization: Optional[Optimization] = None,
+    stopping: Optional[Stopping] = None,
+    loss_call: Optional[LossCall] = None,
     key: Optional[Array] = None,
-    uses_key: bool = False,
-    uses_iteration: bool = False,
     mode: str = "vmap",
     map_batch_size: Optional[int] = None,
     mesh: Any = None,
     progress: bool = True,
-    bounds: Optional[dict[str, tuple]] = None,
+    **flat,
 ) -> BatchedFitResult:
     """Minimize `loss_fn` for N members at once; each member is the `fit` that `params` with its own `batch`
     values would be.
@@ -153,15 +159,23 @@ def fit_batched(
       batch: {field: values with a leading member axis [N, ...]}: per-member values of fields of `params`
         (a pytree value for a non-free field: every leaf with the member axis). Free fields in it are
         per-member initial guesses; free fields not in it start at `params`' value in every member.
-      free, transforms, optimizer, learning_rate, steps, clip_norm: as for `fit`, the same for every member.
+      free: as for `fit`, the same for every member.
+      transforms: as for `fit`, the same for every member.
+      optimization: `Optimization` as for `fit` (optimizer, learning_rate, clip_norm, bounds: the same for every
+        member, every member's start inside the bounds); its schedule and clip are `fit`'s only (ValueError),
+        its backoff is not used (a diverged member is frozen).
+      stopping: `Stopping`: steps as for `fit`; its ftol is `fit`'s only (ValueError).
+      loss_call: `LossCall`: uses_key, uses_iteration as for `fit`; has_aux and checks are `fit`'s only
+        (ValueError).
       key: PRNG key, split into one key per member (each then split every iteration, as `fit` does).
-      uses_key / uses_iteration: as for `fit`.
       mode: "vmap" | "map" | "sequential" (module docstring).
       map_batch_size: with mode "map", members vmapped together inside `lax.map` (None: one at a time).
       mesh: a `jax.sharding.Mesh` with axis `gradsim_jax.parallel.BATCH_AXIS` (`parallel.batch_mesh()`) to
         split the members over its devices; None: the default device.
       progress: a tqdm bar (the best loss so far and the number of live members); process 0 only.
-      bounds: as for `fit` ({field: (lo, hi)}, the same for every member; every member's start inside).
+      **flat: the records' fields by flat name (`BATCHED_SHORTHANDS`): optimizer, learning_rate, clip_norm,
+        bounds, steps, uses_key, uses_iteration. TypeError for another name, or for one given together with its
+        record.
     Returns:
       BatchedFitResult.
     Raises:
@@ -171,14 +185,56 @@ def fit_batched(
     from gradsim_jax import parallel
 
     started = time.perf_counter()
+    options = grouped_options("fit_batched", {"optimization": (Optimization(), optimization),
+                                              "stopping": (Stopping(), stopping), "loss_call": (LossCall(), loss_call)},
+                              flat, BATCHED_SHORTHANDS)
+    opt, stop, call = options["optimization"], options["stopping"], options["loss_call"]
+    _check_batched(params, batch, opt, stop, call, key, mode, map_batch_size, mesh)
+    n_members = _member_count(batch)
+    batch = {n: jax.tree_util.tree_map(jnp.asarray, v) for n, v in batch.items()}
+    tf = _member_transforms(params, batch, free, transforms)
+    box = check_bounds(opt.bounds, tf, {n: batch[n] if n in batch else get_field(params, n) for n in tf})
+    optimizer = opt.transformation()
+    carry, typed = _initial_carry(params, batch, tf, optimizer, key, n_members)
+    batched_values = {n: batch[n] for n in batch if n not in tf}
+    step = make_step(loss_fn, tf, optimizer, call.uses_key, call.uses_iteration, has_aux=False)
+    member = _member_iteration(step, box, typed, None if not typed else jax.random.key_impl(key))
+    n_pad = n_members if mesh is None else parallel.padded_size(n_members, mesh)
+    carry, batched_values = (_padded(tree, n_members, n_pad) for tree in (carry, batched_values))
+    if mode == "sequential":
+        outs, carry, times = _run_sequential(member, carry, batched_values, params, n_members, stop.steps, progress)
+    else:
+        outs, carry, times = _run_lifted(_lift(member, mode, map_batch_size, mesh), carry, batched_values, params,
+                                         mesh, n_members, stop.steps, progress)
+    result = _result(outs, carry, tf, params, batch, n_members, stop.steps, mode,
+                     1 if mesh is None else mesh.devices.size, started)
+    timing = {"first_s": times[0], "iteration_s": float(np.median(times[1:])) if len(times) > 1 else float("nan")}
+    return dataclasses.replace(result, timing=timing)
+
+
+def _padded(tree, n_members: int, n_pad: int):
+    """`tree` with its member axis padded to `n_pad` by copies of member 0 (dropped from the result)."""
+    if n_pad == n_members:
+        return tree
+    return jax.tree_util.tree_map(
+        lambda x: jnp.concatenate([x, jnp.broadcast_to(x[:1], (n_pad - n_members, *x.shape[1:]))]), tree)
+
+
+def _check_batched(params, batch, opt: Optimization, stop: Stopping, call: LossCall, key, mode: str,
+                   map_batch_size, mesh) -> None:
+    """`fit_batched`'s ValueErrors for bad arguments, before anything is traced."""
+    from gradsim_jax import parallel
+
+    only_fit = [name for name, value in (("schedule", opt.schedule), ("clip", opt.clip), ("ftol", stop.ftol),
+                                         ("has_aux", call.has_aux), ("checks", call.checks)) if value]
+    if only_fit:
+        raise ValueError(f"fit_batched does not take {', '.join(only_fit)} (use fit for one member)")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
-    if not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int; got {steps!r}")
+    check_steps(stop.steps)
     if map_batch_size is not None and (not isinstance(map_batch_size, (int, np.integer)) or map_batch_size < 1):
         raise ValueError(f"map_batch_size must be a positive int or None; got {map_batch_size!r}")
-    if uses_key and key is None:
-        raise ValueError("uses_key=True needs an explicit key, e.g. key=jax.random.key(0)")
+    check_key(call, key)
     if mesh is not None and mode == "sequential":
         raise ValueError("mode 'sequential' runs on one device; use 'vmap' or 'map' with a mesh")
     if mesh is not None and parallel.BATCH_AXIS not in mesh.axis_names:
@@ -190,24 +246,25 @@ def fit_batched(
     unknown = [n for n in batch if n not in names]
     if unknown:
         raise ValueError(f"batch names unknown field(s) {unknown}; the parameters have fields {list(names)}")
-    n_members = _member_count(batch)
-    batch = {n: jax.tree_util.tree_map(jnp.asarray, v) for n, v in batch.items()}
 
-    # The free fields and transforms are those of member 0's tree; every member's starts are checked.
-    member0 = replace_fields(params, _index(batch, 0))
-    tf = dict(sorted(resolve_free(member0, free, transforms).items()))
+
+def _member_transforms(params, batch: dict, free, transforms) -> dict:
+    """The free fields and transforms of member 0's tree (`free_transforms`), every member's starts checked
+    against the field's shape and the transform's domain."""
+    tf = free_transforms(replace_fields(params, _index(batch, 0)), free, transforms)
     for n in tf:
         if n in batch:
             if np.shape(batch[n])[1:] != np.shape(get_field(params, n)):
                 raise ValueError(f"batch[{n!r}] has member shape {np.shape(batch[n])[1:]}, the field has shape "
                                  f"{np.shape(get_field(params, n))}")
             tf[n].check_domain(n, batch[n])
-    box = check_bounds(bounds, tf, {n: batch[n] if n in batch else get_field(params, n) for n in tf})
-    optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
-    if clip_norm is not None:
-        optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
+    return tf
 
-    # Every member's starting state, on the host side of jit (small).
+
+def _initial_carry(params, batch: dict, tf: dict, optimizer, key, n_members: int) -> tuple[dict, bool]:
+    """Every member's starting carry ({"state", "prev", "frozen"}, built on the host side of jit: small) and
+    whether `key` is a typed key (carried as its key data)."""
+
     def start(n, t):
         value = get_field(params, n)
         x0 = batch[n] if n in batch else jnp.broadcast_to(value, (n_members, *np.shape(value)))
@@ -217,7 +274,6 @@ def fit_batched(
     u0 = {n: start(n, t) for n, t in tf.items()}
     opt0 = jax.vmap(optimizer.init)(u0)
     typed = _is_typed_key(key)
-    impl = jax.random.key_impl(key) if typed else None
     keys = None if key is None else jax.random.split(key, n_members)
     keydata = jax.random.key_data(keys) if typed else keys
     carry = {
@@ -225,12 +281,14 @@ def fit_batched(
         "frozen": jnp.zeros(n_members, bool),
     }
     carry["prev"] = carry["state"]
-    batched_values = {n: batch[n] for n in batch if n not in tf}
+    return carry, typed
 
-    step = make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux=False)
+
+def _member_iteration(step, box, typed: bool, impl) -> Callable:
+    """One iteration of one member, `(carry, values, shared) -> (carry, outputs)`: `fit`'s step, its update kept
+    only while the member is live (a typed key travels as key data of `impl`)."""
 
     def member(carry, values, shared):
-        """One iteration of one member: `fit`'s step, its update kept only while the member is live."""
         state = carry["state"]
         if typed:
             state = state._replace(key=jax.random.wrap_key_data(state.key, impl=impl))
@@ -252,57 +310,59 @@ def fit_batched(
         }
         return out, {"loss": loss, "finite": finite, "record": record, "frozen_before": carry["frozen"]}
 
-    n_pad = n_members if mesh is None else parallel.padded_size(n_members, mesh)
-    if n_pad != n_members:
-        def pad(x):
-            return jnp.concatenate([x, jnp.broadcast_to(x[:1], (n_pad - n_members, *x.shape[1:]))])
+    return member
 
-        carry = jax.tree_util.tree_map(pad, carry)
-        batched_values = jax.tree_util.tree_map(pad, batched_values)
 
-    if mode == "sequential":
-        outs, carry, times = _run_sequential(member, carry, batched_values, params, n_members, steps, progress)
+def _lift(member: Callable, mode: str, map_batch_size, mesh) -> Callable:
+    """`member` lifted over the members ("vmap" or "map"), and over `mesh`'s devices with `shard_map`."""
+    from gradsim_jax import parallel
+
+    if mode == "vmap":
+        lifted = jax.vmap(member, in_axes=(0, 0, None))
     else:
-        if mode == "vmap":
-            lifted = jax.vmap(member, in_axes=(0, 0, None))
-        else:
-            def lifted(carry_, values_, shared_):
-                return jax.lax.map(lambda cv: member(cv[0], cv[1], shared_), (carry_, values_),
-                                   batch_size=map_batch_size)
-        if mesh is not None:
-            spec = jax.sharding.PartitionSpec(parallel.BATCH_AXIS)
-            # No collective inside (members are independent), so the varying-axes type check is not needed
-            # (it would also reject any custom primitive of a loss that does not propagate the axis types).
-            lifted = jax.shard_map(lifted, mesh=mesh, in_specs=(spec, spec, jax.sharding.PartitionSpec()),
-                                   out_specs=spec, check_vma=False)
-            carry = parallel.put_batch(carry, mesh)
-            batched_values = parallel.put_batch(batched_values, mesh)
-            shared = parallel.put_replicated(params, mesh)
-        else:
-            shared = params
-        compiled = jit(lifted)
-        outs, times = [], []
-        bar = tqdm(total=steps, disable=not progress or jax.process_index() != 0, desc="fit x%d" % n_members,
-                   unit="it", dynamic_ncols=True)
-        with bar:
-            for _ in range(steps + 1):  # the last pass only evaluates the loss at the final parameters
-                tick = time.perf_counter()
-                new_carry, out = compiled(carry, batched_values, shared)
-                out = parallel.fetch(out)  # the one host transfer of the iteration
-                times.append(time.perf_counter() - tick)
-                outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], out))
-                if len(outs) <= steps:
-                    carry = new_carry
-                    live = ~outs[-1]["frozen_before"] & np.all(outs[-1]["finite"], axis=-1)
-                    best = np.min(outs[-1]["loss"][live]) if live.any() else float("nan")
-                    bar.set_postfix(best=f"{best:.4e}", live=int(live.sum()), refresh=False)
-                    bar.update(1)
-        carry = parallel.fetch(carry)
-        carry = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], carry)
-    result = _result(outs, carry, tf, params, batch, n_members, steps, mode,
-                     1 if mesh is None else mesh.devices.size, started)
-    timing = {"first_s": times[0], "iteration_s": float(np.median(times[1:])) if len(times) > 1 else float("nan")}
-    return dataclasses.replace(result, timing=timing)
+        def lifted(carry_, values_, shared_):
+            return jax.lax.map(lambda cv: member(cv[0], cv[1], shared_), (carry_, values_),
+                               batch_size=map_batch_size)
+    if mesh is not None:
+        spec = jax.sharding.PartitionSpec(parallel.BATCH_AXIS)
+        # No collective inside (members are independent), so the varying-axes type check is not needed
+        # (it would also reject any custom primitive of a loss that does not propagate the axis types).
+        lifted = jax.shard_map(lifted, mesh=mesh, in_specs=(spec, spec, jax.sharding.PartitionSpec()),
+                               out_specs=spec, check_vma=False)
+    return lifted
+
+
+def _run_lifted(lifted: Callable, carry, batched_values, params, mesh, n_members: int, steps: int, progress: bool):
+    """Every member's iterations by one compiled program of all members: ([steps + 1] outputs, the final carry,
+    [seconds of each iteration])."""
+    from gradsim_jax import parallel
+
+    if mesh is not None:
+        carry = parallel.put_batch(carry, mesh)
+        batched_values = parallel.put_batch(batched_values, mesh)
+        shared = parallel.put_replicated(params, mesh)
+    else:
+        shared = params
+    compiled = jit(lifted)
+    outs, times = [], []
+    bar = tqdm(total=steps, disable=not progress or jax.process_index() != 0, desc="fit x%d" % n_members,
+               unit="it", dynamic_ncols=True)
+    with bar:
+        for _ in range(steps + 1):  # the last pass only evaluates the loss at the final parameters
+            tick = time.perf_counter()
+            new_carry, out = compiled(carry, batched_values, shared)
+            out = parallel.fetch(out)  # the one host transfer of the iteration
+            times.append(time.perf_counter() - tick)
+            outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], out))
+            if len(outs) <= steps:
+                carry = new_carry
+                live = ~outs[-1]["frozen_before"] & np.all(outs[-1]["finite"], axis=-1)
+                best = np.min(outs[-1]["loss"][live]) if live.any() else float("nan")
+                bar.set_postfix(best=f"{best:.4e}", live=int(live.sum()), refresh=False)
+                bar.update(1)
+    carry = parallel.fetch(carry)
+    carry = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], carry)
+    return outs, carry, times
 
 
 def random_starts(params: Any, free: tuple[str, ...], n: int, *, key: Array, spread: float = 3.0,
@@ -316,7 +376,9 @@ def random_starts(params: Any, free: tuple[str, ...], n: int, *, key: Array, spr
       - "identity" fields: uniform in x0 +- (spread - 1) |x0| (x0 = 0 stays 0).
     Args:
       params: parameter tree (physical units) holding the central values.
-      free: the fields to draw. n: number of members (>= 1). key: a `jax.random` key.
+      free: the fields to draw.
+      n: number of members (>= 1).
+      key: a `jax.random` key.
       spread: > 1, the factor of the range (3: from a third to three times the central value).
       transforms: {field: transform} as for `fit` (unnamed: identity).
     Returns:

@@ -52,6 +52,8 @@ from gradsim_jax.fit.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from gradsim_jax.fit.options import (FIT_SHORTHANDS, Checkpoints, LossCall, Optimization, Stopping, check_bounds,
+                                     check_clip, check_fit_options)
 from gradsim_jax.fit.transforms import (
     Transform,
     TransformSpec,
@@ -60,6 +62,7 @@ from gradsim_jax.fit.transforms import (
     to_physical,
     to_unconstrained,
 )
+from gradsim_jax.typing import grouped_options
 
 Array = Any
 
@@ -151,7 +154,21 @@ def make_step(loss_fn, transforms: dict[str, Transform], optimizer, uses_key, us
     clipping); `clip` {field: c} scales a field's gradient down to norm c before the optimizer; `box`
     {field: (lo, hi)} clips the updated unconstrained values (projected steps; None or a missing field: not
     clipped); error is `checks(params)` (a checkify Error) or None. Scale and box are arguments, so fits that
-    differ only in them (a schedule's length, bounds from another start) are one program."""
+    differ only in them (a schedule's length, bounds from another start) are one program.
+
+    Args:
+      loss_fn: the loss, called as the module docstring says.
+      transforms: {free field: Transform}, sorted by name (`free_transforms`).
+      optimizer: the optax GradientTransformation of the updates.
+      uses_key: pass the iteration's key to `loss_fn`.
+      uses_iteration: pass the iteration (traced int32) to `loss_fn`.
+      has_aux: `loss_fn` returns `(loss, aux)`.
+      checks: `checks(params) -> checkify Error` of the traced parameters, or None.
+      clip: {field: c} per-field gradient norms (`check_clip`), or None.
+
+    Returns:
+      The step function `(state, base[, scale[, box]]) -> (state, loss, finite, record, aux, error)`.
+    """
 
     def step(state: FitState, base: Any, scale=None, box=None):
         key, subkey = (None, None) if state.key is None else tuple(jax.random.split(state.key))
@@ -217,54 +234,6 @@ def _numbered(fn):
     return traced
 
 
-def _check_clip(clip, tf) -> Optional[dict]:
-    """{field: float} of a valid `clip` (free fields, positive finite norms), or None; ValueError otherwise."""
-    if clip is None:
-        return None
-    if not isinstance(clip, dict):
-        raise ValueError(f"clip must be a dict {{field: max gradient norm}}; got {clip!r}")
-    out = {}
-    for n, c in clip.items():
-        if n not in tf:
-            raise ValueError(f"clip names {n!r}, which is not a free field; free: {list(tf)}")
-        try:
-            c = float(c)
-        except (TypeError, ValueError):
-            raise ValueError(f"clip[{n!r}] must be a positive number; got {c!r}") from None
-        if not (np.isfinite(c) and c > 0):
-            raise ValueError(f"clip[{n!r}] must be a positive finite number; got {c}")
-        out[n] = c
-    return dict(sorted(out.items())) or None
-
-
-def check_bounds(bounds, tf, starts: dict) -> Optional[dict]:
-    """{field: (lo, hi)} in the unconstrained space for `fit`'s `bounds` (free fields, lo < hi, the initial
-    values `starts` {field: array} inside), or None; ValueError otherwise."""
-    if not bounds:
-        return None
-    if not isinstance(bounds, dict):
-        raise ValueError(f"bounds must be a dict {{field: (lo, hi)}}; got {bounds!r}")
-    box = {}
-    for n, pair in bounds.items():
-        if n not in tf:
-            raise ValueError(f"bounds names {n!r}, which is not a free field; free: {list(tf)}")
-        try:
-            lo, hi = pair
-            lo, hi = (None if b is None else float(b) for b in (lo, hi))
-        except (TypeError, ValueError):
-            raise ValueError(f"bounds[{n!r}] must be a pair (lo, hi) of numbers or None; got {pair!r}") from None
-        if lo is not None and hi is not None and not lo < hi:
-            raise ValueError(f"bounds[{n!r}] needs lo < hi; got ({lo}, {hi})")
-        x = np.asarray(starts[n], np.float64)
-        if (lo is not None and np.any(x < lo)) or (hi is not None and np.any(x > hi)):
-            raise ValueError(f"field {n!r} starts outside its bounds ({lo}, {hi}): {x.ravel()[:4]}")
-        t = tf[n]
-        dtype = jnp.asarray(starts[n]).dtype
-        edge = lambda b, inf: jnp.asarray(inf if b is None else t.forward(jnp.asarray(b, dtype)), dtype)  # noqa: E731
-        box[n] = (edge(lo, -jnp.inf), edge(hi, jnp.inf))
-    return box
-
-
 def _converged(losses: list[float], ftol: float, patience: int) -> bool:
     """True when each of the last `patience` iterations changed the loss by at most `ftol` relatively."""
     if len(losses) <= patience:
@@ -276,7 +245,15 @@ def _converged(losses: list[float], ftol: float, patience: int) -> bool:
 
 def cosine_schedule(steps: int, alpha: float = 0.0) -> Callable[[int], float]:
     """The factor `i -> (1 - alpha) (1 + cos(pi min(i, steps) / steps)) / 2 + alpha` for `fit(schedule=...)`:
-    from 1 down to `alpha` over `steps` updates, as `optax.cosine_decay_schedule(1.0, steps, alpha)`."""
+    from 1 down to `alpha` over `steps` updates, as `optax.cosine_decay_schedule(1.0, steps, alpha)`.
+
+    Args:
+      steps: the updates the factor decays over (a positive int).
+      alpha: the final factor, in [0, 1].
+
+    Returns:
+      The function of the iteration i giving the factor.
+    """
     if not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive int; got {steps!r}")
     if not 0.0 <= alpha <= 1.0:
@@ -294,30 +271,20 @@ def fit(
     *,
     free: Optional[tuple[str, ...]] = None,
     transforms: Optional[dict[str, TransformSpec]] = None,
-    optimizer: Optional[optax.GradientTransformation] = None,
-    learning_rate: float = 1e-2,
-    steps: int = 100,
-    clip_norm: Optional[float] = None,
-    clip: Optional[dict[str, float]] = None,
-    checkpoint_dir: Optional[str] = None,
-    checkpoint_every: int = 100,
-    resume: bool = False,
+    optimization: Optional[Optimization] = None,
+    stopping: Optional[Stopping] = None,
+    checkpoints: Optional[Checkpoints] = None,
+    loss_call: Optional[LossCall] = None,
     key: Optional[Array] = None,
-    uses_key: bool = False,
-    uses_iteration: bool = False,
-    has_aux: bool = False,
     progress: bool = True,
     callback: Optional[Callable[[int, Any, float, Any], Optional[bool]]] = None,
-    ftol: Optional[float] = None,
-    patience: int = 5,
-    metadata: Optional[dict] = None,
-    resume_anyway: bool = False,
-    checks: Optional[Callable[[Any], Any]] = None,
-    backoff: int = 4,
-    bounds: Optional[dict[str, tuple]] = None,
-    schedule: Optional[Callable[[int], float]] = None,
+    **flat,
 ) -> FitResult:
     """Minimize `loss_fn` over the free fields of `params`.
+
+    The options come in four frozen records (`fit.options`), or as their fields under flat keyword names
+    (`FIT_SHORTHANDS`): `fit(loss, p, steps=50, learning_rate=0.1)` is
+    `fit(loss, p, stopping=Stopping(steps=50), optimization=Optimization(learning_rate=0.1))`.
 
     Args:
       loss_fn: scalar loss of the physical parameter tree; see the module docstring for its signature.
@@ -326,48 +293,19 @@ def fit(
       transforms: {field: "identity" | "log" | "softplus" | Bounded(lo, hi)}; unnamed free fields get
         "identity". Positive quantities should use "log" (or "softplus"); the initial values must lie in
         the transform's domain.
-      optimizer: an optax optimizer; default `optax.adam(learning_rate)`.
-      learning_rate: used by the default optimizer only.
-      steps: total number of iterations (on resume: including those already done).
-      clip_norm: when set, gradients are clipped to this global norm before the optimizer.
-      clip: {field: c}: each named free field's gradient (w.r.t. its unconstrained value) is scaled down to
-        norm c when it is longer, before the optimizer (and before `clip_norm`); the history records the
-        norms before clipping. A checkpoint resumes only with the same `clip`.
-      checkpoint_dir: directory for `checkpoint.npz`, written every `checkpoint_every` iterations and at
-        the end; None writes nothing.
-      resume: continue from the checkpoint in `checkpoint_dir` (it must exist: CheckpointError otherwise).
-        The result is bitwise the one of an uninterrupted run on the same machine.
+      optimization: `Optimization`: optimizer, learning_rate, schedule, clip_norm, clip, bounds, backoff.
+      stopping: `Stopping`: steps, ftol, patience.
+      checkpoints: `Checkpoints`: dir, every, resume, resume_anyway, metadata.
+      loss_call: `LossCall`: uses_key, uses_iteration, has_aux, checks.
       key: PRNG key carried by the fit and split every iteration (saved in checkpoints; on resume the
         saved key is used).
-      uses_key / uses_iteration: pass the per-iteration key / the iteration to `loss_fn`.
-      has_aux: `loss_fn` returns `(loss, aux)`.
       progress: show a tqdm progress bar (loss, it/s, ETA).
       callback: `callback(iteration, params, loss, aux)` after every iteration, with the physical
         parameters that loss was evaluated at; returning True stops the fit.
-      ftol, patience: stop ("converged") when the loss changed by at most `ftol` relatively in each of
-        the last `patience` iterations; None never stops early.
-      metadata: JSON-serializable description of what this fit is made for (content hashes of its data,
-        its settings), stored in every checkpoint. On resume a checkpoint whose metadata differs is refused
-        (CheckpointMismatch naming each difference) unless `resume_anyway`; one storing none (an older
-        checkpoint) resumes with a warning. `FitResult.resume` records both.
-      resume_anyway: resume even from a checkpoint whose metadata differs.
-      checks: `checks(params) -> jax.experimental.checkify.Error` of the traced parameters (e.g.
-        `gradsim_jax.physics.validate_traced`), evaluated in every iteration's compiled step; a failed
-        check stops the fit with TracedCheckError naming the field, the index and the value.
-      backoff: how many times in all an update that reached a non-finite loss or gradient is redone at half
-        its length (later updates keep the reduced length); 0 raises FitDiverged at the first one. The
-        scale and the iterations travel in checkpoints, so a resumed fit goes on as the uninterrupted one.
-      bounds: {field: (lo, hi)} in physical units (None: that side open): every update that would leave the
-        interval stops at its edge (a projected step, in the transform's space); the optimizer's state is
-        kept, so it leaves the edge once the gradient turns. For limits a transform cannot carry because they
-        depend on the problem, e.g. the damping that the explicit step allows (`sysid`); the initial values
-        must lie inside. A checkpoint resumes only with the same bounds (or with `resume_anyway`, under the
-        new ones).
-      schedule: `schedule(i)`, a factor of update i + 1 (the one from the parameters after i updates), e.g.
-        `cosine_schedule(steps)`: evaluated here and passed to the compiled step as data, so fits that differ in
-        their length, their bounds or their start compile one program (a schedule inside `optimizer`, such as
-        `optax.cosine_decay_schedule`, is a constant of the program). For Adam, `optax.adam(lr)` with
-        `schedule=s` makes the updates of `optax.adam(lambda i: lr * s(i))`. None: 1.
+      **flat: the records' fields by flat name (`FIT_SHORTHANDS`): optimizer, learning_rate, schedule,
+        clip_norm, clip, bounds, backoff; steps, ftol, patience; checkpoint_dir, checkpoint_every, resume,
+        resume_anyway, metadata; uses_key, uses_iteration, has_aux, checks. TypeError for another name, or
+        for one given together with its record.
     Returns:
       FitResult.
     Raises:
@@ -378,35 +316,73 @@ def fit(
         past `steps`.
       ValueError: bad arguments, detected before compilation.
     """
-    if not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int; got {steps!r}")
-    if not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be a positive int; got {checkpoint_every!r}")
-    if resume and checkpoint_dir is None:
-        raise ValueError("resume=True needs checkpoint_dir")
-    if uses_key and key is None:
-        raise ValueError("uses_key=True needs an explicit key, e.g. key=jax.random.key(0)")
-    if patience < 1:
-        raise ValueError(f"patience must be >= 1; got {patience}")
-    if schedule is not None and not callable(schedule):
-        raise ValueError(f"schedule must be a function of the iteration (e.g. cosine_schedule(steps)); got "
-                         f"{schedule!r}")
-    if not isinstance(backoff, (int, np.integer)) or backoff < 0:
-        raise ValueError(f"backoff must be a non-negative int; got {backoff!r}")
+    options = grouped_options("fit", {"optimization": (Optimization(), optimization),
+                                      "stopping": (Stopping(), stopping), "checkpoints": (Checkpoints(), checkpoints),
+                                      "loss_call": (LossCall(), loss_call)}, flat, FIT_SHORTHANDS)
+    opt, stop, ckpt, call = (options[k] for k in ("optimization", "stopping", "checkpoints", "loss_call"))
+    check_fit_options(opt, stop, ckpt, call, key)
     started = time.perf_counter()
-
-    # Sorted by name: JAX orders dict leaves by key, so the compiled step returns the free fields sorted;
-    # keeping them in that order everywhere lets a checkpoint of free=("w", "b") resume and names the
-    # right field when one turns non-finite.
-    tf = dict(sorted(resolve_free(params, free, transforms).items()))
-    clip = _check_clip(clip, tf)
-    box = check_bounds(bounds, tf, {n: get_field(params, n) for n in tf})
-    optimizer = optimizer if optimizer is not None else optax.adam(learning_rate)
-    if clip_norm is not None:
-        optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
-    u0 = to_unconstrained(params, tf)
-    state = FitState(u=u0, opt_state=optimizer.init(u0), key=key, iteration=jnp.int32(0))
+    tf, clip, box, optimizer, state = _prepare(params, free, transforms, opt, key)
+    extra = _checkpoint_extra(tf, clip, opt.bounds, ckpt.metadata)
+    step = make_step(loss_fn, tf, optimizer, call.uses_key, call.uses_iteration, call.has_aux, call.checks, clip)
+    loop = _Loop(step=jit(_numbered(step)), params=params, tf=tf, box=_full_box(box, tf, state.u),
+                 schedule=opt.schedule, backoff=opt.backoff, steps=stop.steps, ftol=stop.ftol, patience=stop.patience,
+                 ckpt_file=checkpoint_path(ckpt.dir) if ckpt.dir is not None else None, every=ckpt.every,
+                 extra=extra, callback=callback, progress=progress)
     history: dict = {"iteration": [], "loss": [], "params": {n: [] for n in tf}, "backoffs": []}
+    resumed = None
+    if ckpt.resume:
+        state, history, resumed = _resume(loop.ckpt_file, state, extra, ckpt)
+    start = int(state.iteration)
+    if start > stop.steps:
+        raise CheckpointError(f"{loop.ckpt_file}: the checkpoint is at iteration {start}, past steps={stop.steps}: "
+                              f"ask for at least {start} iterations to resume it")
+    state, loss, record, aux, stop_reason = _iterate(loop, state, history, start, ckpt.resume)
+    history["final"] = {n: np.asarray(tf[n].inverse(state.u[n])) for n in tf}
+    return FitResult(params=to_physical(params, state.u, tf), loss=float(loss), history=history,
+                     iterations=int(state.iteration), wall_time=time.perf_counter() - started,
+                     converged=stop_reason == "converged", stop_reason=stop_reason, state=state,
+                     aux=aux if call.has_aux else None, grad_norm=float(record["grad_norm"]), resume=resumed)
+
+
+def _full_box(box: Optional[dict], tf: dict, u0: dict) -> dict:
+    """Every free field's (lo, hi) in the unconstrained space: its bounds', or (-inf, inf) where it has none, so
+    bounded and unbounded fits share a program."""
+    return {n: box[n] if box and n in box else tuple(jnp.asarray(b, u0[n].dtype) for b in (-jnp.inf, jnp.inf))
+            for n in tf}
+
+
+def free_transforms(params, free, transforms) -> dict[str, Transform]:
+    """{free field: its transform} of `params`, sorted by name.
+
+    Sorted: JAX orders dict leaves by key, so the compiled step returns the free fields sorted; keeping them in
+    that order everywhere lets a checkpoint of free=("w", "b") resume and names the right field when one turns
+    non-finite.
+
+    Args:
+      params: the parameter tree (physical units).
+      free: the fields to optimize; None: every floating-point field.
+      transforms: {field: transform spec}; unnamed free fields get "identity".
+
+    Returns:
+      {field: Transform}, sorted by field name.
+    """
+    return dict(sorted(resolve_free(params, free, transforms).items()))
+
+
+def _prepare(params, free, transforms, opt: Optimization, key):
+    """`fit`'s first stage: (free transforms, checked clip, unconstrained bounds box or None, optax optimizer,
+    starting FitState)."""
+    tf = free_transforms(params, free, transforms)
+    clip = check_clip(opt.clip, tf)
+    box = check_bounds(opt.bounds, tf, {n: get_field(params, n) for n in tf})
+    optimizer = opt.transformation()
+    u0 = to_unconstrained(params, tf)
+    return tf, clip, box, optimizer, FitState(u=u0, opt_state=optimizer.init(u0), key=key, iteration=jnp.int32(0))
+
+
+def _checkpoint_extra(tf, clip, bounds, metadata) -> dict:
+    """What a checkpoint records besides the state and history, for the checks on resume."""
     extra = {"transforms": {n: repr(t) for n, t in tf.items()}}
     if clip:
         extra["clip"] = clip
@@ -414,137 +390,156 @@ def fit(
         extra["bounds"] = {n: [None if b is None else float(b) for b in bounds[n]] for n in sorted(bounds)}
     if metadata is not None:
         extra["metadata"] = metadata
-    ckpt_file = checkpoint_path(checkpoint_dir) if checkpoint_dir is not None else None
-    resumed = None
-    if resume:
-        saved, differences = (None, {}) if metadata is None else check_resume(ckpt_file, metadata, resume_anyway)
-        if saved is None and metadata is not None:
-            warnings.warn(f"{ckpt_file}: the checkpoint records no inputs (written by an older version), so "
-                          "nothing shows it was made for this target and these settings; resuming anyway",
-                          stacklevel=2)
-        ckpt = load_checkpoint(ckpt_file, like=state)
-        if ckpt.extra.get("transforms") != extra["transforms"]:
-            raise CheckpointError(
-                f"{ckpt_file}: checkpoint was written with transforms {ckpt.extra.get('transforms')}, "
-                f"this fit uses {extra['transforms']}"
-            )
-        if ckpt.extra.get("clip") != extra.get("clip"):
-            raise CheckpointError(f"{ckpt_file}: checkpoint was written with gradient clipping "
-                                  f"{ckpt.extra.get('clip')}, this fit uses {extra.get('clip')}")
-        if ckpt.extra.get("bounds") != extra.get("bounds"):
-            text = f"{ckpt_file}: checkpoint was written with bounds {ckpt.extra.get('bounds')}, this fit uses " \
-                   f"{extra.get('bounds')}"
-            if not resume_anyway:
-                raise CheckpointError(text)
-            warnings.warn(text + "; resuming anyway with this fit's bounds", stacklevel=2)
-        state, history = ckpt.state, ckpt.history
-        # Per-field norms travel in the checkpoint's JSON extras (exact for floats); none in older ones.
-        history["grad_norms"] = {n: [float(v) for v in vs] for n, vs in ckpt.extra.get("grad_norms", {}).items()}
-        history["backoffs"] = [int(i) for i in ckpt.extra.get("backoffs", [])]
-        resumed = {"checkpoint": ckpt_file, "from_iteration": int(state.iteration), "checkpoint_inputs": saved,
-                   "differences": differences, "resume_anyway": resume_anyway}
-    start = int(state.iteration)
-    if start > steps:
-        raise CheckpointError(f"{ckpt_file}: the checkpoint is at iteration {start}, past steps={steps}: ask for "
-                              f"at least {start} iterations to resume it")
+    return extra
 
-    step = jit(_numbered(make_step(loss_fn, tf, optimizer, uses_key, uses_iteration, has_aux, checks, clip)))
-    # Every field is clipped (by -inf, inf where it has no bounds), so bounded and unbounded fits share a program.
-    box = {n: box[n] if box and n in box else tuple(jnp.asarray(b, u0[n].dtype) for b in (-jnp.inf, jnp.inf))
-           for n in tf}
 
-    def factor(i, backoffs):
-        """The update's scale at iteration i: the schedule's factor, halved for each back-off so far."""
-        value = 0.5 ** backoffs * (1.0 if schedule is None else float(schedule(i)))
-        if not np.isfinite(value):
-            raise ValueError(f"schedule({i}) is {value}; it must be a finite number")
-        return value
-
-    def save():
-        save_checkpoint(ckpt_file, state, history, {**extra, "grad_norms": history.get("grad_norms", {}),
-                                                    "backoffs": history["backoffs"]})
-
-    def check(it, error):
-        if error is not None:  # checks of the parameters this iteration's loss was evaluated at
-            from gradsim_jax.physics.checks import raise_if_error
-
-            raise_if_error(error, f"fit iteration {it}")
-
-    def diverged(it, loss, finite, prev):
-        bad = [n for n, ok in zip(tf, finite[1:]) if not ok]
-        good = prev if prev is not None else state
-        return FitDiverged(
-            iteration=it,
-            fields=bad,
-            loss=float(loss),
-            params=to_physical(params, good.u, tf),
-            last_good_iteration=int(good.iteration) if prev is not None else None,
-            history=history,
+def _resume(ckpt_file, state: FitState, extra: dict, ckpt: Checkpoints):
+    """(state, history, `FitResult.resume`) of the checkpoint in `ckpt_file`, after checking it was made for this
+    fit (CheckpointError, or a warning where `resume_anyway` or where it records no inputs)."""
+    metadata = ckpt.metadata
+    saved, differences = (None, {}) if metadata is None else check_resume(ckpt_file, metadata, ckpt.resume_anyway)
+    if saved is None and metadata is not None:
+        warnings.warn(f"{ckpt_file}: the checkpoint records no inputs (written by an older version), so "
+                      "nothing shows it was made for this target and these settings; resuming anyway",
+                      stacklevel=3)
+    saved_ckpt = load_checkpoint(ckpt_file, like=state)
+    if saved_ckpt.extra.get("transforms") != extra["transforms"]:
+        raise CheckpointError(
+            f"{ckpt_file}: checkpoint was written with transforms {saved_ckpt.extra.get('transforms')}, "
+            f"this fit uses {extra['transforms']}"
         )
+    if saved_ckpt.extra.get("clip") != extra.get("clip"):
+        raise CheckpointError(f"{ckpt_file}: checkpoint was written with gradient clipping "
+                              f"{saved_ckpt.extra.get('clip')}, this fit uses {extra.get('clip')}")
+    if saved_ckpt.extra.get("bounds") != extra.get("bounds"):
+        text = f"{ckpt_file}: checkpoint was written with bounds {saved_ckpt.extra.get('bounds')}, this fit uses " \
+               f"{extra.get('bounds')}"
+        if not ckpt.resume_anyway:
+            raise CheckpointError(text)
+        warnings.warn(text + "; resuming anyway with this fit's bounds", stacklevel=3)
+    state, history = saved_ckpt.state, saved_ckpt.history
+    # Per-field norms travel in the checkpoint's JSON extras (exact for floats); none in older ones.
+    history["grad_norms"] = {n: [float(v) for v in vs] for n, vs in saved_ckpt.extra.get("grad_norms", {}).items()}
+    history["backoffs"] = [int(i) for i in saved_ckpt.extra.get("backoffs", [])]
+    resumed = {"checkpoint": ckpt_file, "from_iteration": int(state.iteration), "checkpoint_inputs": saved,
+               "differences": differences, "resume_anyway": ckpt.resume_anyway}
+    return state, history, resumed
 
+
+@dataclasses.dataclass(frozen=True)
+class _Loop:
+    """What `fit`'s iterations need besides the state and the history."""
+
+    step: Callable
+    params: Any
+    tf: dict
+    box: dict
+    schedule: Optional[Callable[[int], float]]
+    backoff: int
+    steps: int
+    ftol: Optional[float]
+    patience: int
+    ckpt_file: Any
+    every: int
+    extra: dict
+    callback: Optional[Callable]
+    progress: bool
+
+
+def _iterate(loop: _Loop, state: FitState, history: dict, start: int, resumed: bool):
+    """`fit`'s iterations from `state` (iteration `start`), recording into `history`: (final state, its loss,
+    its record, its aux, the stop reason)."""
     stop_reason = "steps"
     prev = None
-    saved_at = start if resume else None
+    saved_at = start if resumed else None
     it = start
-    with tqdm(total=steps, initial=start, disable=not progress, desc="fit", unit="it", dynamic_ncols=True) as bar:
+    with tqdm(total=loop.steps, initial=start, disable=not loop.progress, desc="fit", unit="it",
+              dynamic_ncols=True) as bar:
         while True:
             # Iteration `it` evaluates the loss at `state` (the parameters after `it` updates); past the last
             # iteration, or once stopped, that evaluation is the result's loss and its update is dropped.
             # Each back-off halves the updates from then on.
-            new_state, loss, finite, record, aux, error = step(state, params, factor(it, len(history["backoffs"])),
-                                                               box)
+            new_state, loss, finite, record, aux, error = loop.step(
+                state, loop.params, _update_scale(loop.schedule, it, len(history["backoffs"])), loop.box)
             # The only host sync of the iteration: loss, flags, checks and the recorded values in one transfer.
             loss, finite, record, error = jax.device_get((loss, finite, record, error))
-            check(it, error)
+            _raise_failed_checks(it, error)
             if not finite.all():
-                if prev is None or len(history["backoffs"]) >= backoff:
-                    raise diverged(it, loss, finite, prev)
-                history["backoffs"].append(it)
-                scale = factor(it - 1, len(history["backoffs"]))  # update `it` again, from `prev`
-                warnings.warn(FitBackoffWarning(
-                    f"fit iteration {it}: the loss or gradient is non-finite at the parameters the last update "
-                    f"reached; that update is redone at {0.5 ** len(history['backoffs']):g} of its length (later "
-                    f"ones too; {backoff - len(history['backoffs'])} more halvings allowed)"), stacklevel=2)
-                state = step(prev._replace(opt_state=_clear_momentum(prev.opt_state)), params, scale, box)[0]
+                state = _back_off(loop, it, loss, finite, prev, state, history)
                 continue
             # `state` is finite here, so a checkpoint of it resumes past any back-off it needed.
-            if ckpt_file is not None and it != saved_at and (
-                    (it > start and it % checkpoint_every == 0) or it == steps or stop_reason != "steps"):
+            if loop.ckpt_file is not None and it != saved_at and (
+                    (it > start and it % loop.every == 0) or it == loop.steps or stop_reason != "steps"):
                 saved_at = it
-                save()
-            if it == steps or stop_reason != "steps":
+                _save(loop, state, history)
+            if it == loop.steps or stop_reason != "steps":
                 break
-            history["iteration"].append(it)
-            history["loss"].append(float(loss))
-            history.setdefault("grad_norm", []).append(float(record.pop("grad_norm")))
-            norms = history.setdefault("grad_norms", {})
-            for n, v in record.pop("grad_norms").items():
-                norms.setdefault(n, []).append(float(v))
-            for n, x in record.items():
-                history["params"][n].append(float(x) if np.ndim(x) == 0 else np.array(x))
+            _append_record(history, it, loss, record)
             bar.set_postfix(loss=f"{float(loss):.4e}", refresh=False)
             bar.update(1)
             prev, state = state, new_state
             it += 1
-            if callback is not None and callback(it - 1, to_physical(params, prev.u, tf), float(loss), aux):
-                stop_reason = "callback"
-            elif ftol is not None and _converged(history["loss"], ftol, patience):
-                stop_reason = "converged"
+            stop_reason = _stop_reason(loop, history, it - 1, prev, float(loss), aux)
+    return state, loss, record, aux, stop_reason
 
-    iterations = int(state.iteration)
-    grad_norm = record["grad_norm"]
-    final = to_physical(params, state.u, tf)
-    history["final"] = {n: np.asarray(tf[n].inverse(state.u[n])) for n in tf}
-    return FitResult(
-        params=final,
-        loss=float(loss),
-        history=history,
-        iterations=iterations,
-        wall_time=time.perf_counter() - started,
-        converged=stop_reason == "converged",
-        stop_reason=stop_reason,
-        state=state,
-        aux=aux if has_aux else None,
-        grad_norm=float(grad_norm),
-        resume=resumed,
-    )
+
+def _update_scale(schedule, i: int, backoffs: int) -> float:
+    """The update's scale at iteration i: the schedule's factor, halved for each back-off so far."""
+    value = 0.5 ** backoffs * (1.0 if schedule is None else float(schedule(i)))
+    if not np.isfinite(value):
+        raise ValueError(f"schedule({i}) is {value}; it must be a finite number")
+    return value
+
+
+def _raise_failed_checks(it: int, error) -> None:
+    """TracedCheckError for a failed `checks` check of the parameters iteration `it` evaluated its loss at."""
+    if error is not None:
+        from gradsim_jax.physics.checks import raise_if_error
+
+        raise_if_error(error, f"fit iteration {it}")
+
+
+def _back_off(loop: _Loop, it: int, loss, finite, prev: Optional[FitState], state: FitState,
+              history: dict) -> FitState:
+    """The state of update `it` redone from `prev` at half its length (recorded and warned), or FitDiverged when
+    there is no finite `prev` or no back-off left."""
+    if prev is None or len(history["backoffs"]) >= loop.backoff:
+        bad = [n for n, ok in zip(loop.tf, finite[1:]) if not ok]
+        good = prev if prev is not None else state
+        raise FitDiverged(iteration=it, fields=bad, loss=float(loss), params=to_physical(loop.params, good.u, loop.tf),
+                          last_good_iteration=int(good.iteration) if prev is not None else None, history=history)
+    history["backoffs"].append(it)
+    scale = _update_scale(loop.schedule, it - 1, len(history["backoffs"]))  # update `it` again, from `prev`
+    warnings.warn(FitBackoffWarning(
+        f"fit iteration {it}: the loss or gradient is non-finite at the parameters the last update "
+        f"reached; that update is redone at {0.5 ** len(history['backoffs']):g} of its length (later "
+        f"ones too; {loop.backoff - len(history['backoffs'])} more halvings allowed)"), stacklevel=4)
+    return loop.step(prev._replace(opt_state=_clear_momentum(prev.opt_state)), loop.params, scale, loop.box)[0]
+
+
+def _save(loop: _Loop, state: FitState, history: dict) -> None:
+    """Write the checkpoint of `state` and `history`."""
+    save_checkpoint(loop.ckpt_file, state, history, {**loop.extra, "grad_norms": history.get("grad_norms", {}),
+                                                     "backoffs": history["backoffs"]})
+
+
+def _append_record(history: dict, it: int, loss, record: dict) -> None:
+    """Add iteration `it`'s loss, gradient norms and free fields to `history` (taking the norms out of `record`)."""
+    history["iteration"].append(it)
+    history["loss"].append(float(loss))
+    history.setdefault("grad_norm", []).append(float(record.pop("grad_norm")))
+    norms = history.setdefault("grad_norms", {})
+    for n, v in record.pop("grad_norms").items():
+        norms.setdefault(n, []).append(float(v))
+    for n, x in record.items():
+        history["params"][n].append(float(x) if np.ndim(x) == 0 else np.array(x))
+
+
+def _stop_reason(loop: _Loop, history: dict, it: int, state: FitState, loss: float, aux) -> str:
+    """"callback" when the callback asks to stop after iteration `it` (evaluated at `state`), "converged" when
+    `ftol` is met, else "steps"."""
+    if loop.callback is not None and loop.callback(it, to_physical(loop.params, state.u, loop.tf), loss, aux):
+        return "callback"
+    if loop.ftol is not None and _converged(history["loss"], loop.ftol, loop.patience):
+        return "converged"
+    return "steps"

@@ -2,6 +2,7 @@
 read from disk. A `Scene` is the host description; `Scene.build()` makes the device trees (Topology, Params,
 State) the physics runs on."""
 
+from gradsim_jax.geometry.build_options import Contact, Environment, Numerics
 from gradsim_jax.geometry.obj import MeshFileError, read_obj
 from gradsim_jax.geometry.rigid import (
     MassProperties, MeshError, RigidShape, box_mesh, capsule_mesh, check_closed_mesh, cone_mesh, cylinder_mesh,
@@ -21,7 +22,7 @@ from gradsim_jax.geometry.tets import (
     check_tets, lumped_masses, orient_tets, tet_surface, tet_volumes,
 )
 
-__all__ = ["MassProperties", "collider", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",
+__all__ = ["Contact", "Environment", "Numerics", "MassProperties", "collider", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",
            "check_closed_mesh", "check_tets", "cylinder_tets", "extrude_tets", "gear_outline", "gear_tets",
            "load_tets", "save_tets", "sphere_tets", "tetrahedralize", "voxel_tets", "walker_tets", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
            "cylinder_mesh", "interior_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",

@@ -26,12 +26,20 @@ def _solid_flag(name: str, value, scene, applies: bool, solid_for: str, reason: 
     message = f"rigid body {i} cannot be a solid for {solid_for}: {what}; {reason}"
     if value:
         raise ValueError(message)
-    warnings.warn(f"{message}; {without} ({name}=False silences this)", UserWarning, stacklevel=4)
+    warnings.warn(f"{message}; {without} ({name}=False silences this)", UserWarning, stacklevel=5)
     return False
 
 
 def body_contact_flag(body_contact, scene) -> bool:
-    """Whether the bodies of `scene` meet each other (`Scene.build(body_contact=...)`)."""
+    """Whether the bodies of `scene` meet each other (`Scene.build(body_contact=...)`).
+
+    Args:
+        body_contact: True, False or None (`Contact.body_contact`).
+        scene: the host `Scene`.
+
+    Returns:
+        Whether they meet.
+    """
     return _solid_flag("body_contact", body_contact, scene, scene.num_bodies >= 2, "body contact",
                        "body contact tests each hull vertex against the other bodies' face planes, so hulls must be "
                        "closed and convex (give the body its convex hull)",
@@ -40,7 +48,16 @@ def body_contact_flag(body_contact, scene) -> bool:
 
 def rigid_contact_model(rigid_contact, ground: bool, bodies: int) -> str:
     """The bodies' contact model for `Scene.build`: "penalty" with a ground, "none" without one; a given one
-    must agree with `ground` (ValueError)."""
+    must agree with `ground` (ValueError).
+
+    Args:
+        rigid_contact: "penalty", "impulse", "none" or None (`Contact.rigid_model`).
+        ground: whether the scene has a ground.
+        bodies: the number of rigid bodies.
+
+    Returns:
+        The contact model's name.
+    """
     if rigid_contact is None:
         return "penalty" if ground else "none"
     if rigid_contact not in CONTACT_MODELS:
@@ -56,7 +73,15 @@ def rigid_contact_model(rigid_contact, ground: bool, bodies: int) -> str:
 
 def particle_contact_flag(particle_body_contact, scene) -> bool:
     """Whether the particles of `scene` meet its bodies (`Scene.build(particle_body_contact=...)`): the same
-    rule as `body_contact_flag` for a scene with particles and bodies."""
+    rule as `body_contact_flag` for a scene with particles and bodies.
+
+    Args:
+        particle_body_contact: True, False or None (`Contact.particle_body_contact`).
+        scene: the host `Scene`.
+
+    Returns:
+        Whether they meet.
+    """
     return _solid_flag("particle_body_contact", particle_body_contact, scene,
                        scene.num_bodies > 0 and len(scene.x) > 0, "the particles",
                        "particle-body contact tests each particle against the bodies' face planes, so hulls must be "
@@ -64,7 +89,14 @@ def particle_contact_flag(particle_body_contact, scene) -> bool:
 
 
 def smoothing_length(contact_smoothing) -> float:
-    """`Scene.build(contact_smoothing=...)` as a float (m): finite and >= 0, else a ValueError naming it."""
+    """`Scene.build(contact_smoothing=...)` as a float (m): finite and >= 0, else a ValueError naming it.
+
+    Args:
+        contact_smoothing: m, the smoothing length given (`Contact.smoothing`).
+
+    Returns:
+        It as a float, m.
+    """
     try:
         value = float(contact_smoothing)
     except (TypeError, ValueError):

@@ -10,33 +10,24 @@ pieces in order: a piece's particle k is `offset + k` where `offset` counts the 
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics import (
-    ClothParams, ClothTopology, ContactParams, FemParams, FemTopology, Params, ParticleParams, ParticleState,
-    ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
-)
+from gradsim_jax.physics import Params, State, Topology
 from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
-from gradsim_jax.geometry.contact_options import (body_contact_flag, particle_contact_flag, rigid_contact_model,
-                                                  smoothing_length)
+from gradsim_jax.geometry.build_options import BUILD_SHORTHANDS, Contact, Environment, Numerics
+from gradsim_jax.geometry.contact_options import rigid_contact_model
+from gradsim_jax.geometry.device_trees import (  # noqa: F401 (the constants re-exported)
+    INCIDENCE_MIN_CORNERS, TRIANGLE_INCIDENCE_MIN_CORNERS, scene_params, scene_state, scene_topology, with_self_contact,
+)
 from gradsim_jax.physics.collider_motion import key_arrays
-from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
-from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, table_size
 from gradsim_jax.physics.smoke import with_smoke
-from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
-
-#: `Scene.build(incidence=None)` gives an element array a corner incidence table from this many corners on
-#: (elements x corners per element): 6144 springs, 3072 bending edges or tets.
-INCIDENCE_MIN_CORNERS = 12288
-#: The same for membrane triangles, whose corner-major kernel gains from the table much sooner: from 342
-#: triangles (gradSim's 400-triangle demo cloth: forward 20 -> 11 ms, gradient 114 -> 70 ms for 960
-#: steps; at 128 triangles even, at 18 the scatter-add is faster and compiles 0.6 s sooner).
-TRIANGLE_INCIDENCE_MIN_CORNERS = 1024
+from gradsim_jax.typing import grouped_options
 
 # dflex/Warp's defaults for cloth materials.
 DEFAULT_TRI_KE = 100.0
@@ -58,7 +49,16 @@ DEFAULT_K_DAMP = 10.0
 
 def as_floats(a, shape=None, name="value"):
     """float64 array of `a` (broadcast to `shape`); ValueError naming `name` when it is not real numbers or
-    does not broadcast."""
+    does not broadcast.
+
+    Args:
+        a: the numbers (array-like).
+        shape: the shape to broadcast to; None: `a`'s own.
+        name: what `a` is, for the message.
+
+    Returns:
+        A float64 array (a copy when broadcast).
+    """
     if np.iscomplexobj(a):  # a cast would drop the imaginary part with only a warning
         raise ValueError(f"{name} must be real numbers, got complex values {_short(a)}")
     try:
@@ -75,7 +75,16 @@ def as_floats(a, shape=None, name="value"):
 
 def as_indices(a, width, name="indices"):
     """int64 index rows [count, width] of `a` ([count, width], or flat with `width` per row); ValueError
-    naming `name` for anything else (fractions, NaN, other row widths). Range checks are the caller's."""
+    naming `name` for anything else (fractions, NaN, other row widths). Range checks are the caller's.
+
+    Args:
+        a: the indices (array-like, integers or whole numbers written as floats).
+        width: indices per row.
+        name: what `a` is, for the message.
+
+    Returns:
+        [count, width] int64.
+    """
     arr = np.asarray(a)
     if arr.size == 0:
         return np.zeros((0, width), np.int64)
@@ -91,7 +100,12 @@ def as_indices(a, width, name="indices"):
 
 
 def require_finite(name, a):
-    """ValueError naming the first non-finite entry of `a`: "vertices[3, 1] = nan is not finite"."""
+    """ValueError naming the first non-finite entry of `a`: "vertices[3, 1] = nan is not finite".
+
+    Args:
+        name: what `a` is, for the message.
+        a: the numbers (numpy array).
+    """
     bad = ~np.isfinite(a)
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -187,7 +201,18 @@ class Scene:
     def add_push(self, body: int, force, *, point=(0.0, 0.0, 0.0), start: float = 0.0,
                  end: float = np.inf) -> "Scene":
         """A known force `force` [3] N (world frame) on rigid body `body` at `point` [3] m (body frame,
-        relative to its centre of mass) while start <= t < end (s): gradSim's pushes."""
+        relative to its centre of mass) while start <= t < end (s): gradSim's pushes.
+
+        Args:
+            body: the rigid body's index.
+            force: [3] N, world frame.
+            point: [3] m, where it acts (body frame, relative to the centre of mass).
+            start: s, when it starts.
+            end: s, when it ends (exclusive).
+
+        Returns:
+            The scene with the push added.
+        """
         if not 0 <= int(body) < self.num_bodies:
             raise ValueError(f"add_push: body {body} out of range [0, {self.num_bodies})")
         force, point = as_floats(force, (3,), "force"), as_floats(point, (3,), "point")
@@ -205,7 +230,17 @@ class Scene:
         return combine(self, other)
 
     def add_springs(self, pairs, ke, kd=0.0, rest=None) -> "Scene":
-        """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length."""
+        """Add springs between particles of this scene (indices [s, 2]); rest defaults to current length.
+
+        Args:
+            pairs: [s, 2] particle indices of each spring.
+            ke: N/m, stiffness (scalar or [s]).
+            kd: N s/m, damping (scalar or [s]).
+            rest: m, rest lengths (scalar or [s]); None: the current lengths.
+
+        Returns:
+            The scene with the springs added.
+        """
         pairs = as_indices(pairs, 2, "springs")
         s = pairs.shape[0]
         check_index_rows("springs", pairs, self.num_particles)
@@ -220,32 +255,13 @@ class Scene:
             spring_rest=np.concatenate([self.spring_rest, as_floats(rest, (s,), "rest")]),
         )
 
-    def build(
-        self,
-        *,
-        gravity=(0.0, -9.81, 0.0),
-        damping: float = 0.0,
-        ground: bool = False,
-        ground_height: float = 0.0,
-        ground_normal=(0.0, 1.0, 0.0),
-        contact_ke: float = 1.0e4,
-        contact_kd: float = 100.0,
-        contact_kf: float = 100.0,
-        contact_mu: float = 0.5,
-        particle_radius: float = 0.01,
-        contact_smoothing: float = 0.0,
-        aerodynamics: bool | None = None,
-        rigid_contact: str | None = None,
-        body_contact: bool | None = None,
-        particle_body_contact: bool | None = None,
-        self_contact: bool = False,
-        self_contact_ke: float = 1.0e3,
-        self_contact_kd: float = 1.0,
-        self_contact_capacity: int = 8,
-        incidence: bool | None = None,
-        dtype=None,
-    ) -> tuple[Topology, Params, State]:
+    def build(self, *, environment: Optional[Environment] = None, contact: Optional[Contact] = None,
+              numerics: Optional[Numerics] = None, **flat) -> tuple[Topology, Params, State]:
         """Validate and convert to device containers `(Topology, Params, State)`.
+
+        The options come in three frozen records (`geometry.build_options`), or as their fields under flat
+        keyword names (`BUILD_SHORTHANDS`): `build(ground=True, contact_ke=1e3)` is
+        `build(environment=Environment(ground=True), contact=Contact(ke=1e3))`.
 
         `aerodynamics` switches the drag and lift term on (default: on when any tri_drag or tri_lift is
         nonzero; pass True to fit them from zero). `dtype` defaults to JAX's default float (float32, or
@@ -263,9 +279,10 @@ class Scene:
         of `contact_*` and the body's; `physics.particle_body`): True needs closed convex hulls; None (default)
         is on for a scene with particles and bodies whose hulls all are. `contact_smoothing` (m): every penalty
         contact (ground, colliders, bodies) starts smoothly over about this distance instead of with a kink
-        (`physics.contact.contact_depth`; 0, the default, is the exact penalty). `self_contact`: the particles push each other apart closer than two
-        particle radii (a cloth folding onto itself; `physics.selfcontact`: ke, kd, and at most
-        `self_contact_capacity` particles per grid cell; `self_contact_overflow` tells when a cell holds more).
+        (`physics.contact.contact_depth`; 0, the default, is the exact penalty). `self_contact`: the particles
+        push each other apart closer than two particle radii (a cloth folding onto itself;
+        `physics.selfcontact`: ke, kd, and at most `self_contact_capacity` particles per grid cell;
+        `self_contact_overflow` tells when a cell holds more).
         A `rigid_contact` that contradicts `ground` ("penalty" or "impulse" without a ground, "none" with one
         in a scene with bodies) is a ValueError.
         `incidence`: give each element array (springs, triangles, bending edges, tets) its corner incidence
@@ -273,70 +290,38 @@ class Scene:
         False, or None (default) for arrays of at least `INCIDENCE_MIN_CORNERS` corners
         (`TRIANGLE_INCIDENCE_MIN_CORNERS` for triangles), where the faster steps repay the longer compile (a
         16-triangle cloth's gradient compiles in 4.6 s instead of 3.5 s for no gain).
+
+        Args:
+            environment: gravity, damping, aerodynamics and the ground (`Environment`; None: its defaults and
+                the flat keywords).
+            contact: the particles' penalty coefficients, which components meet, self-contact (`Contact`; None:
+                its defaults and the flat keywords).
+            numerics: dtype and incidence tables (`Numerics`; None: its defaults and the flat keywords).
+            **flat: the records' fields by flat name (`BUILD_SHORTHANDS`): gravity [3] m/s^2, damping 1/s,
+                aerodynamics, ground, ground_height m, ground_normal [3]; contact_ke N/m, contact_kd N s/m,
+                contact_kf N s/m, contact_mu, particle_radius m, contact_smoothing m, rigid_contact,
+                body_contact, particle_body_contact, self_contact, self_contact_ke N/m, self_contact_kd N s/m,
+                self_contact_capacity; incidence, dtype. TypeError for another name, or for one given together
+                with its record.
+
+        Returns:
+            (Topology, Params, State), the device containers of the scene.
         """
-        rigid_contact = rigid_contact_model(rigid_contact, bool(ground), self.num_bodies)
+        options = grouped_options("Scene.build", {"environment": (Environment(), environment),
+                                                  "contact": (Contact(), contact), "numerics": (Numerics(), numerics)},
+                                  flat, BUILD_SHORTHANDS)
+        env, con, num = options["environment"], options["contact"], options["numerics"]
+        rigid_contact = rigid_contact_model(con.rigid_model, bool(env.ground), self.num_bodies)
+        aerodynamics = env.aerodynamics
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = num.dtype or jnp.zeros(()).dtype
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
-        n = len(self.x)
-
-        def table(elements, width, min_corners=INCIDENCE_MIN_CORNERS):
-            # Checked against its elements by validate_scene below; out-of-range elements fail there first.
-            rows = np.asarray(elements, np.int64).reshape(-1, width)
-            wanted = rows.size >= min_corners if incidence is None else bool(incidence)
-            if not wanted or rows.size == 0 or rows.min() < 0 or rows.max() >= n:
-                return None
-            return jnp.asarray(corner_incidence(rows, n))
-
-        topology = Topology(
-            particles=ParticleTopology(pinned=jnp.asarray(self.pinned, bool)),
-            springs=SpringTopology(pairs=jnp.asarray(self.springs, jnp.int32), incidence=table(self.springs, 2)),
-            cloth=ClothTopology(triangles=jnp.asarray(self.triangles, jnp.int32),
-                                bend_edges=jnp.asarray(self.bend_edges, jnp.int32), aerodynamics=bool(aerodynamics),
-                                tri_incidence=table(self.triangles, 3, TRIANGLE_INCIDENCE_MIN_CORNERS),
-                                bend_incidence=table(self.bend_edges, 4)),
-            rigid=RigidTopology(vertex_body=jnp.asarray(self.vertex_body, jnp.int32),
-                                push_body=jnp.asarray(self.push_body, jnp.int32),
-                                faces=jnp.asarray(self.body_faces, jnp.int32).reshape(-1, 3),
-                                contact=str(rigid_contact),
-                                collide=body_contact_flag(body_contact, self),
-                                particles=particle_contact_flag(particle_body_contact, self)),
-            fem=FemTopology(tets=jnp.asarray(self.tets, jnp.int32).reshape(-1, 4),
-                            surface=jnp.asarray(self.tet_surface, jnp.int32).reshape(-1, 3),
-                            incidence=table(self.tets, 4)),
-            ground=bool(ground),
-        )
-        params = Params(
-            world=World(gravity=arr(gravity), ground_height=arr(ground_height), ground_normal=arr(ground_normal),
-                        contact_smoothing=smoothing_length(contact_smoothing)),
-            particles=ParticleParams(mass=arr(self.mass), damping=arr(damping), radius=arr(particle_radius)),
-            springs=SpringParams(ke=arr(self.spring_ke), kd=arr(self.spring_kd), rest=arr(self.spring_rest)),
-            cloth=ClothParams(
-                tri_ke=arr(self.tri_ke), tri_ka=arr(self.tri_ka), tri_kd=arr(self.tri_kd),
-                tri_activation=arr(np.zeros(len(self.triangles))), tri_drag=arr(self.tri_drag),
-                tri_lift=arr(self.tri_lift), rest_x=arr(self.x),
-                bend_ke=arr(self.bend_ke), bend_kd=arr(self.bend_kd), bend_rest=arr(self.bend_rest)),
-            contact=ContactParams(ke=arr(contact_ke), kd=arr(contact_kd), kf=arr(contact_kf), mu=arr(contact_mu)),
-            rigid=RigidParams(
-                mass=arr(self.body_mass), gyration=arr(self.body_gyration).reshape(-1, 3, 3),
-                vertices=arr(self.body_vertices).reshape(-1, 3), contact_ke=arr(self.body_ke),
-                contact_kd=arr(self.body_kd), contact_kf=arr(self.body_kf), contact_mu=arr(self.body_mu),
-                restitution=arr(self.restitution), push_force=arr(self.push_force).reshape(-1, 3),
-                push_point=arr(self.push_point).reshape(-1, 3), push_start=arr(self.push_start),
-                push_end=arr(self.push_end)),
-            fem=FemParams(k_mu=arr(self.tet_k_mu), k_lambda=arr(self.tet_k_lambda), k_damp=arr(self.tet_k_damp),
-                          activation=arr(np.zeros(len(self.tets))), rest_x=arr(self.x),
-                          particle_volume=arr(self.volume)),
-        )
-        state = State(particles=ParticleState(x=arr(self.x), v=arr(self.v)),
-                      rigid=RigidState(x=arr(self.body_x).reshape(-1, 3), q=arr(self.body_q).reshape(-1, 4),
-                                       v=arr(self.body_v).reshape(-1, 3), w=arr(self.body_w).reshape(-1, 3)))
-        if self_contact:
-            topology = dataclasses.replace(topology, self_contact=SelfContactTopology(
-                capacity=int(self_contact_capacity), table=table_size(n)))
-            params = dataclasses.replace(params, self_contact=SelfContactParams(
-                thickness=arr(2.0 * particle_radius), ke=arr(self_contact_ke), kd=arr(self_contact_kd)))
+        topology = scene_topology(self, env, con, num.incidence, rigid_contact, bool(aerodynamics))
+        params = scene_params(self, env, con, arr)
+        state = scene_state(self, arr)
+        if con.self_contact:
+            topology, params = with_self_contact(topology, params, con, len(self.x), arr)
         if self.ode is not None:
             topology, params, state = with_ode_body(topology, params, state, *self.ode, arr)
         if self.smoke is not None:
@@ -359,7 +344,17 @@ def _collider_keys(scene, arr) -> dict:
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
     """Loose particles as a `Scene`: positions x [n, 3] m, velocities v (scalar or [n, 3]) m/s, masses (scalar or
-    [n]) kg (0 = fixed), pinned flags (bool or [n])."""
+    [n]) kg (0 = fixed), pinned flags (bool or [n]).
+
+    Args:
+        x: [n, 3] m, positions.
+        v: m/s, velocities (scalar or [n, 3]).
+        mass: kg, masses (scalar or [n]; 0 = fixed).
+        pinned: pinned flags (bool or [n]).
+
+    Returns:
+        The particles as a `Scene`.
+    """
     x = as_points(x, "x")
     n = x.shape[0]
     mass = as_floats(mass, (n,), "mass")
@@ -371,7 +366,15 @@ def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
 
 
 def as_points(a, name) -> np.ndarray:
-    """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise."""
+    """Points [n, 3] from [n, 3] or a flat list of 3 n numbers; ValueError naming `name` otherwise.
+
+    Args:
+        a: the points' coordinates (array-like).
+        name: what `a` is, for the message.
+
+    Returns:
+        [n, 3] float64.
+    """
     a = as_floats(a, name=name)
     if not (a.ndim == 2 and a.shape[1] == 3) and not (a.ndim == 1 and a.size % 3 == 0):
         raise ValueError(f"{name} must be [n, 3] (or flat, 3 per point), got shape {a.shape}")
@@ -381,7 +384,14 @@ def as_points(a, name) -> np.ndarray:
 def combine(*pieces: Scene) -> Scene:
     """Union of host-side scenes (cloth, soft bodies, particles, rigid bodies) in one `Scene`: particles
     [sum n] in the order given, indices of each piece offset by the particles of the pieces before it, bodies
-    appended in order."""
+    appended in order.
+
+    Args:
+        *pieces: the `Scene` pieces (or one iterable of them).
+
+    Returns:
+        The union as one `Scene`.
+    """
     if len(pieces) == 1 and not isinstance(pieces[0], Scene):
         pieces = tuple(pieces[0])
     cat = lambda name: np.concatenate([getattr(p, name) for p in pieces])  # noqa: E731
@@ -434,7 +444,27 @@ def rigid_body(
     The body's centre of mass starts at rot * (com - 0) + pos, i.e. the mesh is placed as given, rotated
     by `rot` (unit quaternion w, x, y, z) about its own origin and moved by `pos`; `vel` [3] m/s and `omega`
     [3] rad/s (world frame) are its initial velocities. contact_*: penalty ground contact (N/m, N s/m,
-    N s/m, 1); `restitution`: the impulse model's coefficient (`Scene.build(rigid_contact=...)`)."""
+    N s/m, 1); `restitution`: the impulse model's coefficient (`Scene.build(rigid_contact=...)`).
+
+    Args:
+        vertices: [m, 3] m, the mesh's vertices.
+        faces: [f, 3] the mesh's triangles (vertex indices).
+        density: kg/m^3, uniform density (or give `mass`).
+        mass: kg, total mass (or give `density`).
+        pos: [3] m, where the mesh is moved.
+        rot: [4] unit quaternion (w, x, y, z) it is rotated by.
+        vel: [3] m/s, initial velocity.
+        omega: [3] rad/s, initial angular velocity (world frame).
+        contact_ke: N/m, penalty ground contact stiffness.
+        contact_kd: N s/m, its damping.
+        contact_kf: N s/m, its friction's viscous slope.
+        contact_mu: 1, its Coulomb coefficient.
+        restitution: in [0, 1], the impulse model's coefficient.
+        name: the mesh's name, for messages.
+
+    Returns:
+        The body as a `Scene`.
+    """
     from gradsim_jax.geometry.rigid import rigid_body_from_mesh
 
     shape = rigid_body_from_mesh(vertices, faces, density=density, mass=mass, name=name)
@@ -467,7 +497,15 @@ def rigid_body(
 
 
 def pinned_mask(pinned, n: int) -> np.ndarray:
-    """[n] bool from None (nothing pinned), an [n] bool mask or a list of vertex indices."""
+    """[n] bool from None (nothing pinned), an [n] bool mask or a list of vertex indices.
+
+    Args:
+        pinned: None, an [n] bool mask, or vertex indices.
+        n: the number of vertices.
+
+    Returns:
+        [n] bool.
+    """
     mask = np.zeros(n, bool)
     if pinned is not None:
         pinned = np.asarray(pinned)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -14,6 +15,7 @@ from gradsim_jax.render.blur import BLUR_MAX
 from gradsim_jax.sysid.experiment import Experiment
 from gradsim_jax.sysid.losses import LOSSES
 from gradsim_jax.sysid.quantities import canonical
+from gradsim_jax.typing import grouped_options
 
 
 Array = Any
@@ -41,7 +43,151 @@ BLUR_AUTO = 0.35
 BLUR_START = 0.25
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
+class AdamOptions:
+    """The Adam iterations of a fit (`FitConfig.adam`).
+
+    Attributes:
+        iterations: Adam iterations (cosine-decayed learning rate over them, so a resumed run must ask for the
+            same number).
+        learning_rate: Adam's learning rate, in the fitted (transformed) space of each quantity.
+        clip: {quantity: c}: that quantity's gradient is scaled down to norm c when longer; None: none.
+    """
+
+    iterations: int = 100
+    learning_rate: float = 0.05
+    clip: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectiveOptions:
+    """What the fit minimizes (`FitConfig.objective`).
+
+    Attributes:
+        loss: the video loss, one of `sysid.losses.LOSSES`.
+        smoothness: weight of the Laplacian regularizer of "shape" (m^2); 0: none.
+    """
+
+    loss: str = "rgba"
+    smoothness: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameOptions:
+    """Which frames the fit sees, and how a long recording is cut (`FitConfig.frames`).
+
+    Attributes:
+        stride: every `stride`-th frame is fitted.
+        horizon: frames fitted first, growing to all over the first half of the iterations; None: all.
+        window: frames the Adam gradient of each frame's loss reaches back (truncated backpropagation);
+            None: the full horizon.
+        shooting: how `window` cuts the recording: "truncated" or "multiple".
+    """
+
+    stride: int = 1
+    horizon: Optional[int] = None
+    window: Optional[int] = None
+    shooting: str = "truncated"
+
+
+@dataclasses.dataclass(frozen=True)
+class StageOptions:
+    """The stages around the Adam iterations (`FitConfig.stages`).
+
+    Attributes:
+        polish: Levenberg-Marquardt steps after Adam.
+        rounds: at most this many rounds of Adam then the polish.
+        round_iterations: Adam iterations of each later round; None: half of `AdamOptions.iterations`.
+        density_first: Adam iterations of the density-field stage before a per-particle mass fit; 0: none.
+        density_learning_rate: that stage's learning rate.
+    """
+
+    polish: int = 10
+    rounds: int = 1
+    round_iterations: Optional[int] = None
+    density_first: int = 0
+    density_learning_rate: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeOptions:
+    """The rendered outlines' nuisances (`FitConfig.edges`).
+
+    Attributes:
+        blur: "off", "auto", "fit" (`BLUR_MODES`) or a fixed blur in pixels of the render.
+        model: "fixed" (the experiment's coverage) or "auto" (try the other edge model when the loss left lies
+            on the outlines).
+    """
+
+    blur: Any = "off"
+    model: str = "fixed"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointOptions:
+    """Checkpoints of the Adam iterations, and what they record (`FitConfig.checkpoints`).
+
+    Attributes:
+        dir: directory of the checkpoint; None: none.
+        every: iterations between checkpoints.
+        resume: continue from the checkpoint in `dir`.
+        resume_anyway: resume from a checkpoint made for other inputs (see `fit_inputs`).
+        scene_file_sha256: content hash of the scene file the experiment was built from; None: none.
+    """
+
+    dir: Optional[str] = None
+    every: int = 25
+    resume: bool = False
+    resume_anyway: bool = False
+    scene_file_sha256: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputOptions:
+    """What the fit shows and reports (`FitConfig.output`).
+
+    Attributes:
+        progress: a progress bar.
+        report: the diagnostics of the end (the identifiability report, where the loss left lies).
+        callback: `fit`'s callback; None: none.
+    """
+
+    progress: bool = True
+    report: bool = True
+    callback: Optional[Callable] = None
+
+
+#: `FitConfig`'s flat names: {flat name: (record, field)}; each is a keyword of the constructor and a read-only
+#: attribute (`config.iterations` is `config.adam.iterations`).
+FIT_SHORTHANDS = {
+    "iterations": ("adam", "iterations"),
+    "learning_rate": ("adam", "learning_rate"),
+    "clip": ("adam", "clip"),
+    "loss": ("objective", "loss"),
+    "smoothness": ("objective", "smoothness"),
+    "frame_stride": ("frames", "stride"),
+    "horizon": ("frames", "horizon"),
+    "window": ("frames", "window"),
+    "shooting": ("frames", "shooting"),
+    "polish": ("stages", "polish"),
+    "rounds": ("stages", "rounds"),
+    "round_iterations": ("stages", "round_iterations"),
+    "density_first": ("stages", "density_first"),
+    "density_learning_rate": ("stages", "density_learning_rate"),
+    "blur": ("edges", "blur"),
+    "edge_model": ("edges", "model"),
+    "checkpoint_dir": ("checkpoints", "dir"),
+    "checkpoint_every": ("checkpoints", "every"),
+    "resume": ("checkpoints", "resume"),
+    "resume_anyway": ("checkpoints", "resume_anyway"),
+    "scene_file_sha256": ("checkpoints", "scene_file_sha256"),
+    "progress": ("output", "progress"),
+    "report": ("output", "report"),
+    "callback": ("output", "callback"),
+}
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class FitConfig:
     """How to fit: which quantities, Adam iterations and learning rate (cosine-decayed over `iterations`, so
     a resumed run must ask for the same number), loss, frame stride, `horizon` (fit the first `horizon`
@@ -99,33 +245,51 @@ class FitConfig:
     video better the fit continues with it (`round_iterations` Adam iterations, then the polish; a free blur
     starts again from BLUR_START); the result's `experiment` then renders with it (`history["edge_model"]`).
     Another soft rasterizer's edges (PyTorch3D's) are SoftRas's, with faint seams along the faces' shared
-    edges that no blur of exact coverage makes."""
+    edges that no blur of exact coverage makes.
+
+    The settings come in frozen records (`adam`, `objective`, `frames`, `stages`, `edges`, `checkpoints`,
+    `output`), or by their flat names (`FIT_SHORTHANDS`): `FitConfig(free=("mass",), iterations=50)` is
+    `FitConfig(free=("mass",), adam=AdamOptions(iterations=50))`. A flat name given with its record replaces
+    that field of it, so `dataclasses.replace(config, iterations=10)` changes one setting. Every flat name is
+    also a read-only attribute (`config.iterations`). A FitConfig is never changed after it is made.
+
+    Args:
+        free: the quantities to fit (`sysid.quantities`).
+        adam: `AdamOptions` (None: its defaults).
+        objective: `ObjectiveOptions` (None: its defaults).
+        frames: `FrameOptions` (None: its defaults).
+        stages: `StageOptions` (None: its defaults).
+        edges: `EdgeOptions` (None: its defaults).
+        checkpoints: `CheckpointOptions` (None: its defaults).
+        output: `OutputOptions` (None: its defaults).
+        **flat: the records' fields by flat name (`FIT_SHORTHANDS`); TypeError for another name."""
 
     free: tuple[str, ...]
-    iterations: int = 100
-    learning_rate: float = 0.05
-    loss: str = "rgba"
-    frame_stride: int = 1
-    horizon: Optional[int] = None
-    polish: int = 10
-    checkpoint_dir: Optional[str] = None
-    checkpoint_every: int = 25
-    resume: bool = False
-    progress: bool = True
-    report: bool = True
-    callback: Optional[Callable] = None
-    resume_anyway: bool = False
-    scene_file_sha256: Optional[str] = None
-    smoothness: float = 0.0
-    clip: Optional[dict] = None
-    window: Optional[int] = None
-    shooting: str = "truncated"
-    rounds: int = 1
-    round_iterations: Optional[int] = None
-    density_first: int = 0
-    density_learning_rate: float = 0.1
-    blur: Any = "off"
-    edge_model: str = "fixed"
+    adam: AdamOptions
+    objective: ObjectiveOptions
+    frames: FrameOptions
+    stages: StageOptions
+    edges: EdgeOptions
+    checkpoints: CheckpointOptions
+    output: OutputOptions
+
+    def __init__(self, free: tuple[str, ...], *, adam: Optional[AdamOptions] = None,
+                 objective: Optional[ObjectiveOptions] = None, frames: Optional[FrameOptions] = None,
+                 stages: Optional[StageOptions] = None, edges: Optional[EdgeOptions] = None,
+                 checkpoints: Optional[CheckpointOptions] = None, output: Optional[OutputOptions] = None, **flat):
+        records = grouped_options("FitConfig", {
+            "adam": (AdamOptions(), adam), "objective": (ObjectiveOptions(), objective),
+            "frames": (FrameOptions(), frames), "stages": (StageOptions(), stages), "edges": (EdgeOptions(), edges),
+            "checkpoints": (CheckpointOptions(), checkpoints), "output": (OutputOptions(), output),
+        }, flat, FIT_SHORTHANDS, override=True)
+        object.__setattr__(self, "free", free)
+        for name, record in records.items():
+            object.__setattr__(self, name, record)
+
+
+for _flat, (_record, _field) in FIT_SHORTHANDS.items():  # the flat names, read-only
+    setattr(FitConfig, _flat, property(operator.attrgetter(f"{_record}.{_field}"),
+                                       doc=f"`{_record}.{_field}` (read-only)."))
 
 
 @dataclasses.dataclass
@@ -150,7 +314,11 @@ class SysIdResult:
 
 
 def check_config(config: FitConfig) -> None:
-    """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles)."""
+    """ValueError naming the setting when a FitConfig cannot describe a fit (before anything compiles).
+
+    Args:
+        config: the fit's settings.
+    """
     for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1),
                        ("checkpoint_every", 1), ("window", 1), ("rounds", 1),
                        ("round_iterations", 1), ("density_first", 0)):
@@ -199,7 +367,17 @@ def fit_inputs(exp: Experiment, target: Array, initial: dict, config: FitConfig)
     sha256 content hashes of the target video as fitted ("target": its float32 frames), of the experiment
     ("scene": every array and setting of the scene, camera, render and time grid), of the scene file when
     there is one ("scene_file"), of the initial guess of the free quantities ("initial"), and the settings
-    that shape the Adam iterations."""
+    that shape the Adam iterations.
+
+    Args:
+        exp: the experiment fitted.
+        target: [frames + 1, H, W, 4] the target video as fitted (RGBA).
+        initial: {quantity: value}, the initial guess (physical units).
+        config: the fit's settings.
+
+    Returns:
+        {name: hash or setting}, JSON-serializable.
+    """
     free = tuple(canonical(n) for n in config.free)
     scene = (exp.topology, exp.params, exp.state0, exp.camera, exp.faces, exp.colors, exp.lights, exp.background,
              exp.settings, exp.frames, exp.substeps, exp.frame_dt, exp.push_frames, exp.theta["push"], exp.integrator)
