@@ -210,12 +210,11 @@ def _smoke_demo_parsers(demos) -> None:
 
 
 def _table_demo_parsers(demos, table: dict, estimates) -> None:
-    """One `demo NAME` parser per entry of a demo table (RIGID_DEMOS, FEM_DEMOS): (help, description, default
-    --estimate or None for a fixed quantity, fit defaults); `estimates`: --estimate's choices, or a dict of
-    them by demo."""
-    for name, (summary, text, estimate, fit_defaults) in table.items():
+    """One `demo NAME` parser per entry of a demo table (RIGID_DEMOS, FEM_DEMOS: `catalog.DemoEntry`s);
+    `estimates`: --estimate's choices, or a dict of them by demo."""
+    for name, entry in table.items():
         own = estimates[name] if isinstance(estimates, dict) else estimates
-        _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, own)
+        _table_demo_parser(demos, name, entry.help, entry.description, entry.estimate, entry.defaults, own)
 
 
 def _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, estimates, start=None) -> None:
@@ -355,25 +354,41 @@ def _cmd_table_demo(args, default_estimate: str, defaults: dict, experiment, sta
 
 
 def cmd_demo_rigid(args) -> int:
-    _, _, estimate, defaults = RIGID_DEMOS[args.demo]
+    """`gradsim-jax demo NAME` for a demo of `catalog.RIGID_DEMOS`; returns the exit status.
+
+    Args:
+        args: the parsed command line (args.demo: the demo's name)."""
+    entry = RIGID_DEMOS[args.demo]
     fixed = {"rigid-mass": "body_mass", "rigid-restitution": "restitution"}
-    return _cmd_table_demo(args, fixed.get(args.demo, estimate), defaults, rigid_demo_experiment)
+    return _cmd_table_demo(args, fixed.get(args.demo, entry.estimate), entry.defaults, rigid_demo_experiment)
 
 
 def cmd_demo_fem(args) -> int:
-    _, _, estimate, defaults = FEM_DEMOS[args.demo]
-    return _cmd_table_demo(args, estimate if estimate is not None else "particle_mass", defaults,
+    """`gradsim-jax demo NAME` for a demo of `catalog.FEM_DEMOS`; returns the exit status.
+
+    Args:
+        args: the parsed command line (args.demo: the demo's name)."""
+    entry = FEM_DEMOS[args.demo]
+    return _cmd_table_demo(args, entry.estimate if entry.estimate is not None else "particle_mass", entry.defaults,
                            fem_demo_experiment)
 
 
 def cmd_demo_contact(args) -> int:
-    _, _, estimate, defaults = CONTACT_DEMOS[args.demo]
-    return _cmd_table_demo(args, estimate, defaults, contact_demo_experiment)
+    """`gradsim-jax demo NAME` for a demo of `catalog.CONTACT_DEMOS`; returns the exit status.
+
+    Args:
+        args: the parsed command line (args.demo: the demo's name)."""
+    entry = CONTACT_DEMOS[args.demo]
+    return _cmd_table_demo(args, entry.estimate, entry.defaults, contact_demo_experiment)
 
 
 def cmd_demo_ode(args) -> int:
-    _, _, estimate, defaults, start = ODE_DEMOS[args.demo]
-    return _cmd_table_demo(args, estimate, defaults, ode_demo_experiment, start)
+    """`gradsim-jax demo NAME` for a demo of `catalog.ODE_DEMOS`; returns the exit status.
+
+    Args:
+        args: the parsed command line (args.demo: the demo's name)."""
+    entry = ODE_DEMOS[args.demo]
+    return _cmd_table_demo(args, entry.estimate, entry.defaults, ode_demo_experiment, entry.start)
 
 
 def _scene_runner(name: str):

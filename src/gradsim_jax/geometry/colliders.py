@@ -3,12 +3,45 @@ and the soft bodies of a scene collide with."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from gradsim_jax.geometry.rigid import check_closed_mesh
 from gradsim_jax.geometry.scene import Scene, as_floats
+from gradsim_jax.physics.collider_motion import Keyframes
 from gradsim_jax.physics.mesh_collider import StaticMesh
 from gradsim_jax.physics.colliders import COLLIDER_KINDS
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Collider:
+    """One collider as a `Scene` holds it (host side; `Scene.build` stacks them into `ColliderParams`).
+
+    kind: one of COLLIDER_KINDS ("plane", "sphere", "box", "capsule", "mesh").
+    position: [3] m, a point of the plane; the centre of the others (a keyframed collider: its first key's).
+    rotation: [4] quaternion w, x, y, z (need not be normalized).
+    size: [3] m, the shape's size (`physics.colliders`' table: radius, half extents, radius and half height; a
+      mesh's scale).
+    ke: N/m, the contact's normal stiffness.
+    kd: N s/m, its approach damping.
+    kf: N s/m, friction's viscous slope.
+    mu: Coulomb friction coefficient.
+    """
+
+    kind: str
+    position: np.ndarray
+    rotation: np.ndarray
+    size: np.ndarray
+    ke: float
+    kd: float
+    kf: float
+    mu: float
+
+    def param_values(self) -> dict:
+        """The collider's values of the `ColliderParams` fields (position, rotation, size, ke, kd, kf, mu)."""
+        return {"position": self.position, "rotation": self.rotation, "size": self.size, "ke": self.ke,
+                "kd": self.kd, "kf": self.kf, "mu": self.mu}
 
 
 def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.0), size=(1.0, 1.0, 1.0),
@@ -23,7 +56,28 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
     (`geometry.rigid.check_closed_mesh`: an open mesh has no inside and is refused, an inward one flipped with a
     warning; `physics.mesh_collider`). `keyframes`: a kinematic collider's path, a list of
     (time s, position [3]) or (time, position, rotation [4]) keys (`physics.collider_motion`: linear between
-    keys, at rest before the first and after the last); None: static at `position`, `rotation`."""
+    keys, at rest before the first and after the last); None: static at `position`, `rotation`.
+
+    Args:
+        kind: one of COLLIDER_KINDS.
+        position: [3] m, a point of the plane; the centre of the others.
+        rotation: [4] quaternion w, x, y, z.
+        size: [3] m, the shape's size (`physics.colliders`' table), or a mesh's scale.
+        radius: m, a sphere's or capsule's radius (over size[0]).
+        half_extents: [3] m, a box's half extents (over size).
+        half_height: m, a capsule's half height (over size[1]).
+        ke: N/m, the contact's normal stiffness.
+        kd: N s/m, its approach damping.
+        kf: N s/m, friction's viscous slope.
+        mu: Coulomb friction coefficient.
+        keyframes: the kinematic collider's keys (above), or None.
+        vertices: [v, 3] m, a "mesh" collider's vertices in its frame.
+        faces: [f, 3] int, its triangles.
+
+    Returns:
+        a `Scene` piece holding one `Collider` (its `collider_motion` the `Keyframes` or None, its
+        `collider_meshes` the `StaticMesh` or None).
+    """
     if kind not in COLLIDER_KINDS:
         raise ValueError(f"collider kind must be one of {', '.join(COLLIDER_KINDS)}, got {kind!r}")
     size = list(as_floats(size, (3,), "size"))
@@ -43,15 +97,15 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
         raise ValueError(f"a {kind!r} collider takes no vertices or faces (only kind \"mesh\" does)")
     motion = _keyframes(keyframes, position, rotation)
     if motion is not None:  # where it starts: its first key
-        position, rotation = motion[1][0], motion[2][0]
-    values = (position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
+        position, rotation = motion.positions[0], motion.rotations[0]
+    record = Collider(kind, position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
     empty = np.zeros((0, 3))
-    return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=((kind,) + values,),
+    return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=(record,),
                  collider_motion=(motion,), collider_meshes=(mesh,))
 
 
 def _keyframes(keyframes, position, rotation):
-    """(times [K], positions [K, 3], rotations [K, 4]) of `collider(keyframes=...)`, or None (static).
+    """The `Keyframes` (times [K], positions [K, 3], rotations [K, 4]) of `collider(keyframes=...)`, or None (static).
     Each keyframe is (time s, position [3]) or (time, position, rotation [4]); rotation defaults to the
     collider's `rotation`. Times must increase; at least one key."""
     if keyframes is None:
@@ -74,4 +128,4 @@ def _keyframes(keyframes, position, rotation):
         raise ValueError("keyframe times and positions must be finite")
     if np.any(np.diff(times) <= 0):
         raise ValueError(f"keyframe times must increase; got {times.tolist()}")
-    return times, np.asarray(positions), np.asarray(rotations)
+    return Keyframes(times, np.asarray(positions), np.asarray(rotations))

@@ -177,10 +177,10 @@ class Scene:
     # Smoke on a grid (`physics.smoke`; `geometry.smoke` builds it): (SmokeTopology, SmokeParams, SmokeState);
     # None: none.
     smoke: tuple | None = None
-    # Static colliders (`physics.colliders`; `collider` builds one): (kind, position [3], rotation [4] w x y z,
-    # size [3], ke, kd, kf, mu) each.
+    # Static colliders (`physics.colliders`; `geometry.colliders.collider` builds one): a `Collider` record each
+    # (kind, position [3] m, rotation [4] w x y z, size [3] m, ke, kd, kf, mu).
     colliders: tuple = ()
-    # Their motion, one entry per collider: None (static) or keyframes (times [K], positions [K, 3], rotations
+    # Their motion, one entry per collider: None (static) or `Keyframes` (times [K], positions [K, 3], rotations
     # [K, 4]) (`physics.collider_motion`).
     collider_motion: tuple = ()
     # Their triangle meshes, one entry per collider: a `StaticMesh` for a "mesh" collider, None for the others.
@@ -327,19 +327,29 @@ class Scene:
         if self.smoke is not None:
             topology, params, state = with_smoke(topology, params, state, *self.smoke)
         if self.colliders:
-            kinds = tuple(c[0] for c in self.colliders)
-            fields = [np.array([c[i] for c in self.colliders], np.float64) for i in range(1, 8)]
+            kinds = tuple(c.kind for c in self.colliders)
             topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds, tuple(self.collider_meshes)))
-            params = dataclasses.replace(params, colliders=ColliderParams(*(arr(f) for f in fields),
-                                                                          **_collider_keys(self, arr)))
+            params = dataclasses.replace(params, colliders=ColliderParams(**collider_arrays(self, arr)))
             validate_colliders(topology.colliders, params.colliders)
         validate_scene(topology, params, state)
         return topology, params, state
 
 
-def _collider_keys(scene, arr) -> dict:
-    """ColliderParams' keyframe fields of a scene whose colliders move (`physics.collider_motion.key_arrays`)."""
-    return {k: arr(v) for k, v in key_arrays(scene.colliders, scene.collider_motion).items()}
+def collider_arrays(scene: Scene, arr) -> dict:
+    """The `ColliderParams` fields of a scene's colliders, stacked from its `Collider` records: position,
+    rotation, size, ke, kd, kf, mu, and the keyframe fields when one moves (`physics.collider_motion.key_arrays`).
+
+    Args:
+        scene: the scene (its colliders, collider_motion).
+        arr: the conversion of a numpy array to the built tree's arrays (dtype).
+
+    Returns:
+        {field: array} with a leading axis of one entry per collider.
+    """
+    values = [c.param_values() for c in scene.colliders]
+    fields = {k: np.array([v[k] for v in values], np.float64) for k in values[0]}
+    fields.update(key_arrays(fields["position"], fields["rotation"], scene.collider_motion))
+    return {k: arr(v) for k, v in fields.items()}
 
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:

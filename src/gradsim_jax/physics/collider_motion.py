@@ -19,6 +19,7 @@ pose at t + dt (the renderer draws the colliders from it, `render.mesh.scene_ver
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +27,20 @@ import numpy as np
 from gradsim_jax.mathutil import safe_div, safe_norm
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_multiply
 from gradsim_jax.typing import Array, pytree_dataclass
+
+
+class Keyframes(NamedTuple):
+    """A kinematic collider's path on the host side (`geometry.colliders.collider(keyframes=...)`); a named tuple,
+    so it also unpacks as (times, positions, rotations).
+
+    times: [K] s, increasing.
+    positions: [K, 3] m, the collider's position at each key.
+    rotations: [K, 4] quaternions w, x, y, z at each key (need not be normalized).
+    """
+
+    times: np.ndarray
+    positions: np.ndarray
+    rotations: np.ndarray
 
 
 @pytree_dataclass
@@ -37,8 +52,15 @@ class ColliderState:
 
 
 def is_moving(params) -> bool:
-    """Whether the scene's colliders have keyframes (static: the structure of the tree)."""
-    return params is not None and getattr(params, "key_times", None) is not None
+    """Whether the scene's colliders have keyframes (static: the structure of the tree).
+
+    Args:
+        params: the `ColliderParams`, or None (no colliders).
+
+    Returns:
+        True when they hold keyframes.
+    """
+    return params is not None and params.key_times is not None
 
 
 def _unit(q):
@@ -46,8 +68,16 @@ def _unit(q):
 
 
 def collider_pose(params, t):
-    """(position [k, 3], rotation [k, 4] unit, velocity [k, 3], omega [k, 3]) of keyframed colliders at time t
-    (module docstring)."""
+    """The pose of keyframed colliders at a time (module docstring).
+
+    Args:
+        params: the `ColliderParams` with keyframes (key_times [K] s, key_position [k, K, 3] m, key_rotation
+            [k, K, 4]).
+        t: the time, s (a scalar, may be traced).
+
+    Returns:
+        (position [k, 3] m, rotation [k, 4] unit quaternions, velocity [k, 3] m/s, omega [k, 3] rad/s).
+    """
     times = params.key_times
     count = times.shape[0]
     if count == 1:
@@ -72,7 +102,15 @@ def collider_pose(params, t):
 
 
 def posed(params, t):
-    """`ColliderParams` with its position, rotation, velocity and omega at time t; unchanged when static."""
+    """The colliders posed at a time.
+
+    Args:
+        params: the `ColliderParams` (or None: no colliders).
+        t: the time, s.
+
+    Returns:
+        `ColliderParams` with its position, rotation, velocity and omega at time t; unchanged when static.
+    """
     if not is_moving(params):
         return params
     position, rotation, velocity, omega = collider_pose(params, t)
@@ -80,7 +118,15 @@ def posed(params, t):
 
 
 def collider_state(params, t):
-    """The `ColliderState` at time t of keyframed colliders (None when static)."""
+    """The state branch of keyframed colliders at a time.
+
+    Args:
+        params: the `ColliderParams` (or None: no colliders).
+        t: the time, s.
+
+    Returns:
+        the `ColliderState` at time t (None when static).
+    """
     if not is_moving(params):
         return None
     position, rotation, _, _ = collider_pose(params, t)
@@ -88,27 +134,44 @@ def collider_state(params, t):
 
 
 def surface_velocity(params, x):
-    """Velocity [n, k, 3] m/s of each collider's material at the points x [n, 3] (0 for static colliders)."""
-    if getattr(params, "velocity", None) is None:
+    """The velocity of each collider's material at some points.
+
+    Args:
+        params: the posed `ColliderParams` (`posed`: velocity [k, 3] m/s and omega [k, 3] rad/s; None when
+            static).
+        x: [n, 3] m, the points.
+
+    Returns:
+        [n, k, 3] m/s, or None when the colliders are static (their velocity is 0).
+    """
+    if params.velocity is None:
         return None
     arm = x[:, None, :] - params.position[None]
     return params.velocity[None] + jnp.cross(jnp.broadcast_to(params.omega[None], arm.shape), arm)
 
 
-def key_arrays(colliders, motion) -> dict:
-    """Host side: ColliderParams' keyframe fields (numpy) for colliders (`Scene.colliders` entries: kind,
-    position, rotation, ...) and their motion (None or (times [K], positions [K, 3], rotations [K, 4]) each):
-    every collider's pose at the union of all key times (a static one repeats its pose, a moving one is
-    interpolated there: positions exactly, rotations by the same normalized interpolation); {} when none moves."""
-    motion = tuple(motion) or (None,) * len(colliders)
+def key_arrays(position, rotation, motion) -> dict:
+    """Host side: ColliderParams' keyframe fields (numpy): every collider's pose at the union of all key times
+    (a static one repeats its pose, a moving one is interpolated there: positions exactly, rotations by the same
+    normalized interpolation).
+
+    Args:
+        position: [k, 3] m, each collider's static position (`geometry.colliders.Collider.position`).
+        rotation: [k, 4] each collider's static rotation, w, x, y, z.
+        motion: one entry per collider: None (static) or its `Keyframes`; empty: all static.
+
+    Returns:
+        {"key_times": [K] s, "key_position": [k, K, 3] m, "key_rotation": [k, K, 4] unit}; {} when none moves.
+    """
+    motion = tuple(motion) or (None,) * len(position)
     if all(m is None for m in motion):
         return {}
     times = np.unique(np.concatenate([np.asarray(m[0], np.float64) for m in motion if m is not None]))
     positions, rotations = [], []
-    for c, m in zip(colliders, motion):
+    for p0, q0, m in zip(position, rotation, motion):
         if m is None:
-            positions.append(np.tile(np.asarray(c[1], np.float64), (len(times), 1)))
-            rotations.append(np.tile(np.asarray(c[2], np.float64), (len(times), 1)))
+            positions.append(np.tile(np.asarray(p0, np.float64), (len(times), 1)))
+            rotations.append(np.tile(np.asarray(q0, np.float64), (len(times), 1)))
             continue
         t, p, q = (np.asarray(a, np.float64) for a in m)
         positions.append(np.stack([np.interp(times, t, p[:, i]) for i in range(3)], axis=1))

@@ -16,7 +16,14 @@ SIZE_KEYS = {"plane": (), "sphere": ("radius",), "box": ("half_extents",), "caps
 
 
 def read_colliders(spec) -> list:
-    """One `Scene` piece per [[collider]] table (SceneFileError naming the table and key when it is wrong)."""
+    """One `Scene` piece per [[collider]] table (SceneFileError naming the table and key when it is wrong).
+
+    Args:
+        spec: the parsed scene file (its "collider" tables, its path to resolve mesh files against).
+
+    Returns:
+        [`Scene` piece holding one `geometry.colliders.Collider`] in the tables' order.
+    """
     pieces = []
     for i, t in enumerate(spec.values["collider"]):
         where = f"{spec.path}: [[collider]] {i}"
@@ -44,9 +51,9 @@ def read_colliders(spec) -> list:
             piece = collider(t["shape"], t["pos"], rotation=t["rot"], radius=t["radius"],
                              half_extents=t["half_extents"], half_height=t["half_height"], ke=t["ke"], kd=t["kd"],
                              kf=t["kf"], mu=t["mu"], keyframes=keys, **mesh)
-            kind, *values = piece.colliders[0]
-            validate_colliders(ColliderTopology((kind,), tuple(piece.collider_meshes)),
-                               ColliderParams(*(np.asarray(x)[None] for x in values)))
+            record = piece.colliders[0]
+            validate_colliders(ColliderTopology((record.kind,), tuple(piece.collider_meshes)),
+                               ColliderParams(**{k: np.asarray(x)[None] for k, x in record.param_values().items()}))
         except ValueError as e:
             raise SceneFileError(f"{where}: {str(e).replace('colliders.', '').replace(' of collider 0', '')}") from None
         pieces.append(piece)
@@ -70,8 +77,17 @@ def _keyframes(where: str, t: dict):
 
 
 def collider_face_colors(spec, topology, rgb: np.ndarray, first: int) -> int:
-    """Colour each collider's faces in rgb [F, 3] with its [[collider]] color (default grey 0.6), the colliders'
-    faces starting at `first`; returns the index after them."""
+    """Colour each collider's faces in rgb with its [[collider]] color (default grey 0.6).
+
+    Args:
+        spec: the parsed scene file (its "collider" tables).
+        topology: the built scene's `Topology` (its colliders' meshes).
+        rgb: [F, 3] the scene's face colours in [0, 1], written in place from `first` on.
+        first: the index of the colliders' first face.
+
+    Returns:
+        the index after the colliders' faces.
+    """
     for i, t in enumerate(spec.values["collider"]):
         one = ColliderTopology((t["shape"],), (topology.colliders.meshes[i],))
         count = len(collider_faces(one))  # a plane has none

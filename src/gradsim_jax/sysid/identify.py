@@ -18,7 +18,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +34,7 @@ from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_
 from gradsim_jax.sysid.losses import loss_at, loss_frames, make_residual
 from gradsim_jax.sysid.quantities import (QUANTITIES, canonical, density_field_coordinates, focused,
                                           transforms_for, with_camera_pose)
-from gradsim_jax.sysid.rounds import fit_round
+from gradsim_jax.sysid.rounds import FitHistory, RoundResult, fit_round
 from gradsim_jax.typing import replace_paths
 
 Array = Any
@@ -46,8 +46,20 @@ ROUND_GAIN = 0.99
 
 
 def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -> SysIdResult:
-    """Fit the quantities `config.free` to the target video [frames + 1, H, W, 4], starting at `initial`:
-    Adam, then the Levenberg-Marquardt polish, in up to `config.rounds` rounds (see `FitConfig`)."""
+    """Fit the quantities `config.free` to the target video: Adam, then the Levenberg-Marquardt polish, in up
+    to `config.rounds` rounds (see `FitConfig`); the stages: `prepare`, the density field first
+    (`FitConfig.density_first`), the rounds (`fit_rounds`), the estimate kept, the identifiability report, the
+    other edge model (`FitConfig.edge_model`), the convergence verdict.
+
+    Args:
+        exp: the experiment (scene, camera, render settings) that made the video.
+        target: [frames + 1, H, W, 4] the target video, RGBA in [0, 1].
+        initial: {quantity: value} the starting guess (physical units; the experiment's values for the rest).
+        config: the fit's settings.
+
+    Returns:
+        the `SysIdResult`.
+    """
     started = time.perf_counter()
     check_config(config)
     exp, full, theta0, config, blur = prepare(exp, target, initial, config)
@@ -57,121 +69,211 @@ def identify(exp: Experiment, target: Array, initial: dict, config: FitConfig) -
     if config.density_first:
         theta0, density = _density_first(exp, target, theta0, config, free)
     target = jnp.asarray(target, theta0["push"].dtype)
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
-    floor = noise_floor(np.asarray(target)[loss_frames(exp, config.frame_stride)], channels)
-    history = {"iteration": [], "loss": [], "params": {n: [] for n in free}, "stage": []}
-    iterations = config.round_iterations or max(config.iterations // 2, 1)
-    done = [fit_round(exp, target, theta0, config, free, history, iterations=config.iterations,
-                       horizon=config.horizon, checkpoint_dir=config.checkpoint_dir, metadata=inputs,
-                       resume=config.resume)]
-    best = done[0]
-    while len(done) < config.rounds and np.isfinite(best["loss"]) and best["loss"] > FLOOR_FACTOR * floor:
-        if config.progress:
-            print(f"  round {len(done) + 1}: the loss {best['loss']:.3g} is {best['loss'] / max(floor, 1e-300):.3g} x "
-                  f"the noise floor: {iterations} more Adam iterations over all frames, then the polish")
-        checkpoints = (None if config.checkpoint_dir is None
-                       else str(Path(config.checkpoint_dir) / f"round{len(done) + 1}"))
-        done.append(fit_round(exp, target, best["theta"], config, free, history, iterations=iterations,
-                               horizon=None, checkpoint_dir=checkpoints,
-                               metadata={**fit_inputs(exp, target, best["theta"], config), "round": len(done) + 1,
-                                         "iterations": iterations, "horizon": None},
-                               resume=config.resume and checkpoints is not None
-                               and Path(checkpoint_path(checkpoints)).exists()))
-        gained = done[-1]["loss"] < ROUND_GAIN * best["loss"]
-        if done[-1]["loss"] < best["loss"]:
-            best = done[-1]
-        if not gained:
-            break
-    theta, info, final_loss = best["theta"], best["info"], best["loss"]
-    history["rounds"] = len(done)
-    history["best_round"] = 1 + next(k for k, r in enumerate(done) if r is best)
+    floor = _noise_floor(exp, target, config)
+    done, best = fit_rounds(exp, target, theta0, config, floor=floor, metadata=inputs)
+    history = FitHistory.empty(free)
+    for r in done:
+        history = history.then(r.entries)
+    notes = {"rounds": len(done), "best_round": 1 + next(k for k, r in enumerate(done) if r is best)}
+    estimate = _Estimate(best.theta, best.info, best.loss)
     if density is not None:
-        # The per-particle steps bounce near the minimum (the loss is not continuous in the masses at the
-        # default depth blend): the lowest-loss iterate is the estimate. Every entry of the history is a loss
-        # over all frames when no horizon grows, and holds the whole values of quantities up to 64 elements.
-        losses = np.asarray(history["loss"], np.float64)
-        whole = all(np.size(theta[n]) <= HISTORY_FULL_SIZE for n in free)
-        if config.horizon is None and whole and losses.size and np.nanmin(losses) < final_loss:
-            k = int(np.nanargmin(losses))
-            theta = {**theta, **{n: jnp.asarray(history["params"][n][k], exp.dtype) for n in free}}
-            final_loss, info = float(losses[k]), {}
-            density["best_iteration"] = int(history["iteration"][k])
-        # When they end no lower than the density field left the loss, the field's masses (and the quantities
-        # fitted with it) are the estimate.
-        density["kept"] = bool(np.isfinite(density["loss"]) and not final_loss < density["loss"])
-        if density["kept"]:
-            if config.progress:
-                print(f"  the per-particle fit ended at loss {final_loss:.3e}, no lower than the density field's "
-                      f"{density['loss']:.3e}: the field's masses are the estimate")
-            theta = {**theta, **{n: theta0[n] for n in free}}
-            final_loss, info = density["loss"], {}  # the polish's Jacobian was made elsewhere
-        history["density_first"] = density
-    start_loss, start_theta = done[0]["start_loss"], done[0]["start"]
-    if start_loss is None:  # the first entry is not a loss over all frames at the start: evaluate it
-        start_loss = loss_at(exp, target, start_theta, config)
-    history["start_loss"] = start_loss
+        estimate, notes["density_first"] = _density_outcome(exp, config, theta0, history, estimate, density)
+    estimate, notes["start_loss"], kept_start = _not_above_start(exp, target, config, done[0], estimate)
     if blur is not None:
-        history["blur"] = blur
-    if math.isfinite(start_loss) and not final_loss <= start_loss:
-        # A fit never returns an estimate that explains the video worse than where it started.
-        if config.progress:
-            print(f"  the fit ended at loss {final_loss:.4e}, above its start's {start_loss:.4e}: the start is the "
-                  "estimate")
-        theta = {**theta, **{n: start_theta[n] for n in free}}
-        final_loss, info = start_loss, {}
-        history["kept_start"] = True
-    n_scalars = sum(int(np.size(theta[n])) for n in free)
-    report = None
-    if config.report and n_scalars <= REPORT_MAX_SCALARS and "jacobian" in info:
-        # The polish's last Jacobian is the report's (same residuals, all frames, same coordinates).
-        report = report_from_jacobian(info["jacobian"], info["residual"], info["labels"], info["values"],
-                                      info["dxdz"])
-    elif config.report and n_scalars <= REPORT_MAX_SCALARS:
-
-        def residual(th):
-            th, e, tgt = split_data(exp, th)
-            return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
-
-        report = gauss_newton_report(residual, with_data(theta, exp, target), free=free,
-                                     transforms=transforms_for(free))
+        notes["blur"] = blur
+    if kept_start:
+        notes["kept_start"] = True
+    report = _report(exp, target, config, estimate)
     # With density_first: the per-particle stage's start, so that a stage that explains little more of the
     # video than the field did is not called converged by the loss ratio (the field stage's start is far off).
-    initial_loss = history["loss"][0] if history["loss"] else final_loss
+    initial_loss = history.loss[0] if history.loss else estimate.loss
     edges = None
-    if (config.report or config.edge_model == "auto") and np.isfinite(final_loss) and final_loss > FLOOR_FACTOR * floor:
-        edges = edge_residual(exp, target, theta, config)
-        history["edges"] = edges
-        if config.edge_model == "auto" and on_outlines(edges):
-            other = _other_edge_model(exp, target, theta, config, free, final_loss, iterations)
-            history["edge_model"] = edges["tried"] = other["record"]
-            if other["result"] is not None:
-                sub = other["result"]
-                sub.history["edge_model"] = other["record"]
-                if blur is not None:
-                    sub.history["blur"] = blur
-                sub.history["first_fit"] = {"loss": history["loss"], "iteration": history["iteration"],
-                                            "params": history["params"]}
-                return dataclasses.replace(
-                    sub, wall_time=time.perf_counter() - started, inputs=inputs, resume=done[0]["resumed"],
-                    adam_iterations=sub.adam_iterations + sum(r["adam_iterations"] for r in done),
-                    lm_iterations=sub.lm_iterations + sum(r["lm_steps"] for r in done))
-    convergence = assess(initial_loss=initial_loss, final_loss=final_loss, floor=floor,
-                         grad_norm=best["grad_norm"], last_step=best["last_step"], loss_kind=config.loss, edges=edges)
+    if (config.report or config.edge_model == "auto") and np.isfinite(estimate.loss) \
+            and estimate.loss > FLOOR_FACTOR * floor:
+        edges, edge_notes, switched = _edges(exp, target, config, estimate, history, blur)
+        notes.update(edge_notes)
+        if switched is not None:
+            return dataclasses.replace(
+                switched, wall_time=time.perf_counter() - started, inputs=inputs, resume=done[0].resumed,
+                adam_iterations=switched.adam_iterations + sum(r.adam_iterations for r in done),
+                lm_iterations=switched.lm_iterations + sum(r.lm_steps for r in done))
+    convergence = assess(initial_loss=initial_loss, final_loss=estimate.loss, floor=floor,
+                         grad_norm=best.grad_norm, last_step=best.last_step, loss_kind=config.loss, edges=edges)
     # The quantities left out as restating the scene come back with their values; those a free one superseded
     # do not (their values would contradict the fit).
     superseded = {QUANTITIES[n].field for n in free}
-    theta = {**{k: v for k, v in full.items() if k in QUANTITIES and QUANTITIES[k].field not in superseded}, **theta}
-    return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history=history, report=report,
-                       wall_time=time.perf_counter() - started,
-                       adam_iterations=sum(r["adam_iterations"] for r in done),
-                       lm_iterations=sum(r["lm_steps"] for r in done), loss=final_loss, convergence=convergence,
-                       inputs=inputs, resume=done[0]["resumed"], experiment=exp)
+    theta = {**{k: v for k, v in full.items() if k in QUANTITIES and QUANTITIES[k].field not in superseded},
+             **estimate.theta}
+    return SysIdResult(theta={k: np.asarray(v) for k, v in theta.items()}, history={**history.as_dict(), **notes},
+                       report=report, wall_time=time.perf_counter() - started,
+                       adam_iterations=sum(r.adam_iterations for r in done),
+                       lm_iterations=sum(r.lm_steps for r in done), loss=estimate.loss, convergence=convergence,
+                       inputs=inputs, resume=done[0].resumed, experiment=exp)
+
+
+def fit_rounds(exp: Experiment, target: Array, theta0: dict, config: FitConfig, *, floor: float,
+               metadata: dict) -> tuple[tuple[RoundResult, ...], RoundResult]:
+    """The rounds of `identify` (`fit_round`): the first from `theta0` (`config.iterations`, growing
+    `config.horizon`); then, while the best loss is above FLOOR_FACTOR x `floor` and the last round lowered it
+    below ROUND_GAIN x the best, another from the best estimate (`config.round_iterations` over all frames), up
+    to `config.rounds`.
+
+    Args:
+        exp: the experiment fitted (focused on the free quantities).
+        target: [frames + 1, H, W, 4] the target video.
+        theta0: {quantity: value} the first round's start.
+        config: the fit's settings (free: canonical names).
+        floor: the target's noise floor (the image loss of a perfect model).
+        metadata: the first round's checkpoint inputs (`fit_inputs`).
+
+    Returns:
+        (every round's `RoundResult` in order, the best of them).
+    """
+    free = tuple(config.free)
+    iterations = config.round_iterations or max(config.iterations // 2, 1)
+    done = (fit_round(exp, target, theta0, config, free, iterations=config.iterations, horizon=config.horizon,
+                      checkpoint_dir=config.checkpoint_dir, metadata=metadata, resume=config.resume),)
+    best = done[0]
+    while len(done) < config.rounds and np.isfinite(best.loss) and best.loss > FLOOR_FACTOR * floor:
+        if config.progress:
+            print(f"  round {len(done) + 1}: the loss {best.loss:.3g} is {best.loss / max(floor, 1e-300):.3g} x "
+                  f"the noise floor: {iterations} more Adam iterations over all frames, then the polish")
+        checkpoints = (None if config.checkpoint_dir is None
+                       else str(Path(config.checkpoint_dir) / f"round{len(done) + 1}"))
+        done += (fit_round(exp, target, best.theta, config, free, first_iteration=_next_iteration(done),
+                           iterations=iterations,
+                           horizon=None, checkpoint_dir=checkpoints,
+                           metadata={**fit_inputs(exp, target, best.theta, config), "round": len(done) + 1,
+                                     "iterations": iterations, "horizon": None},
+                           resume=config.resume and checkpoints is not None
+                           and Path(checkpoint_path(checkpoints)).exists()),)
+        gained = done[-1].loss < ROUND_GAIN * best.loss
+        if done[-1].loss < best.loss:
+            best = done[-1]
+        if not gained:
+            break
+    return done, best
+
+
+def _next_iteration(done) -> int:
+    """The iteration number after the last entry of the rounds `done` (0 when none has one)."""
+    return next((r.entries.next_iteration for r in reversed(done) if r.entries.iteration), 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Estimate:
+    """What `identify` returns as the estimate: theta {quantity: value}, info (the polish's, whose Jacobian the
+    report reuses; {} when the estimate is not the polish's), loss (its image loss)."""
+
+    theta: dict
+    info: dict
+    loss: float
+
+
+def _noise_floor(exp: Experiment, target: Array, config: FitConfig) -> float:
+    """The noise floor of the target's fitted frames and channels (`fit.convergence.noise_floor`)."""
+    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
+    return noise_floor(np.asarray(target)[loss_frames(exp, config.frame_stride)], channels)
+
+
+def _density_outcome(exp: Experiment, config: FitConfig, theta0: dict, history: FitHistory, estimate: _Estimate,
+                     density: dict) -> tuple[_Estimate, dict]:
+    """After `FitConfig.density_first`'s per-particle stage: (the estimate, the density record with "kept" and,
+    when the lowest-loss entry is the estimate, "best_iteration")."""
+    free = tuple(config.free)
+    theta, info, final_loss = estimate.theta, estimate.info, estimate.loss
+    # The per-particle steps bounce near the minimum (the loss is not continuous in the masses at the
+    # default depth blend): the lowest-loss iterate is the estimate. Every entry of the history is a loss
+    # over all frames when no horizon grows, and holds the whole values of quantities up to 64 elements.
+    losses = np.asarray(history.loss, np.float64)
+    whole = all(np.size(theta[n]) <= HISTORY_FULL_SIZE for n in free)
+    if config.horizon is None and whole and losses.size and np.nanmin(losses) < final_loss:
+        k = int(np.nanargmin(losses))
+        theta = {**theta, **{n: jnp.asarray(history.params[n][k], exp.dtype) for n in free}}
+        final_loss, info = float(losses[k]), {}
+        density = {**density, "best_iteration": int(history.iteration[k])}
+    # When they end no lower than the density field left the loss, the field's masses (and the quantities
+    # fitted with it) are the estimate.
+    density = {**density, "kept": bool(np.isfinite(density["loss"]) and not final_loss < density["loss"])}
+    if density["kept"]:
+        if config.progress:
+            print(f"  the per-particle fit ended at loss {final_loss:.3e}, no lower than the density field's "
+                  f"{density['loss']:.3e}: the field's masses are the estimate")
+        theta = {**theta, **{n: theta0[n] for n in free}}
+        final_loss, info = density["loss"], {}  # the polish's Jacobian was made elsewhere
+    return _Estimate(theta, info, final_loss), density
+
+
+def _not_above_start(exp: Experiment, target: Array, config: FitConfig, first: RoundResult,
+                     estimate: _Estimate) -> tuple[_Estimate, float, bool]:
+    """A fit never returns an estimate that explains the video worse than where it started: (the estimate, or
+    the first round's start when that is lower; the start's image loss; whether the start is the estimate)."""
+    start_loss, start_theta = first.start_loss, first.start
+    if start_loss is None:  # the first entry is not a loss over all frames at the start: evaluate it
+        start_loss = loss_at(exp, target, start_theta, config)
+    if not (math.isfinite(start_loss) and not estimate.loss <= start_loss):
+        return estimate, start_loss, False
+    if config.progress:
+        print(f"  the fit ended at loss {estimate.loss:.4e}, above its start's {start_loss:.4e}: the start is the "
+              "estimate")
+    theta = {**estimate.theta, **{n: start_theta[n] for n in config.free}}
+    return _Estimate(theta, {}, start_loss), start_loss, True
+
+
+def _report(exp: Experiment, target: Array, config: FitConfig, estimate: _Estimate):
+    """The identifiability report at the estimate (`config.report`, up to REPORT_MAX_SCALARS free scalars;
+    else None): from the polish's last Jacobian when the estimate is the polish's, else a Gauss-Newton one."""
+    free = tuple(config.free)
+    theta, info = estimate.theta, estimate.info
+    n_scalars = sum(int(np.size(theta[n])) for n in free)
+    if not (config.report and n_scalars <= REPORT_MAX_SCALARS):
+        return None
+    if "jacobian" in info:
+        # The polish's last Jacobian is the report's (same residuals, all frames, same coordinates).
+        return report_from_jacobian(info["jacobian"], info["residual"], info["labels"], info["values"], info["dxdz"])
+
+    def residual(th):
+        th, e, tgt = split_data(exp, th)
+        return make_residual(e, tgt, config.loss, config.frame_stride, dense=True)(th)
+
+    return gauss_newton_report(residual, with_data(theta, exp, target), free=free, transforms=transforms_for(free))
+
+
+def _edges(exp: Experiment, target: Array, config: FitConfig, estimate: _Estimate, history: FitHistory,
+           blur) -> tuple[dict, dict, Optional[SysIdResult]]:
+    """Where the loss left lies (`sysid.edges.edge_residual`): (the edges, the history's entries of them
+    ("edges", and "edge_model" when the other edge model was tried), the fit continued with the other edge
+    model when that explains the video better, else None)."""
+    edges = edge_residual(exp, target, estimate.theta, config)
+    if not (config.edge_model == "auto" and on_outlines(edges)):
+        return edges, {"edges": edges}, None
+    iterations = config.round_iterations or max(config.iterations // 2, 1)
+    other = _other_edge_model(exp, target, estimate.theta, config, tuple(config.free), estimate.loss, iterations)
+    edges = {**edges, "tried": other["record"]}
+    notes = {"edges": edges, "edge_model": other["record"]}
+    if other["result"] is None:
+        return edges, notes, None
+    sub = other["result"]
+    first = history.as_dict()
+    return edges, notes, dataclasses.replace(sub, history={
+        **sub.history, "edge_model": other["record"], **({} if blur is None else {"blur": blur}),
+        "first_fit": {"loss": first["loss"], "iteration": first["iteration"], "params": first["params"]}})
 
 
 def prepare(exp: Experiment, target: Array, initial: dict, config: FitConfig):
     """(exp, full, theta0, config, blur) as `identify` fits them: `full` the initial theta with the experiment's
     defaults, exp and theta0 `focused` on the free quantities, the blur decided (`FitConfig.blur`: measured,
-    and added to the free quantities when fitted; blur: what was decided, or None), the free names canonical."""
+    and added to the free quantities when fitted; blur: what was decided, or None), the free names canonical.
+
+    Args:
+        exp: the experiment that made the video.
+        target: [frames + 1, H, W, 4] the target video, RGBA in [0, 1].
+        initial: {quantity: value} the starting guess.
+        config: the fit's settings.
+
+    Returns:
+        (exp, full, theta0, config, blur) as above.
+    """
     free = tuple(canonical(n) for n in config.free)
     full = as_theta(exp, with_camera_pose(exp, initial) if "camera_pose" in free else initial)
     exp, theta0 = focused(exp, full, free)

@@ -50,17 +50,38 @@ class RestartsResult:
         return self.fit.best
 
     def start(self, i: int) -> dict:
-        """Starting values {quantity: value} of member i."""
+        """Starting values of a member.
+
+        Args:
+            i: the member (0: the initial guess).
+
+        Returns:
+            {quantity: value} in physical units.
+        """
         return {n: np.asarray(v[i]) for n, v in self.starts.items()}
 
     def estimate(self, i: int) -> dict:
-        """Fitted values {quantity: value} of member i (after the batched Adam stage)."""
+        """Fitted values of a member (after the batched Adam stage).
+
+        Args:
+            i: the member.
+
+        Returns:
+            {quantity: value} in physical units.
+        """
         return {n: np.asarray(self.fit.history["final"][n][i]) for n in self.free}
 
     def summary(self, truth: Optional[dict] = None) -> dict:
         """JSON-ready: every member's start, estimate, final loss and divergence; the best; and the spread
         (min, median, max over the members that did not diverge) of the estimates and final losses.
-        Quantities of more than 16 values are given by their mean."""
+        Quantities of more than 16 values are given by their mean.
+
+        Args:
+            truth: {quantity: true value}, added as "true" when given (a rendered target's), or None.
+
+        Returns:
+            the summary dict (report.json's "restarts").
+        """
         fit = self.fit
         ok = ~fit.diverged & np.isfinite(fit.loss)
 
@@ -101,15 +122,22 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
     and iterations as `config`) run from `restarts` starts drawn around `initial` at once.
 
     Args:
-      exp, target, initial, config: as for `identify` (target [frames + 1, H, W, 4]).
-      restarts: number of starts N (>= 1); member 0 starts at `initial` itself.
-      spread: factor of the range of the starts (> 1; see `random_starts`).
-      key: `jax.random` key of the draws (default `jax.random.key(0)`).
-      mode, map_batch_size, mesh: as for `fit_batched`; mode None takes `DEFAULT_MODE` of the platform.
+        exp: the experiment, as for `identify`.
+        target: [frames + 1, H, W, 4] the target video.
+        initial: {quantity: value} the initial guess, as for `identify`.
+        config: the fit's settings, as for `identify`.
+        restarts: number of starts N (>= 1); member 0 starts at `initial` itself.
+        spread: factor of the range of the starts (> 1; see `random_starts`).
+        key: `jax.random` key of the draws (default `jax.random.key(0)`).
+        mode: the batching, as for `fit_batched`; None takes `DEFAULT_MODE` of the platform.
+        map_batch_size: as for `fit_batched`.
+        mesh: as for `fit_batched` (the devices to split the members over), or None.
+
     Returns:
-      RestartsResult (no checkpoint is written: a batched stage is short, and `--resume` refits from scratch).
+        RestartsResult (no checkpoint is written: a batched stage is short, and `--resume` refits from scratch).
+
     Raises:
-      ValueError: a bad setting, before compilation.
+        ValueError: a bad setting, before compilation.
     """
     free = tuple(canonical(n) for n in config.free)
     check_config(config)
@@ -146,7 +174,15 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
 
 def table_lines(result: RestartsResult, truth: Optional[dict] = None) -> list[str]:
     """A console table: one row per start (start and fitted value of each scalar quantity, final loss), the
-    best marked, then the spread of the estimates."""
+    best marked, then the spread of the estimates.
+
+    Args:
+        result: the restarts' `RestartsResult`.
+        truth: {quantity: true value} to show beside the spread, or None.
+
+    Returns:
+        the table's lines.
+    """
     free = [n for n in result.free if np.size(result.starts[n][0]) == 1]
     fit = result.fit
     width = {n: max(12, len(n) + 9) for n in free}
