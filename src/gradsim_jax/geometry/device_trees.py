@@ -17,6 +17,8 @@ from gradsim_jax.physics import (
     ClothParams, ClothTopology, ContactParams, FemParams, FemTopology, Params, ParticleParams, ParticleState,
     ParticleTopology, SpringParams, SpringTopology, State, Topology, World,
 )
+from gradsim_jax.physics.collider_motion import key_arrays
+from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, table_size
@@ -162,3 +164,39 @@ def with_self_contact(topology: Topology, params: Params, con: Contact, n: int, 
     params = dataclasses.replace(params, self_contact=SelfContactParams(
         thickness=arr(2.0 * con.particle_radius), ke=arr(con.self_ke), kd=arr(con.self_kd)))
     return topology, params
+
+
+def with_colliders(topology, params, scene: "Scene", arr):
+    """The scene's colliders added to the device trees (`physics.colliders`), checked.
+
+    Args:
+        topology: the scene's Topology so far.
+        params: the scene's Params so far.
+        scene: the scene (its `Collider` records, their motion and meshes).
+        arr: the conversion of a numpy array to the built tree's arrays (dtype).
+
+    Returns:
+        (topology, params) with their `colliders` branches.
+    """
+    kinds = tuple(c.kind for c in scene.colliders)
+    topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds, tuple(scene.collider_meshes)))
+    params = dataclasses.replace(params, colliders=ColliderParams(**collider_arrays(scene, arr)))
+    validate_colliders(topology.colliders, params.colliders)
+    return topology, params
+
+
+def collider_arrays(scene: "Scene", arr) -> dict:
+    """The `ColliderParams` fields of a scene's colliders, stacked from its `Collider` records: position,
+    rotation, size, ke, kd, kf, mu, and the keyframe fields when one moves (`physics.collider_motion.key_arrays`).
+
+    Args:
+        scene: the scene (its colliders, collider_motion).
+        arr: the conversion of a numpy array to the built tree's arrays (dtype).
+
+    Returns:
+        {field: array} with a leading axis of one entry per collider.
+    """
+    values = [c.param_values() for c in scene.colliders]
+    fields = {k: np.array([v[k] for v in values], np.float64) for k in values[0]}
+    fields.update(key_arrays(fields["position"], fields["rotation"], scene.collider_motion))
+    return {k: arr(v) for k, v in fields.items()}

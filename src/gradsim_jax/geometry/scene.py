@@ -20,10 +20,9 @@ from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # 
 from gradsim_jax.geometry.build_options import BUILD_SHORTHANDS, Contact, Environment, Numerics
 from gradsim_jax.geometry.contact_options import rigid_contact_model
 from gradsim_jax.geometry.device_trees import (  # noqa: F401 (the constants re-exported)
-    INCIDENCE_MIN_CORNERS, TRIANGLE_INCIDENCE_MIN_CORNERS, scene_params, scene_state, scene_topology, with_self_contact,
+    INCIDENCE_MIN_CORNERS, TRIANGLE_INCIDENCE_MIN_CORNERS, scene_params, scene_state, scene_topology,
+    with_colliders, with_self_contact,
 )
-from gradsim_jax.physics.collider_motion import key_arrays
-from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, validate_colliders
 from gradsim_jax.physics.ode import with_ode_body
 from gradsim_jax.physics.smoke import with_smoke
 from gradsim_jax.physics.validate import check_index_rows, validate_scene
@@ -327,29 +326,9 @@ class Scene:
         if self.smoke is not None:
             topology, params, state = with_smoke(topology, params, state, *self.smoke)
         if self.colliders:
-            kinds = tuple(c.kind for c in self.colliders)
-            topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds, tuple(self.collider_meshes)))
-            params = dataclasses.replace(params, colliders=ColliderParams(**collider_arrays(self, arr)))
-            validate_colliders(topology.colliders, params.colliders)
+            topology, params = with_colliders(topology, params, self, arr)
         validate_scene(topology, params, state)
         return topology, params, state
-
-
-def collider_arrays(scene: Scene, arr) -> dict:
-    """The `ColliderParams` fields of a scene's colliders, stacked from its `Collider` records: position,
-    rotation, size, ke, kd, kf, mu, and the keyframe fields when one moves (`physics.collider_motion.key_arrays`).
-
-    Args:
-        scene: the scene (its colliders, collider_motion).
-        arr: the conversion of a numpy array to the built tree's arrays (dtype).
-
-    Returns:
-        {field: array} with a leading axis of one entry per collider.
-    """
-    values = [c.param_values() for c in scene.colliders]
-    fields = {k: np.array([v[k] for v in values], np.float64) for k in values[0]}
-    fields.update(key_arrays(fields["position"], fields["rotation"], scene.collider_motion))
-    return {k: arr(v) for k, v in fields.items()}
 
 
 def particles(x, v=0.0, mass=1.0, pinned=False) -> Scene:
