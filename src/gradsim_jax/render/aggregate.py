@@ -44,7 +44,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradsim_jax.render.shading import sample_bilinear
+from gradsim_jax.render.appearance import appearance
 
 FACE_COLUMNS = (
     "v0x v0y v1x v1y v2x v2y e0x e0y e1x e1y e2x e2y il0 il1 il2 a0 b0 c0 a1 b1 c1 a2 b2 c2 iz0 iz1 iz2 valid"
@@ -54,8 +54,9 @@ FACE_COLUMNS = (
 class KernelConfig(NamedTuple):
     """Static settings of the per-pixel math (hashable)."""
 
-    # "face" ([K, 3] colors), "vertex" ([K, 9]: 3 corners x rgb) or "texture" ([K, 9]: 3 corners x uv,
-    # then the face's light factor); "texture" is only supported by `aggregate_autodiff`.
+    # The name of the colours' appearance model (`appearance.py`), which tabulates the colour columns and
+    # colours each pair: "face" ([K, 3] colors), "vertex" ([K, 9]: 3 corners x rgb) or "texture" ([K, 9]:
+    # 3 corners x uv, then the face's light factor); "texture" is only supported by `aggregate_autodiff`.
     color_kind: str
     with_color: bool  # False: alpha only
     sigma: float
@@ -142,13 +143,8 @@ def _logits(pairs: Pairs, depth: PairDepth, near, far, config: KernelConfig):
 
 def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDepth):
     """Color of each pixel-face pair [..., P or 1, K, 3]."""
-    corner = color_table  # [..., P or 1, K, C]
-    if config.color_kind == "face":
-        return corner
-    if config.color_kind == "vertex":
-        return sum(depth.bary[i][..., None] * corner[..., 3 * i : 3 * i + 3] for i in range(3))
-    uv = sum(depth.bary[i][..., None] * corner[..., 2 * i : 2 * i + 2] for i in range(3))
-    return sample_bilinear(texture_image, uv) * corner[..., 6:9]
+    # [..., P or 1, K, C] columns, as the appearance model (`appearance.py`) of `color_kind` tabulated them.
+    return appearance(config.color_kind).pair_colors(color_table, texture_image, depth.bary)
 
 
 def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
@@ -252,7 +248,7 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
         z = depth.z
         # bary_i = w_i z with w_i = b_i iz_i and z = 1 / sum w; g_z = -g_z_hat / (far - near).
         g_w_common = g_z_hat * z * z * (1.0 / depth_range)
-        if config.color_kind == "face":
+        if not appearance(config.color_kind).per_corner:  # one colour per face
             g_color_table = share[..., None] * g_rgb[..., None, :]
             g_w = [g_w_common] * 3
         else:

@@ -55,15 +55,13 @@ import numpy as np
 from gradsim_jax.compilation import jit
 from gradsim_jax.physics.validate import check_index_rows, is_concrete
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
+from gradsim_jax.render.appearance import COLOR_TYPES, appearance, appearance_of
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
 from gradsim_jax.render.coverage import area_coverage
-from gradsim_jax.render.dibr import dibr_aggregate
-from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, face_light_factor
+from gradsim_jax.render.coverage_models import COVERAGE_MODELS, coverage_model
+from gradsim_jax.render.shading import FaceColors, Lights, VertexColors, face_light_factor
 
 Array = Any
-
-#: The models of `RenderSettings.coverage`: SoftRas, the exact box coverage of each pixel, DIB-R.
-COVERAGE_MODELS = ("softras", "box", "dibr")
 
 # Screen-space doubled areas below this are treated as zero: far below a pixel's area at any size.
 _DEGENERATE_AREA = 1e-10
@@ -117,9 +115,7 @@ class RenderSettings:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
         if not 0.5 <= self.pixel_footprint <= 2.0:
             raise ValueError(f"pixel_footprint must be in [0.5, 2] pixels, got {self.pixel_footprint}")
-        if self.coverage not in COVERAGE_MODELS:
-            models = ", ".join(map(repr, COVERAGE_MODELS))
-            raise ValueError(f"coverage must be one of {models}, got {self.coverage!r}")
+        coverage_model(self.coverage)  # ValueError naming the registered models
         if not (self.gamma > 0 and 0 < self.dist_eps < 0.5):
             raise ValueError("gamma must be positive and dist_eps in (0, 0.5)")
 
@@ -130,11 +126,8 @@ class RenderSettings:
     def cutoff_sq(self, height: int) -> float:
         """Squared distance beyond which an outside pixel has coverage below dist_eps (with "box"
         coverage, at least the reach of the pixel's square: 3/4 of its side)."""
-        if self.coverage == "dibr":  # exp(-d^2 / sigma) < dist_eps
-            return self.sigma_for(height) * math.log(1.0 / self.dist_eps)
-        softras = self.sigma_for(height) * math.log(1.0 / self.dist_eps - 1.0)
-        reach = 0.75 * self.pixel_footprint * 2.0 / height
-        return max(softras, reach * reach) if self.coverage == "box" else softras
+        cutoff = coverage_model(self.coverage).cutoff  # `coverage_models`: each model's rule
+        return cutoff(self.sigma_for(height), self.dist_eps, self.pixel_footprint, height)
 
 
 jax.tree_util.register_dataclass(
@@ -163,22 +156,10 @@ class RenderStats(NamedTuple):
 
 
 def _face_colors_table(colors, lights, face_world, faces, camera, dtype):
-    """Color columns [F, C] and their kind ('face', 'vertex', 'texture'); lighting folded in."""
+    """Color columns [F, C] and their appearance model's name (`appearance.py`); lighting folded in."""
+    model = appearance_of(colors)
     light = face_light_factor(lights, face_world, camera.eye)
-    num_faces = faces.shape[0]
-    if colors is None:
-        return light, "face"
-    if isinstance(colors, FaceColors):
-        return jnp.asarray(colors.rgb, dtype) * light, "face"
-    if isinstance(colors, VertexColors):
-        per_corner = jnp.asarray(colors.rgb, dtype)[faces] * light[:, None, :]
-        return per_corner.reshape(num_faces, 9), "vertex"
-    if isinstance(colors, Texture):
-        uv = jnp.asarray(colors.uv, dtype)
-        if uv.ndim == 2:
-            uv = uv[faces]
-        return jnp.concatenate([uv.reshape(num_faces, 6), light], axis=1), "texture"
-    raise TypeError(f"unsupported colors {type(colors).__name__}")
+    return model.color_table(colors, light, faces, dtype), model.name
 
 
 class _ScreenFaces(NamedTuple):
@@ -340,25 +321,15 @@ def _check_inputs(vertices, faces, colors):
     if not jnp.issubdtype(vertices.dtype, jnp.floating):
         raise TypeError(f"vertices must be floating point, got {vertices.dtype}")
     num_vertices, num_faces = vertices.shape[0], faces.shape[0]
-    if isinstance(colors, FaceColors) and colors.rgb.shape != (num_faces, 3):
-        raise ValueError(f"FaceColors.rgb must be [{num_faces}, 3], got {colors.rgb.shape}")
-    if isinstance(colors, VertexColors) and colors.rgb.shape != (num_vertices, 3):
-        raise ValueError(f"VertexColors.rgb must be [{num_vertices}, 3], got {colors.rgb.shape}")
-    if isinstance(colors, Texture):
-        if colors.image.ndim != 3 or colors.image.shape[-1] != 3:
-            raise ValueError(f"Texture.image must be [Ht, Wt, 3], got {colors.image.shape}")
-        if colors.uv.shape not in ((num_vertices, 2), (num_faces, 3, 2)):
-            raise ValueError(f"Texture.uv must be [{num_vertices}, 2] or [{num_faces}, 3, 2], got {colors.uv.shape}")
+    # Each appearance model checks its colours' shapes and names the arrays whose values to check.
+    color_values = appearance_of(colors).checks(colors, num_vertices, num_faces)
     # Values can only be checked when they are concrete (not inside jit: see `gradsim_jax.render.checks`,
     # whose messages these match).
     if not isinstance(faces, jax.core.Tracer):
         check_index_rows("faces", faces, num_vertices)
     _check_values("vertices", vertices)
-    if isinstance(colors, (FaceColors, VertexColors)):
-        _check_values(f"{type(colors).__name__}.rgb", colors.rgb, unit=True)
-    elif isinstance(colors, Texture):
-        _check_values("Texture.image", colors.image, unit=True)
-        _check_values("Texture.uv", colors.uv)
+    for name, value, unit in color_values:
+        _check_values(name, value, unit=unit)
 
 
 def _check_values(name, value, unit=False):
@@ -379,7 +350,7 @@ def _check_values(name, value, unit=False):
 
 def as_colors(colors, num_vertices: int, num_faces: int):
     """Wrap a bare [F, 3] or [N, 3] array as FaceColors / VertexColors (ambiguous when N == F)."""
-    if colors is None or isinstance(colors, (FaceColors, VertexColors, Texture)):
+    if colors is None or isinstance(colors, COLOR_TYPES):
         return colors
     colors = jnp.asarray(colors)
     if colors.ndim != 2 or colors.shape[-1] != 3:
@@ -438,15 +409,16 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
 def _kernel(settings: RenderSettings, kind: str, autodiff: bool = False):
     """The per-pixel kernel of `settings.coverage` for colours of `kind` (autodiff: JAX's own derivatives, so
     that forward mode works, instead of the hand-written VJP)."""
-    if settings.coverage == "dibr":
-        return dibr_aggregate
-    return aggregate_autodiff if kind == "texture" or autodiff else aggregate
+    own = coverage_model(settings.coverage).kernel
+    if own is not None:
+        return own
+    return aggregate_autodiff if autodiff or not appearance(kind).hand_vjp else aggregate
 
 
 def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, with_color):
     """With "box" coverage, the kernel's output with its alpha replaced by the exact area coverage of
     each pixel (`coverage.area_coverage`; `height` is the sampled grid's, pixels are 2 / height wide)."""
-    if settings.coverage != "box":
+    if not coverage_model(settings.coverage).area_alpha:
         return image
     # Recomputed in the backward pass instead of keeping autodiff's per-pair residuals: the same gradient,
     # bit for bit, and 1.6x faster (a 32 px, 20-frame video's gradient: 197 -> 123 ms), as XLA on CPU
@@ -457,7 +429,7 @@ def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, 
 
 
 def _finish(image, settings, background, with_color):
-    if settings.coverage == "box" and with_color:
+    if coverage_model(settings.coverage).blends_background and with_color:
         # Where any face contributes, the softmax colour is the faces' (the background's weight is about
         # exp(-1 / gamma) smaller): blend it over the background by the covered fraction, as a sensor does.
         alpha = image[..., 3:4]
@@ -469,12 +441,11 @@ def _finish(image, settings, background, with_color):
 
 
 def _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color):
-    """Per-face color table, its kind ("face", "vertex" or "texture") and the texture image (or None)."""
+    """Per-face color table, its appearance model's name (`appearance.py`) and the texture image (or None)."""
     if not with_color:
-        return jnp.zeros((faces.shape[0], 3), dtype), "face", None
+        return jnp.zeros((faces.shape[0], 3), dtype), appearance_of(None).name, None
     color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
-    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
-    return color_table, kind, texture_image
+    return color_table, kind, appearance(kind).texture_image(colors, dtype)
 
 
 def _empty_image(height, width, background, dtype, with_color):
@@ -767,7 +738,7 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
         background = background.reshape(-1, 3)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
     color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
-    kernel = dibr_aggregate if settings.coverage == "dibr" else aggregate_autodiff
+    kernel = coverage_model(settings.coverage).kernel or aggregate_autodiff
     out = kernel(
         _kernel_config(settings, kind, with_color, height),
         xy[:, 0:1],
