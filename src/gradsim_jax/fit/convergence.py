@@ -24,6 +24,9 @@ from typing import Optional
 
 import numpy as np
 
+from gradsim_jax.fit.image_losses import IMAGE_LOSSES
+from gradsim_jax.render.coverage_models import COVERAGES
+
 FLOOR_FACTOR = 4.0
 RATIO_TOL = 0.02
 STEP_TOL = 1e-3
@@ -110,7 +113,8 @@ def edge_advice(edges) -> list:
     share, pixels = edges["residual_share"], edges["pixel_share"]
     where = f"{100 * share:.0f} % of the loss left lies on the outlines ({100 * pixels:.0f} % of the pixels)"
     model = edges.get("coverage", "box")
-    other = "softras" if model == "box" else "box"
+    known = COVERAGES.get(model)
+    other = known.alternative if known is not None else "box"  # the model `FitConfig.edge_model` "auto" tries
     blur, blur_mode = edges.get("blur"), edges.get("blur_mode", "auto")
     elsewhere = ("the motion, the shape or the camera differs there: check that the rendered frame 0 overlays the "
                  "target's")
@@ -136,6 +140,13 @@ def edge_advice(edges) -> list:
             f"(another soft rasterizer's edges, e.g. PyTorch3D's, are SoftRas's; a camera's are \"box\"), or {blur_tip}"]
 
 
+def _drops_alpha(loss_name) -> bool:
+    """Whether the loss `loss_name` compares the target's colours and its alpha (so that, the alpha not observed,
+    a loss of the colours alone remains: --loss rgb)."""
+    loss = IMAGE_LOSSES.get(loss_name)
+    return loss is not None and loss.uses_alpha and loss.uses_color
+
+
 def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: float, last_step: float,
            loss_kind: str = "rgba", edges: Optional[dict] = None) -> Convergence:
     """The verdict of a fit from its numbers (see the module docstring); `edges`: where the loss left lies
@@ -156,7 +167,7 @@ def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: f
             "explained")
         advice.append("check the camera and the scene against the first frame of the target (rendered frame 0 "
                       "must overlay it)")
-        if loss_kind == "rgba":
+        if _drops_alpha(loss_kind):
             advice.append("if the target's alpha is not observed (no alpha channel, mask or key colour), use "
                           "--loss rgb with the scene's background colour or [render] background_image")
         advice.append("start closer ([initial]) or fit the first frames first (--horizon), since a start far off "

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.fit.image_losses import loss_kind
 from gradsim_jax.render.blur import edge_channel, edge_mask, matching_blur
 from gradsim_jax.sysid.config import BLUR_AUTO, BLUR_MODES, BLUR_START, FitConfig
 from gradsim_jax.sysid.experiment import Experiment, simulate_video
@@ -28,7 +29,7 @@ def blur_start(exp: Experiment, target: Array, theta0: dict, config: FitConfig) 
                                                                           "free": False}
     from gradsim_jax.physics import SimulationDiverged
 
-    alpha = config.loss in ("rgba", "silhouette")
+    alpha = loss_kind(config.loss).uses_alpha
     try:
         _, start = simulate_video(exp, theta0)
     except SimulationDiverged as e:
@@ -62,9 +63,9 @@ def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig
     except SimulationDiverged:
         return {}
     pred = np.asarray(video_, np.float64)[frames]
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
-    r2 = np.sum(np.square(pred[..., channels] - tgt[..., channels]), axis=-1)
-    mask = edge_mask(edge_channel(tgt, config.loss in ("rgba", "silhouette")))
+    loss = loss_kind(config.loss)
+    r2 = np.sum(np.square(pred[..., loss.channels] - tgt[..., loss.channels]), axis=-1)
+    mask = edge_mask(edge_channel(tgt, loss.uses_alpha))
     total = float(r2.sum())
     blur = theta.get("blur")
     return {"residual_share": float(r2[mask].sum() / total) if total > 0 else 0.0,

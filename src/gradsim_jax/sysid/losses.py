@@ -11,29 +11,40 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.fit import rgba_mse, silhouette_loss
+from gradsim_jax.fit.image_losses import LOSSES, loss_kind
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_at
 
 Array = Any
 
-#: rgba: gradSim's loss; rgb: colours only (targets whose alpha is unknown or only approximate, e.g. from a
-#: key color: the renderer's colours reach a little past its alpha); silhouette: alpha only.
-LOSSES = ("rgba", "rgb", "silhouette")
+# LOSSES: the names of the registered image losses (`gradsim_jax.fit.image_losses`), imported above and
+# public here as before.
 
 
 def image_loss(kind: str, pred: Array, target: Array) -> Array:
-    if kind == "rgba":
-        return rgba_mse(pred, target)
-    if kind == "rgb":
-        return rgba_mse(pred[..., :3], target[..., :3])
-    if kind == "silhouette":
-        return silhouette_loss(pred, target)
-    raise ValueError(f"unknown loss {kind!r}; choose from {LOSSES}")
+    """The image loss `kind` of a rendered video against its target (`fit.image_losses`).
+
+    Args:
+        kind: a registered loss name (`LOSSES`); ValueError naming them for another.
+        pred: [T, H, W, 4], the rendered RGBA video.
+        target: [T, H, W, 4], the target video.
+
+    Returns:
+        scalar.
+    """
+    return loss_kind(kind).reduce(pred, target)
 
 
 def residual_channels(kind: str, video_: Array) -> Array:
-    """The channels of a video [..., C] that the loss `kind` compares."""
-    return {"rgba": video_, "rgb": video_[..., :3], "silhouette": video_[..., 3:]}[kind]
+    """The channels of a video that the loss `kind` compares.
+
+    Args:
+        kind: a registered loss name (`LOSSES`).
+        video_: [..., 4], an RGBA video or frame.
+
+    Returns:
+        [..., C]: all four channels (rgba), RGB (rgb) or alpha (silhouette).
+    """
+    return video_[..., loss_kind(kind).channels]
 
 
 def loss_frames(exp: Experiment, stride: int) -> np.ndarray:
