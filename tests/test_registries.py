@@ -67,8 +67,9 @@ def _identifiers(node) -> set:
             found.add(sub.id)
         elif isinstance(sub, ast.Attribute):
             found.add(sub.attr)
-        elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) and isinstance(sub.slice.value, str):
-            found.add(sub.slice.value)
+        elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
+            if isinstance(sub.slice.value, str):
+                found.add(sub.slice.value)
         elif (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get" and sub.args
               and isinstance(sub.args[0], ast.Constant) and isinstance(sub.args[0].value, str)):
             found.add(sub.args[0].value)

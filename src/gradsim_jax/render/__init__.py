@@ -12,13 +12,12 @@ from gradsim_jax.render.camera import (
     world_to_camera,
 )
 from gradsim_jax.render.appearance import APPEARANCE_MODELS, Appearance, appearance, appearance_of
-from gradsim_jax.render.coverage_models import CoverageModel, coverage_model
+from gradsim_jax.render.coverage_models import CoverageModel, composite, coverage_model
 from gradsim_jax.render.density import SmokeLook, density_image, density_slab_image, smoke_over
 from gradsim_jax.render.rasterize import (
     COVERAGE_MODELS,
     RenderSettings,
     RenderStats,
-    composite,
     render,
     render_dense,
     render_video,

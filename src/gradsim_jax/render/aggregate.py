@@ -66,7 +66,14 @@ class KernelConfig(NamedTuple):
 
 
 def pair_columns(table):
-    """Face columns: name -> [..., P or 1, K]."""
+    """Face columns: name -> [..., P or 1, K].
+
+    Args:
+        table: [..., P or 1, K, D], the candidate faces' rows of `FACE_COLUMNS`.
+
+    Returns:
+        {column name: [..., P or 1, K]}.
+    """
     return {name: table[..., i] for i, name in enumerate(FACE_COLUMNS)}
 
 
@@ -89,6 +96,18 @@ class Pairs(NamedTuple):
 
 
 def find_pairs(px, py, cols, mask, config: KernelConfig) -> Pairs:
+    """The per pixel-face terms of the coverage: nearest edge, inside, s = +-d^2 / sigma, which pairs contribute.
+
+    Args:
+        px: [..., P, 1] screen units, pixel centres x.
+        py: [..., P, 1] screen units, pixel centres y.
+        cols: `pair_columns` of the candidate faces.
+        mask: [..., P or 1, K] bool, the candidates' selection.
+        config: the static `KernelConfig` (sigma, cutoff_sq).
+
+    Returns:
+        `Pairs`, each [..., P, K].
+    """
     t, rx, ry, d2 = [], [], [], []
     for k in range(3):
         ex, ey = cols[f"e{k}x"], cols[f"e{k}y"]
@@ -120,6 +139,15 @@ class PairDepth(NamedTuple):
 
 
 def pair_depth(pairs: Pairs, cols) -> PairDepth:
+    """The clamped screen barycentrics, their perspective-correct counterparts and the depth of each pair.
+
+    Args:
+        pairs: `find_pairs`'s terms.
+        cols: `pair_columns` of the candidate faces.
+
+    Returns:
+        `PairDepth`, each [..., P, K].
+    """
     clipped = [jnp.clip(ui, 0.0, 1.0) for ui in pairs.u]
     total = clipped[0] + clipped[1] + clipped[2]
     # Zero-area faces have all-zero planes, so total 0: use the centroid.
@@ -142,7 +170,17 @@ def _logits(pairs: Pairs, depth: PairDepth, near, far, config: KernelConfig):
 
 
 def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDepth):
-    """Color of each pixel-face pair [..., P or 1, K, 3]."""
+    """Color of each pixel-face pair [..., P or 1, K, 3].
+
+    Args:
+        config: the static `KernelConfig` (its `color_kind`: the appearance model).
+        color_table: [..., P or 1, K, C], the pairs' faces' colour columns.
+        texture_image: [Ht, Wt, 3] or None.
+        depth: `pair_depth`'s barycentrics.
+
+    Returns:
+        [..., P or 1, K, 3] RGB.
+    """
     # [..., P or 1, K, C] columns, as the appearance model (`appearance.py`) of `color_kind` tabulated them.
     return appearance(config.color_kind).pair_colors(color_table, texture_image, depth.bary)
 
@@ -174,7 +212,24 @@ def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_imag
 
 def aggregate_autodiff(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask,
                        background, near, far):
-    """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures)."""
+    """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures).
+
+    Args:
+        config: the static `KernelConfig`.
+        px: [..., P, 1] screen units, pixel centres x.
+        py: [..., P, 1] screen units, pixel centres y.
+        face_table: [F, D], rows of `FACE_COLUMNS`.
+        face_colors: [F, C], the colour columns of the appearance model `config.color_kind`.
+        texture_image: [Ht, Wt, 3] or None, the image that model samples.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        mask: [..., P or 1, K] bool, their selection.
+        background: RGB [3] or per pixel [..., P, 3].
+        near: the camera's near plane depth.
+        far: the camera's far plane depth.
+
+    Returns:
+        RGBA [..., P, 4], or alpha [..., P] without colour.
+    """
     args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
     return _forward(config, *args)[0]
 
@@ -186,6 +241,22 @@ def aggregate(config: KernelConfig, px, py, face_table, face_colors, texture_ima
 
     The rule returns the whole derivative through the vertex columns (v, iz): the derived columns
     (e, il, planes) get a zero cotangent, so `face_table` must hold them as computed from its vertices.
+
+    Args:
+        config: the static `KernelConfig`.
+        px: [..., P, 1] screen units, pixel centres x.
+        py: [..., P, 1] screen units, pixel centres y.
+        face_table: [F, D], rows of `FACE_COLUMNS`.
+        face_colors: [F, C], the colour columns of the appearance model `config.color_kind`.
+        texture_image: [Ht, Wt, 3] or None, the image that model samples.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        mask: [..., P or 1, K] bool, their selection.
+        background: RGB [3] or per pixel [..., P, 3].
+        near: the camera's near plane depth.
+        far: the camera's far plane depth.
+
+    Returns:
+        RGBA [..., P, 4], or alpha [..., P] without colour.
     """
     args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
     return _forward(config, *args)[0]

@@ -313,6 +313,31 @@ def appearance_of(colors) -> Appearance:
     raise TypeError(f"unsupported colors {type(colors).__name__}")
 
 
+def as_colors(colors, num_vertices: int, num_faces: int):
+    """Wrap a bare [F, 3] or [N, 3] array as FaceColors / VertexColors (ambiguous when N == F).
+
+    Args:
+        colors: None, a colours record (`appearance.COLOR_TYPES`), or an [F, 3] / [N, 3] array.
+        num_vertices: N, the mesh's vertex count.
+        num_faces: F, the mesh's face count.
+
+    Returns:
+        None or a colours record.
+    """
+    if colors is None or isinstance(colors, COLOR_TYPES):
+        return colors
+    colors = jnp.asarray(colors)
+    if colors.ndim != 2 or colors.shape[-1] != 3:
+        raise ValueError(f"colors must be [F, 3] or [N, 3], got shape {colors.shape}")
+    if num_vertices == num_faces:
+        raise ValueError("a bare color array is ambiguous when N == F: wrap it in FaceColors or VertexColors")
+    if colors.shape[0] == num_faces:
+        return FaceColors(colors)
+    if colors.shape[0] == num_vertices:
+        return VertexColors(colors)
+    raise ValueError(f"colors has {colors.shape[0]} rows; expected F={num_faces} or N={num_vertices}")
+
+
 __all__ = [
     "APPEARANCES",
     "APPEARANCE_MODELS",
@@ -323,4 +348,5 @@ __all__ = [
     "VertexAppearance",
     "appearance",
     "appearance_of",
+    "as_colors",
 ]

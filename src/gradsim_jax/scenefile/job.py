@@ -55,7 +55,15 @@ def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None
 
 
 def resolve_loss(requested, target) -> str:
-    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise."""
+    """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise.
+
+    Args:
+        requested: the loss asked for (`fit.image_losses.LOSSES`), None or "auto".
+        target: the `TargetVideo` (its `alpha_observed`).
+
+    Returns:
+        the loss's name; ValueError for a loss that compares alpha against a target without one.
+    """
     if requested in (None, "auto"):
         return "rgba" if target.alpha_observed else "rgb"
     if requested in IMAGE_LOSSES and loss_kind(requested).uses_alpha and not target.alpha_observed:
