@@ -39,7 +39,8 @@ class Appearance(abc.ABC):
         name: the registered name; also `KernelConfig.color_kind`.
         colors_type: the colours record it renders (None: none).
         hand_vjp: whether `aggregate.aggregate`'s hand-written VJP differentiates it (else
-            `aggregate_autodiff`).
+            `aggregate_autodiff`); the VJP knows two column layouts, the face's RGB [3] and the corners'
+            RGB [9] interpolated by the barycentrics, so a new model that sets it must use one of them.
         per_corner: whether its columns are per face corner, interpolated by the barycentrics (the VJP's
             vertex rule), rather than one colour per face.
     """
