@@ -9,6 +9,8 @@ import argparse
 import math
 import sys
 
+from gradsim_jax.fit.image_losses import LOSSES
+
 
 def count(least: int):
     """argparse type: an integer >= `least` (the message says what is allowed).
@@ -221,7 +223,7 @@ def fit_flags(p, *, iterations=None, polish=None):
                         "frames starts from the estimate (default 1; fem-material: 5)")
     p.add_argument("--round-iterations", type=count(1), default=None, metavar="N",
                    help="Adam iterations of each later round (default: half of --iterations; fem-material: 20)")
-    p.add_argument("--loss", choices=("rgba", "rgb", "silhouette"), default=None,
+    p.add_argument("--loss", choices=LOSSES, default=None,
                    help="image loss (default: rgba when the target's alpha is observed: an alpha channel, a "
                         "mask or a key colour; else rgb against the render over the known background)")
     p.add_argument("--frame-stride", type=count(1), default=None, metavar="K",

@@ -24,6 +24,9 @@ from typing import Optional
 
 import numpy as np
 
+from gradsim_jax.fit.image_losses import IMAGE_LOSSES
+from gradsim_jax.render.coverage_models import COVERAGES
+
 FLOOR_FACTOR = 4.0
 RATIO_TOL = 0.02
 STEP_TOL = 1e-3
@@ -31,7 +34,14 @@ _QUANTIZATION = (1.0 / 255.0) ** 2 / 12.0
 
 
 def noise_sigma(frames) -> np.ndarray:
-    """Robust estimate of the noise standard deviation per channel of frames [T, H, W, C] (in [0, 1])."""
+    """Robust estimate of the noise standard deviation per channel of frames [T, H, W, C] (in [0, 1]).
+
+    Args:
+        frames: [T, H, W, C] in [0, 1].
+
+    Returns:
+        [C], the standard deviation of each channel's noise (zeros for frames under 3 x 3 pixels).
+    """
     v = np.asarray(frames, np.float64)
     if v.shape[1] < 3 or v.shape[2] < 3:
         return np.zeros(v.shape[-1])
@@ -43,7 +53,15 @@ def noise_sigma(frames) -> np.ndarray:
 
 def noise_floor(frames, channels=slice(None)) -> float:
     """Mean squared error a perfect model would have against target frames [T, H, W, C] in the loss's
-    `channels` (e.g. slice(0, 3) for rgb, slice(3, 4) for silhouettes), quantization included."""
+    `channels` (e.g. slice(0, 3) for rgb, slice(3, 4) for silhouettes), quantization included.
+
+    Args:
+        frames: [T, H, W, C] target frames in [0, 1].
+        channels: the slice of the last axis the loss compares (`fit.image_losses.ImageLoss.channels`).
+
+    Returns:
+        the floor, a mean squared error.
+    """
     sigma = noise_sigma(np.asarray(frames)[..., channels])
     return float(np.mean(sigma ** 2) + _QUANTIZATION)
 
@@ -71,7 +89,15 @@ class Convergence:
 
 def relative_last_step(history_params: dict, fraction: float = 0.1) -> float:
     """Largest relative change of any free quantity over the last `fraction` of its history (>= 2 entries):
-    |x_end - x_start| / max(|x_end|, tiny) (norms for arrays); inf with fewer than two entries."""
+    |x_end - x_start| / max(|x_end|, tiny) (norms for arrays); inf with fewer than two entries.
+
+    Args:
+        history_params: {name: [value per logged iteration]}, the fit's history of each free quantity.
+        fraction: the share of the history looked back over.
+
+    Returns:
+        the largest relative change.
+    """
     worst = 0.0
     for values in history_params.values():
         if len(values) < 2:
@@ -89,7 +115,14 @@ EDGE_SHARE = 0.5
 
 def on_outlines(edges) -> bool:
     """Whether the loss left lies on the target's outlines (`edges`: `sysid.edges.edge_residual`'s numbers): at
-    least EDGE_SHARE of it, on at most a third as large a share of the pixels."""
+    least EDGE_SHARE of it, on at most a third as large a share of the pixels.
+
+    Args:
+        edges: `edge_residual`'s dict ("residual_share", "pixel_share"), or None / {}.
+
+    Returns:
+        True when the loss left lies on the outlines.
+    """
     if not edges or not edges.get("pixel_share"):
         return False
     share, pixels = edges["residual_share"], edges["pixel_share"]
@@ -104,13 +137,21 @@ def edge_advice(edges) -> list:
     "final_loss"). The advice names the other coverage only when nothing measured it; once measured, it
     reports the numbers and points past the edge model; with the edge model fixed (as --true sets it: that
     target is this renderer's, edges and all) it says how to measure it and what outlines mean on a rendered
-    target."""
+    target.
+
+    Args:
+        edges: the dict above, or None / {}.
+
+    Returns:
+        [str], the advice (empty unless the loss left lies on the outlines).
+    """
     if not on_outlines(edges):
         return []
     share, pixels = edges["residual_share"], edges["pixel_share"]
     where = f"{100 * share:.0f} % of the loss left lies on the outlines ({100 * pixels:.0f} % of the pixels)"
     model = edges.get("coverage", "box")
-    other = "softras" if model == "box" else "box"
+    known = COVERAGES.get(model)
+    other = known.alternative if known is not None else "box"  # the model `FitConfig.edge_model` "auto" tries
     blur, blur_mode = edges.get("blur"), edges.get("blur_mode", "auto")
     elsewhere = ("the motion, the shape or the camera differs there: check that the rendered frame 0 overlays the "
                  "target's")
@@ -136,10 +177,30 @@ def edge_advice(edges) -> list:
             f"(another soft rasterizer's edges, e.g. PyTorch3D's, are SoftRas's; a camera's are \"box\"), or {blur_tip}"]
 
 
+def _drops_alpha(loss_name) -> bool:
+    """Whether the loss `loss_name` compares the target's colours and its alpha (so that, the alpha not observed,
+    a loss of the colours alone remains: --loss rgb)."""
+    loss = IMAGE_LOSSES.get(loss_name)
+    return loss is not None and loss.uses_alpha and loss.uses_color
+
+
 def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: float, last_step: float,
            loss_kind: str = "rgba", edges: Optional[dict] = None) -> Convergence:
     """The verdict of a fit from its numbers (see the module docstring); `edges`: where the loss left lies
-    (the share on the outlines), for the advice."""
+    (the share on the outlines), for the advice.
+
+    Args:
+        initial_loss: the loss at the start.
+        final_loss: the loss at the estimate.
+        floor: the target's noise floor (`noise_floor`), a mean squared error.
+        grad_norm: the norm of the loss's gradient at the estimate.
+        last_step: the free quantities' last relative step (`relative_last_step`).
+        loss_kind: the image loss's name (`fit.image_losses.LOSSES`).
+        edges: where the loss left lies (`edge_advice`), or None.
+
+    Returns:
+        the `Convergence`.
+    """
     reasons, advice = [], []
     moving = not last_step < STEP_TOL
     explained = final_loss <= FLOOR_FACTOR * floor or (initial_loss > 0 and final_loss <= RATIO_TOL * initial_loss)
@@ -156,7 +217,7 @@ def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: f
             "explained")
         advice.append("check the camera and the scene against the first frame of the target (rendered frame 0 "
                       "must overlay it)")
-        if loss_kind == "rgba":
+        if _drops_alpha(loss_kind):
             advice.append("if the target's alpha is not observed (no alpha channel, mask or key colour), use "
                           "--loss rgb with the scene's background colour or [render] background_image")
         advice.append("start closer ([initial]) or fit the first frames first (--horizon), since a start far off "

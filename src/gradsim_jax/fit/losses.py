@@ -28,9 +28,11 @@ def rgba_mse(pred: Array, target: Array) -> Array:
     """Mean squared error over frames, pixels and RGBA channels (gradSim's video loss).
 
     Args:
-      pred, target: [T, H, W, 4] (any equal shapes work).
+        pred: [T, H, W, 4], the rendered video (any shape equal to the target's works).
+        target: [T, H, W, 4], the target video.
+
     Returns:
-      scalar.
+        scalar.
     """
     return jnp.mean(jnp.square(pred - target))
 
@@ -39,9 +41,12 @@ def soft_iou(pred_alpha: Array, target_alpha: Array, eps: float = 1e-6) -> Array
     """Soft intersection over union of alpha mattes, per frame.
 
     Args:
-      pred_alpha, target_alpha: [T, H, W] in [0, 1].
+        pred_alpha: [T, H, W] in [0, 1], the rendered matte.
+        target_alpha: [T, H, W] in [0, 1], the target's matte.
+        eps: added to the intersection and the union (pixels), so that empty mattes give 1.
+
     Returns:
-      [T]; 1 where both mattes are empty (nothing to disagree about).
+        [T]; 1 where both mattes are empty (nothing to disagree about).
     """
     inter = jnp.sum(pred_alpha * target_alpha, axis=(-2, -1))
     union = jnp.sum(pred_alpha + target_alpha - pred_alpha * target_alpha, axis=(-2, -1))
@@ -55,10 +60,12 @@ def silhouette_loss(pred: Array, target: Array, iou_weight: float = 0.0) -> Arra
     be matched (unknown lighting).
 
     Args:
-      pred, target: [T, H, W, 4] RGBA videos.
-      iou_weight: weight of the soft-IoU term (static; 0 skips it).
+        pred: [T, H, W, 4], the rendered RGBA video.
+        target: [T, H, W, 4], the target RGBA video.
+        iou_weight: weight of the soft-IoU term (static; 0 skips it).
+
     Returns:
-      scalar.
+        scalar.
     """
     a, b = pred[..., 3], target[..., 3]
     loss = jnp.mean(jnp.square(a - b))
@@ -71,6 +78,14 @@ def frame_subsample(video: Array, every: int, offset: int = 0) -> Array:
     """Every `every`-th frame starting at `offset`: [T, ...] -> [ceil((T - offset) / every), ...].
 
     `every` and `offset` are static ints (they fix the output shape).
+
+    Args:
+        video: [T, ...], a video.
+        every: the stride, >= 1.
+        offset: the first frame, >= 0.
+
+    Returns:
+        [ceil((T - offset) / every), ...].
     """
     if every < 1 or offset < 0:
         raise ValueError(f"frame_subsample needs every >= 1 and offset >= 0; got every={every}, offset={offset}")
@@ -81,6 +96,14 @@ def random_frames(key: Array, num_frames: int, count: int) -> Array:
     """`count` distinct frame indices drawn uniformly from range(num_frames), sorted: int32 [count].
 
     Use with the fit's `key` (`uses_key=True`) for a random frame subset per iteration.
+
+    Args:
+        key: a JAX PRNG key.
+        num_frames: the number of frames to draw from.
+        count: how many to draw (static), <= num_frames.
+
+    Returns:
+        int32 [count], sorted.
     """
     idx = jax.random.choice(key, num_frames, shape=(count,), replace=False)
     return jnp.sort(idx).astype(jnp.int32)
@@ -92,11 +115,13 @@ def masked_mse(
     """Mean squared error over the pixels a mask selects, optionally on a subset of frames.
 
     Args:
-      pred, target: [T, H, W, C] videos.
-      mask: None (all pixels), [H, W] (same mask every frame) or [T, H, W]; bool or float weights >= 0.
-      frames: None (all frames) or int [k] frame indices (may be traced).
+        pred: [T, H, W, C], the rendered video.
+        target: [T, H, W, C], the target video.
+        mask: None (all pixels), [H, W] (same mask every frame) or [T, H, W]; bool or float weights >= 0.
+        frames: None (all frames) or int [k] frame indices (may be traced).
+
     Returns:
-      scalar: sum(mask * mean_c(pred - target)^2) / sum(mask); 0 when the mask selects nothing.
+        scalar: sum(mask * mean_c(pred - target)^2) / sum(mask); 0 when the mask selects nothing.
     """
     if frames is not None:
         pred, target = pred[frames], target[frames]
@@ -121,11 +146,13 @@ def sigma_schedule(iteration: Array, steps: int, sigma_start: float, sigma_end: 
     A wide soft-rasterizer sigma early smooths the loss landscape; a narrow one at the end sharpens it.
 
     Args:
-      iteration: int scalar, may be traced (the fit's `iteration` with `uses_iteration=True`).
-      steps: total number of iterations of the fit.
-      sigma_start, sigma_end: > 0.
+        iteration: int scalar, may be traced (the fit's `iteration` with `uses_iteration=True`).
+        steps: total number of iterations of the fit.
+        sigma_start: screen units^2, > 0, the width at iteration 0.
+        sigma_end: screen units^2, > 0, the width at the last iteration.
+
     Returns:
-      float32 scalar.
+        float32 scalar.
     """
     if sigma_start <= 0 or sigma_end <= 0:
         raise ValueError(f"sigma_schedule needs positive sigmas; got {sigma_start}, {sigma_end}")

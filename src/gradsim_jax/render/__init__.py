@@ -11,12 +11,13 @@ from gradsim_jax.render.camera import (
     project,
     world_to_camera,
 )
+from gradsim_jax.render.appearance import APPEARANCE_MODELS, Appearance, appearance, appearance_of
+from gradsim_jax.render.coverage_models import CoverageModel, composite, coverage_model
 from gradsim_jax.render.density import SmokeLook, density_image, density_slab_image, smoke_over
 from gradsim_jax.render.rasterize import (
     COVERAGE_MODELS,
     RenderSettings,
     RenderStats,
-    composite,
     render,
     render_dense,
     render_video,
@@ -38,13 +39,19 @@ from gradsim_jax.render.video import (
 )
 
 __all__ = [
+    "APPEARANCE_MODELS",
+    "Appearance",
     "COVERAGE_MODELS",
+    "CoverageModel",
     "Camera",
     "FaceColors",
     "Lights",
     "RenderSettings",
     "RenderStats",
     "TargetVideo",
+    "appearance",
+    "appearance_of",
+    "coverage_model",
     "Texture",
     "VertexColors",
     "camera_from_eye",

@@ -44,7 +44,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradsim_jax.render.shading import sample_bilinear
+from gradsim_jax.render.appearance import appearance
 
 FACE_COLUMNS = (
     "v0x v0y v1x v1y v2x v2y e0x e0y e1x e1y e2x e2y il0 il1 il2 a0 b0 c0 a1 b1 c1 a2 b2 c2 iz0 iz1 iz2 valid"
@@ -54,8 +54,9 @@ FACE_COLUMNS = (
 class KernelConfig(NamedTuple):
     """Static settings of the per-pixel math (hashable)."""
 
-    # "face" ([K, 3] colors), "vertex" ([K, 9]: 3 corners x rgb) or "texture" ([K, 9]: 3 corners x uv,
-    # then the face's light factor); "texture" is only supported by `aggregate_autodiff`.
+    # The name of the colours' appearance model (`appearance.py`), which tabulates the colour columns and
+    # colours each pair: "face" ([K, 3] colors), "vertex" ([K, 9]: 3 corners x rgb) or "texture" ([K, 9]:
+    # 3 corners x uv, then the face's light factor); "texture" is only supported by `aggregate_autodiff`.
     color_kind: str
     with_color: bool  # False: alpha only
     sigma: float
@@ -172,21 +173,16 @@ def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDep
     """Color of each pixel-face pair [..., P or 1, K, 3].
 
     Args:
-        config: the static `KernelConfig`; its `color_kind` ("face", "vertex", "texture") picks the rule.
-        color_table: [..., P or 1, K, C] the color rows of each pair (as `face_colors` of `aggregate`).
-        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else unused.
-        depth: the pairs' barycentrics (`pair_depth`; only `bary` is read).
+        config: the static `KernelConfig` (its `color_kind`: the appearance model).
+        color_table: [..., P or 1, K, C], the pairs' faces' colour columns.
+        texture_image: [Ht, Wt, 3] or None.
+        depth: `pair_depth`'s barycentrics.
 
     Returns:
-        [..., P or 1, K, 3] RGB of each pair.
+        [..., P or 1, K, 3] RGB.
     """
-    corner = color_table  # [..., P or 1, K, C]
-    if config.color_kind == "face":
-        return corner
-    if config.color_kind == "vertex":
-        return sum(depth.bary[i][..., None] * corner[..., 3 * i : 3 * i + 3] for i in range(3))
-    uv = sum(depth.bary[i][..., None] * corner[..., 2 * i : 2 * i + 2] for i in range(3))
-    return sample_bilinear(texture_image, uv) * corner[..., 6:9]
+    # [..., P or 1, K, C] columns, as the appearance model (`appearance.py`) of `color_kind` tabulated them.
+    return appearance(config.color_kind).pair_colors(color_table, texture_image, depth.bary)
 
 
 def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
@@ -219,21 +215,20 @@ def aggregate_autodiff(config: KernelConfig, px, py, face_table, face_colors, te
     """The per-pixel soft rasterizer, differentiated by JAX's autodiff (reference; textures).
 
     Args:
-        config: the static `KernelConfig` (color kind, sigma, cutoff, gamma, background eps).
-        px: [..., P, 1] screen x of each pixel (pixels scaled by 2 / H about the image centre, right).
-        py: [..., P, 1] screen y of each pixel (up).
-        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring).
-        face_colors: [F, C] colors per face: [F, 3] face colors, [F, 9] vertex colors (3 corners x rgb) or,
-            for textures, 3 corners x uv then the face's light factor.
-        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else None.
-        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`).
-        mask: [..., P or 1, K] bool, which candidates are selected.
-        background: [3] RGB for every pixel, or [..., P, 3] one per pixel.
-        near: the camera's near depth (scalar, world units).
-        far: the camera's far depth (scalar, world units).
+        config: the static `KernelConfig`.
+        px: [..., P, 1] screen units, pixel centres x.
+        py: [..., P, 1] screen units, pixel centres y.
+        face_table: [F, D], rows of `FACE_COLUMNS`.
+        face_colors: [F, C], the colour columns of the appearance model `config.color_kind`.
+        texture_image: [Ht, Wt, 3] or None, the image that model samples.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        mask: [..., P or 1, K] bool, their selection.
+        background: RGB [3] or per pixel [..., P, 3].
+        near: the camera's near plane depth.
+        far: the camera's far plane depth.
 
     Returns:
-        RGBA [..., P, 4], or alpha [..., P] when `config.with_color` is False.
+        RGBA [..., P, 4], or alpha [..., P] without colour.
     """
     args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
     return _forward(config, *args)[0]
@@ -248,21 +243,20 @@ def aggregate(config: KernelConfig, px, py, face_table, face_colors, texture_ima
     (e, il, planes) get a zero cotangent, so `face_table` must hold them as computed from its vertices.
 
     Args:
-        config: the static `KernelConfig` (color kind, sigma, cutoff, gamma, background eps).
-        px: [..., P, 1] screen x of each pixel (pixels scaled by 2 / H about the image centre, right).
-        py: [..., P, 1] screen y of each pixel (up).
-        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring).
-        face_colors: [F, C] colors per face: [F, 3] face colors, [F, 9] vertex colors (3 corners x rgb) or,
-            for textures, 3 corners x uv then the face's light factor.
-        texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else None.
-        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`).
-        mask: [..., P or 1, K] bool, which candidates are selected.
-        background: [3] RGB for every pixel, or [..., P, 3] one per pixel.
-        near: the camera's near depth (scalar, world units).
-        far: the camera's far depth (scalar, world units).
+        config: the static `KernelConfig`.
+        px: [..., P, 1] screen units, pixel centres x.
+        py: [..., P, 1] screen units, pixel centres y.
+        face_table: [F, D], rows of `FACE_COLUMNS`.
+        face_colors: [F, C], the colour columns of the appearance model `config.color_kind`.
+        texture_image: [Ht, Wt, 3] or None, the image that model samples.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        mask: [..., P or 1, K] bool, their selection.
+        background: RGB [3] or per pixel [..., P, 3].
+        near: the camera's near plane depth.
+        far: the camera's far plane depth.
 
     Returns:
-        RGBA [..., P, 4], or alpha [..., P] when `config.with_color` is False.
+        RGBA [..., P, 4], or alpha [..., P] without colour.
     """
     args = (px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far)
     return _forward(config, *args)[0]
@@ -325,7 +319,7 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
         z = depth.z
         # bary_i = w_i z with w_i = b_i iz_i and z = 1 / sum w; g_z = -g_z_hat / (far - near).
         g_w_common = g_z_hat * z * z * (1.0 / depth_range)
-        if config.color_kind == "face":
+        if not appearance(config.color_kind).per_corner:  # one colour per face
             g_color_table = share[..., None] * g_rgb[..., None, :]
             g_w = [g_w_common] * 3
         else:

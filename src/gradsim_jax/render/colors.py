@@ -15,7 +15,16 @@ _HSV_SECTORS = np.array([[0, 1, 2], [3, 0, 2], [2, 0, 1], [2, 3, 0], [1, 2, 0], 
 def hsv_to_rgb(hue, saturation: float, value) -> np.ndarray:
     """`colorsys.hsv_to_rgb` over arrays: hue [...] in [0, 1), value [...] -> RGB [..., 3] (float64).
 
-    Saturation is one positive number (colorsys's grey shortcut at 0 is not needed here)."""
+    Saturation is one positive number (colorsys's grey shortcut at 0 is not needed here).
+
+    Args:
+        hue: [...] in [0, 1).
+        saturation: in (0, 1].
+        value: [...] (broadcast against hue), the brightness in [0, 1].
+
+    Returns:
+        [..., 3] RGB, float64.
+    """
     h6 = np.asarray(hue, np.float64) * 6.0
     value = np.broadcast_to(np.asarray(value, np.float64), h6.shape)
     sector = np.floor(h6).astype(int)
@@ -29,7 +38,15 @@ def hsv_to_rgb(hue, saturation: float, value) -> np.ndarray:
 
 def checker_colors(triangles, x) -> np.ndarray:
     """Per-face RGB [F, 3] (float32) for `triangles` [F, 3] over positions `x` [n, 3]: hue from the face
-    centroid's position along the mesh's two longest extents, an 8 x 8 checkerboard in brightness."""
+    centroid's position along the mesh's two longest extents, an 8 x 8 checkerboard in brightness.
+
+    Args:
+        triangles: [F, 3] int, vertex indices of each face.
+        x: [n, 3] m, the rest positions of the vertices.
+
+    Returns:
+        [F, 3] RGB in [0, 1], float32.
+    """
     tris = np.asarray(triangles)
     if tris.shape[0] == 0:
         return np.zeros((0, 3), np.float32)

@@ -56,8 +56,15 @@ def _edge_term(x0, y0, x1, y1):
 def triangle_square_area(px, py, vertices, pixel: float, footprint: float = 1.0):
     """Fraction of the square of side `footprint * pixel` centred on (px, py) that the triangle covers.
 
-    px, py: [...] screen coordinates; vertices: [..., 6] (v0x v0y v1x v1y v2x v2y), broadcast against them.
-    Returns [...] in [0, 1] (0 for a degenerate triangle).
+    Args:
+        px: [...] screen units, the square's centre x.
+        py: [...] screen units, the square's centre y.
+        vertices: [..., 6] screen units (v0x v0y v1x v1y v2x v2y), broadcast against px and py.
+        pixel: screen units, a pixel's width.
+        footprint: pixels, the side of the square.
+
+    Returns:
+        [...] in [0, 1] (0 for a degenerate triangle).
     """
     side = footprint * pixel
     # The three corners along a last axis (x, y in the square's units), so that the edges are one
@@ -75,8 +82,17 @@ def triangle_square_area(px, py, vertices, pixel: float, footprint: float = 1.0)
 def area_coverage(px, py, face_table, pair_index, mask, pixel: float, footprint: float = 1.0):
     """Covered fraction [..., P] of each pixel by its candidate faces (summed, clipped to 1).
 
-    px, py: [..., P, 1] pixel centres (screen units); face_table: [F, D] rows of `FACE_COLUMNS`;
-    pair_index: [..., P or 1, K] candidate faces, mask: their selection.
+    Args:
+        px: [..., P, 1] screen units, pixel centres x.
+        py: [..., P, 1] screen units, pixel centres y.
+        face_table: [F, D], rows of `aggregate.FACE_COLUMNS`.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        mask: [..., P or 1, K] bool, their selection.
+        pixel: screen units, a pixel's width.
+        footprint: pixels, the side of the square each pixel integrates.
+
+    Returns:
+        [..., P] in [0, 1].
     """
     rows = face_table[pair_index]  # [..., P or 1, K, D]
     area = triangle_square_area(px, py, rows[..., _V[0]:_V[5] + 1], pixel, footprint)

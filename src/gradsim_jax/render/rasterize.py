@@ -55,15 +55,14 @@ import numpy as np
 from gradsim_jax.compilation import jit
 from gradsim_jax.physics.validate import check_index_rows, is_concrete
 from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
+from gradsim_jax.render.appearance import appearance, appearance_of, as_colors
 from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
 from gradsim_jax.render.coverage import area_coverage
-from gradsim_jax.render.dibr import dibr_aggregate
-from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, face_light_factor
+# COVERAGE_MODELS, as_colors and composite are imported from here too (they lived here before the registries).
+from gradsim_jax.render.coverage_models import COVERAGE_MODELS, composite, coverage_model  # noqa: F401
+from gradsim_jax.render.shading import Lights, face_light_factor
 
 Array = Any
-
-#: The models of `RenderSettings.coverage`: SoftRas, the exact box coverage of each pixel, DIB-R.
-COVERAGE_MODELS = ("softras", "box", "dibr")
 
 # Screen-space doubled areas below this are treated as zero: far below a pixel's area at any size.
 _DEGENERATE_AREA = 1e-10
@@ -83,13 +82,9 @@ class RenderSettings:
     pairs_per_chunk: pixel-face pairs evaluated at once (a cache-size knob; it does not change results).
     checkpoint_frames: `render_video` recomputes each frame in the backward pass (slower; the memory of
     a gradient is then that of one frame instead of T frames' residuals, ~3 MB each at 128 px).
-    coverage: "softras" (alpha = 1 - prod_j (1 - D_j), SoftRas and PyTorch3D's), "box": alpha is the
-    exact fraction of each pixel's square that the mesh covers, as a camera's sensor integrates it (see
-    `coverage.py`: no seams where faces meet), and the colour is blended over the background by it.
-    "box" is the one to compare with real footage; its gradient lives on the pixels an outline crosses.
-    "dibr" (DIB-R, `dibr.py`): covered pixels take the front face's attributes interpolated exactly (a
-    hard z-buffer), other pixels the background with DIB-R's soft silhouette alpha, 1 - prod_j (1 -
-    exp(-d_j^2 / sigma)); geometry learns from the alpha channel and from inside the faces.
+    coverage: the coverage (edge) model, a registered name (`coverage_models.py`, which describes each):
+    "softras" (SoftRas and PyTorch3D's), "box" (a camera's sensor: the one to compare with real footage)
+    or "dibr" (DIB-R).
     pixel_footprint: with "box", the side of the square each pixel integrates, in pixels (1: the
     sensor's pixel; up to 2 for a blurrier lens).
     """
@@ -117,24 +112,33 @@ class RenderSettings:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
         if not 0.5 <= self.pixel_footprint <= 2.0:
             raise ValueError(f"pixel_footprint must be in [0.5, 2] pixels, got {self.pixel_footprint}")
-        if self.coverage not in COVERAGE_MODELS:
-            models = ", ".join(map(repr, COVERAGE_MODELS))
-            raise ValueError(f"coverage must be one of {models}, got {self.coverage!r}")
+        coverage_model(self.coverage)  # ValueError naming the registered models
         if not (self.gamma > 0 and 0 < self.dist_eps < 0.5):
             raise ValueError("gamma must be positive and dist_eps in (0, 0.5)")
 
     def sigma_for(self, height: int) -> float:
-        """sigma for an image `height` pixels tall (the default keeps edges ~1 px wide at any size)."""
+        """sigma for an image `height` pixels tall (the default keeps edges ~1 px wide at any size).
+
+        Args:
+            height: pixels, the image height.
+
+        Returns:
+            screen units^2.
+        """
         return self.sigma if self.sigma is not None else 1e-5 * (256.0 / height) ** 2
 
     def cutoff_sq(self, height: int) -> float:
         """Squared distance beyond which an outside pixel has coverage below dist_eps (with "box"
-        coverage, at least the reach of the pixel's square: 3/4 of its side)."""
-        if self.coverage == "dibr":  # exp(-d^2 / sigma) < dist_eps
-            return self.sigma_for(height) * math.log(1.0 / self.dist_eps)
-        softras = self.sigma_for(height) * math.log(1.0 / self.dist_eps - 1.0)
-        reach = 0.75 * self.pixel_footprint * 2.0 / height
-        return max(softras, reach * reach) if self.coverage == "box" else softras
+        coverage, at least the reach of the pixel's square: 3/4 of its side).
+
+        Args:
+            height: pixels, the image height.
+
+        Returns:
+            screen units^2 (the coverage model's rule, `coverage_models.CoverageModel.cutoff`).
+        """
+        cutoff = coverage_model(self.coverage).cutoff  # `coverage_models`: each model's rule
+        return cutoff(self.sigma_for(height), self.dist_eps, self.pixel_footprint, height)
 
 
 jax.tree_util.register_dataclass(
@@ -163,22 +167,10 @@ class RenderStats(NamedTuple):
 
 
 def _face_colors_table(colors, lights, face_world, faces, camera, dtype):
-    """Color columns [F, C] and their kind ('face', 'vertex', 'texture'); lighting folded in."""
+    """Color columns [F, C] and their appearance model's name (`appearance.py`); lighting folded in."""
+    model = appearance_of(colors)
     light = face_light_factor(lights, face_world, camera.eye)
-    num_faces = faces.shape[0]
-    if colors is None:
-        return light, "face"
-    if isinstance(colors, FaceColors):
-        return jnp.asarray(colors.rgb, dtype) * light, "face"
-    if isinstance(colors, VertexColors):
-        per_corner = jnp.asarray(colors.rgb, dtype)[faces] * light[:, None, :]
-        return per_corner.reshape(num_faces, 9), "vertex"
-    if isinstance(colors, Texture):
-        uv = jnp.asarray(colors.uv, dtype)
-        if uv.ndim == 2:
-            uv = uv[faces]
-        return jnp.concatenate([uv.reshape(num_faces, 6), light], axis=1), "texture"
-    raise TypeError(f"unsupported colors {type(colors).__name__}")
+    return model.color_table(colors, light, faces, dtype), model.name
 
 
 class _ScreenFaces(NamedTuple):
@@ -340,25 +332,15 @@ def _check_inputs(vertices, faces, colors):
     if not jnp.issubdtype(vertices.dtype, jnp.floating):
         raise TypeError(f"vertices must be floating point, got {vertices.dtype}")
     num_vertices, num_faces = vertices.shape[0], faces.shape[0]
-    if isinstance(colors, FaceColors) and colors.rgb.shape != (num_faces, 3):
-        raise ValueError(f"FaceColors.rgb must be [{num_faces}, 3], got {colors.rgb.shape}")
-    if isinstance(colors, VertexColors) and colors.rgb.shape != (num_vertices, 3):
-        raise ValueError(f"VertexColors.rgb must be [{num_vertices}, 3], got {colors.rgb.shape}")
-    if isinstance(colors, Texture):
-        if colors.image.ndim != 3 or colors.image.shape[-1] != 3:
-            raise ValueError(f"Texture.image must be [Ht, Wt, 3], got {colors.image.shape}")
-        if colors.uv.shape not in ((num_vertices, 2), (num_faces, 3, 2)):
-            raise ValueError(f"Texture.uv must be [{num_vertices}, 2] or [{num_faces}, 3, 2], got {colors.uv.shape}")
+    # Each appearance model checks its colours' shapes and names the arrays whose values to check.
+    color_values = appearance_of(colors).checks(colors, num_vertices, num_faces)
     # Values can only be checked when they are concrete (not inside jit: see `gradsim_jax.render.checks`,
     # whose messages these match).
     if not isinstance(faces, jax.core.Tracer):
         check_index_rows("faces", faces, num_vertices)
     _check_values("vertices", vertices)
-    if isinstance(colors, (FaceColors, VertexColors)):
-        _check_values(f"{type(colors).__name__}.rgb", colors.rgb, unit=True)
-    elif isinstance(colors, Texture):
-        _check_values("Texture.image", colors.image, unit=True)
-        _check_values("Texture.uv", colors.uv)
+    for name, value, unit in color_values:
+        _check_values(name, value, unit=unit)
 
 
 def _check_values(name, value, unit=False):
@@ -375,22 +357,6 @@ def _check_values(name, value, unit=False):
         index = "[" + ", ".join(map(str, at)) + "]" if at else ""
         what = "is not in [0, 1]" if unit and np.isfinite(value[at]) else "is not finite"
         raise ValueError(f"{name}{index} = {value[at]:.6g} {what}")
-
-
-def as_colors(colors, num_vertices: int, num_faces: int):
-    """Wrap a bare [F, 3] or [N, 3] array as FaceColors / VertexColors (ambiguous when N == F)."""
-    if colors is None or isinstance(colors, (FaceColors, VertexColors, Texture)):
-        return colors
-    colors = jnp.asarray(colors)
-    if colors.ndim != 2 or colors.shape[-1] != 3:
-        raise ValueError(f"colors must be [F, 3] or [N, 3], got shape {colors.shape}")
-    if num_vertices == num_faces:
-        raise ValueError("a bare color array is ambiguous when N == F: wrap it in FaceColors or VertexColors")
-    if colors.shape[0] == num_faces:
-        return FaceColors(colors)
-    if colors.shape[0] == num_vertices:
-        return VertexColors(colors)
-    raise ValueError(f"colors has {colors.shape[0]} rows; expected F={num_faces} or N={num_vertices}")
 
 
 def _prepare(camera, vertices, faces, colors, background, settings):
@@ -438,15 +404,16 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
 def _kernel(settings: RenderSettings, kind: str, autodiff: bool = False):
     """The per-pixel kernel of `settings.coverage` for colours of `kind` (autodiff: JAX's own derivatives, so
     that forward mode works, instead of the hand-written VJP)."""
-    if settings.coverage == "dibr":
-        return dibr_aggregate
-    return aggregate_autodiff if kind == "texture" or autodiff else aggregate
+    own = coverage_model(settings.coverage).kernel
+    if own is not None:
+        return own
+    return aggregate_autodiff if autodiff or not appearance(kind).hand_vjp else aggregate
 
 
 def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, with_color):
     """With "box" coverage, the kernel's output with its alpha replaced by the exact area coverage of
     each pixel (`coverage.area_coverage`; `height` is the sampled grid's, pixels are 2 / height wide)."""
-    if settings.coverage != "box":
+    if not coverage_model(settings.coverage).area_alpha:
         return image
     # Recomputed in the backward pass instead of keeping autodiff's per-pair residuals: the same gradient,
     # bit for bit, and 1.6x faster (a 32 px, 20-frame video's gradient: 197 -> 123 ms), as XLA on CPU
@@ -457,7 +424,7 @@ def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, 
 
 
 def _finish(image, settings, background, with_color):
-    if settings.coverage == "box" and with_color:
+    if coverage_model(settings.coverage).blends_background and with_color:
         # Where any face contributes, the softmax colour is the faces' (the background's weight is about
         # exp(-1 / gamma) smaller): blend it over the background by the covered fraction, as a sensor does.
         alpha = image[..., 3:4]
@@ -469,12 +436,11 @@ def _finish(image, settings, background, with_color):
 
 
 def _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color):
-    """Per-face color table, its kind ("face", "vertex" or "texture") and the texture image (or None)."""
+    """Per-face color table, its appearance model's name (`appearance.py`) and the texture image (or None)."""
     if not with_color:
-        return jnp.zeros((faces.shape[0], 3), dtype), "face", None
+        return jnp.zeros((faces.shape[0], 3), dtype), appearance_of(None).name, None
     color_table, kind = _face_colors_table(colors, lights, vertices[faces], faces, camera, dtype)
-    texture_image = jnp.asarray(colors.image, dtype) if kind == "texture" else None
-    return color_table, kind, texture_image
+    return color_table, kind, appearance(kind).texture_image(colors, dtype)
 
 
 def _empty_image(height, width, background, dtype, with_color):
@@ -509,7 +475,19 @@ def render_with_stats(
 ):
     """`render` (or, with `with_color=False`, `silhouette`), also returning the tiling's RenderStats.
 
-    background: RGB [3] or an image [H, W, 3] behind the mesh (ignored without color). autodiff: see `render`.
+    Args:
+        camera: `Camera` (H, W from it).
+        vertices: [N, 3] m, world positions.
+        faces: [F, 3] int, vertex indices of each face.
+        colors: None (white), a registered appearance's record (`FaceColors`, `VertexColors`, `Texture`) or [F | N, 3].
+        lights: `Lights` or None (unlit).
+        background: RGB [3] or an image [H, W, 3] behind the mesh (default black; ignored without color).
+        settings: the rasterizer's `RenderSettings`.
+        with_color: False: alpha only (`silhouette`).
+        autodiff: see `render`.
+
+    Returns:
+        (image [H, W, 4], or [H, W] without color; `RenderStats`).
     """
     height = camera.height  # sigma follows the output size, also when supersampling
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
@@ -658,17 +636,27 @@ def render(
 ):
     """Soft-rasterized RGBA image [H, W, 4] of a triangle mesh.
 
-    camera: `Camera` (H, W from it). vertices: [N, 3] world positions. faces: [F, 3] int vertex indices.
-    colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
-    lights: `Lights` or None (unlit). background: RGB [3] or an image [H, W, 3] behind the mesh (default
-    black; alpha 0 there); an image blends each pixel with its own background pixel.
     Called directly it runs as one compiled program (compiled once per settings, image size and input
     shapes); inside `jit`, `grad` or `vmap` it is traced into the caller's program (settings and the
     camera's image size are static).
     Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`. Non-finite
     vertices raise when concrete; traced ones (a simulation that blew up inside a loss) give a NaN image.
-    autodiff: the per-pixel kernel differentiated by JAX's own rules instead of its hand-written VJP, so that
-    forward mode (`jax.jvp`, a Levenberg-Marquardt Jacobian) works too; the same image, a slower gradient.
+
+    Args:
+        camera: `Camera` (H, W from it).
+        vertices: [N, 3] m, world positions.
+        faces: [F, 3] int, vertex indices of each face.
+        colors: None (white), a registered appearance's record (`FaceColors`, `VertexColors`, `Texture`) or [F | N, 3].
+        lights: `Lights` or None (unlit).
+        background: RGB [3] or an image [H, W, 3] behind the mesh (default black; alpha 0 there); an image
+            blends each pixel with its own background pixel.
+        settings: the rasterizer's `RenderSettings`.
+        autodiff: the per-pixel kernel differentiated by JAX's own rules instead of its hand-written VJP, so
+            that forward mode (`jax.jvp`, a Levenberg-Marquardt Jacobian) works too; the same image, a slower
+            gradient.
+
+    Returns:
+        [H, W, 4] RGBA.
     """
     image, _ = render_with_stats(
         camera, vertices, faces, colors, lights=lights, background=background, settings=settings,
@@ -677,28 +665,18 @@ def render(
     return image
 
 
-def composite(image, background):
-    """Re-blend a rendered image [..., H, W, 4] over `background` (RGB [3] or [H, W, 3]) by its coverage:
-    rgb = c C + (1 - c) B with c = min(A + max(A - 1/2, 0), 1); alpha A unchanged.
-
-    SoftRas's colour softmax lets a face's colour reach as far as its coverage's cutoff (about a pixel), so
-    its RGB outline is wider than its alpha outline and its colour is a near-step function of the vertices
-    (no gradient); a camera's pixel instead mixes object and background by the covered fraction. Where any
-    face contributes, the softmax colour is the faces' colour C (the background's weight is about
-    exp(-1 / gamma) smaller), so blending it by a coverage gives edges centred on the true outline, with
-    gradients. SoftRas's alpha is 1/2 on an outline but dips to 3/4 along an edge two faces share; the
-    coverage c equals A outside an outline (A <= 1/2) and closes those seams (c = 1 for A >= 3/4).
-    Differentiable.
-    """
-    alpha = image[..., 3:4]
-    coverage = jnp.minimum(alpha + jnp.maximum(alpha - 0.5, 0.0), 1.0)
-    bg = jnp.asarray(background, image.dtype)
-    rgb = coverage * image[..., :3] + (1.0 - coverage) * bg
-    return jnp.concatenate([rgb, alpha], axis=-1)
-
-
 def silhouette(camera: Camera, vertices, faces, *, settings: RenderSettings = RenderSettings()):
-    """Soft coverage (alpha) [H, W] of a mesh; cheaper than `render` (no depth or color)."""
+    """Soft coverage (alpha) [H, W] of a mesh; cheaper than `render` (no depth or color).
+
+    Args:
+        camera: `Camera` (H, W from it).
+        vertices: [N, 3] m, world positions.
+        faces: [F, 3] int, vertex indices of each face.
+        settings: the rasterizer's `RenderSettings`.
+
+    Returns:
+        [H, W] alpha.
+    """
     image, _ = render_with_stats(camera, vertices, faces, settings=settings, with_color=False)
     return image
 
@@ -718,7 +696,18 @@ def render_video(
     Frames are rendered one after another (`lax.map`). A gradient keeps each frame's residuals (the
     per-pixel face lists and results, a few MB per frame); with `settings.checkpoint_frames` each frame
     is recomputed in the backward pass instead (`jax.checkpoint`), so that memory is one frame's.
-    background: RGB [3] or an image [H, W, 3] behind the mesh, the same for every frame (a static scene).
+
+    Args:
+        camera: `Camera` (H, W from it).
+        frames: [T, N, 3] m, world positions of each frame.
+        faces: [F, 3] int, vertex indices of each face.
+        colors: as for `render`.
+        lights: `Lights` or None (unlit).
+        background: RGB [3] or an image [H, W, 3] behind the mesh, the same for every frame (a static scene).
+        settings: the rasterizer's `RenderSettings`.
+
+    Returns:
+        [T, H, W, 4] RGBA.
     """
     frames = jnp.asarray(frames)
     if frames.ndim != 3 or frames.shape[-1] != 3:
@@ -747,7 +736,19 @@ def render_dense(
     """Reference renderer: every pixel against every face, differentiated by plain autodiff.
 
     Same model and cutoff as `render`; tiling settings are ignored. Memory is H x W x F: small tests only.
-    background: RGB [3] or an image [H, W, 3] behind the mesh.
+
+    Args:
+        camera: `Camera` (H, W from it).
+        vertices: [N, 3] m, world positions.
+        faces: [F, 3] int, vertex indices of each face.
+        colors: None (white), a registered appearance's record (`FaceColors`, `VertexColors`, `Texture`) or [F | N, 3].
+        lights: `Lights` or None (unlit).
+        background: RGB [3] or an image [H, W, 3] behind the mesh (default black).
+        settings: the rasterizer's `RenderSettings`.
+        with_color: False: alpha only.
+
+    Returns:
+        [H, W, 4] RGBA, or [H, W] alpha without color.
     """
     height = camera.height
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
@@ -767,7 +768,7 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
         background = background.reshape(-1, 3)
     screen = _screen_faces(camera, vertices, faces, settings.fill_back)
     color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
-    kernel = dibr_aggregate if settings.coverage == "dibr" else aggregate_autodiff
+    kernel = coverage_model(settings.coverage).kernel or aggregate_autodiff
     out = kernel(
         _kernel_config(settings, kind, with_color, height),
         xy[:, 0:1],
@@ -794,7 +795,18 @@ def suggest_capacities(
     on example `frames [T, N, 3]` (or one [N, 3] frame) seen by `camera` (a `Camera`, or a sequence of
     cameras of one image size: the capacities then serve every view). Host-side: run it once on
     representative frames (e.g. a first simulation), then keep the settings fixed so that nothing
-    recompiles. Each measurement is compiled once, whatever the number of cameras and frames."""
+    recompiles. Each measurement is compiled once, whatever the number of cameras and frames.
+
+    Args:
+        camera: a `Camera`, or a sequence of cameras of one image size.
+        frames: [T, N, 3] or [N, 3] m, example world positions.
+        faces: [F, 3] int, vertex indices of each face.
+        settings: the `RenderSettings` to start from.
+        multiple: round the capacities up to a multiple of this.
+
+    Returns:
+        the `RenderSettings` with `tile_capacity` and `pixel_capacity` set.
+    """
     frames = np.asarray(frames)
     if frames.ndim == 2:
         frames = frames[None]

@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from gradsim_jax.fit.image_losses import IMAGE_LOSSES, loss_kind
 from gradsim_jax.sysid import Experiment, FitConfig, check_config
 from gradsim_jax.scenefile.reader import SceneSpec, load_scene
 from gradsim_jax.scenefile.schema import SceneFileError
@@ -82,7 +83,7 @@ def resolve_loss(requested, target) -> str:
     """
     if requested in (None, "auto"):
         return "rgba" if target.alpha_observed else "rgb"
-    if requested in ("rgba", "silhouette") and not target.alpha_observed:
+    if requested in IMAGE_LOSSES and loss_kind(requested).uses_alpha and not target.alpha_observed:
         raise ValueError(
             f"the {requested} loss compares alpha, but the target has none (an RGB video: no alpha channel). "
             "Supply it in one of three ways: --mask VIDEO (or [target] mask), a target with an alpha channel "

@@ -12,6 +12,9 @@ from gradsim_jax.render.rasterize import RenderSettings
 from gradsim_jax.render.shading import default_lights
 from gradsim_jax.sysid.texture import TextureExperiment
 
+#: The coverage models (`render.coverage_models`) the texture demo offers (`--rasterizer`).
+RASTERIZERS = ("softras", "dibr")
+
 #: (elevation, azimuth) in degrees of the fitted views and of the held-out ones
 FIT_VIEWS = tuple((25.0 if k % 2 == 0 else -25.0, 45.0 * k) for k in range(8))
 HELD_OUT_VIEWS = ((50.0, 22.5), (-40.0, 112.5), (10.0, 202.5), (35.0, 292.5))
@@ -101,7 +104,7 @@ def texture_experiment(size: int = 96, rings: int = 16, segments: int = 32, text
     Raises:
         ValueError: for an unknown rasterizer.
     """
-    if rasterizer not in ("softras", "dibr"):
+    if rasterizer not in RASTERIZERS:
         raise ValueError(f"rasterizer must be softras or dibr, got {rasterizer!r}")
     vertices, faces, uv = textured_blob(rings, segments)
 

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.fit.image_losses import loss_kind
 from gradsim_jax.render.blur import edge_channel, edge_mask, matching_blur
 from gradsim_jax.sysid.config import BLUR_AUTO, BLUR_MODES, BLUR_START, FitConfig
 from gradsim_jax.sysid.experiment import Experiment, simulate_video
@@ -19,7 +20,19 @@ from gradsim_jax.sysid.losses import loss_frames
 Array = Any
 
 def blur_start(exp: Experiment, target: Array, theta0: dict, config: FitConfig) -> tuple[dict, Optional[dict]]:
-    """(theta0, what was decided about the blur or None) for `FitConfig.blur`."""
+    """(theta0, what was decided about the blur or None) for `FitConfig.blur`.
+
+    Args:
+        exp: the experiment.
+        target: [frames + 1, H, W, 4], the target video.
+        theta0: the start, by name.
+        config: the fit's `FitConfig` (its `blur`, `loss`, `frame_stride`, `progress`).
+
+    Returns:
+        (theta0, with "blur" where one is applied or fitted; the record of what was decided: "mode", "free",
+        and "value" for a fixed width or "measured" (and "channel", "start") for a measured one; None when
+        no blur was asked for or theta0 has one).
+    """
     mode = config.blur
     if "blur" in theta0 or mode == "off":
         return theta0, None
@@ -28,7 +41,7 @@ def blur_start(exp: Experiment, target: Array, theta0: dict, config: FitConfig) 
                                                                           "free": False}
     from gradsim_jax.physics import SimulationDiverged
 
-    alpha = config.loss in ("rgba", "silhouette")
+    alpha = loss_kind(config.loss).uses_alpha
     try:
         _, start = simulate_video(exp, theta0)
     except SimulationDiverged as e:
@@ -52,7 +65,17 @@ def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig
     """Where the loss left at theta lies: {"residual_share": the fraction of the squared residual on the target's
     outlines (`render.blur.edge_mask`), "pixel_share": the fraction of the pixels they are, "coverage": the
     render's edge model, "blur": the blur applied (pixels) or None, "edge_model" and "blur_mode": the config's
-    `edge_model` and `blur`}; {} when the scene does not simulate at theta."""
+    `edge_model` and `blur`}; {} when the scene does not simulate at theta.
+
+    Args:
+        exp: the experiment.
+        target: [frames + 1, H, W, 4], the target video.
+        theta: the estimate, by name.
+        config: the fit's `FitConfig` (its `loss`, `frame_stride`, `edge_model`, `blur`).
+
+    Returns:
+        the dict above.
+    """
     from gradsim_jax.physics import SimulationDiverged
 
     frames = loss_frames(exp, config.frame_stride)
@@ -62,9 +85,9 @@ def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig
     except SimulationDiverged:
         return {}
     pred = np.asarray(video_, np.float64)[frames]
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
-    r2 = np.sum(np.square(pred[..., channels] - tgt[..., channels]), axis=-1)
-    mask = edge_mask(edge_channel(tgt, config.loss in ("rgba", "silhouette")))
+    loss = loss_kind(config.loss)
+    r2 = np.sum(np.square(pred[..., loss.channels] - tgt[..., loss.channels]), axis=-1)
+    mask = edge_mask(edge_channel(tgt, loss.uses_alpha))
     total = float(r2.sum())
     blur = theta.get("blur")
     return {"residual_share": float(r2[mask].sum() / total) if total > 0 else 0.0,

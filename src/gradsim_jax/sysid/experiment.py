@@ -27,6 +27,7 @@ from gradsim_jax.physics import (Params, SemiImplicitEuler, SimulationDiverged, 
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.physics.rollout import leading_push
 from gradsim_jax.render import Camera, Lights, RenderSettings, SmokeLook, composite, render, smoke_over
+from gradsim_jax.render.coverage_models import coverage_model
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
 from gradsim_jax.sysid.quantities import (assemble, blur_for, camera_for, canonical_theta, check_masses,
@@ -336,7 +337,7 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
         if faces:
             image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
                              background=exp.background, settings=exp.settings)
-            if exp.settings.coverage != "box":
+            if not coverage_model(exp.settings.coverage).blends_background:
                 image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
         else:  # nothing but smoke: the background, uncovered
             bg = jnp.broadcast_to(jnp.asarray(exp.background, x.dtype), (camera.height, camera.width, 3))

@@ -28,6 +28,8 @@ from gradsim_jax.fit.checkpoint import checkpoint_path
 from gradsim_jax.fit.convergence import FLOOR_FACTOR, assess, noise_floor, on_outlines
 from gradsim_jax.fit.fit import HISTORY_FULL_SIZE
 from gradsim_jax.fit.identifiability import report_from_jacobian
+from gradsim_jax.fit.image_losses import loss_kind
+from gradsim_jax.render.coverage_models import coverage_model
 from gradsim_jax.sysid.config import BLUR_START, REPORT_MAX_SCALARS, FitConfig, SysIdResult, check_config, fit_inputs
 from gradsim_jax.sysid.edges import blur_start, edge_residual
 from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data
@@ -172,7 +174,7 @@ class _Estimate:
 
 def _noise_floor(exp: Experiment, target: Array, config: FitConfig) -> float:
     """The noise floor of the target's fitted frames and channels (`fit.convergence.noise_floor`)."""
-    channels = {"rgba": slice(None), "rgb": slice(0, 3), "silhouette": slice(3, 4)}[config.loss]
+    channels = loss_kind(config.loss).channels
     return noise_floor(np.asarray(target)[loss_frames(exp, config.frame_stride)], channels)
 
 
@@ -287,7 +289,7 @@ def _other_edge_model(exp: Experiment, target: Array, theta: dict, config: FitCo
                       iterations: int) -> dict:
     """`FitConfig.edge_model` "auto": {"record": what was tried and measured, "result": the fit continued with the
     other edge model when that explains the video better than `loss`, else None}."""
-    other = "softras" if exp.settings.coverage == "box" else "box"
+    other = coverage_model(exp.settings.coverage).alternative
     switched = dataclasses.replace(exp, settings=dataclasses.replace(exp.settings, coverage=other))
     start = dict(theta)
     if "blur" in free:
