@@ -40,28 +40,28 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     Raises:
         SceneFileError: naming the file and the key, for a scene that cannot be built.
     """
-    v, path = spec.values, spec.path
-    sc, mat = v["scene"], v["material"]
+    path = spec.path
+    sc, mat = spec.sections.scene, spec.sections.material
     bodies = read_bodies(spec)
-    cloth = sc["grid"] is not None or sc["mesh"] is not None
-    if sc["grid"] is not None and sc["mesh"] is not None:
+    cloth = sc.grid is not None or sc.mesh is not None
+    if sc.grid is not None and sc.mesh is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
     ode, smoke = read_ode_body(spec), read_smoke(spec)
-    if not cloth and not v["body"] and not v["soft_body"] and ode is None and smoke is None:
+    if not cloth and not spec.sections.body and not spec.sections.soft_body and ode is None and smoke is None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
                              "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum], [[ball]] tables or "
                              "a [smoke] table")
-    if sc["rigid_contact"] is not None and sc["rigid_contact"] not in RIGID_CONTACTS:
+    if sc.rigid_contact is not None and sc.rigid_contact not in RIGID_CONTACTS:
         raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
-                             f"{sc['rigid_contact']!r}")
-    ground = sc["ground"] if sc["ground"] is not None else bool(v["body"])
-    if v["body"] and sc["rigid_contact"] is not None and (sc["rigid_contact"] != "none") != ground:
+                             f"{sc.rigid_contact!r}")
+    ground = sc.ground if sc.ground is not None else bool(spec.sections.body)
+    if spec.sections.body and sc.rigid_contact is not None and (sc.rigid_contact != "none") != ground:
         raise SceneFileError(
-            f"{path}: [scene] rigid_contact = {sc['rigid_contact']!r} contradicts ground = "
-            f"{str(ground).lower()}{'' if sc['ground'] is not None else ' (the default with [[body]] tables)'}: "
+            f"{path}: [scene] rigid_contact = {sc.rigid_contact!r} contradicts ground = "
+            f"{str(ground).lower()}{'' if sc.ground is not None else ' (the default with [[body]] tables)'}: "
             "one ground governs every component; set ground = true with \"penalty\" or \"impulse\", or "
             "ground = false with \"none\"")
-    pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(v["soft_body"])]
+    pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(spec.sections.soft_body)]
     pieces += [bodies] if bodies is not None else []
     pieces += read_colliders(spec)
     pieces += [p for p in (ode, smoke) if p is not None]
@@ -70,24 +70,24 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     n = scene.num_particles
     try:
         topology, params, state0 = scene.build(
-            gravity=tuple(mat["gravity"]), ground=ground, ground_height=sc["ground_height"],
-            particle_radius=sc["particle_radius"], contact_smoothing=sc["contact_smoothing"],
-            contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
-            contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None,
-            rigid_contact=sc["rigid_contact"], body_contact=sc["body_contact"],
-            particle_body_contact=sc["particle_body_contact"])
+            gravity=tuple(mat.gravity), ground=ground, ground_height=sc.ground_height,
+            particle_radius=sc.particle_radius, contact_smoothing=sc.contact_smoothing,
+            contact_mu=mat.contact_mu, contact_ke=mat.contact_ke, contact_kd=mat.contact_kd,
+            contact_kf=mat.contact_kf, aerodynamics=True if mat.aerodynamics else None,
+            rigid_contact=sc.rigid_contact, body_contact=sc.body_contact,
+            particle_body_contact=sc.particle_body_contact)
     except ValueError as e:
         raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
     params, state0 = material_quantities(spec, topology, params, state0)
     theta = default_theta(topology, params, state0)
     check_free(spec, topology, params)
-    push = v["push"]
-    if push["particles"]:
-        idx = np.asarray(push["particles"], int)
+    push = spec.sections.push
+    if push.particles:
+        idx = np.asarray(push.particles, int)
         if idx.min() < 0 or idx.max() >= n:
             raise SceneFileError(f"{path}: [push] particles index out of range [0, {n})")
         force = np.zeros((n, 3), np.float32)
-        force[idx] = push["force"]
+        force[idx] = push.force
         theta["push"] = jnp.asarray(force)
     return finish(spec, topology, params, state0, theta, frames, native_size, background_image)
 
@@ -135,29 +135,29 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     Raises:
         SceneFileError: naming the file and the key, for a bad [simulation], [push] or [render] value.
     """
-    v, path = spec.values, spec.path
-    push = v["push"]
-    sim, ren = v["simulation"], v["render"]
-    if sim["frames"] is not None:
-        if sim["frames"] < 1:
+    path = spec.path
+    push = spec.sections.push
+    sim, ren = spec.sections.simulation, spec.sections.render
+    if sim.frames is not None:
+        if sim.frames < 1:
             raise SceneFileError(f"{path}: [simulation] frames must be at least 1 (frames simulated after the "
-                                 f"initial state), got {sim['frames']}")
-        frames = sim["frames"]
+                                 f"initial state), got {sim.frames}")
+        frames = sim.frames
     elif frames is None:
         raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
     elif frames < 1:
         raise SceneFileError(f"{path}: the target has {frames + 1} frame(s): a fit needs at least 2 (the initial "
                              "state and one simulated frame)")
-    if sim["contact"] not in ("implicit", "explicit"):
-        raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim["contact"]!r}')
-    for section, key in (("simulation", "fps"), ("simulation", "substeps")):  # render size: in camera()
-        if not v[section][key] > 0:
-            raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
-    fps, push_frames = sim["fps"], push["frames"]
+    if sim.contact not in ("implicit", "explicit"):
+        raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim.contact!r}')
+    for key, value in (("fps", sim.fps), ("substeps", sim.substeps)):  # render size: in camera()
+        if not value > 0:
+            raise SceneFileError(f"{path}: [simulation] {key} must be positive, got {value}")
+    fps, push_frames = sim.fps, push.frames
     if push_frames < 0:
         raise SceneFileError(f"{path}: [push] frames must be 0 or more (leading frames the push lasts), "
                              f"got {push_frames}")
-    if push["particles"] and push_frames > frames:
+    if push.particles and push_frames > frames:
         raise SceneFileError(
             f"{path}: [push] frames = {push_frames} ({push_frames / fps:.3g} s) is longer than the simulation: "
             f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
@@ -166,10 +166,10 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     look, smoke_substeps = smoke_look(spec)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
-                      background=jnp.asarray(ren["background"] if background_image is None else background_image,
+                      background=jnp.asarray(ren.background if background_image is None else background_image,
                                              jnp.float32),
                       settings=settings, frames=int(frames),
-                      substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
-                      push_frames=push["frames"] if push["particles"] else 0, name=path.stem,
-                      integrator=SemiImplicitEuler(implicit_contact=sim["contact"] == "implicit"),
+                      substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,
+                      push_frames=push.frames if push.particles else 0, name=path.stem,
+                      integrator=SemiImplicitEuler(implicit_contact=sim.contact == "implicit"),
                       smoke_look=look, smoke_substeps=smoke_substeps)

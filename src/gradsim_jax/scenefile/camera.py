@@ -26,29 +26,29 @@ def read_calibration(spec):
     """
     from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
 
-    cam, path = spec.values["camera"], spec.path
-    numbers = {k: cam[k] for k in ("fx", "fy", "cx", "cy") if cam[k] is not None}
+    cam, path = spec.sections.camera, spec.path
+    numbers = {k: getattr(cam, k) for k in ("fx", "fy", "cx", "cy") if getattr(cam, k) is not None}
     try:
-        if cam["calibration"] is not None:
+        if cam.calibration is not None:
             if numbers:
                 raise SceneFileError(f"{path}: [camera] give the intrinsics once: calibration or "
                                      f"{', '.join(numbers)}")
-            cal = read_calibration(spec.resolve(cam["calibration"]))
-            if cam["distortion"] is not None:
+            cal = read_calibration(spec.resolve(cam.calibration))
+            if cam.distortion is not None:
                 cal = dataclasses.replace(cal, distortion=make_calibration(
-                    cal.fx, cal.fy, cal.cx, cal.cy, cam["distortion"], source=f"{path}: [camera]").distortion)
+                    cal.fx, cal.fy, cal.cx, cal.cy, cam.distortion, source=f"{path}: [camera]").distortion)
         elif numbers:
             if "fx" not in numbers or "fy" not in numbers:
                 raise SceneFileError(f"{path}: [camera] a calibrated camera needs both fx and fy (pixels)")
-            width, height = cam["image_size"] or (None, None)
+            width, height = cam.image_size or (None, None)
             cx = numbers.get("cx", None if width is None else (width - 1) / 2.0)
             cy = numbers.get("cy", None if height is None else (height - 1) / 2.0)
             if cx is None or cy is None:
                 raise SceneFileError(f"{path}: [camera] give cx and cy, or image_size for a centred "
                                      "principal point")
-            cal = make_calibration(numbers["fx"], numbers["fy"], cx, cy, cam["distortion"] or (), None,
+            cal = make_calibration(numbers["fx"], numbers["fy"], cx, cy, cam.distortion or (), None,
                                    source=f"{path}: [camera]")
-        elif cam["distortion"] is not None or cam["image_size"] is not None:
+        elif cam.distortion is not None or cam.image_size is not None:
             raise SceneFileError(f"{path}: [camera] distortion and image_size need intrinsics "
                                  "(fx, fy, cx, cy or a calibration file)")
         else:
@@ -56,9 +56,9 @@ def read_calibration(spec):
     except CalibrationError as e:
         reason = str(e) if str(e).startswith(str(path)) else f"{path}: [camera] calibration: {e}"
         raise SceneFileError(reason) from None
-    if cam["image_size"] is not None:
-        cal = dataclasses.replace(cal, image_size=tuple(cam["image_size"]))
-    if cam["view_angle"] is not None:
+    if cam.image_size is not None:
+        cal = dataclasses.replace(cal, image_size=tuple(cam.image_size))
+    if cam.view_angle is not None:
         raise SceneFileError(f"{path}: [camera] view_angle describes a look-at camera; a calibrated camera "
                              "has fx and fy instead")
     return cal
@@ -90,47 +90,47 @@ def _camera(spec, native_size=None):
     from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
     from gradsim_jax.render.calibration import CalibrationError, check_rotation
 
-    cam, ren, path = spec.values["camera"], spec.values["render"], spec.path
-    width, height = ren["width"], ren["height"]
+    cam, ren, path = spec.sections.camera, spec.sections.render, spec.path
+    width, height = ren.width, ren.height
     if not (width > 0 and height > 0):
         raise SceneFileError(f"{path}: [render] width and height must be positive")
     cal = spec.calibration()
-    spherical = any(cam[k] is not None for k in ("distance", "elevation", "azimuth"))
-    forms = {"distance/elevation/azimuth": spherical, "eye": cam["eye"] is not None,
-             "pose": cam["pose"] is not None, "rvec/tvec": cam["rvec"] is not None or cam["tvec"] is not None}
+    spherical = any(getattr(cam, k) is not None for k in ("distance", "elevation", "azimuth"))
+    forms = {"distance/elevation/azimuth": spherical, "eye": cam.eye is not None,
+             "pose": cam.pose is not None, "rvec/tvec": cam.rvec is not None or cam.tvec is not None}
     if cal is not None and (cal.rvec is not None or cal.world_to_camera is not None):
         forms["the calibration file's pose"] = True
     given = [k for k, on in forms.items() if on]
     if len(given) > 1:
         raise SceneFileError(f"{path}: [camera] give one pose, not {' and '.join(given)}")
-    if forms["rvec/tvec"] and (cam["rvec"] is None or cam["tvec"] is None):
+    if forms["rvec/tvec"] and (cam.rvec is None or cam.tvec is None):
         raise SceneFileError(f"{path}: [camera] give both rvec and tvec")
-    distance = cam["distance"] if cam["distance"] is not None else 2.0
+    distance = cam.distance if cam.distance is not None else 2.0
     if not distance > 0:
         raise SceneFileError(f"{path}: [camera] distance must be positive, got {distance}")
     look_at = not given or spherical
-    near = cam["near"] if cam["near"] is not None else (min(1.0, 0.1 * distance) if look_at else 0.05)
-    far = cam["far"] if cam["far"] is not None else (100.0 * distance if look_at else 100.0)
+    near = cam.near if cam.near is not None else (min(1.0, 0.1 * distance) if look_at else 0.05)
+    far = cam.far if cam.far is not None else (100.0 * distance if look_at else 100.0)
     if not 0 < near < far:
         raise SceneFileError(f"{path}: [camera] needs 0 < near < far, got near={near}, far={far}")
-    elevation = cam["elevation"] if cam["elevation"] is not None else 20.0
-    azimuth = cam["azimuth"] if cam["azimuth"] is not None else 0.0
-    at, up = tuple(cam["at"]), tuple(cam["up"])
+    elevation = cam.elevation if cam.elevation is not None else 20.0
+    azimuth = cam.azimuth if cam.azimuth is not None else 0.0
+    at, up = tuple(cam.at), tuple(cam.up)
     pose = {}
     try:
-        if cam["pose"] is not None:
-            m = np.asarray(cam["pose"], np.float64)
+        if cam.pose is not None:
+            m = np.asarray(cam.pose, np.float64)
             check_rotation(m[:3, :3], f"{path}: [camera] pose")
             pose = {"world_to_camera": m}
-        elif cam["rvec"] is not None:
-            pose = {"rvec": cam["rvec"], "tvec": cam["tvec"]}
+        elif cam.rvec is not None:
+            pose = {"rvec": cam.rvec, "tvec": cam.tvec}
         elif cal is not None and cal.world_to_camera is not None:
             pose = {"world_to_camera": cal.world_to_camera}
         elif cal is not None and cal.rvec is not None:
             pose = {"rvec": cal.rvec, "tvec": cal.tvec}
     except CalibrationError as e:
         raise SceneFileError(str(e)) from None
-    eye = cam["eye"]
+    eye = cam.eye
     if look_at:
         from gradsim_jax.render.camera import eye_from_spherical
 
@@ -138,10 +138,10 @@ def _camera(spec, native_size=None):
     if eye is not None and np.linalg.norm(np.subtract(eye, at)) == 0:
         raise SceneFileError(f"{path}: [camera] eye and at coincide")
     if cal is None:
-        view_angle = cam["view_angle"] if cam["view_angle"] is not None else 30.0
+        view_angle = cam.view_angle if cam.view_angle is not None else 30.0
         if not 0.0 < view_angle < 90.0:
             raise SceneFileError(f"{path}: [camera] view_angle must be in (0, 90) degrees, got {view_angle}")
-        if look_at and not cam["eye"]:
+        if look_at and not cam.eye:
             return look_at_camera(distance, elevation, azimuth, at=at, up=up, view_angle=view_angle, near=near,
                                   far=far, width=width, height=height)
         if eye is not None:

@@ -3,6 +3,8 @@ bouncing balls, as a `Scene` piece (one of the two per file), and the colours of
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from gradsim_jax.geometry.ode import BOB_COLORS, balls, pendulum
@@ -17,8 +19,8 @@ def has_pendulum(spec) -> bool:
     Returns:
         True when a [pendulum] key other than pivot, bob_radius and rod_radius (which have defaults) is set.
     """
-    return any(v is not None for k, v in spec.values["pendulum"].items()
-               if k not in ("pivot", "bob_radius", "rod_radius"))
+    return any(getattr(spec.sections.pendulum, f.name) is not None for f in dataclasses.fields(spec.sections.pendulum)
+               if f.name not in ("pivot", "bob_radius", "rod_radius"))
 
 
 def read_ode_body(spec):
@@ -31,31 +33,31 @@ def read_ode_body(spec):
     Returns:
         A host-side `Scene` piece holding the pendulum or the balls (`geometry.ode`), or None without either.
     """
-    v, path = spec.values, spec.path
-    if has_pendulum(spec) and v["ball"]:
+    path = spec.path
+    if has_pendulum(spec) and spec.sections.ball:
         raise SceneFileError(f"{path}: a scene holds one ODE body: a [pendulum] or [[ball]] tables, not both")
     if has_pendulum(spec):
-        p = v["pendulum"]
+        p = spec.sections.pendulum
         for key in ("lengths", "theta"):
-            if p[key] is None:
+            if getattr(p, key) is None:
                 raise SceneFileError(f"{path}: missing key {key!r} in [pendulum]")
-        k = len(p["lengths"])
+        k = len(p.lengths)
         for key in ("theta", "masses", "omega", "damping"):
-            if p[key] is not None and len(p[key]) != k:
+            if getattr(p, key) is not None and len(getattr(p, key)) != k:
                 raise SceneFileError(f"{path}: [pendulum] {key} needs one value per link ({k}, as lengths), got "
-                                     f"{len(p[key])}")
+                                     f"{len(getattr(p, key))}")
         try:
-            return pendulum(p["lengths"], p["masses"] if p["masses"] is not None else 1.0, p["theta"],
-                            omega=p["omega"] if p["omega"] is not None else 0.0,
-                            damping=p["damping"] if p["damping"] is not None else 0.0, pivot=p["pivot"],
-                            bob_radius=p["bob_radius"], rod_radius=p["rod_radius"])
+            return pendulum(p.lengths, p.masses if p.masses is not None else 1.0, p.theta,
+                            omega=p.omega if p.omega is not None else 0.0,
+                            damping=p.damping if p.damping is not None else 0.0, pivot=p.pivot,
+                            bob_radius=p.bob_radius, rod_radius=p.rod_radius)
         except ValueError as e:
             raise SceneFileError(f"{path}: [pendulum] {e}") from None
-    if v["ball"]:
-        for i, t in enumerate(v["ball"]):
-            if t["pos"] is None:
+    if spec.sections.ball:
+        for i, t in enumerate(spec.sections.ball):
+            if t.pos is None:
                 raise SceneFileError(f"{path}: [[ball]] {i}: missing key 'pos'")
-        field = lambda key: np.asarray([t[key] for t in v["ball"]], np.float64)  # noqa: E731
+        field = lambda key: np.asarray([getattr(t, key) for t in spec.sections.ball], np.float64)  # noqa: E731
         try:
             return balls(field("pos"), field("velocity"), radius=field("radius"), restitution=field("restitution"),
                          friction=field("friction"))
@@ -79,13 +81,13 @@ def ode_face_colors(spec, topology, rgb: np.ndarray, first: int) -> None:
     system = topology.ode.system
     count = len(np.asarray(topology.ode.faces).reshape(-1, 3))
     if has_pendulum(spec):
-        p = spec.values["pendulum"]
-        per_bob, k = len(system.bob_faces), len(p["lengths"])
+        p = spec.sections.pendulum
+        per_bob, k = len(system.bob_faces), len(p.lengths)
         rgb[first:first + count] = 0.35
         for b in range(k):
-            rgb[first + b * per_bob:first + (b + 1) * per_bob] = p["color"] or BOB_COLORS[b % len(BOB_COLORS)]
+            rgb[first + b * per_bob:first + (b + 1) * per_bob] = p.color or BOB_COLORS[b % len(BOB_COLORS)]
         return
     per_ball = len(system.sphere_faces)
-    for b, t in enumerate(spec.values["ball"]):
-        if t["color"] is not None:
-            rgb[first + b * per_ball:first + (b + 1) * per_ball] = t["color"]
+    for b, t in enumerate(spec.sections.ball):
+        if t.color is not None:
+            rgb[first + b * per_ball:first + (b + 1) * per_ball] = t.color

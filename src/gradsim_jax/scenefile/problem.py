@@ -43,7 +43,7 @@ def load_problem(scene, *, target=None, mask=None, key_color=None, perturb: Opti
     spec = load_scene(scene)
     config = spec.fit_config
     notes = []
-    if target is not None or spec.values["target"]["video"]:
+    if target is not None or spec.sections.target.video:
         job = load_fit_job(scene, target=target, mask=mask, key_color=key_color, progress=False)
         exp, frames, initial, truth = job.experiment, job.frames, job.initial, None
         kind, stride = job.config.loss, job.config.frame_stride

@@ -4,6 +4,8 @@ and made the fit's start (`initial_theta`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -48,8 +50,8 @@ def check_initial(spec) -> None:
     Raises:
         SceneFileError: naming the file, the section and the key of the first bad value.
     """
-    for section in ("initial", "material"):
-        for key, value in spec.values[section].items():
+    for section, record in (("initial", spec.sections.initial), ("material", spec.sections.material)):
+        for key, value in dataclasses.asdict(record).items():
             if value is not None and (section == "initial" or key in MATERIAL_QUANTITIES):
                 check_quantity_value(f"{spec.path}: [{section}]", key, value)
 
@@ -66,7 +68,7 @@ def initial_theta(spec, exp: Experiment) -> dict:
         camera pose when it is free).
     """
     theta = dict(exp.theta)
-    for key, value in spec.values["initial"].items():
+    for key, value in dataclasses.asdict(spec.sections.initial).items():
         if value is None:
             continue
         name = canonical(key)
@@ -129,7 +131,7 @@ def material_quantities(spec, topology, params, state0):
     from gradsim_jax.sysid.quantities import scene_context
 
     for key, name in MATERIAL_QUANTITIES.items():
-        value = spec.values["material"][key]
+        value = getattr(spec.sections.material, key)
         if value is None:
             continue
         value = scene_value(spec, "material", key, value, topology, state0)

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from gradsim_jax.scenefile.schema import ARRAY_SECTIONS, RENAMED, REQUIRED_SECTIONS, SCHEMA, SceneFileError
+from gradsim_jax.scenefile.sections import SceneSections, read_sections, section_values
 
 
 def _check_type(path, section, key, value, ftype):
@@ -154,11 +155,12 @@ def check_numbers(spec) -> None:
         SceneFileError: naming the file, the section and the key of the first bad number.
     """
     limit = float(np.finfo(np.float32).max)
+    values = section_values(spec.sections)
     for section, fields in SCHEMA.items():
         if section in ARRAY_SECTIONS:
-            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(spec.values[section])]
+            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(values[section])]
         else:
-            tables = [(f"[{section}]", spec.values[section])]
+            tables = [(f"[{section}]", values[section])]
         for label, table in tables:
             for key, f in fields.items():
                 value = table[key]
@@ -168,21 +170,26 @@ def check_numbers(spec) -> None:
                 if not np.all(np.abs(flat) <= limit):  # NaN fails too
                     raise SceneFileError(f"{spec.path}: {label} {key} must be finite (at most {limit:.3g} "
                                          f"in magnitude), got {value!r}")
-    tolerance = spec.values["target"]["tolerance"]
+    tolerance = spec.sections.target.tolerance
     if not tolerance > 0:
         raise SceneFileError(f"{spec.path}: [target] tolerance must be positive (a distance in RGB), got "
                              f"{tolerance}")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SceneSpec:
-    """A validated scene file as plain data: `values` ({section: {key: value}}, defaults filled in; array
-    sections are lists of tables) and `path` (relative paths in it are relative to its folder). Nothing is
-    built here; the methods below call the section readers (`scenefile.fit`, `camera`, `quantities`,
-    `render`) and the builder (`scenefile.build`)."""
+    """A validated scene file as plain data: `sections` (`SceneSections`: one typed record per section,
+    defaults filled in; array sections are tuples of tables) and `path` (relative paths in it are relative to
+    its folder). Nothing is built here; the methods below call the section readers (`scenefile.fit`,
+    `camera`, `quantities`, `render`) and the builder (`scenefile.build`)."""
 
     path: Path
-    values: dict
+    sections: SceneSections
+
+    @property
+    def values(self) -> dict:
+        """{section: {key: value}} (array sections: lists of tables), a copy made from `sections`."""
+        return section_values(self.sections)
 
     def resolve(self, relative: str) -> Path:
         """A path named in the file, as a Path one can open.
@@ -200,7 +207,7 @@ class SceneSpec:
     def content_sha256(self) -> str:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
         (a fit records those apart: the target's frames, its settings and its initial guess)."""
-        scene = {k: v for k, v in self.values.items() if k not in ("target", "fit", "initial")}
+        scene = {k: v for k, v in section_values(self.sections).items() if k not in ("target", "fit", "initial")}
         return hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -296,10 +303,11 @@ def load_scene(path) -> SceneSpec:
     Raises:
         SceneFileError: naming the file and the key, on any problem.
     """
-    spec = SceneSpec(path=Path(path), values=read_scene_file(path))
+    spec = SceneSpec(path=Path(path), sections=read_sections(read_scene_file(path)))
     spec.fit_config  # validates [fit] now rather than after the target is loaded
     spec.check_initial()
     spec.check_numbers()  # after the checks above, whose messages say more about their keys
-    if spec.values["scene"]["mesh"] is not None and not spec.resolve(spec.values["scene"]["mesh"]).is_file():
-        raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(spec.values['scene']['mesh'])}")
+    mesh = spec.sections.scene.mesh
+    if mesh is not None and not spec.resolve(mesh).is_file():
+        raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(mesh)}")
     return spec

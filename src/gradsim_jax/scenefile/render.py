@@ -34,7 +34,7 @@ def read_background_image(spec, target_frames=None, undistort=None):
     """
     from gradsim_jax.render.video import load_target
 
-    name, ren = spec.values["render"]["background_image"], spec.values["render"]
+    name, ren = spec.sections.render.background_image, spec.sections.render
     if name is None:
         return None
     if name == "median":
@@ -45,7 +45,7 @@ def read_background_image(spec, target_frames=None, undistort=None):
     if not picture.is_file():
         raise SceneFileError(f"{spec.path}: [render] background_image not found: {picture}")
     try:
-        frames = load_target(picture, (ren["height"], ren["width"]), undistort=undistort).frames
+        frames = load_target(picture, (ren.height, ren.width), undistort=undistort).frames
     except ValueError as e:
         raise SceneFileError(f"{spec.path}: [render] background_image: {e}") from None
     return frames[0, ..., :3]
@@ -69,32 +69,32 @@ def read_look(spec, topology, params, state0):
     Raises:
         SceneFileError: for a bad [render] tile_capacity, pixel_capacity or coverage.
     """
-    v, path, ren = spec.values, spec.path, spec.values["render"]
+    path, ren = spec.path, spec.sections.render
     for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
-        if ren[key] is not None and ren[key] < 1:
-            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {ren[key]}; leave "
+        if getattr(ren, key) is not None and getattr(ren, key) < 1:
+            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {getattr(ren, key)}; leave "
                                  "it out to keep every face")
-    if ren["coverage"] not in COVERAGE_MODELS:
-        raise SceneFileError(f'{path}: [render] coverage must be "box", "softras" or "dibr", got {ren["coverage"]!r}')
+    if ren.coverage not in COVERAGE_MODELS:
+        raise SceneFileError(f'{path}: [render] coverage must be "box", "softras" or "dibr", got {ren.coverage!r}')
     faces = jnp.asarray(scene_faces(topology))
-    if ren["color"] is not None:
-        rgb = np.broadcast_to(np.asarray(ren["color"], np.float32), (faces.shape[0], 3)).copy()
+    if ren.color is not None:
+        rgb = np.broadcast_to(np.asarray(ren.color, np.float32), (faces.shape[0], 3)).copy()
     else:
         rgb = np.asarray(checker_colors(faces, scene_vertices(topology, params, state0)), np.float32).copy()
     # Body faces follow the cloth's and the soft bodies' surfaces in `scene_faces`, body by body.
     body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
     first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
         np.asarray(topology.fem.surface).reshape(-1, 3))
-    for i, b in enumerate(v["body"]):
-        if b["color"] is not None:
-            rgb[first + np.flatnonzero(body_of_face == i)] = b["color"]
+    for i, b in enumerate(spec.sections.body):
+        if b.color is not None:
+            rgb[first + np.flatnonzero(body_of_face == i)] = b.color
     ode_face_colors(spec, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
     colors = FaceColors(jnp.asarray(rgb))
-    lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
-                    directional=jnp.asarray(ren["directional"], jnp.float32),
-                    direction=jnp.asarray(ren["light_direction"], jnp.float32))
+    lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32),
+                    directional=jnp.asarray(ren.directional, jnp.float32),
+                    direction=jnp.asarray(ren.light_direction, jnp.float32))
     num_faces = int(faces.shape[0])
-    tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else max(num_faces, 1)
-    pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else max(num_faces, 1)
-    settings = RenderSettings(tile_capacity=tile_capacity, pixel_capacity=pixel_capacity, coverage=ren["coverage"])
+    tile_capacity = ren.tile_capacity if ren.tile_capacity is not None else max(num_faces, 1)
+    pixel_capacity = ren.pixel_capacity if ren.pixel_capacity is not None else max(num_faces, 1)
+    settings = RenderSettings(tile_capacity=tile_capacity, pixel_capacity=pixel_capacity, coverage=ren.coverage)
     return faces, colors, lights, settings

@@ -19,7 +19,7 @@ def has_smoke(spec) -> bool:
     Returns:
         True when [smoke] cells is set.
     """
-    return spec.values["smoke"]["cells"] is not None
+    return spec.sections.smoke.cells is not None
 
 
 def read_smoke(spec):
@@ -34,35 +34,35 @@ def read_smoke(spec):
     """
     if not has_smoke(spec):
         return None
-    s, path = spec.values["smoke"], spec.path
-    cells = tuple(s["cells"])
+    s, path = spec.sections.smoke, spec.path
+    cells = tuple(s.cells)
     if len(cells) != 2 or min(cells) < 2:
         raise SceneFileError(f"{path}: [smoke] cells must be [ny, nx], each at least 2, got {list(cells)}")
-    if not (np.isfinite(s["width"]) and s["width"] > 0):
-        raise SceneFileError(f"{path}: [smoke] width must be a positive length (m), got {s['width']}")
-    if s["substeps"] < 1:
-        raise SceneFileError(f"{path}: [smoke] substeps must be at least 1, got {s['substeps']}")
+    if not (np.isfinite(s.width) and s.width > 0):
+        raise SceneFileError(f"{path}: [smoke] width must be a positive length (m), got {s.width}")
+    if s.substeps < 1:
+        raise SceneFileError(f"{path}: [smoke] substeps must be at least 1, got {s.substeps}")
     for key in ("source", "fill_disc"):
-        if s[key] is not None and not s[key][2] > 0:
-            raise SceneFileError(f"{path}: [smoke] {key} = [x, y, radius] needs a positive radius, got {s[key]}")
-    if s["fill_box"] is not None and not (s["fill_box"][0] < s["fill_box"][2] and s["fill_box"][1] < s["fill_box"][3]):
+        if getattr(s, key) is not None and not getattr(s, key)[2] > 0:
+            raise SceneFileError(f"{path}: [smoke] {key} = [x, y, radius] needs a positive radius, got {getattr(s, key)}")
+    if s.fill_box is not None and not (s.fill_box[0] < s.fill_box[2] and s.fill_box[1] < s.fill_box[3]):
         raise SceneFileError(f"{path}: [smoke] fill_box = [x0, y0, x1, y1] needs x0 < x1 and y0 < y1, got "
-                             f"{s['fill_box']}")
-    masks = {key: (disc_mask(cells, s[key][:2], s[key][2]) if key != "fill_box" else
-                   box_mask(cells, s[key][:2], s[key][2:])) for key in ("source", "fill_box", "fill_disc")
-             if s[key] is not None}
+                             f"{s.fill_box}")
+    masks = {key: (disc_mask(cells, getattr(s, key)[:2], getattr(s, key)[2]) if key != "fill_box" else
+                   box_mask(cells, getattr(s, key)[:2], getattr(s, key)[2:])) for key in ("source", "fill_box", "fill_disc")
+             if getattr(s, key) is not None}
     for key, mask in masks.items():
         if not mask.any():
-            raise SceneFileError(f"{path}: [smoke] {key} = {s[key]} covers no cell's centre of the {cells[0]} x "
+            raise SceneFileError(f"{path}: [smoke] {key} = {getattr(s, key)} covers no cell's centre of the {cells[0]} x "
                                  f"{cells[1]} grid (coordinates are in units of the width from its bottom-left "
                                  "corner)")
     fill = np.maximum(masks.get("fill_box", np.zeros(cells)), masks.get("fill_disc", np.zeros(cells)))
     inflow = masks.get("source")
     try:
-        return smoke_grid(cells, spacing=s["width"] / cells[1], walls=s["walls"], advection=s["advection"],
-                          solver=s["solver"], tolerance=s["tolerance"], slip=s["slip"], buoyancy=s["buoyancy"],
-                          dissipation=s["dissipation"], vorticity=s["vorticity"], inflow_rate=s["inflow_rate"],
-                          inflow_mask=inflow, density=fill * s["fill_density"])
+        return smoke_grid(cells, spacing=s.width / cells[1], walls=s.walls, advection=s.advection,
+                          solver=s.solver, tolerance=s.tolerance, slip=s.slip, buoyancy=s.buoyancy,
+                          dissipation=s.dissipation, vorticity=s.vorticity, inflow_rate=s.inflow_rate,
+                          inflow_mask=inflow, density=fill * s.fill_density)
     except ValueError as e:
         raise SceneFileError(f"{path}: [smoke] {e}") from None
 
@@ -78,9 +78,9 @@ def smoke_look(spec):
     """
     if not has_smoke(spec):
         return None, 1
-    s = spec.values["smoke"]
-    corner = s["corner"] if s["corner"] is not None else (-0.5 * s["width"], 0.0, 0.0)
+    s = spec.sections.smoke
+    corner = s.corner if s.corner is not None else (-0.5 * s.width, 0.0, 0.0)
     try:
-        return SmokeLook(corner=tuple(corner), colormap=s["colormap"], scale=s["scale"]), int(s["substeps"])
+        return SmokeLook(corner=tuple(corner), colormap=s.colormap, scale=s.scale), int(s.substeps)
     except ValueError as e:
         raise SceneFileError(f"{spec.path}: [smoke] {e}") from None
