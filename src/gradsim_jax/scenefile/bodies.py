@@ -29,6 +29,30 @@ def read_bodies(spec):
     return combine(*pieces)
 
 
+def body_colors(spec) -> list:
+    """The [[body]] colours, for the look of the built scene.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        One entry per [[body]] in file order: [3] RGB in [0, 1], or None for the [render] colour.
+    """
+    return [b.color for b in spec.sections.body]
+
+
+def read_soft_bodies(spec) -> list:
+    """One host-side Scene per [[soft_body]] table, in file order (`read_soft_body`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The list of soft bodies' `Scene` pieces (empty without [[soft_body]] tables).
+    """
+    return [read_soft_body(spec, i, t) for i, t in enumerate(spec.sections.soft_body)]
+
+
 def read_body(spec, i: int, b):
     """One [[body]] table as a host-side Scene: a rigid primitive or closed mesh (`geometry.rigid_body`).
 

@@ -4,6 +4,7 @@ against the built scene, and the `Experiment` (time grid, camera, colours, rende
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import jax.numpy as jnp
@@ -12,14 +13,45 @@ import numpy as np
 from gradsim_jax.geometry.scene import combine
 from gradsim_jax.physics import SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
-from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_body
+from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_bodies
 from gradsim_jax.scenefile.cloth import read_cloth
 from gradsim_jax.scenefile.colliders import read_colliders
 from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
-from gradsim_jax.scenefile.render import read_look
+from gradsim_jax.scenefile.render import read_look, read_render
 from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
 from gradsim_jax.scenefile.smoke import read_smoke, smoke_look
+from gradsim_jax.scenefile.world import read_material, read_scene
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationOptions:
+    """[simulation] read (checked by `finish`, against the target's frame count).
+
+    Attributes:
+        fps: frames per second of the video, 1/s.
+        substeps: integration steps per frame.
+        frames: frames to simulate after the initial state, or None for the target's count minus one.
+        contact: "implicit" or "explicit" integration of the ground contact's damping and friction.
+    """
+
+    fps: float
+    substeps: int
+    frames: Optional[int]
+    contact: str
+
+
+def read_simulation(spec) -> SimulationOptions:
+    """[simulation] as `SimulationOptions` (the one reader of the section).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `SimulationOptions`.
+    """
+    sim = spec.sections.simulation
+    return SimulationOptions(fps=sim.fps, substeps=sim.substeps, frames=sim.frames, contact=sim.contact)
 
 
 def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
@@ -41,27 +73,28 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
         SceneFileError: naming the file and the key, for a scene that cannot be built.
     """
     path = spec.path
-    sc, mat = spec.sections.scene, spec.sections.material
-    bodies = read_bodies(spec)
-    cloth = sc.grid is not None or sc.mesh is not None
-    if sc.grid is not None and sc.mesh is not None:
+    options, mat = read_scene(spec), read_material(spec)
+    layout, sc = options.cloth, options.ground
+    bodies, soft_bodies = read_bodies(spec), read_soft_bodies(spec)
+    cloth = layout.grid is not None or layout.mesh is not None
+    if layout.grid is not None and layout.mesh is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
     ode, smoke = read_ode_body(spec), read_smoke(spec)
-    if not cloth and not spec.sections.body and not spec.sections.soft_body and ode is None and smoke is None:
+    if not cloth and bodies is None and not soft_bodies and ode is None and smoke is None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
                              "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum], [[ball]] tables or "
                              "a [smoke] table")
     if sc.rigid_contact is not None and sc.rigid_contact not in RIGID_CONTACTS:
         raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
                              f"{sc.rigid_contact!r}")
-    ground = sc.ground if sc.ground is not None else bool(spec.sections.body)
-    if spec.sections.body and sc.rigid_contact is not None and (sc.rigid_contact != "none") != ground:
+    ground = sc.ground if sc.ground is not None else bodies is not None
+    if bodies is not None and sc.rigid_contact is not None and (sc.rigid_contact != "none") != ground:
         raise SceneFileError(
             f"{path}: [scene] rigid_contact = {sc.rigid_contact!r} contradicts ground = "
             f"{str(ground).lower()}{'' if sc.ground is not None else ' (the default with [[body]] tables)'}: "
             "one ground governs every component; set ground = true with \"penalty\" or \"impulse\", or "
             "ground = false with \"none\"")
-    pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(spec.sections.soft_body)]
+    pieces = ([read_cloth(spec)] if cloth else []) + soft_bodies
     pieces += [bodies] if bodies is not None else []
     pieces += read_colliders(spec)
     pieces += [p for p in (ode, smoke) if p is not None]
@@ -137,7 +170,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     """
     path = spec.path
     push = spec.sections.push
-    sim, ren = spec.sections.simulation, spec.sections.render
+    sim = read_simulation(spec)
     if sim.frames is not None:
         if sim.frames < 1:
             raise SceneFileError(f"{path}: [simulation] frames must be at least 1 (frames simulated after the "
@@ -166,7 +199,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     look, smoke_substeps = smoke_look(spec)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
-                      background=jnp.asarray(ren.background if background_image is None else background_image,
+                      background=jnp.asarray(read_render(spec).background if background_image is None else background_image,
                                              jnp.float32),
                       settings=settings, frames=int(frames),
                       substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,

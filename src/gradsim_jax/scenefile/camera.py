@@ -7,7 +7,21 @@ import dataclasses
 
 import numpy as np
 
+from gradsim_jax.scenefile.render import read_render
 from gradsim_jax.scenefile.schema import SceneFileError
+
+
+def calibration_file(spec):
+    """[camera] calibration, the OpenCV calibration file a fit reads, or None.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); the path is relative to its folder.
+
+    Returns:
+        The file's Path, or None when calibration is not set.
+    """
+    name = spec.sections.camera.calibration
+    return name and spec.resolve(name)
 
 
 def read_calibration(spec):
@@ -90,7 +104,7 @@ def _camera(spec, native_size=None):
     from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
     from gradsim_jax.render.calibration import CalibrationError, check_rotation
 
-    cam, ren, path = spec.sections.camera, spec.sections.render, spec.path
+    cam, ren, path = spec.sections.camera, read_render(spec), spec.path
     width, height = ren.width, ren.height
     if not (width > 0 and height > 0):
         raise SceneFileError(f"{path}: [render] width and height must be positive")

@@ -10,6 +10,7 @@ import numpy as np
 from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
 from gradsim_jax.geometry.scene import quat_rotate
 from gradsim_jax.scenefile.schema import SceneFileError
+from gradsim_jax.scenefile.world import read_material, read_scene
 
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +68,7 @@ def read_cloth(spec):
             pinned.
     """
     path = spec.path
-    sc, mat = spec.sections.scene, spec.sections.material
+    sc, mat = read_scene(spec).cloth, read_material(spec).cloth
     rot = np.asarray(sc.rot, np.float64)
     if not np.linalg.norm(rot) > 0:
         raise SceneFileError(f"{path}: [scene] rot must be a nonzero quaternion")
@@ -93,7 +94,7 @@ def read_cloth(spec):
     else:
         if sc.fix:
             raise SceneFileError(f"{path}: [scene] fix applies to grids only; list mesh vertices in 'pinned'")
-        mesh_path = spec.resolve(sc.mesh)
+        mesh_path = sc.mesh_path
         if not mesh_path.is_file():
             raise SceneFileError(f"{path}: [scene] mesh file not found: {mesh_path}")
         verts, faces = read_obj(mesh_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from gradsim_jax.render.blur import BLUR_MAX
@@ -9,8 +10,22 @@ from gradsim_jax.sysid import LOSSES, FitConfig, canonical
 from gradsim_jax.scenefile.schema import SceneFileError
 
 
+@dataclasses.dataclass(frozen=True)
+class FitSettings:
+    """[fit] read.
+
+    Attributes:
+        config: the `FitConfig` (see `read_fit`).
+        edges_given: the edge settings among blur and edge_model that [fit] sets (the others take the job's
+            default: "auto", or "off" and "fixed" for a target rendered from [material]).
+    """
+
+    config: FitConfig
+    edges_given: frozenset
+
+
 def read_fit(spec) -> FitConfig:
-    """[fit] checked and read as a `FitConfig` (before a target is loaded).
+    """[fit] checked and read as a `FitConfig` (before a target is loaded): `read_fit_settings(spec).config`.
 
     Args:
         spec: the validated scene file (`SceneSpec`).
@@ -18,6 +33,21 @@ def read_fit(spec) -> FitConfig:
     Returns:
         The `FitConfig`: free quantities under their canonical names, loss ("auto" unless given), and the
         settings [fit] gives (blur, edge_model, shooting only when given).
+
+    Raises:
+        SceneFileError: naming the file and the [fit] key, for an unknown quantity or a bad setting.
+    """
+    return read_fit_settings(spec).config
+
+
+def read_fit_settings(spec) -> FitSettings:
+    """[fit] checked and read (the one reader of the section).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `FitSettings`: the `FitConfig` (`read_fit`) and which edge settings the file gives.
 
     Raises:
         SceneFileError: naming the file and the [fit] key, for an unknown quantity or a bad setting.
@@ -55,8 +85,9 @@ def read_fit(spec) -> FitConfig:
     if f.density_first and "particle_mass" not in free:
         raise SceneFileError(f"{spec.path}: [fit] density_first fits a density field before every particle's "
                              f"mass: particle_mass must be in free")
-    return FitConfig(free=free, iterations=f.iterations, learning_rate=f.learning_rate, loss=f.loss or "auto",
-                     frame_stride=f.frame_stride, horizon=f.horizon, polish=f.polish,
-                     window=f.window, rounds=f.rounds, round_iterations=f.round_iterations,
-                     density_first=f.density_first, density_learning_rate=f.density_learning_rate,
-                     **{k: getattr(f, k) for k in ("blur", "edge_model", "shooting") if getattr(f, k) is not None})
+    config = FitConfig(free=free, iterations=f.iterations, learning_rate=f.learning_rate, loss=f.loss or "auto",
+                       frame_stride=f.frame_stride, horizon=f.horizon, polish=f.polish,
+                       window=f.window, rounds=f.rounds, round_iterations=f.round_iterations,
+                       density_first=f.density_first, density_learning_rate=f.density_learning_rate,
+                       **{k: getattr(f, k) for k in ("blur", "edge_model", "shooting") if getattr(f, k) is not None})
+    return FitSettings(config, frozenset(k for k in ("blur", "edge_model") if getattr(f, k) is not None))

@@ -13,6 +13,7 @@ from gradsim_jax.fit.transforms import Bounded
 from gradsim_jax.physics import replace_paths
 from gradsim_jax.sysid import QUANTITIES, Experiment, canonical, with_camera_pose
 from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES, SceneFileError
+from gradsim_jax.scenefile.world import read_material
 
 
 def check_quantity_value(where: str, key: str, value) -> np.ndarray:
@@ -50,9 +51,10 @@ def check_initial(spec) -> None:
     Raises:
         SceneFileError: naming the file, the section and the key of the first bad value.
     """
-    for section, record in (("initial", spec.sections.initial), ("material", spec.sections.material)):
-        for key, value in dataclasses.asdict(record).items():
-            if value is not None and (section == "initial" or key in MATERIAL_QUANTITIES):
+    for section, values in (("initial", dataclasses.asdict(spec.sections.initial)),
+                            ("material", read_material(spec).quantities)):
+        for key, value in values.items():
+            if value is not None:
                 check_quantity_value(f"{spec.path}: [{section}]", key, value)
 
 
@@ -130,8 +132,9 @@ def material_quantities(spec, topology, params, state0):
     """
     from gradsim_jax.sysid.quantities import scene_context
 
+    values = read_material(spec).quantities
     for key, name in MATERIAL_QUANTITIES.items():
-        value = getattr(spec.sections.material, key)
+        value = values[key]
         if value is None:
             continue
         value = scene_value(spec, "material", key, value, topology, state0)

@@ -17,6 +17,8 @@ import numpy as np
 
 from gradsim_jax.scenefile.schema import ARRAY_SECTIONS, RENAMED, REQUIRED_SECTIONS, SCHEMA, SceneFileError
 from gradsim_jax.scenefile.sections import SceneSections, read_sections, section_values
+from gradsim_jax.scenefile.target import read_target
+from gradsim_jax.scenefile.world import read_scene
 
 
 def _check_type(path, section, key, value, ftype):
@@ -170,10 +172,7 @@ def check_numbers(spec) -> None:
                 if not np.all(np.abs(flat) <= limit):  # NaN fails too
                     raise SceneFileError(f"{spec.path}: {label} {key} must be finite (at most {limit:.3g} "
                                          f"in magnitude), got {value!r}")
-    tolerance = spec.sections.target.tolerance
-    if not tolerance > 0:
-        raise SceneFileError(f"{spec.path}: [target] tolerance must be positive (a distance in RGB), got "
-                             f"{tolerance}")
+    read_target(spec)  # tolerance positive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,7 +306,7 @@ def load_scene(path) -> SceneSpec:
     spec.fit_config  # validates [fit] now rather than after the target is loaded
     spec.check_initial()
     spec.check_numbers()  # after the checks above, whose messages say more about their keys
-    mesh = spec.sections.scene.mesh
-    if mesh is not None and not spec.resolve(mesh).is_file():
-        raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(mesh)}")
+    mesh = read_scene(spec).cloth.mesh_path
+    if mesh is not None and not mesh.is_file():
+        raise SceneFileError(f"{path}: [scene] mesh file not found: {mesh}")
     return spec

@@ -1,7 +1,10 @@
-"""[render]: the picture behind the scene (`read_background_image`) and the look of the faces (colours,
-lights, render settings)."""
+"""[render]: read once (`read_render` -> `RenderOptions`: size, background, colours, lights, render settings), then
+the picture behind the scene (`read_background_image`) and the look of the faces (`read_look`)."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -10,9 +13,56 @@ from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.rasterize import COVERAGE_MODELS
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
+from gradsim_jax.scenefile.bodies import body_colors
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderOptions:
+    """[render] read: what the camera, the target's loading, the background and the look use.
+
+    Attributes:
+        height: render height, pixels (the target is resized to it).
+        width: render width, pixels.
+        background: [3] RGB in [0, 1] behind the scene.
+        background_image: the picture behind the scene as written (a path relative to the scene file, or
+            "median" of the target's frames), or None.
+        color: [3] uniform RGB in [0, 1] of the cloth and the soft bodies, or None for a checkerboard.
+        lights: the `Lights` (ambient, directional, direction towards the light).
+        tile_capacity: faces kept per 8x8 tile, or None for every face.
+        pixel_capacity: faces kept per pixel, or None for every face.
+        coverage: the edge model ("box", "softras" or "dibr"; checked by `read_look`).
+    """
+
+    height: int
+    width: int
+    background: list
+    background_image: Optional[str]
+    color: Optional[list]
+    lights: Lights
+    tile_capacity: Optional[int]
+    pixel_capacity: Optional[int]
+    coverage: str
+
+
+def read_render(spec) -> RenderOptions:
+    """[render] as `RenderOptions` (the one reader of the section; its values are checked where they are used:
+    the size by `camera.read_camera`, the capacities and coverage by `read_look`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `RenderOptions`.
+    """
+    ren = spec.sections.render
+    lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32), directional=jnp.asarray(ren.directional, jnp.float32),
+                    direction=jnp.asarray(ren.light_direction, jnp.float32))
+    return RenderOptions(height=ren.height, width=ren.width, background=ren.background,
+                         background_image=ren.background_image, color=ren.color, lights=lights,
+                         tile_capacity=ren.tile_capacity, pixel_capacity=ren.pixel_capacity, coverage=ren.coverage)
 
 
 def read_background_image(spec, target_frames=None, undistort=None):
@@ -34,7 +84,8 @@ def read_background_image(spec, target_frames=None, undistort=None):
     """
     from gradsim_jax.render.video import load_target
 
-    name, ren = spec.sections.render.background_image, spec.sections.render
+    ren = read_render(spec)
+    name = ren.background_image
     if name is None:
         return None
     if name == "median":
@@ -69,7 +120,7 @@ def read_look(spec, topology, params, state0):
     Raises:
         SceneFileError: for a bad [render] tile_capacity, pixel_capacity or coverage.
     """
-    path, ren = spec.path, spec.sections.render
+    path, ren = spec.path, read_render(spec)
     for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
         if getattr(ren, key) is not None and getattr(ren, key) < 1:
             raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {getattr(ren, key)}; leave "
@@ -85,14 +136,12 @@ def read_look(spec, topology, params, state0):
     body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
     first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
         np.asarray(topology.fem.surface).reshape(-1, 3))
-    for i, b in enumerate(spec.sections.body):
-        if b.color is not None:
-            rgb[first + np.flatnonzero(body_of_face == i)] = b.color
+    for i, color in enumerate(body_colors(spec)):
+        if color is not None:
+            rgb[first + np.flatnonzero(body_of_face == i)] = color
     ode_face_colors(spec, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
     colors = FaceColors(jnp.asarray(rgb))
-    lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32),
-                    directional=jnp.asarray(ren.directional, jnp.float32),
-                    direction=jnp.asarray(ren.light_direction, jnp.float32))
+    lights = ren.lights
     num_faces = int(faces.shape[0])
     tile_capacity = ren.tile_capacity if ren.tile_capacity is not None else max(num_faces, 1)
     pixel_capacity = ren.pixel_capacity if ren.pixel_capacity is not None else max(num_faces, 1)
