@@ -3,6 +3,7 @@ surfaces filled by TetGen) and [[body_push]] (known forces on bodies), each tabl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -14,31 +15,33 @@ from gradsim_jax.geometry.scene import combine
 from gradsim_jax.scenefile.schema import BODY_SHAPES, MAX_SEGMENTS, MAX_SUBDIVISIONS, SCHEMA, SOFT_SHAPES, SceneFileError
 
 
+@dataclasses.dataclass(frozen=True)
+class RigidBodies:
+    """[[body]] read.
+
+    Attributes:
+        scene: a host-side `Scene` of every [[body]] in file order.
+        colors: one entry per body: [3] RGB in [0, 1] ([[body]] color), or None for the [render] colour.
+    """
+
+    scene: object
+    colors: tuple
+
+
 def read_bodies(spec):
-    """The rigid bodies of [[body]] combined in one host-side Scene, or None when there are none.
+    """The rigid bodies of [[body]] (the one reader of the section), or None when there are none.
 
     Args:
         spec: the validated scene file (`SceneSpec`).
 
     Returns:
-        A host-side `Scene` of every [[body]] in file order, or None.
+        The `RigidBodies` (their `Scene` and colours), or None.
     """
-    pieces = [read_body(spec, i, table) for i, table in enumerate(spec.sections.body)]
+    tables = spec.sections.body
+    pieces = [read_body(spec, i, table) for i, table in enumerate(tables)]
     if not pieces:
         return None
-    return combine(*pieces)
-
-
-def body_colors(spec) -> list:
-    """The [[body]] colours, for the look of the built scene.
-
-    Args:
-        spec: the validated scene file (`SceneSpec`).
-
-    Returns:
-        One entry per [[body]] in file order: [3] RGB in [0, 1], or None for the [render] colour.
-    """
-    return [b.color for b in spec.sections.body]
+    return RigidBodies(scene=combine(*pieces), colors=tuple(b.color for b in tables))
 
 
 def read_soft_bodies(spec) -> list:

@@ -20,7 +20,7 @@ from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
 from gradsim_jax.scenefile.render import read_look, read_render
 from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
-from gradsim_jax.scenefile.smoke import read_smoke, smoke_look
+from gradsim_jax.scenefile.smoke import read_smoke
 from gradsim_jax.scenefile.world import read_material, read_scene
 
 
@@ -54,6 +54,34 @@ def read_simulation(spec) -> SimulationOptions:
     return SimulationOptions(fps=sim.fps, substeps=sim.substeps, frames=sim.frames, contact=sim.contact)
 
 
+@dataclasses.dataclass(frozen=True)
+class PushOptions:
+    """[push] read (checked against the built scene by `build_experiment` and `finish`).
+
+    Attributes:
+        force: [3] known force on each pushed particle, N.
+        particles: indices of the pushed particles (empty: no push).
+        frames: number of leading frames the push lasts.
+    """
+
+    force: list
+    particles: list
+    frames: int
+
+
+def read_push(spec) -> PushOptions:
+    """[push] as `PushOptions` (the one reader of the section).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `PushOptions`.
+    """
+    push = spec.sections.push
+    return PushOptions(force=push.force, particles=push.particles, frames=push.frames)
+
+
 def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
     """Build the Experiment; `frames` (from the target) is used unless [simulation] frames is set.
 
@@ -80,7 +108,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     if layout.grid is not None and layout.mesh is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
     ode, smoke = read_ode_body(spec), read_smoke(spec)
-    if not cloth and bodies is None and not soft_bodies and ode is None and smoke is None:
+    if not cloth and bodies is None and not soft_bodies and ode.piece is None and smoke is None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
                              "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum], [[ball]] tables or "
                              "a [smoke] table")
@@ -95,9 +123,9 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             "one ground governs every component; set ground = true with \"penalty\" or \"impulse\", or "
             "ground = false with \"none\"")
     pieces = ([read_cloth(spec)] if cloth else []) + soft_bodies
-    pieces += [bodies] if bodies is not None else []
+    pieces += [bodies.scene] if bodies is not None else []
     pieces += read_colliders(spec)
-    pieces += [p for p in (ode, smoke) if p is not None]
+    pieces += [p for p in (ode.piece, smoke and smoke.piece) if p is not None]
     scene = combine(*pieces)  # particles: the cloth's, then each soft body's; bodies; colliders; ODE body; smoke
     scene = add_body_pushes(spec, scene)
     n = scene.num_particles
@@ -114,7 +142,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     params, state0 = material_quantities(spec, topology, params, state0)
     theta = default_theta(topology, params, state0)
     check_free(spec, topology, params)
-    push = spec.sections.push
+    push = read_push(spec)
     if push.particles:
         idx = np.asarray(push.particles, int)
         if idx.min() < 0 or idx.max() >= n:
@@ -122,7 +150,8 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
         force = np.zeros((n, 3), np.float32)
         force[idx] = push.force
         theta["push"] = jnp.asarray(force)
-    return finish(spec, topology, params, state0, theta, frames, native_size, background_image)
+    return finish(spec, topology, params, state0, theta, frames, native_size, background_image,
+                  bodies.colors if bodies is not None else (), ode, smoke)
 
 
 def check_free(spec, topology, params) -> None:
@@ -149,7 +178,8 @@ def check_free(spec, topology, params) -> None:
                                      f"but the [[body]] tables give {values.tolist()}; make them equal")
 
 
-def finish(spec, topology, params, state0, theta, frames, native_size, background_image) -> Experiment:
+def finish(spec, topology, params, state0, theta, frames, native_size, background_image, body_colors, ode,
+           smoke) -> Experiment:
     """The Experiment of a built scene: time grid, camera, colours and render settings.
 
     Args:
@@ -161,6 +191,9 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
         frames: simulated frames after the initial state from the target, or None; [simulation] frames wins.
         native_size: (height, width) pixels of the target's frames, or None (`read_camera`).
         background_image: [H, W, 3] float RGB in [0, 1] behind the scene, or None for [render] background.
+        body_colors: one entry per [[body]]: [3] RGB in [0, 1], or None (`bodies.RigidBodies.colors`).
+        ode: the file's `ode.OdeBody`.
+        smoke: the file's `smoke.SmokeParts`, or None.
 
     Returns:
         The `Experiment` (frame_dt = 1 / [simulation] fps s, substeps, camera, faces, colours, lights).
@@ -169,7 +202,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
         SceneFileError: naming the file and the key, for a bad [simulation], [push] or [render] value.
     """
     path = spec.path
-    push = spec.sections.push
+    push = read_push(spec)
     sim = read_simulation(spec)
     if sim.frames is not None:
         if sim.frames < 1:
@@ -194,9 +227,9 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
         raise SceneFileError(
             f"{path}: [push] frames = {push_frames} ({push_frames / fps:.3g} s) is longer than the simulation: "
             f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
-    faces, colors, lights, settings = read_look(spec, topology, params, state0)
+    faces, colors, lights, settings = read_look(spec, topology, params, state0, body_colors, ode)
     camera = spec.camera(native_size)
-    look, smoke_substeps = smoke_look(spec)
+    look, smoke_substeps = (smoke.look, smoke.substeps) if smoke is not None else (None, 1)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
                       background=jnp.asarray(read_render(spec).background if background_image is None else background_image,

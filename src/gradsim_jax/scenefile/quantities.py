@@ -41,6 +41,20 @@ def check_quantity_value(where: str, key: str, value) -> np.ndarray:
     return a
 
 
+def read_initial(spec) -> dict:
+    """[initial] read (the one reader of the section): the keys it sets.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        {key as written (a quantity's name or alias): value (a number or a list of numbers)} for each key
+        given, in the schema's order.
+    """
+    values = dataclasses.asdict(spec.sections.initial)
+    return {key: value for key, value in values.items() if value is not None}
+
+
 def check_initial(spec) -> None:
     """[initial] values, and [material] values of registered quantities, must be finite, positive for the
     quantities fitted in log space, and inside a bounded quantity's range.
@@ -51,7 +65,7 @@ def check_initial(spec) -> None:
     Raises:
         SceneFileError: naming the file, the section and the key of the first bad value.
     """
-    for section, values in (("initial", dataclasses.asdict(spec.sections.initial)),
+    for section, values in (("initial", read_initial(spec)),
                             ("material", read_material(spec).quantities)):
         for key, value in values.items():
             if value is not None:
@@ -70,9 +84,7 @@ def initial_theta(spec, exp: Experiment) -> dict:
         camera pose when it is free).
     """
     theta = dict(exp.theta)
-    for key, value in dataclasses.asdict(spec.sections.initial).items():
-        if value is None:
-            continue
+    for key, value in read_initial(spec).items():
         name = canonical(key)
         value = scene_value(spec, "initial", key, value, exp.topology, exp.state0)
         if QUANTITIES[name].file_type == "float|float[]" and name in theta:  # per link: [k] -> [p, k]

@@ -13,7 +13,6 @@ from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.rasterize import COVERAGE_MODELS
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
-from gradsim_jax.scenefile.bodies import body_colors
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
@@ -102,7 +101,7 @@ def read_background_image(spec, target_frames=None, undistort=None):
     return frames[0, ..., :3]
 
 
-def read_look(spec, topology, params, state0):
+def read_look(spec, topology, params, state0, body_colors, ode):
     """[render] (and [[body]] color) for a built scene: (faces [F, 3], FaceColors, Lights, RenderSettings).
     Faces are `scene_faces`' (the cloth's, the soft bodies' surfaces, then the bodies'); their colours
     [render] color, else a checkerboard, with each [[body]] color over its body's faces; the colliders' their
@@ -113,6 +112,8 @@ def read_look(spec, topology, params, state0):
         topology: the built scene's `Topology`.
         params: the built scene's `Params` (for the checkerboard's vertices).
         state0: the built scene's initial `State` (for the checkerboard's vertices).
+        body_colors: one entry per [[body]]: [3] RGB in [0, 1], or None (`bodies.RigidBodies.colors`).
+        ode: the file's `ode.OdeBody` (the colours of its bobs or balls).
 
     Returns:
         (faces [F, 3] int vertex indices, `FaceColors` RGB [F, 3] in [0, 1], `Lights`, `RenderSettings`).
@@ -136,10 +137,10 @@ def read_look(spec, topology, params, state0):
     body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
     first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
         np.asarray(topology.fem.surface).reshape(-1, 3))
-    for i, color in enumerate(body_colors(spec)):
+    for i, color in enumerate(body_colors):
         if color is not None:
             rgb[first + np.flatnonzero(body_of_face == i)] = color
-    ode_face_colors(spec, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
+    ode_face_colors(ode, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
     colors = FaceColors(jnp.asarray(rgb))
     lights = ren.lights
     num_faces = int(faces.shape[0])

@@ -1,7 +1,9 @@
 """[smoke]: a scene file's smoke on a grid (`physics.smoke`, built by `geometry.smoke`) as a `Scene` piece, and
-how it is filmed (`render.SmokeLook`)."""
+how it is filmed (`render.SmokeLook`): `read_smoke` -> `SmokeParts`."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -10,31 +12,42 @@ from gradsim_jax.render import SmokeLook
 from gradsim_jax.scenefile.schema import SceneFileError
 
 
-def has_smoke(spec) -> bool:
-    """Whether the file has a [smoke] table (its required key, cells, given).
+@dataclasses.dataclass(frozen=True)
+class SmokeParts:
+    """[smoke] read.
 
-    Args:
-        spec: the validated scene file (`SceneSpec`).
-
-    Returns:
-        True when [smoke] cells is set.
+    Attributes:
+        piece: the host-side `Scene` piece of the smoke grid (`geometry.smoke.smoke_grid`).
+        look: the `render.SmokeLook` (the grid's corner in m, colour map, scale).
+        substeps: solver steps per frame.
     """
-    return spec.sections.smoke.cells is not None
+
+    piece: object
+    look: SmokeLook
+    substeps: int
 
 
 def read_smoke(spec):
-    """The file's smoke as a `Scene` piece, or None without a [smoke] table (SceneFileError naming the key for a
-    bad value).
+    """The file's smoke, or None without a [smoke] table (its required key, cells, not given); the one reader
+    of the section.
 
     Args:
         spec: the validated scene file (`SceneSpec`).
 
     Returns:
-        A host-side `Scene` piece of the smoke grid (`geometry.smoke.smoke_grid`), or None.
+        The `SmokeParts`, or None.
+
+    Raises:
+        SceneFileError: naming the key, for a bad value.
     """
-    if not has_smoke(spec):
+    s = spec.sections.smoke
+    if s.cells is None:
         return None
-    s, path = spec.sections.smoke, spec.path
+    return SmokeParts(piece=_smoke_piece(spec.path, s), look=_smoke_look(spec.path, s), substeps=int(s.substeps))
+
+
+def _smoke_piece(path, s):
+    """The smoke grid's `Scene` piece of the [smoke] record `s` (SceneFileError naming `path` and the key)."""
     cells = tuple(s.cells)
     if len(cells) != 2 or min(cells) < 2:
         raise SceneFileError(f"{path}: [smoke] cells must be [ny, nx], each at least 2, got {list(cells)}")
@@ -67,20 +80,10 @@ def read_smoke(spec):
         raise SceneFileError(f"{path}: [smoke] {e}") from None
 
 
-def smoke_look(spec):
-    """(`render.SmokeLook`, solver steps per frame) of the file's [smoke], or (None, 1) without one.
-
-    Args:
-        spec: the validated scene file (`SceneSpec`).
-
-    Returns:
-        (`SmokeLook` with the grid's corner in m, or None; [smoke] substeps, or 1).
-    """
-    if not has_smoke(spec):
-        return None, 1
-    s = spec.sections.smoke
+def _smoke_look(path, s) -> SmokeLook:
+    """The `render.SmokeLook` of the [smoke] record `s` (SceneFileError naming `path`)."""
     corner = s.corner if s.corner is not None else (-0.5 * s.width, 0.0, 0.0)
     try:
-        return SmokeLook(corner=tuple(corner), colormap=s.colormap, scale=s.scale), int(s.substeps)
+        return SmokeLook(corner=tuple(corner), colormap=s.colormap, scale=s.scale)
     except ValueError as e:
-        raise SceneFileError(f"{spec.path}: [smoke] {e}") from None
+        raise SceneFileError(f"{path}: [smoke] {e}") from None
