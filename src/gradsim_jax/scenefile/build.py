@@ -232,7 +232,8 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     look, smoke_substeps = (smoke.look, smoke.substeps) if smoke is not None else (None, 1)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
-                      background=jnp.asarray(read_render(spec).background if background_image is None else background_image,
+                      background=jnp.asarray(read_render(spec).background if background_image is None
+                                             else background_image,
                                              jnp.float32),
                       settings=settings, frames=int(frames),
                       substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,

@@ -4,11 +4,86 @@ distortion, or an OpenCV calibration file) with an optional pose, at the [render
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
 from gradsim_jax.scenefile.render import read_render
 from gradsim_jax.scenefile.schema import SceneFileError
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraIntrinsics:
+    """The intrinsics keys of [camera] (checked by `read_calibration`).
+
+    Attributes:
+        fx: focal length, pixels, or None.
+        fy: vertical focal length, pixels, or None.
+        cx: principal point column, pixels (top-left pixel centre = 0), or None.
+        cy: principal point row, pixels, or None.
+        image_size: [width, height] pixels the intrinsics refer to, or None.
+        distortion: OpenCV distortion coefficients k1, k2, p1, p2[, k3...], or None.
+        calibration: the OpenCV calibration file as written (relative to the scene file), or None.
+        view_angle: half vertical field of view of a look-at camera, degrees, or None.
+    """
+
+    fx: Optional[float]
+    fy: Optional[float]
+    cx: Optional[float]
+    cy: Optional[float]
+    image_size: Optional[list]
+    distortion: Optional[list]
+    calibration: Optional[str]
+    view_angle: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraPlacement:
+    """The pose and depth keys of [camera] (checked by `read_camera`).
+
+    Attributes:
+        distance: look-at distance from `at`, m, or None.
+        elevation: look-at elevation, degrees, or None.
+        azimuth: look-at azimuth, degrees, or None.
+        at: [3] look-at point, m.
+        up: [3] world direction shown upwards.
+        eye: [3] camera centre, m, or None.
+        pose: 4 x 4 world-to-camera matrix (OpenCV axes), or None.
+        rvec: [3] OpenCV Rodrigues rotation of the pose, or None.
+        tvec: [3] OpenCV translation of the pose, m, or None.
+        near: nearest depth rendered, m, or None.
+        far: farthest depth rendered, m, or None.
+    """
+
+    distance: Optional[float]
+    elevation: Optional[float]
+    azimuth: Optional[float]
+    at: list
+    up: list
+    eye: Optional[list]
+    pose: Optional[list]
+    rvec: Optional[list]
+    tvec: Optional[list]
+    near: Optional[float]
+    far: Optional[float]
+
+
+def read_camera_keys(spec) -> tuple[CameraIntrinsics, CameraPlacement]:
+    """[camera] read (the one reader of the section): its intrinsics and its placement.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        (`CameraIntrinsics`, `CameraPlacement`).
+    """
+    cam = spec.sections.camera
+    intrinsics = CameraIntrinsics(fx=cam.fx, fy=cam.fy, cx=cam.cx, cy=cam.cy, image_size=cam.image_size,
+                                  distortion=cam.distortion, calibration=cam.calibration, view_angle=cam.view_angle)
+    placement = CameraPlacement(distance=cam.distance, elevation=cam.elevation, azimuth=cam.azimuth, at=cam.at,
+                                up=cam.up, eye=cam.eye, pose=cam.pose, rvec=cam.rvec, tvec=cam.tvec, near=cam.near,
+                                far=cam.far)
+    return intrinsics, placement
 
 
 def calibration_file(spec):
@@ -20,7 +95,7 @@ def calibration_file(spec):
     Returns:
         The file's Path, or None when calibration is not set.
     """
-    name = spec.sections.camera.calibration
+    name = read_camera_keys(spec)[0].calibration
     return name and spec.resolve(name)
 
 
@@ -40,7 +115,7 @@ def read_calibration(spec):
     """
     from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
 
-    cam, path = spec.sections.camera, spec.path
+    cam, path = read_camera_keys(spec)[0], spec.path
     numbers = {k: getattr(cam, k) for k in ("fx", "fy", "cx", "cy") if getattr(cam, k) is not None}
     try:
         if cam.calibration is not None:
@@ -104,7 +179,7 @@ def _camera(spec, native_size=None):
     from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
     from gradsim_jax.render.calibration import CalibrationError, check_rotation
 
-    cam, ren, path = spec.sections.camera, read_render(spec), spec.path
+    (intrinsics, cam), ren, path = read_camera_keys(spec), read_render(spec), spec.path
     width, height = ren.width, ren.height
     if not (width > 0 and height > 0):
         raise SceneFileError(f"{path}: [render] width and height must be positive")
@@ -152,7 +227,7 @@ def _camera(spec, native_size=None):
     if eye is not None and np.linalg.norm(np.subtract(eye, at)) == 0:
         raise SceneFileError(f"{path}: [camera] eye and at coincide")
     if cal is None:
-        view_angle = cam.view_angle if cam.view_angle is not None else 30.0
+        view_angle = intrinsics.view_angle if intrinsics.view_angle is not None else 30.0
         if not 0.0 < view_angle < 90.0:
             raise SceneFileError(f"{path}: [camera] view_angle must be in (0, 90) degrees, got {view_angle}")
         if look_at and not cam.eye:

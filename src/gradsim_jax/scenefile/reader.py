@@ -1,7 +1,30 @@
 """Reading a scene file: TOML parsed and checked against `SCHEMA` (unknown section or key, wrong type, missing
 required key: `SceneFileError` naming the file and the key), defaults filled in, renamed keys read with a
-DeprecationWarning; the result is a `SceneSpec`, plain data. `load_scene` also checks [fit], the quantity
-values and every number before anything is built."""
+DeprecationWarning; the result is a `SceneSpec`, plain data: one typed, frozen record per section
+(`scenefile.sections`, generated from SCHEMA). `load_scene` also checks [fit], the quantity values and every
+number before anything is built.
+
+Each section is read by one function of one module (`SECTION_READERS`), which turns it into what the rest of
+the package uses; other modules take that function's result, never the section (tests/cli/
+test_cli_scenefile_readers.py checks it with `ast`):
+
+    [scene]        `world.read_scene` -> SceneOptions (the cloth's layout, the ground and contacts)
+    [material]     `world.read_material` -> MaterialOptions (the cloth's material, gravity, registry values)
+    [push]         `build.read_push` -> PushOptions
+    [[body]]       `bodies.read_bodies` -> RigidBodies (their Scene and colours)
+    [[soft_body]]  `bodies.read_soft_bodies` -> one Scene piece per table
+    [[body_push]]  `bodies.add_body_pushes` -> the Scene with the pushes
+    [pendulum]     `ode.read_ode_body` -> OdeBody (with [[ball]]: one ODE body per file)
+    [[ball]]       `ode.read_ode_body` -> OdeBody
+    [[collider]]   `colliders.read_colliders` (and `collider_face_colors`, which still read spec.values)
+    [smoke]        `smoke.read_smoke` -> SmokeParts (the grid, its look, its substeps)
+    [camera]       `camera.read_camera_keys` -> (CameraIntrinsics, CameraPlacement)
+    [render]       `render.read_render` -> RenderOptions
+    [simulation]   `build.read_simulation` -> SimulationOptions
+    [target]       `target.read_target` -> TargetFiles
+    [fit]          `fit.read_fit_settings` -> FitSettings (the FitConfig, the edge settings given)
+    [initial]      `quantities.read_initial` -> {key: value} of the keys given
+"""
 
 from __future__ import annotations
 
@@ -19,6 +42,16 @@ from gradsim_jax.scenefile.schema import ARRAY_SECTIONS, RENAMED, REQUIRED_SECTI
 from gradsim_jax.scenefile.sections import SceneSections, read_sections, section_values
 from gradsim_jax.scenefile.target import read_target
 from gradsim_jax.scenefile.world import read_scene
+
+
+#: {section: "module.function"} of the one function (in `gradsim_jax.scenefile`) that reads each section.
+SECTION_READERS = {"scene": "world.read_scene", "material": "world.read_material", "push": "build.read_push",
+                   "body": "bodies.read_bodies", "soft_body": "bodies.read_soft_bodies",
+                   "body_push": "bodies.add_body_pushes", "pendulum": "ode.read_ode_body", "ball": "ode.read_ode_body",
+                   "collider": "colliders.read_colliders", "smoke": "smoke.read_smoke",
+                   "camera": "camera.read_camera_keys", "render": "render.read_render",
+                   "simulation": "build.read_simulation", "target": "target.read_target",
+                   "fit": "fit.read_fit_settings", "initial": "quantities.read_initial"}
 
 
 def _check_type(path, section, key, value, ftype):

@@ -57,7 +57,8 @@ def read_render(spec) -> RenderOptions:
         The `RenderOptions`.
     """
     ren = spec.sections.render
-    lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32), directional=jnp.asarray(ren.directional, jnp.float32),
+    lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32),
+                    directional=jnp.asarray(ren.directional, jnp.float32),
                     direction=jnp.asarray(ren.light_direction, jnp.float32))
     return RenderOptions(height=ren.height, width=ren.width, background=ren.background,
                          background_image=ren.background_image, color=ren.color, lights=lights,

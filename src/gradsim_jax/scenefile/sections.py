@@ -48,8 +48,9 @@ def section_type(section: str, fields: dict) -> type:
          for key, f in fields.items()],
         frozen=True)
     cls.__module__ = __name__
+    lines = "\n".join(_field_line(k, f) for k, f in fields.items())
     cls.__doc__ = (f"One {label} of a scene file, checked and with the defaults filled in (generated from "
-                   f"`SCHEMA['{section}']`).\n\nAttributes:\n" + "\n".join(_field_line(k, f) for k, f in fields.items()))
+                   f"`SCHEMA['{section}']`).\n\nAttributes:\n{lines}")
     return cls
 
 

@@ -55,18 +55,18 @@ def _smoke_piece(path, s):
         raise SceneFileError(f"{path}: [smoke] width must be a positive length (m), got {s.width}")
     if s.substeps < 1:
         raise SceneFileError(f"{path}: [smoke] substeps must be at least 1, got {s.substeps}")
+    regions = {"source": s.source, "fill_box": s.fill_box, "fill_disc": s.fill_disc}
     for key in ("source", "fill_disc"):
-        if getattr(s, key) is not None and not getattr(s, key)[2] > 0:
-            raise SceneFileError(f"{path}: [smoke] {key} = [x, y, radius] needs a positive radius, got {getattr(s, key)}")
+        if regions[key] is not None and not regions[key][2] > 0:
+            raise SceneFileError(f"{path}: [smoke] {key} = [x, y, radius] needs a positive radius, got {regions[key]}")
     if s.fill_box is not None and not (s.fill_box[0] < s.fill_box[2] and s.fill_box[1] < s.fill_box[3]):
         raise SceneFileError(f"{path}: [smoke] fill_box = [x0, y0, x1, y1] needs x0 < x1 and y0 < y1, got "
                              f"{s.fill_box}")
-    masks = {key: (disc_mask(cells, getattr(s, key)[:2], getattr(s, key)[2]) if key != "fill_box" else
-                   box_mask(cells, getattr(s, key)[:2], getattr(s, key)[2:])) for key in ("source", "fill_box", "fill_disc")
-             if getattr(s, key) is not None}
+    masks = {key: (disc_mask(cells, region[:2], region[2]) if key != "fill_box" else
+                   box_mask(cells, region[:2], region[2:])) for key, region in regions.items() if region is not None}
     for key, mask in masks.items():
         if not mask.any():
-            raise SceneFileError(f"{path}: [smoke] {key} = {getattr(s, key)} covers no cell's centre of the {cells[0]} x "
+            raise SceneFileError(f"{path}: [smoke] {key} = {regions[key]} covers no cell's centre of the {cells[0]} x "
                                  f"{cells[1]} grid (coordinates are in units of the width from its bottom-left "
                                  "corner)")
     fill = np.maximum(masks.get("fill_box", np.zeros(cells)), masks.get("fill_disc", np.zeros(cells)))
