@@ -116,7 +116,7 @@ def read_calibration(spec):
     from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
 
     cam, path = read_camera_keys(spec)[0], spec.path
-    numbers = {k: getattr(cam, k) for k in ("fx", "fy", "cx", "cy") if getattr(cam, k) is not None}
+    numbers = {k: v for k, v in (("fx", cam.fx), ("fy", cam.fy), ("cx", cam.cx), ("cy", cam.cy)) if v is not None}
     try:
         if cam.calibration is not None:
             if numbers:
@@ -184,7 +184,7 @@ def _camera(spec, native_size=None):
     if not (width > 0 and height > 0):
         raise SceneFileError(f"{path}: [render] width and height must be positive")
     cal = spec.calibration()
-    spherical = any(getattr(cam, k) is not None for k in ("distance", "elevation", "azimuth"))
+    spherical = any(v is not None for v in (cam.distance, cam.elevation, cam.azimuth))
     forms = {"distance/elevation/azimuth": spherical, "eye": cam.eye is not None,
              "pose": cam.pose is not None, "rvec/tvec": cam.rvec is not None or cam.tvec is not None}
     if cal is not None and (cal.rvec is not None or cal.world_to_camera is not None):

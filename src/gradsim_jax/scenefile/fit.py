@@ -61,11 +61,13 @@ def read_fit_settings(spec) -> FitSettings:
         raise SceneFileError(f"{spec.path}: [fit] free must name at least one quantity")
     if f.loss is not None and f.loss not in LOSSES:
         raise SceneFileError(f"{spec.path}: [fit] loss must be one of {LOSSES}, got {f.loss!r}")
-    for key, least in (("iterations", 0), ("polish", 0), ("frame_stride", 1), ("horizon", 1), ("window", 1),
-                       ("rounds", 1), ("round_iterations", 1), ("density_first", 0)):
-        if getattr(f, key) is not None and getattr(f, key) < least:
+    for key, value, least in (("iterations", f.iterations, 0), ("polish", f.polish, 0),
+                              ("frame_stride", f.frame_stride, 1), ("horizon", f.horizon, 1), ("window", f.window, 1),
+                              ("rounds", f.rounds, 1), ("round_iterations", f.round_iterations, 1),
+                              ("density_first", f.density_first, 0)):
+        if value is not None and value < least:
             allowed = "0 or more" if least == 0 else f"at least {least}"
-            raise SceneFileError(f"{spec.path}: [fit] {key} must be {allowed}, got {getattr(f, key)}")
+            raise SceneFileError(f"{spec.path}: [fit] {key} must be {allowed}, got {value}")
     if not (math.isfinite(f.learning_rate) and f.learning_rate > 0):
         raise SceneFileError(f"{spec.path}: [fit] learning_rate must be a positive number (a negative one "
                              f"climbs the loss), got {f.learning_rate}")
@@ -85,9 +87,10 @@ def read_fit_settings(spec) -> FitSettings:
     if f.density_first and "particle_mass" not in free:
         raise SceneFileError(f"{spec.path}: [fit] density_first fits a density field before every particle's "
                              f"mass: particle_mass must be in free")
+    optional = {"blur": f.blur, "edge_model": f.edge_model, "shooting": f.shooting}  # passed only when given
     config = FitConfig(free=free, iterations=f.iterations, learning_rate=f.learning_rate, loss=f.loss or "auto",
                        frame_stride=f.frame_stride, horizon=f.horizon, polish=f.polish,
                        window=f.window, rounds=f.rounds, round_iterations=f.round_iterations,
                        density_first=f.density_first, density_learning_rate=f.density_learning_rate,
-                       **{k: getattr(f, k) for k in ("blur", "edge_model", "shooting") if getattr(f, k) is not None})
-    return FitSettings(config, frozenset(k for k in ("blur", "edge_model") if getattr(f, k) is not None))
+                       **{k: v for k, v in optional.items() if v is not None})
+    return FitSettings(config, frozenset(k for k in ("blur", "edge_model") if optional[k] is not None))

@@ -123,9 +123,10 @@ def read_look(spec, topology, params, state0, body_colors, ode):
         SceneFileError: for a bad [render] tile_capacity, pixel_capacity or coverage.
     """
     path, ren = spec.path, read_render(spec)
-    for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
-        if getattr(ren, key) is not None and getattr(ren, key) < 1:
-            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {getattr(ren, key)}; leave "
+    for key, value, what in (("tile_capacity", ren.tile_capacity, "faces kept per 8x8 tile"),
+                             ("pixel_capacity", ren.pixel_capacity, "faces kept per pixel")):
+        if value is not None and value < 1:
+            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {value}; leave "
                                  "it out to keep every face")
     if ren.coverage not in COVERAGE_MODELS:
         raise SceneFileError(f'{path}: [render] coverage must be "box", "softras" or "dibr", got {ren.coverage!r}')
