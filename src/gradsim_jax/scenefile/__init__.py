@@ -1,12 +1,15 @@
 """Scene files: a TOML description of a recording of a cloth, rigid bodies, soft bodies or any mix of them,
 for `gradsim-jax fit`, `render` and the diagnostics.
 
-One trip down: `reader` parses and checks a file against `schema` (plain data, a `SceneSpec`; nothing is
-built), one reader per section turns its tables into descriptions (`fit`: [fit]; `camera`: [camera];
-`cloth`: [scene] and [material]; `bodies`: [[body]], [[soft_body]], [[body_push]]; `quantities`: [material]
-and [initial] values of the quantity registry; `render`: [render]), `build` builds them into the scene's
-device trees and the `Experiment`, and `job` assembles what `gradsim-jax fit` needs (the target video, the
-fit configuration, the initial guess); `problem` does the same for the diagnostics.
+One trip down: `reader` parses and checks a file against `schema` into a `SceneSpec` (plain data: one typed,
+frozen record per section, `sections`, generated from the schema; nothing is built), one reader function per
+section turns it into what the rest uses (`reader.SECTION_READERS`: `world`: [scene] and [material]; `fit`:
+[fit]; `camera`: [camera]; `render`: [render]; `target`: [target]; `bodies`: [[body]], [[soft_body]],
+[[body_push]]; `ode`: [pendulum], [[ball]]; `smoke`: [smoke]; `colliders`: [[collider]]; `build`: [push],
+[simulation]; `quantities`: [initial]); `cloth` makes the cloth of [scene] and [material], `build` builds
+the pieces into the scene's device trees and the `Experiment`, and `job` assembles what `gradsim-jax fit`
+needs (the target video, the fit configuration, the initial guess); `problem` does the same for the
+diagnostics.
 
 One table, `SCHEMA`, lists every section and key with its type, default and meaning. The reader validates
 against it (unknown section or key, wrong type, missing file or required key: `SceneFileError` naming the

@@ -4,6 +4,7 @@ against the built scene, and the `Experiment` (time grid, camera, colours, rende
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import jax.numpy as jnp
@@ -12,14 +13,73 @@ import numpy as np
 from gradsim_jax.geometry.scene import combine
 from gradsim_jax.physics import SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
-from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_body
+from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_bodies
 from gradsim_jax.scenefile.cloth import read_cloth
 from gradsim_jax.scenefile.colliders import read_colliders
 from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
-from gradsim_jax.scenefile.render import read_look
+from gradsim_jax.scenefile.render import read_look, read_render
 from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
-from gradsim_jax.scenefile.smoke import read_smoke, smoke_look
+from gradsim_jax.scenefile.smoke import read_smoke
+from gradsim_jax.scenefile.world import read_material, read_scene
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationOptions:
+    """[simulation] read (checked by `finish`, against the target's frame count).
+
+    Attributes:
+        fps: frames per second of the video, 1/s.
+        substeps: integration steps per frame.
+        frames: frames to simulate after the initial state, or None for the target's count minus one.
+        contact: "implicit" or "explicit" integration of the ground contact's damping and friction.
+    """
+
+    fps: float
+    substeps: int
+    frames: Optional[int]
+    contact: str
+
+
+def read_simulation(spec) -> SimulationOptions:
+    """[simulation] as `SimulationOptions` (the one reader of the section).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `SimulationOptions`.
+    """
+    sim = spec.sections.simulation
+    return SimulationOptions(fps=sim.fps, substeps=sim.substeps, frames=sim.frames, contact=sim.contact)
+
+
+@dataclasses.dataclass(frozen=True)
+class PushOptions:
+    """[push] read (checked against the built scene by `build_experiment` and `finish`).
+
+    Attributes:
+        force: [3] known force on each pushed particle, N.
+        particles: indices of the pushed particles (empty: no push).
+        frames: number of leading frames the push lasts.
+    """
+
+    force: list
+    particles: list
+    frames: int
+
+
+def read_push(spec) -> PushOptions:
+    """[push] as `PushOptions` (the one reader of the section).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `PushOptions`.
+    """
+    push = spec.sections.push
+    return PushOptions(force=push.force, particles=push.particles, frames=push.frames)
 
 
 def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, background_image=None) -> Experiment:
@@ -40,56 +100,58 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     Raises:
         SceneFileError: naming the file and the key, for a scene that cannot be built.
     """
-    v, path = spec.values, spec.path
-    sc, mat = v["scene"], v["material"]
-    bodies = read_bodies(spec)
-    cloth = sc["grid"] is not None or sc["mesh"] is not None
-    if sc["grid"] is not None and sc["mesh"] is not None:
+    path = spec.path
+    options, mat = read_scene(spec), read_material(spec)
+    layout, sc = options.cloth, options.ground
+    bodies, soft_bodies = read_bodies(spec), read_soft_bodies(spec)
+    cloth = layout.grid is not None or layout.mesh is not None
+    if layout.grid is not None and layout.mesh is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
     ode, smoke = read_ode_body(spec), read_smoke(spec)
-    if not cloth and not v["body"] and not v["soft_body"] and ode is None and smoke is None:
+    if not cloth and bodies is None and not soft_bodies and ode.piece is None and smoke is None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
                              "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum], [[ball]] tables or "
                              "a [smoke] table")
-    if sc["rigid_contact"] is not None and sc["rigid_contact"] not in RIGID_CONTACTS:
+    if sc.rigid_contact is not None and sc.rigid_contact not in RIGID_CONTACTS:
         raise SceneFileError(f"{path}: [scene] rigid_contact must be one of {', '.join(RIGID_CONTACTS)}, got "
-                             f"{sc['rigid_contact']!r}")
-    ground = sc["ground"] if sc["ground"] is not None else bool(v["body"])
-    if v["body"] and sc["rigid_contact"] is not None and (sc["rigid_contact"] != "none") != ground:
+                             f"{sc.rigid_contact!r}")
+    ground = sc.ground if sc.ground is not None else bodies is not None
+    if bodies is not None and sc.rigid_contact is not None and (sc.rigid_contact != "none") != ground:
         raise SceneFileError(
-            f"{path}: [scene] rigid_contact = {sc['rigid_contact']!r} contradicts ground = "
-            f"{str(ground).lower()}{'' if sc['ground'] is not None else ' (the default with [[body]] tables)'}: "
+            f"{path}: [scene] rigid_contact = {sc.rigid_contact!r} contradicts ground = "
+            f"{str(ground).lower()}{'' if sc.ground is not None else ' (the default with [[body]] tables)'}: "
             "one ground governs every component; set ground = true with \"penalty\" or \"impulse\", or "
             "ground = false with \"none\"")
-    pieces = ([read_cloth(spec)] if cloth else []) + [read_soft_body(spec, i, t) for i, t in enumerate(v["soft_body"])]
-    pieces += [bodies] if bodies is not None else []
+    pieces = ([read_cloth(spec)] if cloth else []) + soft_bodies
+    pieces += [bodies.scene] if bodies is not None else []
     pieces += read_colliders(spec)
-    pieces += [p for p in (ode, smoke) if p is not None]
+    pieces += [p for p in (ode.piece, smoke and smoke.piece) if p is not None]
     scene = combine(*pieces)  # particles: the cloth's, then each soft body's; bodies; colliders; ODE body; smoke
     scene = add_body_pushes(spec, scene)
     n = scene.num_particles
     try:
         topology, params, state0 = scene.build(
-            gravity=tuple(mat["gravity"]), ground=ground, ground_height=sc["ground_height"],
-            particle_radius=sc["particle_radius"], contact_smoothing=sc["contact_smoothing"],
-            contact_mu=mat["contact_mu"], contact_ke=mat["contact_ke"], contact_kd=mat["contact_kd"],
-            contact_kf=mat["contact_kf"], aerodynamics=True if mat["aerodynamics"] else None,
-            rigid_contact=sc["rigid_contact"], body_contact=sc["body_contact"],
-            particle_body_contact=sc["particle_body_contact"])
+            gravity=tuple(mat.gravity), ground=ground, ground_height=sc.ground_height,
+            particle_radius=sc.particle_radius, contact_smoothing=sc.contact_smoothing,
+            contact_mu=mat.contact_mu, contact_ke=mat.contact_ke, contact_kd=mat.contact_kd,
+            contact_kf=mat.contact_kf, aerodynamics=True if mat.aerodynamics else None,
+            rigid_contact=sc.rigid_contact, body_contact=sc.body_contact,
+            particle_body_contact=sc.particle_body_contact)
     except ValueError as e:
         raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
     params, state0 = material_quantities(spec, topology, params, state0)
     theta = default_theta(topology, params, state0)
     check_free(spec, topology, params)
-    push = v["push"]
-    if push["particles"]:
-        idx = np.asarray(push["particles"], int)
+    push = read_push(spec)
+    if push.particles:
+        idx = np.asarray(push.particles, int)
         if idx.min() < 0 or idx.max() >= n:
             raise SceneFileError(f"{path}: [push] particles index out of range [0, {n})")
         force = np.zeros((n, 3), np.float32)
-        force[idx] = push["force"]
+        force[idx] = push.force
         theta["push"] = jnp.asarray(force)
-    return finish(spec, topology, params, state0, theta, frames, native_size, background_image)
+    return finish(spec, topology, params, state0, theta, frames, native_size, background_image,
+                  bodies.colors if bodies is not None else (), ode, smoke)
 
 
 def check_free(spec, topology, params) -> None:
@@ -116,7 +178,8 @@ def check_free(spec, topology, params) -> None:
                                      f"but the [[body]] tables give {values.tolist()}; make them equal")
 
 
-def finish(spec, topology, params, state0, theta, frames, native_size, background_image) -> Experiment:
+def finish(spec, topology, params, state0, theta, frames, native_size, background_image, body_colors, ode,
+           smoke) -> Experiment:
     """The Experiment of a built scene: time grid, camera, colours and render settings.
 
     Args:
@@ -128,6 +191,9 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
         frames: simulated frames after the initial state from the target, or None; [simulation] frames wins.
         native_size: (height, width) pixels of the target's frames, or None (`read_camera`).
         background_image: [H, W, 3] float RGB in [0, 1] behind the scene, or None for [render] background.
+        body_colors: one entry per [[body]]: [3] RGB in [0, 1], or None (`bodies.RigidBodies.colors`).
+        ode: the file's `ode.OdeBody`.
+        smoke: the file's `smoke.SmokeParts`, or None.
 
     Returns:
         The `Experiment` (frame_dt = 1 / [simulation] fps s, substeps, camera, faces, colours, lights).
@@ -135,41 +201,42 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     Raises:
         SceneFileError: naming the file and the key, for a bad [simulation], [push] or [render] value.
     """
-    v, path = spec.values, spec.path
-    push = v["push"]
-    sim, ren = v["simulation"], v["render"]
-    if sim["frames"] is not None:
-        if sim["frames"] < 1:
+    path = spec.path
+    push = read_push(spec)
+    sim = read_simulation(spec)
+    if sim.frames is not None:
+        if sim.frames < 1:
             raise SceneFileError(f"{path}: [simulation] frames must be at least 1 (frames simulated after the "
-                                 f"initial state), got {sim['frames']}")
-        frames = sim["frames"]
+                                 f"initial state), got {sim.frames}")
+        frames = sim.frames
     elif frames is None:
         raise SceneFileError(f"{path}: [simulation] frames is needed (no target video to count them from)")
     elif frames < 1:
         raise SceneFileError(f"{path}: the target has {frames + 1} frame(s): a fit needs at least 2 (the initial "
                              "state and one simulated frame)")
-    if sim["contact"] not in ("implicit", "explicit"):
-        raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim["contact"]!r}')
-    for section, key in (("simulation", "fps"), ("simulation", "substeps")):  # render size: in camera()
-        if not v[section][key] > 0:
-            raise SceneFileError(f"{path}: [{section}] {key} must be positive, got {v[section][key]}")
-    fps, push_frames = sim["fps"], push["frames"]
+    if sim.contact not in ("implicit", "explicit"):
+        raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim.contact!r}')
+    for key, value in (("fps", sim.fps), ("substeps", sim.substeps)):  # render size: in camera()
+        if not value > 0:
+            raise SceneFileError(f"{path}: [simulation] {key} must be positive, got {value}")
+    fps, push_frames = sim.fps, push.frames
     if push_frames < 0:
         raise SceneFileError(f"{path}: [push] frames must be 0 or more (leading frames the push lasts), "
                              f"got {push_frames}")
-    if push["particles"] and push_frames > frames:
+    if push.particles and push_frames > frames:
         raise SceneFileError(
             f"{path}: [push] frames = {push_frames} ({push_frames / fps:.3g} s) is longer than the simulation: "
             f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
-    faces, colors, lights, settings = read_look(spec, topology, params, state0)
+    faces, colors, lights, settings = read_look(spec, topology, params, state0, body_colors, ode)
     camera = spec.camera(native_size)
-    look, smoke_substeps = smoke_look(spec)
+    look, smoke_substeps = (smoke.look, smoke.substeps) if smoke is not None else (None, 1)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
-                      background=jnp.asarray(ren["background"] if background_image is None else background_image,
+                      background=jnp.asarray(read_render(spec).background if background_image is None
+                                             else background_image,
                                              jnp.float32),
                       settings=settings, frames=int(frames),
-                      substeps=sim["substeps"], frame_dt=1.0 / sim["fps"], theta=theta,
-                      push_frames=push["frames"] if push["particles"] else 0, name=path.stem,
-                      integrator=SemiImplicitEuler(implicit_contact=sim["contact"] == "implicit"),
+                      substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,
+                      push_frames=push.frames if push.particles else 0, name=path.stem,
+                      integrator=SemiImplicitEuler(implicit_contact=sim.contact == "implicit"),
                       smoke_look=look, smoke_substeps=smoke_substeps)

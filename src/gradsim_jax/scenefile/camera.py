@@ -4,10 +4,99 @@ distortion, or an OpenCV calibration file) with an optional pose, at the [render
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
+from gradsim_jax.scenefile.render import read_render
 from gradsim_jax.scenefile.schema import SceneFileError
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraIntrinsics:
+    """The intrinsics keys of [camera] (checked by `read_calibration`).
+
+    Attributes:
+        fx: focal length, pixels, or None.
+        fy: vertical focal length, pixels, or None.
+        cx: principal point column, pixels (top-left pixel centre = 0), or None.
+        cy: principal point row, pixels, or None.
+        image_size: [width, height] pixels the intrinsics refer to, or None.
+        distortion: OpenCV distortion coefficients k1, k2, p1, p2[, k3...], or None.
+        calibration: the OpenCV calibration file as written (relative to the scene file), or None.
+        view_angle: half vertical field of view of a look-at camera, degrees, or None.
+    """
+
+    fx: Optional[float]
+    fy: Optional[float]
+    cx: Optional[float]
+    cy: Optional[float]
+    image_size: Optional[list]
+    distortion: Optional[list]
+    calibration: Optional[str]
+    view_angle: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraPlacement:
+    """The pose and depth keys of [camera] (checked by `read_camera`).
+
+    Attributes:
+        distance: look-at distance from `at`, m, or None.
+        elevation: look-at elevation, degrees, or None.
+        azimuth: look-at azimuth, degrees, or None.
+        at: [3] look-at point, m.
+        up: [3] world direction shown upwards.
+        eye: [3] camera centre, m, or None.
+        pose: 4 x 4 world-to-camera matrix (OpenCV axes), or None.
+        rvec: [3] OpenCV Rodrigues rotation of the pose, or None.
+        tvec: [3] OpenCV translation of the pose, m, or None.
+        near: nearest depth rendered, m, or None.
+        far: farthest depth rendered, m, or None.
+    """
+
+    distance: Optional[float]
+    elevation: Optional[float]
+    azimuth: Optional[float]
+    at: list
+    up: list
+    eye: Optional[list]
+    pose: Optional[list]
+    rvec: Optional[list]
+    tvec: Optional[list]
+    near: Optional[float]
+    far: Optional[float]
+
+
+def read_camera_keys(spec) -> tuple[CameraIntrinsics, CameraPlacement]:
+    """[camera] read (the one reader of the section): its intrinsics and its placement.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        (`CameraIntrinsics`, `CameraPlacement`).
+    """
+    cam = spec.sections.camera
+    intrinsics = CameraIntrinsics(fx=cam.fx, fy=cam.fy, cx=cam.cx, cy=cam.cy, image_size=cam.image_size,
+                                  distortion=cam.distortion, calibration=cam.calibration, view_angle=cam.view_angle)
+    placement = CameraPlacement(distance=cam.distance, elevation=cam.elevation, azimuth=cam.azimuth, at=cam.at,
+                                up=cam.up, eye=cam.eye, pose=cam.pose, rvec=cam.rvec, tvec=cam.tvec, near=cam.near,
+                                far=cam.far)
+    return intrinsics, placement
+
+
+def calibration_file(spec):
+    """[camera] calibration, the OpenCV calibration file a fit reads, or None.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); the path is relative to its folder.
+
+    Returns:
+        The file's Path, or None when calibration is not set.
+    """
+    name = read_camera_keys(spec)[0].calibration
+    return name and spec.resolve(name)
 
 
 def read_calibration(spec):
@@ -26,29 +115,29 @@ def read_calibration(spec):
     """
     from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
 
-    cam, path = spec.values["camera"], spec.path
-    numbers = {k: cam[k] for k in ("fx", "fy", "cx", "cy") if cam[k] is not None}
+    cam, path = read_camera_keys(spec)[0], spec.path
+    numbers = {k: v for k, v in (("fx", cam.fx), ("fy", cam.fy), ("cx", cam.cx), ("cy", cam.cy)) if v is not None}
     try:
-        if cam["calibration"] is not None:
+        if cam.calibration is not None:
             if numbers:
                 raise SceneFileError(f"{path}: [camera] give the intrinsics once: calibration or "
                                      f"{', '.join(numbers)}")
-            cal = read_calibration(spec.resolve(cam["calibration"]))
-            if cam["distortion"] is not None:
+            cal = read_calibration(spec.resolve(cam.calibration))
+            if cam.distortion is not None:
                 cal = dataclasses.replace(cal, distortion=make_calibration(
-                    cal.fx, cal.fy, cal.cx, cal.cy, cam["distortion"], source=f"{path}: [camera]").distortion)
+                    cal.fx, cal.fy, cal.cx, cal.cy, cam.distortion, source=f"{path}: [camera]").distortion)
         elif numbers:
             if "fx" not in numbers or "fy" not in numbers:
                 raise SceneFileError(f"{path}: [camera] a calibrated camera needs both fx and fy (pixels)")
-            width, height = cam["image_size"] or (None, None)
+            width, height = cam.image_size or (None, None)
             cx = numbers.get("cx", None if width is None else (width - 1) / 2.0)
             cy = numbers.get("cy", None if height is None else (height - 1) / 2.0)
             if cx is None or cy is None:
                 raise SceneFileError(f"{path}: [camera] give cx and cy, or image_size for a centred "
                                      "principal point")
-            cal = make_calibration(numbers["fx"], numbers["fy"], cx, cy, cam["distortion"] or (), None,
+            cal = make_calibration(numbers["fx"], numbers["fy"], cx, cy, cam.distortion or (), None,
                                    source=f"{path}: [camera]")
-        elif cam["distortion"] is not None or cam["image_size"] is not None:
+        elif cam.distortion is not None or cam.image_size is not None:
             raise SceneFileError(f"{path}: [camera] distortion and image_size need intrinsics "
                                  "(fx, fy, cx, cy or a calibration file)")
         else:
@@ -56,9 +145,9 @@ def read_calibration(spec):
     except CalibrationError as e:
         reason = str(e) if str(e).startswith(str(path)) else f"{path}: [camera] calibration: {e}"
         raise SceneFileError(reason) from None
-    if cam["image_size"] is not None:
-        cal = dataclasses.replace(cal, image_size=tuple(cam["image_size"]))
-    if cam["view_angle"] is not None:
+    if cam.image_size is not None:
+        cal = dataclasses.replace(cal, image_size=tuple(cam.image_size))
+    if cam.view_angle is not None:
         raise SceneFileError(f"{path}: [camera] view_angle describes a look-at camera; a calibrated camera "
                              "has fx and fy instead")
     return cal
@@ -90,47 +179,47 @@ def _camera(spec, native_size=None):
     from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
     from gradsim_jax.render.calibration import CalibrationError, check_rotation
 
-    cam, ren, path = spec.values["camera"], spec.values["render"], spec.path
-    width, height = ren["width"], ren["height"]
+    (intrinsics, cam), ren, path = read_camera_keys(spec), read_render(spec), spec.path
+    width, height = ren.width, ren.height
     if not (width > 0 and height > 0):
         raise SceneFileError(f"{path}: [render] width and height must be positive")
     cal = spec.calibration()
-    spherical = any(cam[k] is not None for k in ("distance", "elevation", "azimuth"))
-    forms = {"distance/elevation/azimuth": spherical, "eye": cam["eye"] is not None,
-             "pose": cam["pose"] is not None, "rvec/tvec": cam["rvec"] is not None or cam["tvec"] is not None}
+    spherical = any(v is not None for v in (cam.distance, cam.elevation, cam.azimuth))
+    forms = {"distance/elevation/azimuth": spherical, "eye": cam.eye is not None,
+             "pose": cam.pose is not None, "rvec/tvec": cam.rvec is not None or cam.tvec is not None}
     if cal is not None and (cal.rvec is not None or cal.world_to_camera is not None):
         forms["the calibration file's pose"] = True
     given = [k for k, on in forms.items() if on]
     if len(given) > 1:
         raise SceneFileError(f"{path}: [camera] give one pose, not {' and '.join(given)}")
-    if forms["rvec/tvec"] and (cam["rvec"] is None or cam["tvec"] is None):
+    if forms["rvec/tvec"] and (cam.rvec is None or cam.tvec is None):
         raise SceneFileError(f"{path}: [camera] give both rvec and tvec")
-    distance = cam["distance"] if cam["distance"] is not None else 2.0
+    distance = cam.distance if cam.distance is not None else 2.0
     if not distance > 0:
         raise SceneFileError(f"{path}: [camera] distance must be positive, got {distance}")
     look_at = not given or spherical
-    near = cam["near"] if cam["near"] is not None else (min(1.0, 0.1 * distance) if look_at else 0.05)
-    far = cam["far"] if cam["far"] is not None else (100.0 * distance if look_at else 100.0)
+    near = cam.near if cam.near is not None else (min(1.0, 0.1 * distance) if look_at else 0.05)
+    far = cam.far if cam.far is not None else (100.0 * distance if look_at else 100.0)
     if not 0 < near < far:
         raise SceneFileError(f"{path}: [camera] needs 0 < near < far, got near={near}, far={far}")
-    elevation = cam["elevation"] if cam["elevation"] is not None else 20.0
-    azimuth = cam["azimuth"] if cam["azimuth"] is not None else 0.0
-    at, up = tuple(cam["at"]), tuple(cam["up"])
+    elevation = cam.elevation if cam.elevation is not None else 20.0
+    azimuth = cam.azimuth if cam.azimuth is not None else 0.0
+    at, up = tuple(cam.at), tuple(cam.up)
     pose = {}
     try:
-        if cam["pose"] is not None:
-            m = np.asarray(cam["pose"], np.float64)
+        if cam.pose is not None:
+            m = np.asarray(cam.pose, np.float64)
             check_rotation(m[:3, :3], f"{path}: [camera] pose")
             pose = {"world_to_camera": m}
-        elif cam["rvec"] is not None:
-            pose = {"rvec": cam["rvec"], "tvec": cam["tvec"]}
+        elif cam.rvec is not None:
+            pose = {"rvec": cam.rvec, "tvec": cam.tvec}
         elif cal is not None and cal.world_to_camera is not None:
             pose = {"world_to_camera": cal.world_to_camera}
         elif cal is not None and cal.rvec is not None:
             pose = {"rvec": cal.rvec, "tvec": cal.tvec}
     except CalibrationError as e:
         raise SceneFileError(str(e)) from None
-    eye = cam["eye"]
+    eye = cam.eye
     if look_at:
         from gradsim_jax.render.camera import eye_from_spherical
 
@@ -138,10 +227,10 @@ def _camera(spec, native_size=None):
     if eye is not None and np.linalg.norm(np.subtract(eye, at)) == 0:
         raise SceneFileError(f"{path}: [camera] eye and at coincide")
     if cal is None:
-        view_angle = cam["view_angle"] if cam["view_angle"] is not None else 30.0
+        view_angle = intrinsics.view_angle if intrinsics.view_angle is not None else 30.0
         if not 0.0 < view_angle < 90.0:
             raise SceneFileError(f"{path}: [camera] view_angle must be in (0, 90) degrees, got {view_angle}")
-        if look_at and not cam["eye"]:
+        if look_at and not cam.eye:
             return look_at_camera(distance, elevation, azimuth, at=at, up=up, view_angle=view_angle, near=near,
                                   far=far, width=width, height=height)
         if eye is not None:

@@ -10,6 +10,7 @@ import numpy as np
 from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
 from gradsim_jax.geometry.scene import quat_rotate
 from gradsim_jax.scenefile.schema import SceneFileError
+from gradsim_jax.scenefile.world import read_material, read_scene
 
 
 def read_obj(path) -> tuple[np.ndarray, np.ndarray]:
@@ -66,47 +67,47 @@ def read_cloth(spec):
         SceneFileError: naming the file and the key, for a bad value, a missing or bad mesh, or every vertex
             pinned.
     """
-    v, path = spec.values, spec.path
-    sc, mat = v["scene"], v["material"]
-    rot = np.asarray(sc["rot"], np.float64)
+    path = spec.path
+    sc, mat = read_scene(spec).cloth, read_material(spec).cloth
+    rot = np.asarray(sc.rot, np.float64)
     if not np.linalg.norm(rot) > 0:
         raise SceneFileError(f"{path}: [scene] rot must be a nonzero quaternion")
-    common = dict(tri_ke=mat["tri_ke"], tri_ka=mat["tri_ka"], tri_kd=mat["tri_kd"], tri_drag=mat["tri_drag"],
-                  tri_lift=mat["tri_lift"], bend_ke=mat["bend_ke"], bend_kd=mat["bend_kd"])
-    if not (math.isfinite(mat["mass"]) and mat["mass"] > 0):
-        raise SceneFileError(f"{path}: [material] mass must be positive (kg per particle), got {mat['mass']}; "
+    common = dict(tri_ke=mat.tri_ke, tri_ka=mat.tri_ka, tri_kd=mat.tri_kd, tri_drag=mat.tri_drag,
+                  tri_lift=mat.tri_lift, bend_ke=mat.bend_ke, bend_kd=mat.bend_kd)
+    if not (math.isfinite(mat.mass) and mat.mass > 0):
+        raise SceneFileError(f"{path}: [material] mass must be positive (kg per particle), got {mat.mass}; "
                              "to hold vertices still, pin them ([scene] fix or pinned)")
-    if sc["grid"] is not None:
-        bad = [s for s in sc["fix"] if s not in ("left", "right", "top", "bottom")]
+    if sc.grid is not None:
+        bad = [s for s in sc.fix if s not in ("left", "right", "top", "bottom")]
         if bad:
             raise SceneFileError(f"{path}: [scene] fix has unknown side(s) {bad}; use left, right, top, bottom")
-        (dx, dy), (cx, cy) = sc["grid"], sc["cell"]
+        (dx, dy), (cx, cy) = sc.grid, sc.cell
         if dx < 1 or dy < 1 or not (cx > 0 and cy > 0):
             raise SceneFileError(f"{path}: [scene] grid needs >= 1 cells and cell > 0")
-        check_grid_fits(spec, dx, dy, mat["bend_ke"] != 0 or mat["bend_kd"] != 0)
-        fix = {f"fix_{s}": True for s in sc["fix"]}
+        check_grid_fits(spec, dx, dy, mat.bend_ke != 0 or mat.bend_kd != 0)
+        fix = {f"fix_{s}": True for s in sc.fix}
         try:
-            scene = cloth_grid(dx, dy, cx, cy, pos=sc["pos"], rot=rot, vel=sc["velocity"], mass=mat["mass"],
+            scene = cloth_grid(dx, dy, cx, cy, pos=sc.pos, rot=rot, vel=sc.velocity, mass=mat.mass,
                                **fix, **common)
         except ValueError as e:
             raise SceneFileError(f"{path}: [scene]/[material]: {e}") from None
     else:
-        if sc["fix"]:
+        if sc.fix:
             raise SceneFileError(f"{path}: [scene] fix applies to grids only; list mesh vertices in 'pinned'")
-        mesh_path = spec.resolve(sc["mesh"])
+        mesh_path = sc.mesh_path
         if not mesh_path.is_file():
             raise SceneFileError(f"{path}: [scene] mesh file not found: {mesh_path}")
         verts, faces = read_obj(mesh_path)
-        verts = quat_rotate(rot / np.linalg.norm(rot), verts * sc["scale"]) + np.asarray(sc["pos"])
+        verts = quat_rotate(rot / np.linalg.norm(rot), verts * sc.scale) + np.asarray(sc.pos)
         try:
-            scene = cloth_mesh(verts, faces, vel=sc["velocity"], **common)
+            scene = cloth_mesh(verts, faces, vel=sc.velocity, **common)
         except ValueError as e:
             raise SceneFileError(f"{path}: [scene] mesh {mesh_path}: {e}") from e
-        scene = dataclasses.replace(scene, mass=np.full(scene.num_particles, float(mat["mass"])))
+        scene = dataclasses.replace(scene, mass=np.full(scene.num_particles, float(mat.mass)))
     n = scene.num_particles
-    pinned = np.asarray(sc["pinned"], int)
+    pinned = np.asarray(sc.pinned, int)
     if pinned.size and (pinned.min() < 0 or pinned.max() >= n):
-        raise SceneFileError(f"{path}: [scene] pinned index out of range [0, {n}): {sc['pinned']}")
+        raise SceneFileError(f"{path}: [scene] pinned index out of range [0, {n}): {sc.pinned}")
     if pinned.size:
         mask = scene.pinned.copy()
         mask[pinned] = True

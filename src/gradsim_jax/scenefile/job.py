@@ -11,7 +11,12 @@ import numpy as np
 
 from gradsim_jax.fit.image_losses import IMAGE_LOSSES, loss_kind
 from gradsim_jax.sysid import Experiment, FitConfig, check_config
+from gradsim_jax.scenefile.build import read_simulation
+from gradsim_jax.scenefile.camera import calibration_file
+from gradsim_jax.scenefile.fit import read_fit_settings
 from gradsim_jax.scenefile.reader import SceneSpec, load_scene
+from gradsim_jax.scenefile.render import read_render
+from gradsim_jax.scenefile.target import read_target
 from gradsim_jax.scenefile.schema import SceneFileError
 
 
@@ -53,17 +58,17 @@ def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None
     from gradsim_jax.render.calibration import undistorter
     from gradsim_jax.render.video import load_target
 
-    tv, ren = spec.values["target"], spec.values["render"]
-    video = target or (str(spec.resolve(tv["video"])) if tv["video"] else None)
+    tv, ren = read_target(spec), read_render(spec)
+    video = target or (str(tv.video_path) if tv.video_path else None)
     if video is None:
         raise SceneFileError(f"{spec.path}: no target video: pass --target or set [target] video")
-    mask = mask or (str(spec.resolve(tv["mask"])) if tv["mask"] else None)
-    key = key_color if key_color is not None else tv["key_color"]
+    mask = mask or (str(tv.mask_path) if tv.mask_path else None)
+    key = key_color if key_color is not None else tv.key_color
     cal = spec.calibration()
     undistort = undistorter(cal) if cal is not None else None
-    frames = spec.values["simulation"]["frames"]
-    video_ = load_target(video, (ren["height"], ren["width"]), background=key, mask=mask,
-                         tolerance=tv["tolerance"], undistort=undistort,
+    frames = read_simulation(spec).frames
+    video_ = load_target(video, (ren.height, ren.width), background=key, mask=mask,
+                         tolerance=tv.tolerance, undistort=undistort,
                          expected_frames=None if frames is None else frames + 1)
     return video_, undistort
 
@@ -104,7 +109,7 @@ def background_warning(spec: SceneSpec, target, exp: Experiment) -> Optional[str
         The warning, or None when alpha was observed, [render] background_image is set, or the border's median
         colour is within 0.1 of the background's mean in every channel.
     """
-    if target.alpha_observed or spec.values["render"]["background_image"] is not None:
+    if target.alpha_observed or read_render(spec).background_image is not None:
         return None
     frames = target.frames[..., :3]
     border = np.concatenate([frames[:, 0], frames[:, -1], frames[:, :, 0], frames[:, :, -1]], axis=1)
@@ -130,12 +135,12 @@ def input_paths(spec: SceneSpec, *, target=None, mask=None) -> dict:
     Returns:
         {what the user calls the file: its path}.
     """
-    tv, ren, cam = spec.values["target"], spec.values["render"], spec.values["camera"]
+    tv = read_target(spec)
     found = {"the scene file": spec.path,
-             "--target": target, "[target] video": None if target or not tv["video"] else spec.resolve(tv["video"]),
-             "--mask": mask, "[target] mask": None if mask or not tv["mask"] else spec.resolve(tv["mask"]),
-             "[camera] calibration": cam["calibration"] and spec.resolve(cam["calibration"])}
-    image = ren["background_image"]
+             "--target": target, "[target] video": None if target else tv.video_path,
+             "--mask": mask, "[target] mask": None if mask else tv.mask_path,
+             "[camera] calibration": calibration_file(spec)}
+    image = read_render(spec).background_image
     if image and image != "median":
         found["[render] background_image"] = spec.resolve(image)
     return {k: v for k, v in found.items() if v}
@@ -173,14 +178,14 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     background = spec.background_image(video_.frames, undistort)
     exp = spec.experiment(frames=video_.frames.shape[0] - 1, native_size=video_.native_size,
                           background_image=background)
-    base = spec.fit_config
+    settings = read_fit_settings(spec)
+    base = settings.config
     given = {k: v for k, v in overrides.items() if v is not None}
     loss = resolve_loss(given.pop("loss", None) or base.loss, video_)
     # A recorded video's edges are measured against the render's (blur, edge model); a target rendered from
     # [material] by this renderer (--true) has the render's own.
-    fit = spec.values["fit"]
     edges = {"blur": "off" if true_values else "auto", "edge_model": "fixed" if true_values else "auto"}
-    edges = {k: v for k, v in edges.items() if fit[k] is None and k not in given}
+    edges = {k: v for k, v in edges.items() if k not in settings.edges_given and k not in given}
     config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **edges, **given)
     check_config(config)  # combinations of settings (e.g. window with horizon), before anything compiles
     if config.window is not None and exp.topology.smoke is not None:
@@ -191,12 +196,12 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     if undistort is not None:
         notes.append("frames undistorted with the [camera] distortion coefficients")
     if background is not None:
-        notes.append(f"background image: {spec.values['render']['background_image']}")
+        notes.append(f"background image: {read_render(spec).background_image}")
     warning = background_warning(spec, video_, exp)
     extra = {"command": "fit", "scene": str(spec.path),
-             "target": {"path": str(target or spec.values["target"]["video"]), "alpha": video_.alpha_source,
+             "target": {"path": str(target or read_target(spec).video), "alpha": video_.alpha_source,
                         "native_size": list(video_.native_size), "undistorted": undistort is not None,
-                        "background_image": spec.values["render"]["background_image"]}}
+                        "background_image": read_render(spec).background_image}}
     return FitJob(spec=spec, experiment=exp, frames=np.asarray(video_.frames), config=config,
                   initial=spec.initial_theta(exp),
                   truth=dict(with_camera_pose(exp, exp.theta)) if true_values else None, notes=notes,

@@ -3,59 +3,83 @@ bouncing balls, as a `Scene` piece (one of the two per file), and the colours of
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from gradsim_jax.geometry.ode import BOB_COLORS, balls, pendulum
 from gradsim_jax.scenefile.schema import SceneFileError
 
-def has_pendulum(spec) -> bool:
-    """Whether the file has a [pendulum] table.
+@dataclasses.dataclass(frozen=True)
+class OdeBody:
+    """[pendulum] or [[ball]] read: the file's ODE body.
+
+    Attributes:
+        piece: a host-side `Scene` piece holding the pendulum or the balls (`geometry.ode`), or None without
+            either.
+        pendulum: whether it is a pendulum (else balls, or nothing).
+        colors: RGB in [0, 1] of each bob (link by link: [pendulum] color, else `BOB_COLORS`) or of each ball
+            ([[ball]] color, or None for the faces' own).
+    """
+
+    piece: object
+    pendulum: bool
+    colors: tuple
+
+
+def _has_pendulum(p) -> bool:
+    """Whether the [pendulum] record `p` sets a key other than pivot, bob_radius and rod_radius (which have
+    defaults)."""
+    return any(getattr(p, f.name) is not None for f in dataclasses.fields(p)
+               if f.name not in ("pivot", "bob_radius", "rod_radius"))
+
+
+def read_ode_body(spec) -> OdeBody:
+    """The file's ODE body: [pendulum] or [[ball]] tables (the one reader of both sections).
 
     Args:
         spec: the validated scene file (`SceneSpec`).
 
     Returns:
-        True when a [pendulum] key other than pivot, bob_radius and rod_radius (which have defaults) is set.
+        The `OdeBody` (its piece None without a pendulum or balls).
+
+    Raises:
+        SceneFileError: for both a pendulum and balls, or for a bad value, naming the key.
     """
-    return any(v is not None for k, v in spec.values["pendulum"].items()
-               if k not in ("pivot", "bob_radius", "rod_radius"))
+    p, tables = spec.sections.pendulum, spec.sections.ball
+    piece = _ode_piece(spec.path, p, tables)
+    if _has_pendulum(p):
+        colors = tuple(p.color or BOB_COLORS[b % len(BOB_COLORS)] for b in range(len(p.lengths)))
+        return OdeBody(piece=piece, pendulum=True, colors=colors)
+    return OdeBody(piece=piece, pendulum=False, colors=tuple(t.color for t in tables))
 
 
-def read_ode_body(spec):
-    """The file's ODE body as a `Scene` piece, or None: [pendulum] or [[ball]] tables (SceneFileError for both,
-    or for a bad value, naming the key).
-
-    Args:
-        spec: the validated scene file (`SceneSpec`).
-
-    Returns:
-        A host-side `Scene` piece holding the pendulum or the balls (`geometry.ode`), or None without either.
-    """
-    v, path = spec.values, spec.path
-    if has_pendulum(spec) and v["ball"]:
+def _ode_piece(path, p, tables):
+    """The `Scene` piece of the [pendulum] record `p` or the [[ball]] records `tables`, or None (SceneFileError
+    naming `path` and the key)."""
+    if _has_pendulum(p) and tables:
         raise SceneFileError(f"{path}: a scene holds one ODE body: a [pendulum] or [[ball]] tables, not both")
-    if has_pendulum(spec):
-        p = v["pendulum"]
+    if _has_pendulum(p):
         for key in ("lengths", "theta"):
-            if p[key] is None:
+            if getattr(p, key) is None:
                 raise SceneFileError(f"{path}: missing key {key!r} in [pendulum]")
-        k = len(p["lengths"])
+        k = len(p.lengths)
         for key in ("theta", "masses", "omega", "damping"):
-            if p[key] is not None and len(p[key]) != k:
+            if getattr(p, key) is not None and len(getattr(p, key)) != k:
                 raise SceneFileError(f"{path}: [pendulum] {key} needs one value per link ({k}, as lengths), got "
-                                     f"{len(p[key])}")
+                                     f"{len(getattr(p, key))}")
         try:
-            return pendulum(p["lengths"], p["masses"] if p["masses"] is not None else 1.0, p["theta"],
-                            omega=p["omega"] if p["omega"] is not None else 0.0,
-                            damping=p["damping"] if p["damping"] is not None else 0.0, pivot=p["pivot"],
-                            bob_radius=p["bob_radius"], rod_radius=p["rod_radius"])
+            return pendulum(p.lengths, p.masses if p.masses is not None else 1.0, p.theta,
+                            omega=p.omega if p.omega is not None else 0.0,
+                            damping=p.damping if p.damping is not None else 0.0, pivot=p.pivot,
+                            bob_radius=p.bob_radius, rod_radius=p.rod_radius)
         except ValueError as e:
             raise SceneFileError(f"{path}: [pendulum] {e}") from None
-    if v["ball"]:
-        for i, t in enumerate(v["ball"]):
-            if t["pos"] is None:
+    if tables:
+        for i, t in enumerate(tables):
+            if t.pos is None:
                 raise SceneFileError(f"{path}: [[ball]] {i}: missing key 'pos'")
-        field = lambda key: np.asarray([t[key] for t in v["ball"]], np.float64)  # noqa: E731
+        field = lambda key: np.asarray([getattr(t, key) for t in tables], np.float64)  # noqa: E731
         try:
             return balls(field("pos"), field("velocity"), radius=field("radius"), restitution=field("restitution"),
                          friction=field("friction"))
@@ -64,12 +88,12 @@ def read_ode_body(spec):
     return None
 
 
-def ode_face_colors(spec, topology, rgb: np.ndarray, first: int) -> None:
+def ode_face_colors(ode: OdeBody, topology, rgb: np.ndarray, first: int) -> None:
     """Colour the ODE body's faces in rgb [F, 3] (its faces start at `first`): each bob its link's colour
     ([pendulum] color, else `BOB_COLORS`), the rods dark grey; each ball its [[ball]] color, if given.
 
     Args:
-        spec: the validated scene file (`SceneSpec`).
+        ode: the file's `OdeBody` (`read_ode_body`).
         topology: the built scene's `Topology` (nothing is done when its `ode` is None).
         rgb: [F, 3] float RGB in [0, 1] of every face of the scene, changed in place.
         first: index in `rgb` of the ODE body's first face.
@@ -78,14 +102,13 @@ def ode_face_colors(spec, topology, rgb: np.ndarray, first: int) -> None:
         return
     system = topology.ode.system
     count = len(np.asarray(topology.ode.faces).reshape(-1, 3))
-    if has_pendulum(spec):
-        p = spec.values["pendulum"]
-        per_bob, k = len(system.bob_faces), len(p["lengths"])
+    if ode.pendulum:
+        per_bob = len(system.bob_faces)
         rgb[first:first + count] = 0.35
-        for b in range(k):
-            rgb[first + b * per_bob:first + (b + 1) * per_bob] = p["color"] or BOB_COLORS[b % len(BOB_COLORS)]
+        for b, color in enumerate(ode.colors):
+            rgb[first + b * per_bob:first + (b + 1) * per_bob] = color
         return
     per_ball = len(system.sphere_faces)
-    for b, t in enumerate(spec.values["ball"]):
-        if t["color"] is not None:
-            rgb[first + b * per_ball:first + (b + 1) * per_ball] = t["color"]
+    for b, color in enumerate(ode.colors):
+        if color is not None:
+            rgb[first + b * per_ball:first + (b + 1) * per_ball] = color

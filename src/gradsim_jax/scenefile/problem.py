@@ -17,6 +17,7 @@ from gradsim_jax.sysid import as_theta, perturbed, simulate_video, with_camera_p
 from gradsim_jax.sysid.quantities import focused
 from gradsim_jax.scenefile.job import load_fit_job
 from gradsim_jax.scenefile.reader import load_scene
+from gradsim_jax.scenefile.target import read_target
 
 
 def load_problem(scene, *, target=None, mask=None, key_color=None, perturb: Optional[float] = None,
@@ -43,7 +44,7 @@ def load_problem(scene, *, target=None, mask=None, key_color=None, perturb: Opti
     spec = load_scene(scene)
     config = spec.fit_config
     notes = []
-    if target is not None or spec.values["target"]["video"]:
+    if target is not None or read_target(spec).video:
         job = load_fit_job(scene, target=target, mask=mask, key_color=key_color, progress=False)
         exp, frames, initial, truth = job.experiment, job.frames, job.initial, None
         kind, stride = job.config.loss, job.config.frame_stride

@@ -4,6 +4,8 @@ and made the fit's start (`initial_theta`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -11,6 +13,7 @@ from gradsim_jax.fit.transforms import Bounded
 from gradsim_jax.physics import replace_paths
 from gradsim_jax.sysid import QUANTITIES, Experiment, canonical, with_camera_pose
 from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES, SceneFileError
+from gradsim_jax.scenefile.world import read_material
 
 
 def check_quantity_value(where: str, key: str, value) -> np.ndarray:
@@ -38,6 +41,20 @@ def check_quantity_value(where: str, key: str, value) -> np.ndarray:
     return a
 
 
+def read_initial(spec) -> dict:
+    """[initial] read (the one reader of the section): the keys it sets.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        {key as written (a quantity's name or alias): value (a number or a list of numbers)} for each key
+        given, in the schema's order.
+    """
+    values = dataclasses.asdict(spec.sections.initial)
+    return {key: value for key, value in values.items() if value is not None}
+
+
 def check_initial(spec) -> None:
     """[initial] values, and [material] values of registered quantities, must be finite, positive for the
     quantities fitted in log space, and inside a bounded quantity's range.
@@ -48,9 +65,10 @@ def check_initial(spec) -> None:
     Raises:
         SceneFileError: naming the file, the section and the key of the first bad value.
     """
-    for section in ("initial", "material"):
-        for key, value in spec.values[section].items():
-            if value is not None and (section == "initial" or key in MATERIAL_QUANTITIES):
+    for section, values in (("initial", read_initial(spec)),
+                            ("material", read_material(spec).quantities)):
+        for key, value in values.items():
+            if value is not None:
                 check_quantity_value(f"{spec.path}: [{section}]", key, value)
 
 
@@ -66,9 +84,7 @@ def initial_theta(spec, exp: Experiment) -> dict:
         camera pose when it is free).
     """
     theta = dict(exp.theta)
-    for key, value in spec.values["initial"].items():
-        if value is None:
-            continue
+    for key, value in read_initial(spec).items():
         name = canonical(key)
         value = scene_value(spec, "initial", key, value, exp.topology, exp.state0)
         if QUANTITIES[name].file_type == "float|float[]" and name in theta:  # per link: [k] -> [p, k]
@@ -128,8 +144,9 @@ def material_quantities(spec, topology, params, state0):
     """
     from gradsim_jax.sysid.quantities import scene_context
 
+    values = read_material(spec).quantities
     for key, name in MATERIAL_QUANTITIES.items():
-        value = spec.values["material"][key]
+        value = values[key]
         if value is None:
             continue
         value = scene_value(spec, "material", key, value, topology, state0)

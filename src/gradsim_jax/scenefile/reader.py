@@ -1,7 +1,30 @@
 """Reading a scene file: TOML parsed and checked against `SCHEMA` (unknown section or key, wrong type, missing
 required key: `SceneFileError` naming the file and the key), defaults filled in, renamed keys read with a
-DeprecationWarning; the result is a `SceneSpec`, plain data. `load_scene` also checks [fit], the quantity
-values and every number before anything is built."""
+DeprecationWarning; the result is a `SceneSpec`, plain data: one typed, frozen record per section
+(`scenefile.sections`, generated from SCHEMA). `load_scene` also checks [fit], the quantity values and every
+number before anything is built.
+
+Each section is read by one function of one module (`SECTION_READERS`), which turns it into what the rest of
+the package uses; other modules take that function's result, never the section (tests/cli/
+test_cli_scenefile_readers.py checks it with `ast`):
+
+    [scene]        `world.read_scene` -> SceneOptions (the cloth's layout, the ground and contacts)
+    [material]     `world.read_material` -> MaterialOptions (the cloth's material, gravity, registry values)
+    [push]         `build.read_push` -> PushOptions
+    [[body]]       `bodies.read_bodies` -> RigidBodies (their Scene and colours)
+    [[soft_body]]  `bodies.read_soft_bodies` -> one Scene piece per table
+    [[body_push]]  `bodies.add_body_pushes` -> the Scene with the pushes
+    [pendulum]     `ode.read_ode_body` -> OdeBody (with [[ball]]: one ODE body per file)
+    [[ball]]       `ode.read_ode_body` -> OdeBody
+    [[collider]]   `colliders.read_colliders` (and `collider_face_colors`, which still read spec.values)
+    [smoke]        `smoke.read_smoke` -> SmokeParts (the grid, its look, its substeps)
+    [camera]       `camera.read_camera_keys` -> (CameraIntrinsics, CameraPlacement)
+    [render]       `render.read_render` -> RenderOptions
+    [simulation]   `build.read_simulation` -> SimulationOptions
+    [target]       `target.read_target` -> TargetFiles
+    [fit]          `fit.read_fit_settings` -> FitSettings (the FitConfig, the edge settings given)
+    [initial]      `quantities.read_initial` -> {key: value} of the keys given
+"""
 
 from __future__ import annotations
 
@@ -16,6 +39,19 @@ from typing import Optional
 import numpy as np
 
 from gradsim_jax.scenefile.schema import ARRAY_SECTIONS, RENAMED, REQUIRED_SECTIONS, SCHEMA, SceneFileError
+from gradsim_jax.scenefile.sections import SceneSections, read_sections, section_values
+from gradsim_jax.scenefile.target import read_target
+from gradsim_jax.scenefile.world import read_scene
+
+
+#: {section: "module.function"} of the one function (in `gradsim_jax.scenefile`) that reads each section.
+SECTION_READERS = {"scene": "world.read_scene", "material": "world.read_material", "push": "build.read_push",
+                   "body": "bodies.read_bodies", "soft_body": "bodies.read_soft_bodies",
+                   "body_push": "bodies.add_body_pushes", "pendulum": "ode.read_ode_body", "ball": "ode.read_ode_body",
+                   "collider": "colliders.read_colliders", "smoke": "smoke.read_smoke",
+                   "camera": "camera.read_camera_keys", "render": "render.read_render",
+                   "simulation": "build.read_simulation", "target": "target.read_target",
+                   "fit": "fit.read_fit_settings", "initial": "quantities.read_initial"}
 
 
 def _check_type(path, section, key, value, ftype):
@@ -154,11 +190,12 @@ def check_numbers(spec) -> None:
         SceneFileError: naming the file, the section and the key of the first bad number.
     """
     limit = float(np.finfo(np.float32).max)
+    values = section_values(spec.sections)
     for section, fields in SCHEMA.items():
         if section in ARRAY_SECTIONS:
-            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(spec.values[section])]
+            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(values[section])]
         else:
-            tables = [(f"[{section}]", spec.values[section])]
+            tables = [(f"[{section}]", values[section])]
         for label, table in tables:
             for key, f in fields.items():
                 value = table[key]
@@ -168,21 +205,23 @@ def check_numbers(spec) -> None:
                 if not np.all(np.abs(flat) <= limit):  # NaN fails too
                     raise SceneFileError(f"{spec.path}: {label} {key} must be finite (at most {limit:.3g} "
                                          f"in magnitude), got {value!r}")
-    tolerance = spec.values["target"]["tolerance"]
-    if not tolerance > 0:
-        raise SceneFileError(f"{spec.path}: [target] tolerance must be positive (a distance in RGB), got "
-                             f"{tolerance}")
+    read_target(spec)  # tolerance positive
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SceneSpec:
-    """A validated scene file as plain data: `values` ({section: {key: value}}, defaults filled in; array
-    sections are lists of tables) and `path` (relative paths in it are relative to its folder). Nothing is
-    built here; the methods below call the section readers (`scenefile.fit`, `camera`, `quantities`,
-    `render`) and the builder (`scenefile.build`)."""
+    """A validated scene file as plain data: `sections` (`SceneSections`: one typed record per section,
+    defaults filled in; array sections are tuples of tables) and `path` (relative paths in it are relative to
+    its folder). Nothing is built here; the methods below call the section readers (`scenefile.fit`,
+    `camera`, `quantities`, `render`) and the builder (`scenefile.build`)."""
 
     path: Path
-    values: dict
+    sections: SceneSections
+
+    @property
+    def values(self) -> dict:
+        """{section: {key: value}} (array sections: lists of tables), a copy made from `sections`."""
+        return section_values(self.sections)
 
     def resolve(self, relative: str) -> Path:
         """A path named in the file, as a Path one can open.
@@ -200,7 +239,7 @@ class SceneSpec:
     def content_sha256(self) -> str:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
         (a fit records those apart: the target's frames, its settings and its initial guess)."""
-        scene = {k: v for k, v in self.values.items() if k not in ("target", "fit", "initial")}
+        scene = {k: v for k, v in section_values(self.sections).items() if k not in ("target", "fit", "initial")}
         return hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -296,10 +335,11 @@ def load_scene(path) -> SceneSpec:
     Raises:
         SceneFileError: naming the file and the key, on any problem.
     """
-    spec = SceneSpec(path=Path(path), values=read_scene_file(path))
+    spec = SceneSpec(path=Path(path), sections=read_sections(read_scene_file(path)))
     spec.fit_config  # validates [fit] now rather than after the target is loaded
     spec.check_initial()
     spec.check_numbers()  # after the checks above, whose messages say more about their keys
-    if spec.values["scene"]["mesh"] is not None and not spec.resolve(spec.values["scene"]["mesh"]).is_file():
-        raise SceneFileError(f"{path}: [scene] mesh file not found: {spec.resolve(spec.values['scene']['mesh'])}")
+    mesh = read_scene(spec).cloth.mesh_path
+    if mesh is not None and not mesh.is_file():
+        raise SceneFileError(f"{path}: [scene] mesh file not found: {mesh}")
     return spec

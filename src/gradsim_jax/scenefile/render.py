@@ -1,7 +1,10 @@
-"""[render]: the picture behind the scene (`read_background_image`) and the look of the faces (colours,
-lights, render settings)."""
+"""[render]: read once (`read_render` -> `RenderOptions`: size, background, colours, lights, render settings), then
+the picture behind the scene (`read_background_image`) and the look of the faces (`read_look`)."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +16,53 @@ from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderOptions:
+    """[render] read: what the camera, the target's loading, the background and the look use.
+
+    Attributes:
+        height: render height, pixels (the target is resized to it).
+        width: render width, pixels.
+        background: [3] RGB in [0, 1] behind the scene.
+        background_image: the picture behind the scene as written (a path relative to the scene file, or
+            "median" of the target's frames), or None.
+        color: [3] uniform RGB in [0, 1] of the cloth and the soft bodies, or None for a checkerboard.
+        lights: the `Lights` (ambient, directional, direction towards the light).
+        tile_capacity: faces kept per 8x8 tile, or None for every face.
+        pixel_capacity: faces kept per pixel, or None for every face.
+        coverage: the edge model ("box", "softras" or "dibr"; checked by `read_look`).
+    """
+
+    height: int
+    width: int
+    background: list
+    background_image: Optional[str]
+    color: Optional[list]
+    lights: Lights
+    tile_capacity: Optional[int]
+    pixel_capacity: Optional[int]
+    coverage: str
+
+
+def read_render(spec) -> RenderOptions:
+    """[render] as `RenderOptions` (the one reader of the section; its values are checked where they are used:
+    the size by `camera.read_camera`, the capacities and coverage by `read_look`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `RenderOptions`.
+    """
+    ren = spec.sections.render
+    lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32),
+                    directional=jnp.asarray(ren.directional, jnp.float32),
+                    direction=jnp.asarray(ren.light_direction, jnp.float32))
+    return RenderOptions(height=ren.height, width=ren.width, background=ren.background,
+                         background_image=ren.background_image, color=ren.color, lights=lights,
+                         tile_capacity=ren.tile_capacity, pixel_capacity=ren.pixel_capacity, coverage=ren.coverage)
 
 
 def read_background_image(spec, target_frames=None, undistort=None):
@@ -34,7 +84,8 @@ def read_background_image(spec, target_frames=None, undistort=None):
     """
     from gradsim_jax.render.video import load_target
 
-    name, ren = spec.values["render"]["background_image"], spec.values["render"]
+    ren = read_render(spec)
+    name = ren.background_image
     if name is None:
         return None
     if name == "median":
@@ -45,13 +96,13 @@ def read_background_image(spec, target_frames=None, undistort=None):
     if not picture.is_file():
         raise SceneFileError(f"{spec.path}: [render] background_image not found: {picture}")
     try:
-        frames = load_target(picture, (ren["height"], ren["width"]), undistort=undistort).frames
+        frames = load_target(picture, (ren.height, ren.width), undistort=undistort).frames
     except ValueError as e:
         raise SceneFileError(f"{spec.path}: [render] background_image: {e}") from None
     return frames[0, ..., :3]
 
 
-def read_look(spec, topology, params, state0):
+def read_look(spec, topology, params, state0, body_colors, ode):
     """[render] (and [[body]] color) for a built scene: (faces [F, 3], FaceColors, Lights, RenderSettings).
     Faces are `scene_faces`' (the cloth's, the soft bodies' surfaces, then the bodies'); their colours
     [render] color, else a checkerboard, with each [[body]] color over its body's faces; the colliders' their
@@ -62,6 +113,8 @@ def read_look(spec, topology, params, state0):
         topology: the built scene's `Topology`.
         params: the built scene's `Params` (for the checkerboard's vertices).
         state0: the built scene's initial `State` (for the checkerboard's vertices).
+        body_colors: one entry per [[body]]: [3] RGB in [0, 1], or None (`bodies.RigidBodies.colors`).
+        ode: the file's `ode.OdeBody` (the colours of its bobs or balls).
 
     Returns:
         (faces [F, 3] int vertex indices, `FaceColors` RGB [F, 3] in [0, 1], `Lights`, `RenderSettings`).
@@ -69,32 +122,31 @@ def read_look(spec, topology, params, state0):
     Raises:
         SceneFileError: for a bad [render] tile_capacity, pixel_capacity or coverage.
     """
-    v, path, ren = spec.values, spec.path, spec.values["render"]
-    for key, what in (("tile_capacity", "faces kept per 8x8 tile"), ("pixel_capacity", "faces kept per pixel")):
-        if ren[key] is not None and ren[key] < 1:
-            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {ren[key]}; leave "
+    path, ren = spec.path, read_render(spec)
+    for key, value, what in (("tile_capacity", ren.tile_capacity, "faces kept per 8x8 tile"),
+                             ("pixel_capacity", ren.pixel_capacity, "faces kept per pixel")):
+        if value is not None and value < 1:
+            raise SceneFileError(f"{path}: [render] {key} must be at least 1 ({what}), got {value}; leave "
                                  "it out to keep every face")
-    if ren["coverage"] not in COVERAGE_MODELS:
-        raise SceneFileError(f'{path}: [render] coverage must be "box", "softras" or "dibr", got {ren["coverage"]!r}')
+    if ren.coverage not in COVERAGE_MODELS:
+        raise SceneFileError(f'{path}: [render] coverage must be "box", "softras" or "dibr", got {ren.coverage!r}')
     faces = jnp.asarray(scene_faces(topology))
-    if ren["color"] is not None:
-        rgb = np.broadcast_to(np.asarray(ren["color"], np.float32), (faces.shape[0], 3)).copy()
+    if ren.color is not None:
+        rgb = np.broadcast_to(np.asarray(ren.color, np.float32), (faces.shape[0], 3)).copy()
     else:
         rgb = np.asarray(checker_colors(faces, scene_vertices(topology, params, state0)), np.float32).copy()
     # Body faces follow the cloth's and the soft bodies' surfaces in `scene_faces`, body by body.
     body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
     first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
         np.asarray(topology.fem.surface).reshape(-1, 3))
-    for i, b in enumerate(v["body"]):
-        if b["color"] is not None:
-            rgb[first + np.flatnonzero(body_of_face == i)] = b["color"]
-    ode_face_colors(spec, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
+    for i, color in enumerate(body_colors):
+        if color is not None:
+            rgb[first + np.flatnonzero(body_of_face == i)] = color
+    ode_face_colors(ode, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
     colors = FaceColors(jnp.asarray(rgb))
-    lights = Lights(ambient=jnp.asarray(ren["ambient"], jnp.float32),
-                    directional=jnp.asarray(ren["directional"], jnp.float32),
-                    direction=jnp.asarray(ren["light_direction"], jnp.float32))
+    lights = ren.lights
     num_faces = int(faces.shape[0])
-    tile_capacity = ren["tile_capacity"] if ren["tile_capacity"] is not None else max(num_faces, 1)
-    pixel_capacity = ren["pixel_capacity"] if ren["pixel_capacity"] is not None else max(num_faces, 1)
-    settings = RenderSettings(tile_capacity=tile_capacity, pixel_capacity=pixel_capacity, coverage=ren["coverage"])
+    tile_capacity = ren.tile_capacity if ren.tile_capacity is not None else max(num_faces, 1)
+    pixel_capacity = ren.pixel_capacity if ren.pixel_capacity is not None else max(num_faces, 1)
+    settings = RenderSettings(tile_capacity=tile_capacity, pixel_capacity=pixel_capacity, coverage=ren.coverage)
     return faces, colors, lights, settings

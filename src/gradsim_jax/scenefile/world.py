@@ -1,0 +1,166 @@
+"""[scene] and [material], each read once: [scene] into the cloth's layout and the ground and contact settings of
+every component (`read_scene` -> `SceneOptions`), [material] into the cloth's material, the world's contact and
+gravity, and the registry quantities it sets (`read_material` -> `MaterialOptions`). The cloth reader
+(`scenefile.cloth`), the builder (`scenefile.build`), the quantities (`scenefile.quantities`) and `load_scene`
+take these records."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Optional
+
+from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES
+
+
+@dataclasses.dataclass(frozen=True)
+class ClothLayout:
+    """The cloth of [scene] (a grid or a mesh; neither: no cloth).
+
+    Attributes:
+        grid: [dim_x, dim_y] cells of a cloth grid, or None.
+        cell: [x, y] grid cell size, m.
+        mesh: the triangle mesh (.obj) as written, or None.
+        mesh_path: `mesh` resolved against the scene file's folder, or None.
+        scale: scale applied to the mesh's vertices.
+        pos: [3] translation of the cloth, m.
+        rot: [4] rotation of the cloth, quaternion (w, x, y, z).
+        pinned: indices of pinned vertices.
+        fix: grid sides to pin (left, right, top, bottom).
+        velocity: [3] initial velocity of every particle, m/s.
+    """
+
+    grid: Optional[list]
+    cell: list
+    mesh: Optional[str]
+    mesh_path: Optional[Path]
+    scale: float
+    pos: list
+    rot: list
+    pinned: list
+    fix: list
+    velocity: list
+
+
+@dataclasses.dataclass(frozen=True)
+class GroundOptions:
+    """The ground and the contacts of [scene], for every component.
+
+    Attributes:
+        ground: collide with the ground plane, or None for the default (true with [[body]] tables).
+        ground_height: height of the ground plane, m.
+        rigid_contact: "penalty", "impulse" or "none" for the rigid bodies' ground contact, or None (default).
+        body_contact: the rigid bodies collide with each other, or None (default).
+        particle_body_contact: the particles and the rigid bodies meet, or None (default).
+        contact_smoothing: smooth onset of every penalty contact, m (0: none).
+        particle_radius: contact radius of each particle, m.
+    """
+
+    ground: Optional[bool]
+    ground_height: float
+    rigid_contact: Optional[str]
+    body_contact: Optional[bool]
+    particle_body_contact: Optional[bool]
+    contact_smoothing: float
+    particle_radius: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SceneOptions:
+    """[scene] read.
+
+    Attributes:
+        cloth: the `ClothLayout`.
+        ground: the `GroundOptions`.
+    """
+
+    cloth: ClothLayout
+    ground: GroundOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class ClothMaterial:
+    """The cloth's material of [material].
+
+    Attributes:
+        mass: mass per particle, kg.
+        tri_ke: membrane stretch stiffness k_mu.
+        tri_ka: membrane area stiffness k_lambda.
+        tri_kd: membrane damping.
+        tri_drag: aerodynamic drag coefficient.
+        tri_lift: aerodynamic lift coefficient.
+        bend_ke: bending stiffness (0: no bending elements).
+        bend_kd: bending damping.
+    """
+
+    mass: float
+    tri_ke: float
+    tri_ka: float
+    tri_kd: float
+    tri_drag: float
+    tri_lift: float
+    bend_ke: float
+    bend_kd: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MaterialOptions:
+    """[material] read.
+
+    Attributes:
+        cloth: the `ClothMaterial`.
+        gravity: [3] gravity, m/s^2.
+        contact_mu: ground friction coefficient of the particles.
+        contact_ke: ground contact stiffness of the particles.
+        contact_kd: ground contact damping of the particles.
+        contact_kf: ground friction stiffness of the particles.
+        aerodynamics: force the drag/lift term on.
+        quantities: {key: value or None} for every key of `MATERIAL_QUANTITIES` (registry quantities set over
+            the built scene), in the schema's order.
+    """
+
+    cloth: ClothMaterial
+    gravity: list
+    contact_mu: float
+    contact_ke: float
+    contact_kd: float
+    contact_kf: float
+    aerodynamics: bool
+    quantities: dict
+
+
+def read_scene(spec) -> SceneOptions:
+    """[scene] as `SceneOptions` (the one reader of the section; values are checked where they are built).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); the mesh's path is relative to its folder.
+
+    Returns:
+        The `SceneOptions`.
+    """
+    sc = spec.sections.scene
+    cloth = ClothLayout(grid=sc.grid, cell=sc.cell, mesh=sc.mesh,
+                        mesh_path=None if sc.mesh is None else spec.resolve(sc.mesh), scale=sc.scale, pos=sc.pos,
+                        rot=sc.rot, pinned=sc.pinned, fix=sc.fix, velocity=sc.velocity)
+    ground = GroundOptions(ground=sc.ground, ground_height=sc.ground_height, rigid_contact=sc.rigid_contact,
+                           body_contact=sc.body_contact, particle_body_contact=sc.particle_body_contact,
+                           contact_smoothing=sc.contact_smoothing, particle_radius=sc.particle_radius)
+    return SceneOptions(cloth=cloth, ground=ground)
+
+
+def read_material(spec) -> MaterialOptions:
+    """[material] as `MaterialOptions` (the one reader of the section; values are checked where they are used).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        The `MaterialOptions`.
+    """
+    mat = spec.sections.material
+    cloth = ClothMaterial(mass=mat.mass, tri_ke=mat.tri_ke, tri_ka=mat.tri_ka, tri_kd=mat.tri_kd,
+                          tri_drag=mat.tri_drag, tri_lift=mat.tri_lift, bend_ke=mat.bend_ke, bend_kd=mat.bend_kd)
+    values = dataclasses.asdict(mat)
+    return MaterialOptions(cloth=cloth, gravity=mat.gravity, contact_mu=mat.contact_mu, contact_ke=mat.contact_ke,
+                           contact_kd=mat.contact_kd, contact_kf=mat.contact_kf, aerodynamics=mat.aerodynamics,
+                           quantities={key: values[key] for key in MATERIAL_QUANTITIES})
