@@ -17,12 +17,11 @@ from gradsim_jax.scenefile.sections import SECTION_TYPES, BodyTable, RenderSecti
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gradsim_jax"
 
-#: Sections left out of the check, and why.
-EXEMPT = {"collider": "scenefile/colliders.py is being turned into records by another change of issue 53; it "
-                      "still reads spec.values['collider'] in read_colliders and collider_face_colors"}
+#: Sections left out of the check, and why (none).
+EXEMPT: dict[str, str] = {}
 
-#: Modules allowed to read `spec.values[...]`, and why.
-VALUES_READERS = {"scenefile/colliders.py": EXEMPT["collider"]}
+#: Modules allowed to read `spec.values[...]`, and why (none).
+VALUES_READERS: dict[str, str] = {}
 
 
 def section_reads() -> dict[str, set[str]]:

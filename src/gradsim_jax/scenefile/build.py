@@ -124,7 +124,8 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             "ground = false with \"none\"")
     pieces = ([read_cloth(spec)] if cloth else []) + soft_bodies
     pieces += [bodies.scene] if bodies is not None else []
-    pieces += read_colliders(spec)
+    colliders = read_colliders(spec)
+    pieces += colliders.pieces
     pieces += [p for p in (ode.piece, smoke and smoke.piece) if p is not None]
     scene = combine(*pieces)  # particles: the cloth's, then each soft body's; bodies; colliders; ODE body; smoke
     scene = add_body_pushes(spec, scene)
@@ -151,7 +152,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
         force[idx] = push.force
         theta["push"] = jnp.asarray(force)
     return finish(spec, topology, params, state0, theta, frames, native_size, background_image,
-                  bodies.colors if bodies is not None else (), ode, smoke)
+                  bodies.colors if bodies is not None else (), colliders.colors, ode, smoke)
 
 
 def check_free(spec, topology, params) -> None:
@@ -178,8 +179,8 @@ def check_free(spec, topology, params) -> None:
                                      f"but the [[body]] tables give {values.tolist()}; make them equal")
 
 
-def finish(spec, topology, params, state0, theta, frames, native_size, background_image, body_colors, ode,
-           smoke) -> Experiment:
+def finish(spec, topology, params, state0, theta, frames, native_size, background_image, body_colors,
+           collider_colors, ode, smoke) -> Experiment:
     """The Experiment of a built scene: time grid, camera, colours and render settings.
 
     Args:
@@ -192,6 +193,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
         native_size: (height, width) pixels of the target's frames, or None (`read_camera`).
         background_image: [H, W, 3] float RGB in [0, 1] behind the scene, or None for [render] background.
         body_colors: one entry per [[body]]: [3] RGB in [0, 1], or None (`bodies.RigidBodies.colors`).
+        collider_colors: one entry per [[collider]]: [3] RGB in [0, 1], or None (`colliders.Colliders.colors`).
         ode: the file's `ode.OdeBody`.
         smoke: the file's `smoke.SmokeParts`, or None.
 
@@ -227,7 +229,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
         raise SceneFileError(
             f"{path}: [push] frames = {push_frames} ({push_frames / fps:.3g} s) is longer than the simulation: "
             f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
-    faces, colors, lights, settings = read_look(spec, topology, params, state0, body_colors, ode)
+    faces, colors, lights, settings = read_look(spec, topology, params, state0, body_colors, collider_colors, ode)
     camera = spec.camera(native_size)
     look, smoke_substeps = (smoke.look, smoke.substeps) if smoke is not None else (None, 1)
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import NamedTuple
+
 import numpy as np
 
 from gradsim_jax.geometry.colliders import collider
@@ -15,17 +18,28 @@ SIZE_KEYS = {"plane": (), "sphere": ("radius",), "box": ("half_extents",), "caps
              "mesh": ("mesh",)}
 
 
-def read_colliders(spec) -> list:
-    """One `Scene` piece per [[collider]] table (SceneFileError naming the table and key when it is wrong).
+class Colliders(NamedTuple):
+    """What [[collider]] gives: the colliders as `Scene` pieces, and their colours."""
+
+    #: One `Scene` piece per [[collider]] table, each holding one `geometry.colliders.Collider`, in file order.
+    pieces: list
+    #: One entry per collider: [3] RGB in [0, 1], or None (grey).
+    colors: tuple
+
+
+def read_colliders(spec) -> Colliders:
+    """The colliders of the [[collider]] tables (the one reader of the section; SceneFileError naming the table
+    and key when one is wrong).
 
     Args:
         spec: the parsed scene file (its "collider" tables, its path to resolve mesh files against).
 
     Returns:
-        [`Scene` piece holding one `geometry.colliders.Collider`] in the tables' order.
+        `Colliders`: a `Scene` piece per table, in the tables' order, and each one's colour.
     """
     pieces = []
-    for i, t in enumerate(spec.values["collider"]):
+    tables = [dataclasses.asdict(t) for t in spec.sections.collider]
+    for i, t in enumerate(tables):
         where = f"{spec.path}: [[collider]] {i}"
         if t["shape"] not in COLLIDER_KINDS:
             raise SceneFileError(f"{where}: shape must be one of {', '.join(COLLIDER_KINDS)}, got {t['shape']!r}")
@@ -57,7 +71,7 @@ def read_colliders(spec) -> list:
         except ValueError as e:
             raise SceneFileError(f"{where}: {str(e).replace('colliders.', '').replace(' of collider 0', '')}") from None
         pieces.append(piece)
-    return pieces
+    return Colliders(pieces, tuple(t["color"] for t in tables))
 
 
 def _keyframes(where: str, t: dict):
@@ -76,11 +90,11 @@ def _keyframes(where: str, t: dict):
     return [(times[i], pos[3 * i:3 * i + 3]) + ((rot[4 * i:4 * i + 4],) if rot else ()) for i in range(len(times))]
 
 
-def collider_face_colors(spec, topology, rgb: np.ndarray, first: int) -> int:
+def collider_face_colors(colors, topology, rgb: np.ndarray, first: int) -> int:
     """Colour each collider's faces in rgb with its [[collider]] color (default grey 0.6).
 
     Args:
-        spec: the parsed scene file (its "collider" tables).
+        colors: one entry per collider, [3] RGB in [0, 1] or None (`Colliders.colors`).
         topology: the built scene's `Topology` (its colliders' meshes).
         rgb: [F, 3] the scene's face colours in [0, 1], written in place from `first` on.
         first: the index of the colliders' first face.
@@ -88,9 +102,9 @@ def collider_face_colors(spec, topology, rgb: np.ndarray, first: int) -> int:
     Returns:
         the index after the colliders' faces.
     """
-    for i, t in enumerate(spec.values["collider"]):
-        one = ColliderTopology((t["shape"],), (topology.colliders.meshes[i],))
+    for i, color in enumerate(colors):
+        one = ColliderTopology((topology.colliders.kinds[i],), (topology.colliders.meshes[i],))
         count = len(collider_faces(one))  # a plane has none
-        rgb[first:first + count] = t["color"] if t["color"] is not None else 0.6
+        rgb[first:first + count] = color if color is not None else 0.6
         first += count
     return first

@@ -16,7 +16,7 @@ test_cli_scenefile_readers.py checks it with `ast`):
     [[body_push]]  `bodies.add_body_pushes` -> the Scene with the pushes
     [pendulum]     `ode.read_ode_body` -> OdeBody (with [[ball]]: one ODE body per file)
     [[ball]]       `ode.read_ode_body` -> OdeBody
-    [[collider]]   `colliders.read_colliders` (and `collider_face_colors`, which still read spec.values)
+    [[collider]]   `colliders.read_colliders` (its colours go to `render.read_look` through `Colliders.colors`)
     [smoke]        `smoke.read_smoke` -> SmokeParts (the grid, its look, its substeps)
     [camera]       `camera.read_camera_keys` -> (CameraIntrinsics, CameraPlacement)
     [render]       `render.read_render` -> RenderOptions

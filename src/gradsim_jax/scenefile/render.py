@@ -102,7 +102,7 @@ def read_background_image(spec, target_frames=None, undistort=None):
     return frames[0, ..., :3]
 
 
-def read_look(spec, topology, params, state0, body_colors, ode):
+def read_look(spec, topology, params, state0, body_colors, collider_colors, ode):
     """[render] (and [[body]] color) for a built scene: (faces [F, 3], FaceColors, Lights, RenderSettings).
     Faces are `scene_faces`' (the cloth's, the soft bodies' surfaces, then the bodies'); their colours
     [render] color, else a checkerboard, with each [[body]] color over its body's faces; the colliders' their
@@ -114,6 +114,7 @@ def read_look(spec, topology, params, state0, body_colors, ode):
         params: the built scene's `Params` (for the checkerboard's vertices).
         state0: the built scene's initial `State` (for the checkerboard's vertices).
         body_colors: one entry per [[body]]: [3] RGB in [0, 1], or None (`bodies.RigidBodies.colors`).
+        collider_colors: one entry per [[collider]]: [3] RGB in [0, 1], or None (`colliders.Colliders.colors`).
         ode: the file's `ode.OdeBody` (the colours of its bobs or balls).
 
     Returns:
@@ -142,7 +143,7 @@ def read_look(spec, topology, params, state0, body_colors, ode):
     for i, color in enumerate(body_colors):
         if color is not None:
             rgb[first + np.flatnonzero(body_of_face == i)] = color
-    ode_face_colors(ode, topology, rgb, collider_face_colors(spec, topology, rgb, first + len(body_of_face)))
+    ode_face_colors(ode, topology, rgb, collider_face_colors(collider_colors, topology, rgb, first + len(body_of_face)))
     colors = FaceColors(jnp.asarray(rgb))
     lights = ren.lights
     num_faces = int(faces.shape[0])
