@@ -101,12 +101,12 @@ def film(scene_path, folder):
     """Simulate the scene at its [material] values, film it, write the three files; returns the noiseless
     frames [T, H, W, 3] and masks [T, H, W] in [0, 1]."""
     spec = load_scene(scene_path)
-    calibration = read_calibration(spec.resolve(spec.values["camera"]["calibration"]))
+    calibration = read_calibration(spec.resolve(spec.sections.camera.calibration))
     width, height = calibration.image_size
     exp = spec.experiment()
     positions, _ = sysid.simulate_video(exp, {})
     faces = np.asarray(exp.faces)
-    colors = np.tile(spec.values["render"]["color"], (len(faces), 1))
+    colors = np.tile(spec.sections.render.color, (len(faces), 1))
     rotation, tvec = rotation_from_rvec(calibration.rvec), calibration.tvec
     rays = undistorted_rays(calibration.fx, calibration.fy, calibration.cx, calibration.cy,
                             calibration.distortion, height, width)
