@@ -38,6 +38,7 @@ an experiment with rigid bodies (truncated backpropagation accepts it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Any, Callable, Optional
@@ -318,6 +319,134 @@ class WindowedFitResult:
 TIGHTENED = (0.1, 10.0)
 
 
+def _checked_continuity(exp: Experiment, windows: Windows, shooting: str, start_from: str, continuity,
+                        polish: int):
+    """The join weight (`continuity`, `TIGHTENED` or 1.0 when None), after checking the fit's options."""
+    _check_experiment(exp, windows, shooting)
+    if start_from not in START_FROM:
+        raise ValueError(f"start_from must be one of {START_FROM}, got {start_from!r}")
+    if continuity is None:
+        continuity = TIGHTENED if shooting == "multiple" else 1.0
+    _check_continuity(continuity)
+    if polish and shooting == "multiple" and windows.count > 1 and state_size(exp) > STATE_LIMIT:
+        raise ValueError(f"polish after multiple shooting solves for every window's start state: at most "
+                         f"{STATE_LIMIT} numbers per window (an ODE body's); this scene's have {state_size(exp)}")
+    return continuity
+
+
+@dataclasses.dataclass(frozen=True)
+class _Starts:
+    """How multiple shooting's window start states begin.
+
+    Attributes:
+      states: {start-state name: [windows - 1, ...] value} (empty for truncated backpropagation or one window).
+      transforms: {start-state name: its fit transform (`Scaled` by its join scale)}.
+      used: "given", "run" or "video"; None when there are no free start states.
+      start_fit: with "video", the start-pose fit's image losses and wall time (`WindowedFitResult.start_fit`).
+    """
+    states: dict
+    transforms: dict
+    used: Optional[str] = None
+    start_fit: Optional[dict] = None
+
+
+def _begin_starts(exp: Experiment, target: Array, theta0: dict, initial: dict, windows: Windows, free: tuple,
+                  scales: dict, *, shooting: str, start_from: str, kind: str, progress: bool,
+                  start_options: Optional[dict], state_learning_rate: Optional[float],
+                  learning_rate: float) -> _Starts:
+    """The window start states (given in `initial`, a run of theta0 or read off the video) and their transforms
+    (the join scales times the start states' learning rate relative to the quantities')."""
+    if not (shooting == "multiple" and windows.count > 1):
+        return _Starts({}, {})
+    names = start_names(exp)
+    given = {k: jnp.asarray(initial[k], exp.dtype) for k in names if k in initial}
+    ratio = (state_learning_rate or learning_rate) / learning_rate
+    start_fit = None
+    if len(given) == len(names):
+        used, states = "given", given
+    elif start_from == "run":
+        used, states = "run", window_states(exp, theta0, windows)
+    else:
+        used = "video"
+        began = time.perf_counter()
+        states = estimate_window_states(exp, target, theta0, windows, kind=kind, free=free,
+                                        progress=progress, **(start_options or {}))
+        start_fit = {**{k: v.tolist() for k, v in states.pop("_pose_fit").items()},
+                     "wall_time": time.perf_counter() - began}
+    transforms = {}
+    for part in state_parts(exp):
+        for name, scale in zip(PARTS[part], scales[part]):
+            transforms[name] = Scaled(scale * ratio)
+    return _Starts(states, transforms, used, start_fit)
+
+
+def _adam_fit(exp: Experiment, target: Array, theta0: dict, windows: Windows, free: tuple, starts: _Starts, *,
+              continuity, loss_of: dict, iterations: int, learning_rate: float, progress: bool,
+              callback: Optional[Callable], checkpoints: tuple, metadata: dict) -> FitResult:
+    """`fit` with Adam on the windowed loss; checkpoints: (checkpoint_dir, checkpoint_every, resume)."""
+
+    def loss_fn(theta, iteration):
+        theta, e, tgt = split_data(exp, theta)
+        return windowed_loss(e, tgt, windows, continuity=continuity, iterations=iterations, **loss_of)(theta,
+                                                                                                        iteration)
+
+    fit_callback = None
+    if callback is not None:
+        def fit_callback(it, params, loss, aux):
+            return callback(it, split_data(exp, params)[0], loss)
+
+    fields = free + start_names(exp) if starts.used is not None else free
+    transforms = {**dict(transforms_for(free)), **starts.transforms}
+    theta0, bounds = stable_bounds(exp, theta0, free)
+    checkpoint_dir, checkpoint_every, resume = checkpoints
+    return fit(loss_fn, with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
+               optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
+               steps=iterations, progress=progress, callback=fit_callback, uses_iteration=True,
+               checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
+               checks=traced_checks(exp), metadata=metadata)
+
+
+def _polished(exp: Experiment, target: Array, theta: dict, free: tuple, windows: Windows, scales: dict,
+              history: dict, *, polish: int, shooting: str, weight: float, kind: str, progress: bool) -> tuple:
+    """(theta, history) after `polish` Levenberg-Marquardt steps (none when polish is 0): multiple shooting's
+    on every unknown, else truncated backpropagation's on the quantities; history gains "polish"."""
+    theta, history = dict(theta), dict(history)
+    if polish and shooting == "multiple" and windows.count > 1:
+        polished, records = polish_multiple(exp, target, theta, free, windows, scales, weight=weight, steps=polish,
+                                            kind=kind, progress=progress)
+        theta.update({n: jnp.asarray(polished[n]) for n in free + start_names(exp)})
+    elif polish:
+        polished, records = polish_truncated(exp, target, theta, free, windows, steps=polish, kind=kind,
+                                             progress=progress)
+        theta.update({n: jnp.asarray(polished[n]) for n in free})
+    else:
+        return theta, history
+    history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
+    return theta, history
+
+
+def _final_terms(windows: Windows, loss_of: dict, e, th, tgt):
+    """`windowed_terms` of theta `th` on the target `tgt` (compiled by `_final_result`)."""
+    return windowed_terms(e, tgt, th, windows, **loss_of)
+
+
+def _final_result(exp: Experiment, target: Array, theta: dict, windows: Windows, loss_of: dict, weight: float,
+                  started: float, **fields) -> WindowedFitResult:
+    """The `WindowedFitResult` of the fitted theta (start states split off), its terms measured at the last join
+    weight `weight`, its wall time counted from `started` (`time.perf_counter()`); `fields`: the result's other
+    fields (history, shooting, fit, start_from, start_fit)."""
+    key = ("windowed_terms", windows, tuple(sorted(loss_of.items())), tuple(sorted(theta)))
+    terms = jax.device_get(compiled(exp, functools.partial(_final_terms, windows, loss_of), key)(theta, target))
+    theta = dict(theta)
+    starts = {k: np.asarray(theta.pop(k)) for k in start_names(exp) if k in theta}
+    loss = float(terms["image"] + weight * terms["continuity"])
+    return WindowedFitResult(
+        theta={k: np.asarray(v) for k, v in theta.items()}, starts=starts, loss=loss,
+        terms={"image": float(terms["image"]), "continuity": float(terms["continuity"]),
+               **{f"{k}_max": float(np.max(terms[k], initial=0.0)) for k in ("join_x", "join_v", "join_q", "join_qd")}},
+        windows=windows, wall_time=time.perf_counter() - started, **fields)
+
+
 def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window: int, overlap: Optional[int] = None,
                  shooting: str = "multiple", iterations: int = 100, learning_rate: float = 0.05,
                  state_learning_rate: Optional[float] = None, continuity=None, kind: str = "rgba",
@@ -361,94 +490,30 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     if overlap is None:
         overlap = window // 4 if shooting == "multiple" and isinstance(window, (int, np.integer)) else 0
     windows = Windows(exp.frames, window, overlap, frame_stride)
-    _check_experiment(exp, windows, shooting)
-    if start_from not in START_FROM:
-        raise ValueError(f"start_from must be one of {START_FROM}, got {start_from!r}")
-    if continuity is None:
-        continuity = TIGHTENED if shooting == "multiple" else 1.0
-    _check_continuity(continuity)
-    if polish and shooting == "multiple" and windows.count > 1 and state_size(exp) > STATE_LIMIT:
-        raise ValueError(f"polish after multiple shooting solves for every window's start state: at most "
-                         f"{STATE_LIMIT} numbers per window (an ODE body's); this scene's have {state_size(exp)}")
+    continuity = _checked_continuity(exp, windows, shooting, start_from, continuity, polish)
     scales = _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
     # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
     position_scale, velocity_scale = scales.get("x", (None, None))
     pose_scale, rate_scale = scales.get("q", (None, None))
     exp, theta0 = focused(exp, as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
                           [canonical(n) for n in free])
-    names = start_names(exp)
-    given = {k: jnp.asarray(initial[k], exp.dtype) for k in names if k in initial}
     target = jnp.asarray(target, theta0["push"].dtype)
-    transforms: dict = dict(transforms_for(free))
-    fields = free
-    used, start_fit = None, None
-    if shooting == "multiple" and windows.count > 1:
-        ratio = (state_learning_rate or learning_rate) / learning_rate
-        if len(given) == len(names):
-            used = "given"
-            theta0.update(given)
-        elif start_from == "run":
-            used = "run"
-            theta0.update(window_states(exp, theta0, windows))
-        else:
-            used = "video"
-            began = time.perf_counter()
-            estimate = estimate_window_states(exp, target, theta0, windows, kind=kind, free=free,
-                                              progress=progress, **(start_options or {}))
-            start_fit = {**{k: v.tolist() for k, v in estimate.pop("_pose_fit").items()},
-                         "wall_time": time.perf_counter() - began}
-            theta0.update(estimate)
-        for part in state_parts(exp):
-            for name, scale in zip(PARTS[part], scales[part]):
-                transforms[name] = Scaled(scale * ratio)
-        fields = free + names
+    starts = _begin_starts(exp, target, theta0, initial, windows, free, scales, shooting=shooting,
+                           start_from=start_from, kind=kind, progress=progress, start_options=start_options,
+                           state_learning_rate=state_learning_rate, learning_rate=learning_rate)
+    theta0.update(starts.states)
     first, last = _check_continuity(continuity)
     loss_of = dict(shooting=shooting, kind=kind, position_scale=position_scale, velocity_scale=velocity_scale,
                    pose_scale=pose_scale, rate_scale=rate_scale)
-
-    def loss_fn(theta, iteration):
-        theta, e, tgt = split_data(exp, theta)
-        return windowed_loss(e, tgt, windows, continuity=continuity, iterations=iterations, **loss_of)(theta,
-                                                                                                        iteration)
-
-    fit_callback = None
-    if callback is not None:
-        def fit_callback(it, params, loss, aux):
-            return callback(it, split_data(exp, params)[0], loss)
-
-    theta0, bounds = stable_bounds(exp, theta0, free)
-    result = fit(loss_fn, with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
-                 optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
-                 steps=iterations, progress=progress, callback=fit_callback, uses_iteration=True,
-                 checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                 checks=traced_checks(exp),
-                 metadata={"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride,
-                                        "continuity": [first, last], "start_from": used,
-                                        **{k: v for k, v in loss_of.items() if v is not None}},
-                           "free": list(free), "iterations": iterations, "learning_rate": learning_rate})
-    theta = split_data(exp, result.params)[0]
-    history = dict(result.history)
-    if polish and shooting == "multiple" and windows.count > 1:
-        polished, records = polish_multiple(exp, target, theta, free, windows, scales, weight=last, steps=polish,
-                                            kind=kind, progress=progress)
-        theta.update({n: jnp.asarray(polished[n]) for n in free + names})
-        history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
-    elif polish:
-        polished, records = polish_truncated(exp, target, theta, free, windows, steps=polish, kind=kind,
-                                             progress=progress)
-        theta.update({n: jnp.asarray(polished[n]) for n in free})
-        history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
-
-    def final_terms(e, th, tgt):
-        return windowed_terms(e, tgt, th, windows, **loss_of)
-
-    key = ("windowed_terms", windows, tuple(sorted(loss_of.items())), tuple(sorted(theta)))
-    terms = jax.device_get(compiled(exp, final_terms, key)(theta, target))
-    starts = {k: np.asarray(theta.pop(k)) for k in names if k in theta}
-    loss = float(terms["image"] + last * terms["continuity"])
-    return WindowedFitResult(
-        theta={k: np.asarray(v) for k, v in theta.items()}, starts=starts, loss=loss,
-        terms={"image": float(terms["image"]), "continuity": float(terms["continuity"]),
-               **{f"{k}_max": float(np.max(terms[k], initial=0.0)) for k in ("join_x", "join_v", "join_q", "join_qd")}},
-        history=history, windows=windows, shooting=shooting, wall_time=time.perf_counter() - started,
-        fit=result, start_from=used, start_fit=start_fit)
+    metadata = {"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride,
+                             "continuity": [first, last], "start_from": starts.used,
+                             **{k: v for k, v in loss_of.items() if v is not None}},
+                "free": list(free), "iterations": iterations, "learning_rate": learning_rate}
+    result = _adam_fit(exp, target, theta0, windows, free, starts, continuity=continuity, loss_of=loss_of,
+                       iterations=iterations, learning_rate=learning_rate, progress=progress, callback=callback,
+                       checkpoints=(checkpoint_dir, checkpoint_every, resume), metadata=metadata)
+    theta, history = _polished(exp, target, split_data(exp, result.params)[0], free, windows, scales,
+                               dict(result.history), polish=polish, shooting=shooting, weight=last, kind=kind,
+                               progress=progress)
+    return _final_result(exp, target, theta, windows, loss_of, last, started, history=history, shooting=shooting,
+                         fit=result, start_from=starts.used, start_fit=starts.start_fit)
