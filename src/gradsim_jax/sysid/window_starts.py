@@ -33,8 +33,9 @@ START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.flatten_util
@@ -270,6 +271,155 @@ def join_gap(end, start, period):
     return gap - period * (gap / (period + (period == 0))).round()
 
 
+@dataclasses.dataclass(frozen=True)
+class _PoseFit:
+    """What every frame's pose fit shares (`_pose_fit`; built inside the compiled function, so arrays may be
+    traced).
+
+    Attributes:
+      exp: the experiment.
+      theta: quantities.
+      base: the state whose pose is replaced (the window's start in the prediction).
+      scales: {part: scale} of one pose unit (`default_pose_scales`).
+      kind: the image loss.
+      steps: Levenberg-Marquardt trial steps or Adam iterations per fit.
+      learning_rate: Adam's step size in units of the scales.
+      prior: weight of the pull towards the prediction.
+      free: quantities fitted with each pose, in units of QUANTITY_SCALE of their fit transforms.
+      period: the ODE pose coordinates' period when they are searched over whole turns, else None.
+      tf: {name: fit transform} of the free quantities.
+      keep: [n] bool, the particles a pose fit may move (None without particles).
+      size: unknowns per frame.
+    """
+    exp: Experiment
+    theta: dict
+    base: State
+    scales: dict
+    kind: str
+    steps: int
+    learning_rate: float
+    prior: float
+    free: tuple
+    period: Any
+    tf: dict
+    keep: Any
+    size: int
+
+
+def _pose_image(f: _PoseFit, pose: dict, dense: bool = False):
+    """[1, H, W, 4] the frame of pose {part: value, "_" + quantity: offset in QUANTITY_SCALE units}."""
+    theta, free, tf = f.theta, f.free, f.tf
+    th = {**theta, **{n: tf[n].inverse(tf[n].forward(theta[n]) + QUANTITY_SCALE * pose["_" + n]) for n in free}}
+    params, _ = assemble(f.exp, th)
+    zero = {k: jnp.zeros_like(v) for k, v in pose.items() if k in PARTS}
+    vertices = scene_vertices(f.exp.topology, params, with_pose_rate(f.exp, f.base, {k: pose[k] for k in zero}, zero))
+    return frames_for(f.exp, vertices[None], th, dense=dense)
+
+
+def _searched(f: _PoseFit, pred: dict, tgt):
+    """pred with its ODE pose the best of the search around it (coarse grid, then fine), compared at a
+    reduced size (SEARCH_PIXELS)."""
+    exp, theta = f.exp, f.theta
+    q = pred["q"]
+    coarse, fine = search_offsets(int(np.size(q)), f.period)
+    camera = camera_for(exp, theta)
+    factor = max(1, min(camera.height, camera.width) // SEARCH_PIXELS)
+    h, w = camera.height // factor, camera.width // factor
+    small = with_image_size(camera, w, h) if factor > 1 else camera
+    pooled = tgt[:h * factor, :w * factor].reshape(h, factor, w, factor, tgt.shape[-1]).mean(axis=(1, 3))
+    blur = blur_for(theta)
+    params, _ = assemble(exp, theta)
+    zero = {k: jnp.zeros_like(v) for k, v in pred.items() if k in PARTS}
+
+    def loss_at(c):
+        state = with_pose_rate(exp, f.base, {**{k: pred[k] for k in zero}, "q": c}, zero)
+        frame = render_frames(exp, scene_vertices(exp.topology, params, state)[None], camera=small,
+                              blur=None if blur is None else blur / factor)
+        return image_loss(f.kind, frame, pooled[None])
+
+    def best(centre, offsets):
+        cands = centre[None] + jnp.asarray(offsets, q.dtype).reshape((-1,) + q.shape)
+        losses = jax.lax.map(loss_at, cands, batch_size=16)
+        return cands[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
+
+    return {**pred, "q": best(best(q, coarse), fine)}
+
+
+def _gauss_newton_pose(f: _PoseFit, pose_of: Callable, flat, tgt):
+    """The unknowns [size] after at most `f.steps` Levenberg-Marquardt trial steps from `flat` on the frame's
+    residuals (forward-mode Jacobian); `pose_of(u)`: the pose of unknowns u."""
+    kind, prior, size = f.kind, f.prior, f.size
+
+    def residual(u):
+        diff = residual_channels(kind, _pose_image(f, pose_of(u), dense=True)[0] - tgt)
+        return jnp.concatenate([jnp.ravel(diff) / np.sqrt(diff.size), np.sqrt(prior / size) * u])
+
+    def step(carry):
+        k, u, lam, cost, _ = carry
+        r, cols = forward_jacobian(residual, u)
+        jtj, jtr = cols @ cols.T, cols @ r
+        damped = jtj + lam * (jnp.diag(jnp.diag(jtj)) + 1e-12 * jnp.eye(u.size, dtype=u.dtype))
+        trial = u - jnp.linalg.solve(damped, jtr)
+        new = jnp.sum(jnp.square(residual(trial)))
+        better = new < cost
+        done = (better & (cost - new < 1e-4 * cost)) | (lam > 1e6)
+        return (k + 1, jnp.where(better, trial, u), jnp.where(better, lam * 0.3, lam * 10.0),
+                jnp.where(better, new, cost), done)
+
+    start = (0, flat, jnp.asarray(1e-3, flat.dtype), jnp.sum(jnp.square(residual(flat))), False)
+    return jax.lax.while_loop(lambda c: (c[0] < f.steps) & ~c[4], step, start)[1]
+
+
+def _adam_pose(f: _PoseFit, pose_of: Callable, flat, tgt):
+    """The unknowns [size] after `f.steps` Adam iterations (cosine-decayed `f.learning_rate`) from `flat`."""
+    optimizer = optax.adam(optax.cosine_decay_schedule(f.learning_rate, max(f.steps, 1), alpha=0.05))
+
+    def loss(u):
+        return image_loss(f.kind, _pose_image(f, pose_of(u)), tgt[None]) + f.prior * jnp.mean(jnp.square(u))
+
+    def step(carry, _):
+        u, state = carry
+        updates, state = optimizer.update(jax.grad(loss)(u), state, u)
+        return (optax.apply_updates(u, updates), state), None
+
+    (u, _), _ = jax.lax.scan(step, (flat, optimizer.init(flat)), None, length=f.steps)
+    return u
+
+
+def _fit_from(f: _PoseFit, pred: dict, tgt):
+    """(the pose fitted from pred (its free quantities too), its image loss)."""
+    unknowns = {**jax.tree.map(jnp.zeros_like, pred), **{"_" + n: jnp.zeros_like(f.theta[n]) for n in f.free}}
+    flat, unravel = jax.flatten_util.ravel_pytree(unknowns)
+
+    def pose_of(u):
+        u = unravel(u)
+        pose = {k: pred[k] + f.scales[k] * (jnp.where(f.keep, u[k], 0.0) if k == "x" else u[k]) for k in pred}
+        return {**pose, **{k: v for k, v in u.items() if k not in PARTS}}
+
+    if f.size <= GAUSS_NEWTON_LIMIT:
+        u = _gauss_newton_pose(f, pose_of, flat, tgt)
+    else:
+        u = _adam_pose(f, pose_of, flat, tgt)
+    fitted = pose_of(u)
+    return fitted, image_loss(f.kind, _pose_image(f, fitted), tgt[None])
+
+
+def _fit_one(f: _PoseFit, pred: dict, tgt):
+    """(fitted pose {part: value}, image loss at the prediction, at the fit) of one frame."""
+    fitted, loss = _fit_from(f, pred, tgt)
+    # Also from the search's best pose, kept when its fit's image loss is under SEARCH_WINS x the prediction's:
+    # a lost pose's fit ends orders of magnitude higher (a bob off its image: about 0.03 against 1e-4 to 3e-3 on
+    # the 600-frame double pendulum); one that is not lost ends about as low from either start, and then the
+    # prediction's is kept (on a 16 px pendulum the grid point's fit came out 14 % off in the length).
+    if f.period is not None:
+        other, other_loss = _fit_from(f, _searched(f, pred, tgt), tgt)
+        better = other_loss < SEARCH_WINS * loss
+        fitted = jax.tree.map(lambda a, b: jnp.where(better, b, a), fitted, other)
+        loss = jnp.minimum(loss, other_loss)
+    zero = {**{"_" + n: jnp.zeros_like(f.theta[n]) for n in f.free}, **pred}  # the prediction, quantities as given
+    return {k: fitted[k] for k in pred}, image_loss(f.kind, _pose_image(f, zero), tgt[None]), loss
+
+
 def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target: Array, scales: dict, kind: str,
               steps: int, learning_rate: float, prior: float, free: tuple = (), period=None):
     """Poses fitted to the frames target [m, H, W, 4], one per frame, each from its predicted pose ({part:
@@ -284,100 +434,8 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
     keep = movable(exp) if "x" in predicted else None
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
     size = sum(int(np.prod(np.shape(v)[1:])) for v in predicted.values()) + sum(int(np.size(theta[n])) for n in free)
-
-    def image(pose, dense=False):
-        th = {**theta, **{n: tf[n].inverse(tf[n].forward(theta[n]) + QUANTITY_SCALE * pose["_" + n]) for n in free}}
-        params, _ = assemble(exp, th)
-        zero = {k: jnp.zeros_like(v) for k, v in pose.items() if k in PARTS}
-        vertices = scene_vertices(exp.topology, params, with_pose_rate(exp, base, {k: pose[k] for k in zero}, zero))
-        return frames_for(exp, vertices[None], th, dense=dense)
-
-    def searched(pred, tgt):
-        """pred with its ODE pose the best of the search around it (coarse grid, then fine), compared at a
-        reduced size (SEARCH_PIXELS)."""
-        q = pred["q"]
-        coarse, fine = search_offsets(int(np.size(q)), period)
-        camera = camera_for(exp, theta)
-        f = max(1, min(camera.height, camera.width) // SEARCH_PIXELS)
-        h, w = camera.height // f, camera.width // f
-        small = with_image_size(camera, w, h) if f > 1 else camera
-        pooled = tgt[:h * f, :w * f].reshape(h, f, w, f, tgt.shape[-1]).mean(axis=(1, 3))
-        blur = blur_for(theta)
-        params, _ = assemble(exp, theta)
-        zero = {k: jnp.zeros_like(v) for k, v in pred.items() if k in PARTS}
-
-        def loss_at(c):
-            state = with_pose_rate(exp, base, {**{k: pred[k] for k in zero}, "q": c}, zero)
-            frame = render_frames(exp, scene_vertices(exp.topology, params, state)[None], camera=small,
-                                  blur=None if blur is None else blur / f)
-            return image_loss(kind, frame, pooled[None])
-
-        def best(centre, offsets):
-            cands = centre[None] + jnp.asarray(offsets, q.dtype).reshape((-1,) + q.shape)
-            losses = jax.lax.map(loss_at, cands, batch_size=16)
-            return cands[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
-
-        return {**pred, "q": best(best(q, coarse), fine)}
-
-    def fit_from(pred, tgt):
-        """(the pose fitted from pred (its free quantities too), its image loss)."""
-        unknowns = {**jax.tree.map(jnp.zeros_like, pred), **{"_" + n: jnp.zeros_like(theta[n]) for n in free}}
-        flat, unravel = jax.flatten_util.ravel_pytree(unknowns)
-
-        def pose_of(u):
-            u = unravel(u)
-            pose = {k: pred[k] + scales[k] * (jnp.where(keep, u[k], 0.0) if k == "x" else u[k]) for k in pred}
-            return {**pose, **{k: v for k, v in u.items() if k not in PARTS}}
-
-        if size <= GAUSS_NEWTON_LIMIT:
-            def residual(u):
-                diff = residual_channels(kind, image(pose_of(u), dense=True)[0] - tgt)
-                return jnp.concatenate([jnp.ravel(diff) / np.sqrt(diff.size), np.sqrt(prior / size) * u])
-
-            def step(carry):
-                k, u, lam, cost, _ = carry
-                r, cols = forward_jacobian(residual, u)
-                jtj, jtr = cols @ cols.T, cols @ r
-                damped = jtj + lam * (jnp.diag(jnp.diag(jtj)) + 1e-12 * jnp.eye(u.size, dtype=u.dtype))
-                trial = u - jnp.linalg.solve(damped, jtr)
-                new = jnp.sum(jnp.square(residual(trial)))
-                better = new < cost
-                done = (better & (cost - new < 1e-4 * cost)) | (lam > 1e6)
-                return (k + 1, jnp.where(better, trial, u), jnp.where(better, lam * 0.3, lam * 10.0),
-                        jnp.where(better, new, cost), done)
-
-            start = (0, flat, jnp.asarray(1e-3, flat.dtype), jnp.sum(jnp.square(residual(flat))), False)
-            u = jax.lax.while_loop(lambda c: (c[0] < steps) & ~c[4], step, start)[1]
-        else:
-            optimizer = optax.adam(optax.cosine_decay_schedule(learning_rate, max(steps, 1), alpha=0.05))
-
-            def loss(u):
-                return image_loss(kind, image(pose_of(u)), tgt[None]) + prior * jnp.mean(jnp.square(u))
-
-            def step(carry, _):
-                u, state = carry
-                updates, state = optimizer.update(jax.grad(loss)(u), state, u)
-                return (optax.apply_updates(u, updates), state), None
-
-            (u, _), _ = jax.lax.scan(step, (flat, optimizer.init(flat)), None, length=steps)
-        fitted = pose_of(u)
-        return fitted, image_loss(kind, image(fitted), tgt[None])
-
-    def one(pred, tgt):
-        fitted, loss = fit_from(pred, tgt)
-        # Also from the search's best pose, kept when its fit's image loss is under SEARCH_WINS x the prediction's:
-        # a lost pose's fit ends orders of magnitude higher (a bob off its image: about 0.03 against 1e-4 to 3e-3 on
-        # the 600-frame double pendulum); one that is not lost ends about as low from either start, and then the
-        # prediction's is kept (on a 16 px pendulum the grid point's fit came out 14 % off in the length).
-        if period is not None:
-            other, other_loss = fit_from(searched(pred, tgt), tgt)
-            better = other_loss < SEARCH_WINS * loss
-            fitted = jax.tree.map(lambda a, b: jnp.where(better, b, a), fitted, other)
-            loss = jnp.minimum(loss, other_loss)
-        zero = {**{"_" + n: jnp.zeros_like(theta[n]) for n in free}, **pred}  # the prediction, quantities as given
-        return {k: fitted[k] for k in pred}, image_loss(kind, image(zero), tgt[None]), loss
-
-    return jax.vmap(one)(predicted, target)
+    fit = _PoseFit(exp, theta, base, scales, kind, steps, learning_rate, prior, free, period, tf, keep, size)
+    return jax.vmap(functools.partial(_fit_one, fit))(predicted, target)
 
 
 def default_pose_scales(exp: Experiment) -> dict:
@@ -390,6 +448,99 @@ def default_pose_scales(exp: Experiment) -> dict:
     if has_ode(exp):
         scales["q"] = 0.01
     return scales
+
+
+def _checked_target(exp: Experiment, target: Array, windows: Windows, neighbours, steps):
+    """The target video as an array of the experiment's dtype, after checking the start reading's options."""
+    if not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
+        raise ValueError(f"neighbours must be an integer >= 1, got {neighbours!r}")
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if windows.frames != exp.frames:
+        raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
+    target = jnp.asarray(target, exp.dtype)
+    if target.shape[0] != exp.frames + 1:
+        raise ValueError(f"the target has {target.shape[0]} frames; the experiment needs {exp.frames + 1}")
+    return target
+
+
+def _predict_run(span: int, e: Experiment, th: dict, state: State, first):
+    """The run of `span` frames from `state` at frame `first` (compiled by `estimate_window_states`)."""
+    params, _ = assemble(e, th)
+    return run_from(e, params, state, first, span, push_of(e, th))
+
+
+def _fit_poses(options: tuple, e: Experiment, th: dict, predicted: dict, base: State, tgt):
+    """`_pose_fit` with options (scales, kind, steps, learning_rate, prior, free, period)."""
+    return _pose_fit(e, th, predicted, base, tgt, *options)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """What reading every window's start off the video shares (`estimate_window_states`).
+
+    Attributes:
+      exp: the experiment.
+      theta: quantities (the fit's initial guess).
+      starts: [count] int, each window's first frame.
+      offsets: [2 k + 1] int, the frames around a start whose poses give its rate.
+      period: the ODE pose coordinates' period when they are searched over whole turns, else None.
+      predict: compiled `_predict_run(theta, state, first)`.
+      fit: compiled `_fit_poses(theta, predicted, base, target)`.
+    """
+    exp: Experiment
+    theta: dict
+    starts: np.ndarray
+    offsets: np.ndarray
+    period: Any
+    predict: Callable
+    fit: Callable
+
+
+def _fall_back(r: _Reading, w: int, guess_run, out: dict, record: dict) -> tuple:
+    """Window w's start from a run of the guess (the old default), written into `out` and noted in `record`:
+    (its state, the run)."""
+    if guess_run is None:
+        guess_run = compiled(r.exp, trajectory, "trajectory")(r.theta)
+    state = jax.tree.map(lambda a: a[int(r.starts[w])], guess_run)
+    pose, rate = pose_rate(r.exp, state)
+    for part in pose:
+        out[PARTS[part][0]][w - 1] = pose[part]
+        out[PARTS[part][1]][w - 1] = rate[part]
+    record["fallback"].append(w)
+    return state, guess_run
+
+
+def _window_run(r: _Reading, w: int, state: State, guess_run, out: dict, record: dict) -> tuple:
+    """(the prediction run from window w - 1's start `state`, that start, the guess's run): when the run from
+    the last estimate blows up, window w - 1 falls back to the guess's run (`_fall_back`)."""
+    previous = int(r.starts[w - 1])
+    run = r.predict(r.theta, state, jnp.asarray(previous))
+    if w > 1 and not _finite(run):  # the last estimate blows up within its window: the guess's run instead
+        state, guess_run = _fall_back(r, w - 1, guess_run, out, record)
+        run = r.predict(r.theta, state, jnp.asarray(previous))
+    return run, state, guess_run
+
+
+def _read_start(r: _Reading, w: int, run: State, target) -> tuple:
+    """(pose {part: value}, rate {part: value}, state, image loss of the predicted pose, of the fitted one) of
+    window w's start, its poses fitted around the start's frame in the prediction `run`."""
+    exp, period = r.exp, r.period
+    s, previous = int(r.starts[w]), int(r.starts[w - 1])
+    frames = np.clip(s + r.offsets, 0, exp.frames)
+    predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
+    base = jax.tree.map(lambda a: a[s - previous], run)
+    poses, before, after = r.fit(r.theta, predicted, base, target[frames])
+    if period is not None:  # the start onto the prediction's turn (the run that joins this window), and its
+        at_start = int(np.nonzero(frames == s)[0][0])  # neighbours onto the start's
+        centre = unwrap(poses["q"][at_start], predicted["q"][at_start], period)
+        poses = {**poses, "q": unwrap(poses["q"], centre[None], period)}
+    distinct, first = _distinct(frames - s)
+    weights = derivative_weights(distinct, exp.frame_dt)
+    at = int(np.nonzero(frames == s)[0][0])
+    pose = {k: v[at] for k, v in poses.items()}
+    rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
+    return pose, rate, with_pose_rate(exp, base, pose, rate), float(before[at]), float(after[at])
 
 
 def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows: Windows, *, kind: str = "rgba",
@@ -413,15 +564,7 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
       could not be read off the video (a non-finite prediction, fit, or run of the window's own motion from its
       estimate) and came from a run of the guess, with a RuntimeWarning} (a record, not a theta entry).
     """
-    if not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
-        raise ValueError(f"neighbours must be an integer >= 1, got {neighbours!r}")
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if windows.frames != exp.frames:
-        raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
-    target = jnp.asarray(target, exp.dtype)
-    if target.shape[0] != exp.frames + 1:
-        raise ValueError(f"the target has {target.shape[0]} frames; the experiment needs {exp.frames + 1}")
+    target = _checked_target(exp, target, windows, neighbours, steps)
     theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     starts = np.asarray(windows.starts)
     if len(starts) < 2:
@@ -430,69 +573,32 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     span = max(int(np.max(np.diff(starts))) + neighbours, windows.length)
     scales = default_pose_scales(exp)
     offsets = np.arange(-neighbours, neighbours + 1)
-
-    def predict(e, th, state, first):
-        params, _ = assemble(e, th)
-        return run_from(e, params, state, first, span, push_of(e, th))
-
     free = tuple(canonical(n) for n in free if canonical(n) != "push")
-
     period = pose_search_period(exp)
-
-    def fit_poses(e, th, predicted, base, tgt):
-        return _pose_fit(e, th, predicted, base, tgt, scales, kind, steps, learning_rate, prior, free, period)
-
-    predict_c = compiled(exp, predict, ("window_starts_predict", span))
-    fit_c = compiled(exp, fit_poses, ("window_starts_pose_fit", kind, steps, learning_rate, prior,
-                                      tuple(sorted(scales.items())), len(offsets), free, period))
+    options = (scales, kind, steps, learning_rate, prior, free, period)
+    predict_c = compiled(exp, functools.partial(_predict_run, span), ("window_starts_predict", span))
+    fit_c = compiled(exp, functools.partial(_fit_poses, options),
+                     ("window_starts_pose_fit", kind, steps, learning_rate, prior, tuple(sorted(scales.items())),
+                      len(offsets), free, period))
     _, state = compiled(exp, lambda e, th: assemble(e, th), "assemble")(theta)
+    r = _Reading(exp, theta, starts, offsets, period, predict_c, fit_c)
     out: dict = {name: [] for name in start_names(exp)}
     record = {"predicted": [], "fitted": [], "fallback": []}
     guess_run = None
-
-    def fall_back(w, guess_run):
-        """Window w's start from a run of the guess (the old default): (its state, the run)."""
-        if guess_run is None:
-            guess_run = compiled(exp, trajectory, "trajectory")(theta)
-        state = jax.tree.map(lambda a: a[int(starts[w])], guess_run)
-        pose, rate = pose_rate(exp, state)
-        for part in pose:
-            out[PARTS[part][0]][w - 1] = pose[part]
-            out[PARTS[part][1]][w - 1] = rate[part]
-        record["fallback"].append(w)
-        return state, guess_run
-
     for w in tqdm(range(1, len(starts)), disable=not progress, desc="window starts", unit="window",
                   dynamic_ncols=True):
-        s, previous = int(starts[w]), int(starts[w - 1])
-        frames = np.clip(s + offsets, 0, exp.frames)
-        run = predict_c(theta, state, jnp.asarray(previous))
-        if w > 1 and not _finite(run):  # the last estimate blows up within its window: the guess's run instead
-            state, guess_run = fall_back(w - 1, guess_run)
-            run = predict_c(theta, state, jnp.asarray(previous))
-        predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
-        base = jax.tree.map(lambda a: a[s - previous], run)
-        poses, before, after = fit_c(theta, predicted, base, target[frames])
-        if period is not None:  # the start onto the prediction's turn (the run that joins this window), and its
-            at_start = int(np.nonzero(frames == s)[0][0])  # neighbours onto the start's
-            centre = unwrap(poses["q"][at_start], predicted["q"][at_start], period)
-            poses = {**poses, "q": unwrap(poses["q"], centre[None], period)}
-        distinct, first = _distinct(frames - s)
-        weights = derivative_weights(distinct, exp.frame_dt)
-        at = int(np.nonzero(frames == s)[0][0])
-        pose = {k: v[at] for k, v in poses.items()}
-        rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
-        state = with_pose_rate(exp, base, pose, rate)
+        run, state, guess_run = _window_run(r, w, state, guess_run, out, record)
+        pose, rate, state, before, after = _read_start(r, w, run, target)
         for part in pose:
             out[PARTS[part][0]].append(pose[part])
             out[PARTS[part][1]].append(rate[part])
-        record["predicted"].append(float(before[at]))
-        record["fitted"].append(float(after[at]))
-        if not (np.isfinite(float(after[at])) and _finite((pose, rate))):
+        record["predicted"].append(before)
+        record["fitted"].append(after)
+        if not (np.isfinite(after) and _finite((pose, rate))):
             # The prediction from the window before, or this fit, blew up: the guess's own run instead.
-            state, guess_run = fall_back(w, guess_run)
-    if len(starts) > 1 and w not in record["fallback"] and not _finite(predict_c(theta, state, jnp.asarray(s))):
-        fall_back(w, guess_run)  # the last window's own motion blows up
+            state, guess_run = _fall_back(r, w, guess_run, out, record)
+    if w not in record["fallback"] and not _finite(predict_c(theta, state, jnp.asarray(int(starts[w])))):
+        _fall_back(r, w, guess_run, out, record)  # the last window's own motion blows up
     if record["fallback"]:
         warnings.warn(f"window start(s) {sorted(record['fallback'])} could not be read off the video (the pose fit, "
                       "or the motion the initial guess makes from it, was not finite); they start from a run of the "
