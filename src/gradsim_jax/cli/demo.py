@@ -22,13 +22,8 @@ from gradsim_jax.scenes.smoke import PLUME_TRUTH
 CONTACT_QUANTITIES = {"stack": STACK_QUANTITIES, "drape": DRAPE_QUANTITIES, "lift": LIFT_QUANTITIES}
 
 
-def add_parser(sub) -> None:
-    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers."""
-    demo = sub.add_parser("demo", help="built-in demos: cloth, rigid and soft bodies from video, and control",
-                          description="Built-in demos. Each renders its own target video from known values, "
-                                      "recovers them from a perturbed start (or trains a control) and writes "
-                                      "videos, plots and report.json to OUT.")
-    demos = demo.add_subparsers(dest="demo", metavar="DEMO")
+def _cloth_parser(demos) -> None:
+    """The `demo cloth` subcommand on the demos' subparsers."""
     cloth = demos.add_parser(
         "cloth", help="recover cloth parameters from a rendered video",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -57,6 +52,9 @@ def add_parser(sub) -> None:
     progress_flags(cloth)
     force_flag(cloth)
 
+
+def _cloth_control_parser(demos) -> None:
+    """The `demo cloth-control` subcommand on the demos' subparsers."""
     ctrl = demos.add_parser(
         "cloth-control", help="find the initial velocity that makes a cloth land where a target image shows",
         description="gradSim's control_cloth: optimize one initial velocity (a 3-vector) so that the last "
@@ -72,8 +70,9 @@ def add_parser(sub) -> None:
     progress_flags(ctrl)
     force_flag(ctrl)
 
-    _table_demo_parsers(demos, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES)
 
+def _rigid_shape_parser(demos) -> None:
+    """The `demo rigid-shape` subcommand on the demos' subparsers."""
     shape = demos.add_parser(
         "rigid-shape", help="recover a rigid body's shape from a rendered video",
         description="Fit per-vertex offsets of a rigid body's hull to a video of the true shape moving.")
@@ -87,6 +86,21 @@ def add_parser(sub) -> None:
     shape.add_argument("--out", default="runs/rigid-shape", help="output folder (default runs/rigid-shape)")
     progress_flags(shape)
     force_flag(shape)
+
+
+def add_parser(sub) -> None:
+    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers."""
+    demo = sub.add_parser("demo", help="built-in demos: cloth, rigid and soft bodies from video, and control",
+                          description="Built-in demos. Each renders its own target video from known values, "
+                                      "recovers them from a perturbed start (or trains a control) and writes "
+                                      "videos, plots and report.json to OUT.")
+    demos = demo.add_subparsers(dest="demo", metavar="DEMO")
+    _cloth_parser(demos)
+    _cloth_control_parser(demos)
+
+    _table_demo_parsers(demos, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES)
+
+    _rigid_shape_parser(demos)
 
     _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
     _table_demo_parsers(demos, CONTACT_DEMOS, CONTACT_QUANTITIES)
