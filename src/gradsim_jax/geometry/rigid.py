@@ -150,19 +150,8 @@ def mass_properties(vertices: Array, faces: Array, *, density: Array | None = No
 # ---------------------------------------------------------------------------------------------------------
 
 
-def check_closed_mesh(vertices: Array, faces: Array, *, name: str = "mesh") -> np.ndarray:
-    """Check on the host that (vertices, faces) bound a solid; return the faces, flipped if inward.
-
-    Raises `MeshError` naming `name` and the first offending item for: bad shapes or a non-integer face
-    array, non-finite vertices, face indices out of range, degenerate faces (a repeated vertex or zero area),
-    open meshes (edges used by one face), non-manifold edges (used by more than two faces), inconsistent
-    orientation (an edge traversed in the same direction by its two faces), and meshes enclosing no volume.
-    A consistently inward-oriented mesh (negative signed volume) is flipped with a `UserWarning`.
-    A hollow solid (an outward shell around an inward one) is accepted: only the total volume's sign counts.
-
-    Vectorized over faces (edges are matched by sorting), so meshes of 1e5+ faces check in well under a
-    second. Returns faces [f, 3] int32.
-    """
+def _checked_arrays(vertices: Array, faces: Array, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices [n, 3] float64, faces [f, 3] int64) after checking shapes, dtypes, finiteness and indices."""
     v = np.asarray(vertices)
     f = np.asarray(faces)
     if v.ndim != 2 or v.shape[1] != 3 or v.shape[0] == 0:
@@ -183,7 +172,11 @@ def check_closed_mesh(vertices: Array, faces: Array, *, name: str = "mesh") -> n
     except ValueError as e:
         raise MeshError(str(e)) from None
     f = f.astype(np.int64)
+    return v, f
 
+
+def _check_faces_not_degenerate(v: np.ndarray, f: np.ndarray, name: str) -> None:
+    """Refuse a face that repeats a vertex or has zero area (relative to its longest edge)."""
     repeated = (f[:, 0] == f[:, 1]) | (f[:, 1] == f[:, 2]) | (f[:, 2] == f[:, 0])
     if repeated.any():
         k = int(np.argmax(repeated))
@@ -199,6 +192,9 @@ def check_closed_mesh(vertices: Array, faces: Array, *, name: str = "mesh") -> n
         raise MeshError(f"{name}: face {k} = {f[k].tolist()} has zero area (degenerate face); "
                         f"{int(flat.sum())} such face(s)")
 
+
+def _check_edges(v: np.ndarray, f: np.ndarray, name: str) -> None:
+    """Refuse open, non-manifold and inconsistently oriented meshes (edges matched by sorting)."""
     directed = f[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2)  # edge 3k+i belongs to face k
     lo, hi = directed.min(axis=1), directed.max(axis=1)
     key = lo * v.shape[0] + hi
@@ -230,11 +226,35 @@ def check_closed_mesh(vertices: Array, faces: Array, *, name: str = "mesh") -> n
                         f"same direction by both their faces, e.g. edge ({a}, {b}) by faces {faces_of(u)}; "
                         f"flip one of them so every face winds counter-clockwise seen from outside")
 
+
+def _signed_volume(v: np.ndarray, f: np.ndarray, name: str) -> float:
+    """The mesh's signed volume (m^3), refused when it is zero relative to the mesh's size."""
+    corners = v[f]
     _, volume, _, _ = _volume_moments(v, f, np)
     p = corners - v.mean(axis=0)
     scale = np.sum(np.abs(np.sum(p[:, 0] * np.cross(p[:, 1], p[:, 2]), axis=1))) / 6.0
     if not abs(volume) > 1e-10 * scale:
         raise MeshError(f"{name} encloses no volume (signed volume {volume:.3g} m^3): a solid needs one")
+    return volume
+
+
+def check_closed_mesh(vertices: Array, faces: Array, *, name: str = "mesh") -> np.ndarray:
+    """Check on the host that (vertices, faces) bound a solid; return the faces, flipped if inward.
+
+    Raises `MeshError` naming `name` and the first offending item for: bad shapes or a non-integer face
+    array, non-finite vertices, face indices out of range, degenerate faces (a repeated vertex or zero area),
+    open meshes (edges used by one face), non-manifold edges (used by more than two faces), inconsistent
+    orientation (an edge traversed in the same direction by its two faces), and meshes enclosing no volume.
+    A consistently inward-oriented mesh (negative signed volume) is flipped with a `UserWarning`.
+    A hollow solid (an outward shell around an inward one) is accepted: only the total volume's sign counts.
+
+    Vectorized over faces (edges are matched by sorting), so meshes of 1e5+ faces check in well under a
+    second. Returns faces [f, 3] int32.
+    """
+    v, f = _checked_arrays(vertices, faces, name)
+    _check_faces_not_degenerate(v, f, name)
+    _check_edges(v, f, name)
+    volume = _signed_volume(v, f, name)
     if volume < 0:
         warnings.warn(f"{name} is oriented inward (signed volume {volume:.6g} m^3 < 0): flipping every face",
                       UserWarning, stacklevel=2)
