@@ -83,6 +83,61 @@ def human_seconds(s: float) -> str:
     return f"{s:.2g} s"
 
 
+def _simulation_cost(counts: Mapping, frames: int, substeps: int, gradient: bool, checkpoint: bool,
+                     itemsize: int) -> tuple[float, float]:
+    """(bytes, seconds) of simulating (and with `gradient`, differentiating) one evaluation."""
+    n = counts["particles"]
+    scale = itemsize / 4.0
+    states = (frames + 1) * n * 6 * itemsize  # x and v of every frame
+    sim_bytes = scale * _per_element(_SIM_BYTES, counts) + states
+    step_seconds = _per_element(_SIM_SECONDS_PER_SUBSTEP, counts)
+    sim_seconds = frames * substeps * step_seconds
+    if gradient:
+        residuals = _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts)
+        # Per frame (the default): the state before each of one frame's substeps, one substep's residuals.
+        stored = substeps * n * 24.0 + residuals if checkpoint else frames * substeps * residuals
+        sim_bytes += scale * stored + 2 * states
+        sim_seconds *= _SIM_GRAD_TIME_FACTOR
+    return sim_bytes, sim_seconds
+
+
+def _render_cost(faces: int, frames: int, render_size: tuple[int, int], frames_rendered: Optional[int],
+                 gradient: bool, tile_capacity: Optional[int], pixel_capacity: Optional[int], dense_frames: int,
+                 dense_columns: int, itemsize: int) -> tuple[dict, float]:
+    """({"render": (bytes, seconds)[, "Jacobian render": (bytes, seconds)]}, the video's bytes) of rendering
+    one evaluation's frames (and a forward-mode Jacobian's)."""
+    scale = itemsize / 4.0
+    parts = {}
+    height, width = render_size
+    rendered = frames + 1 if frames_rendered is None else frames_rendered
+    tiles = math.ceil(height / _TILE) * math.ceil(width / _TILE)
+    capacity = min(tile_capacity or faces, faces)
+    pair_capacity = min(pixel_capacity, capacity) if pixel_capacity and pixel_capacity < capacity else capacity
+    pixels_per_tile = _TILE * _TILE
+    chunk_pairs = max(min(_PAIRS_PER_CHUNK, tiles * pixels_per_tile * pair_capacity),
+                      pixels_per_tile * pair_capacity)
+    pairs = tiles * pixels_per_tile * pair_capacity  # every tile covered: an upper bound
+    video = rendered * height * width * 4 * itemsize
+    if gradient:
+        render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_GRAD_BYTES
+                                + chunk_pairs * _PAIR_CHUNK_GRAD_BYTES + pairs * _PAIR_RESIDUAL_BYTES)
+        render_seconds = rendered * (2 * tiles * faces * _BIN_SECONDS
+                                     + _RENDER_GRAD_TIME_FACTOR * pairs * _PAIR_SECONDS)
+    else:
+        render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
+                                + chunk_pairs * _PAIR_CHUNK_BYTES)
+        render_seconds = rendered * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
+    parts["render"] = (render_bytes + video, render_seconds)
+    if dense_frames:
+        batch = min(_JACOBIAN_BATCH, max(1, dense_columns))
+        parts["Jacobian render"] = (
+            scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
+                     + (1 + batch) * chunk_pairs * _PAIR_CHUNK_BYTES) + batch * video,
+            dense_frames * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
+            * (1.0 + _JACOBIAN_COLUMN_FACTOR * dense_columns))
+    return parts, video
+
+
 def estimate_cost(
     topology: Union[object, Mapping],
     frames: int,
@@ -117,49 +172,13 @@ def estimate_cost(
     counts = element_counts(topology)
     n, faces = counts["particles"], counts["triangles"]
     scale = itemsize / 4.0
-    states = (frames + 1) * n * 6 * itemsize  # x and v of every frame
-    sim_bytes = scale * _per_element(_SIM_BYTES, counts) + states
-    step_seconds = _per_element(_SIM_SECONDS_PER_SUBSTEP, counts)
-    sim_seconds = frames * substeps * step_seconds
-    parts = {}
-    if gradient:
-        residuals = _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts)
-        # Per frame (the default): the state before each of one frame's substeps, one substep's residuals.
-        stored = substeps * n * 24.0 + residuals if checkpoint else frames * substeps * residuals
-        sim_bytes += scale * stored + 2 * states
-        sim_seconds *= _SIM_GRAD_TIME_FACTOR
-    parts["simulation"] = (sim_bytes, sim_seconds)
-
+    parts = {"simulation": _simulation_cost(counts, frames, substeps, gradient, checkpoint, itemsize)}
     resident = scale * 16.0 * sum(counts.values())  # the scene's own arrays
     if render_size is not None and faces:
-        height, width = render_size
-        rendered = frames + 1 if frames_rendered is None else frames_rendered
-        tiles = math.ceil(height / _TILE) * math.ceil(width / _TILE)
-        capacity = min(tile_capacity or faces, faces)
-        pair_capacity = min(pixel_capacity, capacity) if pixel_capacity and pixel_capacity < capacity else capacity
-        pixels_per_tile = _TILE * _TILE
-        chunk_pairs = max(min(_PAIRS_PER_CHUNK, tiles * pixels_per_tile * pair_capacity),
-                          pixels_per_tile * pair_capacity)
-        pairs = tiles * pixels_per_tile * pair_capacity  # every tile covered: an upper bound
-        video = rendered * height * width * 4 * itemsize
-        if gradient:
-            render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_GRAD_BYTES
-                                    + chunk_pairs * _PAIR_CHUNK_GRAD_BYTES + pairs * _PAIR_RESIDUAL_BYTES)
-            render_seconds = rendered * (2 * tiles * faces * _BIN_SECONDS
-                                         + _RENDER_GRAD_TIME_FACTOR * pairs * _PAIR_SECONDS)
-        else:
-            render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
-                                    + chunk_pairs * _PAIR_CHUNK_BYTES)
-            render_seconds = rendered * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
-        parts["render"] = (render_bytes + video, render_seconds)
+        rendering, video = _render_cost(faces, frames, render_size, frames_rendered, gradient, tile_capacity,
+                                        pixel_capacity, dense_frames, dense_columns, itemsize)
+        parts.update(rendering)
         resident += video
-        if dense_frames:
-            batch = min(_JACOBIAN_BATCH, max(1, dense_columns))
-            parts["Jacobian render"] = (
-                scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
-                         + (1 + batch) * chunk_pairs * _PAIR_CHUNK_BYTES) + batch * video,
-                dense_frames * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
-                * (1.0 + _JACOBIAN_COLUMN_FACTOR * dense_columns))
     # The simulation and the render of one evaluation are one program; a Jacobian's is another.
     evaluation = sum(b for name, (b, _) in parts.items() if name != "Jacobian render")
     peak = max([evaluation] + [b for name, (b, _) in parts.items() if name == "Jacobian render"])
