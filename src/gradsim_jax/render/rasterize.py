@@ -45,6 +45,7 @@ floating-point sums.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -544,6 +545,92 @@ def _run(renderer, args, **static):
     return compiled(*args, **static)
 
 
+class _Shading(NamedTuple):
+    """What every chunk of tiles shares in `_render_tiled`."""
+
+    camera: Camera
+    settings: RenderSettings
+    screen: _ScreenFaces
+    color_table: Array  # the faces' colour table (`_color_inputs`)
+    texture_image: Array  # the texture's image, or None
+    kernel: Any  # `_kernel(settings, kind, autodiff)`
+    config: KernelConfig
+    per_pixel: bool  # each pixel keeps its own candidate list (pixel_capacity < tile capacity)
+    pair_capacity: int  # candidate faces per pixel
+    cutoff_sq: float  # px^2, squared distance beyond which a face does not reach a pixel
+    background: Array  # [3], or [tiles, tile^2, 3] pixels in the tile layout
+    pixel_background: bool  # the background is per pixel
+    with_color: bool
+
+
+def _shade_chunk(s: _Shading, chunk_inputs):
+    """(the pixels of a chunk of tiles, (pixel overflow, fullest pixel)); chunk_inputs: (tile pixel centres,
+    face index and mask per tile[, background pixels])."""
+    settings, screen, camera = s.settings, s.screen, s.camera
+    chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
+    chunk_background = chunk_inputs[3] if s.pixel_background else s.background
+    if s.per_pixel:
+        local, pair_mask, overflow, fullest = _pixel_candidates(
+            screen.table[chunk_index], chunk_mask, chunk_xy, s.cutoff_sq, s.pair_capacity
+        )
+        pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
+    else:  # every pixel of a tile takes the tile's whole list
+        pair_index, pair_mask = chunk_index[:, None, :], chunk_mask[:, None, :]
+        overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+    image = s.kernel(
+        s.config,
+        chunk_xy[..., 0:1],
+        chunk_xy[..., 1:2],
+        screen.table,
+        s.color_table,
+        s.texture_image,
+        pair_index,
+        pair_mask,
+        chunk_background,
+        camera.near,
+        camera.far,
+    )
+    with_color = s.with_color
+    image = _box_alpha(image, settings, camera.height, chunk_xy, screen.table, pair_index, pair_mask, with_color)
+    return image, (overflow, fullest)
+
+
+def _shade_covered_chunks(s: _Shading, inputs: tuple, tile_counts, chunk: int, dtype):
+    """`_shade_chunk` over chunks of `chunk` tiles, tiles with faces first (a stable sort) and chunks of empty
+    tiles skipped; the tiles back in their order: ([tiles, tile^2, ...] pixels, (pixel overflow, fullest pixel)
+    per chunk)."""
+    background, with_color, pixel_background = s.background, s.with_color, s.pixel_background
+    shade_chunk = functools.partial(_shade_chunk, s)
+    num_tiles, pixels_per_tile = inputs[0].shape[0], inputs[0].shape[1]
+    num_chunks = -(-num_tiles // chunk)
+    pad = num_chunks * chunk - num_tiles
+    order = jnp.argsort(jnp.where(tile_counts > 0, 0, 1), stable=True)
+    active = jnp.pad(tile_counts[order] > 0, (0, pad))
+    inputs = tuple(jnp.pad(x[order], ((0, pad),) + ((0, 0),) * (x.ndim - 1)) for x in inputs)
+    if not pixel_background:
+        empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
+
+    def skip_chunk(chunk_inputs):
+        zero = jnp.zeros((), jnp.int32)
+        # The kernel's dtype (a float64 camera promotes a float32 mesh).
+        out_dtype = jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype
+        if pixel_background:  # the chunk's own background pixels
+            return _empty_image(chunk, pixels_per_tile, chunk_inputs[3], out_dtype, with_color), (zero, zero)
+        return empty.astype(out_dtype), (zero, zero)
+
+    def chunk_or_skip(chunk_inputs):
+        return jax.lax.cond(chunk_inputs[0][0], shade_chunk, skip_chunk, chunk_inputs[1:])
+
+    def split(x):
+        return x.reshape(num_chunks, chunk, *x.shape[1:])
+
+    out, (pixel_overflow, max_per_pixel) = jax.lax.map(
+        chunk_or_skip, (split(active), *(split(x) for x in inputs))
+    )
+    out = out.reshape(num_chunks * chunk, *out.shape[2:])[jnp.argsort(order)]
+    return out, (pixel_overflow, max_per_pixel)
+
+
 def _render_tiled(camera, vertices, faces, colors, lights, background, *, settings, with_color, height,
                   autodiff=False):
     """`render_with_stats` on prepared inputs (`_prepare`); height: the output's (before supersampling)."""
@@ -574,33 +661,8 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     # constant one is shared by all pixels and stays [3].
     pixel_background = background.ndim == 3
     tile_background = _tile_pixels(background, tiles_y, tiles_x, tile) if pixel_background else None
-
-    def shade_chunk(chunk_inputs):
-        chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
-        chunk_background = chunk_inputs[3] if pixel_background else background
-        if per_pixel:
-            local, pair_mask, overflow, fullest = _pixel_candidates(
-                screen.table[chunk_index], chunk_mask, chunk_xy, cutoff_sq, pair_capacity
-            )
-            pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
-        else:  # every pixel of a tile takes the tile's whole list
-            pair_index, pair_mask = chunk_index[:, None, :], chunk_mask[:, None, :]
-            overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
-        image = kernel(
-            config,
-            chunk_xy[..., 0:1],
-            chunk_xy[..., 1:2],
-            screen.table,
-            color_table,
-            texture_image,
-            pair_index,
-            pair_mask,
-            chunk_background,
-            camera.near,
-            camera.far,
-        )
-        image = _box_alpha(image, settings, camera.height, chunk_xy, screen.table, pair_index, pair_mask, with_color)
-        return image, (overflow, fullest)
+    shading = _Shading(camera, settings, screen, color_table, texture_image, kernel, config, per_pixel,
+                       pair_capacity, cutoff_sq, background, pixel_background, with_color)
 
     # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
     # in cache; XLA on CPU materializes most of them. Tiles with faces come first (a stable sort), and
@@ -608,36 +670,9 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     chunk = max(1, min(num_tiles, settings.pairs_per_chunk // (pixels_per_tile * pair_capacity)))
     inputs = (tile_xy, index, mask) + ((tile_background,) if pixel_background else ())
     if chunk == num_tiles:  # one chunk (small images): no loop and no sort, much quicker to compile
-        out, (pixel_overflow, max_per_pixel) = shade_chunk(inputs)
+        out, (pixel_overflow, max_per_pixel) = _shade_chunk(shading, inputs)
     else:
-        num_chunks = -(-num_tiles // chunk)
-        pad = num_chunks * chunk - num_tiles
-        order = jnp.argsort(jnp.where(tile_counts > 0, 0, 1), stable=True)
-        active = jnp.pad(tile_counts[order] > 0, (0, pad))
-        index = jnp.pad(index[order], ((0, pad), (0, 0)))
-        mask = jnp.pad(mask[order], ((0, pad), (0, 0)))
-        inputs = tuple(jnp.pad(x[order], ((0, pad),) + ((0, 0),) * (x.ndim - 1)) for x in inputs)
-        if not pixel_background:
-            empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
-
-        def skip_chunk(chunk_inputs):
-            zero = jnp.zeros((), jnp.int32)
-            # The kernel's dtype (a float64 camera promotes a float32 mesh).
-            out_dtype = jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype
-            if pixel_background:  # the chunk's own background pixels
-                return _empty_image(chunk, pixels_per_tile, chunk_inputs[3], out_dtype, with_color), (zero, zero)
-            return empty.astype(out_dtype), (zero, zero)
-
-        def chunk_or_skip(chunk_inputs):
-            return jax.lax.cond(chunk_inputs[0][0], shade_chunk, skip_chunk, chunk_inputs[1:])
-
-        def split(x):
-            return x.reshape(num_chunks, chunk, *x.shape[1:])
-
-        out, (pixel_overflow, max_per_pixel) = jax.lax.map(
-            chunk_or_skip, (split(active), *(split(x) for x in inputs))
-        )
-        out = out.reshape(num_chunks * chunk, *out.shape[2:])[jnp.argsort(order)]
+        out, (pixel_overflow, max_per_pixel) = _shade_covered_chunks(shading, inputs, tile_counts, chunk, dtype)
     channels = out.shape[2:]
     out = out.reshape(tiles_y, tiles_x, tile, tile, *channels).swapaxes(1, 2)
     out = out.reshape(tiles_y * tile, tiles_x * tile, *channels)[: camera.height, : camera.width]

@@ -71,27 +71,64 @@ PARTS = {"x": (START_X, START_V), "q": (START_Q, START_QD)}
 
 
 def has_ode(exp: Experiment) -> bool:
+    """Whether the experiment has an ODE body (its topology and its initial state both hold one).
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      True when window starts have an ODE part "q".
+    """
     return exp.topology.ode is not None and exp.state0.ode is not None
 
 
 def state_parts(exp: Experiment) -> tuple[str, ...]:
-    """The parts of the state that a window start frees: "x" (particles, when there are any), "q" (an ODE body)."""
+    """The parts of the state that a window start frees: "x" (particles, when there are any), "q" (an ODE body).
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      ("x", "q"), ("x",), ("q",) or ().
+    """
     return (("x",) if int(np.shape(exp.state0.particles.x)[0]) else ()) + (("q",) if has_ode(exp) else ())
 
 
 def start_names(exp: Experiment) -> tuple[str, ...]:
-    """The theta entries of this experiment's free window start states."""
+    """The theta entries of this experiment's free window start states.
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      the names (`PARTS` of each of `state_parts(exp)`: pose then rate).
+    """
     return tuple(name for part in state_parts(exp) for name in PARTS[part])
 
 
 def movable(exp: Experiment) -> Array:
-    """[n, 1] bool: particles a start state may move (not pinned, positive mass); traceable."""
+    """[n, 1] bool: particles a start state may move (not pinned, positive mass); traceable.
+
+    Args:
+      exp: the experiment (its particles' pins and masses).
+
+    Returns:
+      [n, 1] bool.
+    """
     return (~exp.topology.particles.pinned & (exp.params.particles.mass > 0))[:, None]
 
 
 def pose_rate(exp: Experiment, state: State) -> tuple[dict, dict]:
     """({part: pose}, {part: rate}) of a state: "x" particle positions / velocities, "q" the ODE body's pose /
-    rate (`physics.ode.ode_coordinates`); works on states with leading axes."""
+    rate (`physics.ode.ode_coordinates`); works on states with leading axes.
+
+    Args:
+      exp: the experiment (which parts there are).
+      state: the state, leaves [..., ...] with any leading axes.
+
+    Returns:
+      ({part: pose}, {part: rate}): "x" [..., n, 3] m and m/s; "q" in the ODE body's own units (rad, m; per s).
+    """
     pose, rate = {}, {}
     for part in state_parts(exp):
         if part == "x":
@@ -102,7 +139,17 @@ def pose_rate(exp: Experiment, state: State) -> tuple[dict, dict]:
 
 
 def with_pose_rate(exp: Experiment, state: State, pose: dict, rate: dict) -> State:
-    """`state` (no leading axis) with the parts in pose / rate replaced; pinned particles keep theirs."""
+    """`state` (no leading axis) with the parts in pose / rate replaced; pinned particles keep theirs.
+
+    Args:
+      exp: the experiment.
+      state: the state to modify (no leading axis).
+      pose: {part: pose} ("x" [n, 3] m; "q" the ODE body's coordinates).
+      rate: {part: rate}, the same parts as pose ("x" [n, 3] m/s; "q" per s).
+
+    Returns:
+      the state with those parts replaced.
+    """
     if "x" in pose:
         keep = movable(exp)
         particles = dataclasses.replace(state.particles, x=jnp.where(keep, pose["x"], state.particles.x),
@@ -115,7 +162,15 @@ def with_pose_rate(exp: Experiment, state: State, pose: dict, rate: dict) -> Sta
 
 
 def push_of(exp: Experiment, theta: dict):
-    """theta's known push (the experiment's when theta has none), or None."""
+    """theta's known push (the experiment's when theta has none), or None.
+
+    Args:
+      exp: the experiment.
+      theta: quantities.
+
+    Returns:
+      the push in the experiment's dtype, or None.
+    """
     push = theta["push"] if "push" in theta else exp.theta.get("push")
     return None if push is None else jnp.asarray(push, exp.dtype)
 
@@ -138,7 +193,20 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
     """States [frames + 1, ...] from `state0` at absolute frame `first` (traced); `cuts`: frames (from `first`,
     host ints) where the gradient of the carried state is stopped (truncated backpropagation). One
     `jax.checkpoint` per frame, as `simulate`; an ODE body is solved apart over the same frames, one solve per
-    stretch between cuts."""
+    stretch between cuts.
+
+    Args:
+      exp: the experiment (topology, integrator, frame_dt, substeps, push frames).
+      params: the assembled parameters.
+      state0: the state at frame `first`.
+      first: int (may be traced), the absolute frame index of state0 (for the push and the time).
+      frames: frames to run (host int).
+      push: the known push, or None.
+      cuts: frames, counted from `first`, where the carried state's gradient is stopped.
+
+    Returns:
+      the states, leaves [frames + 1, ...] (state0 first).
+    """
     y0 = state0.ode
     state0 = dataclasses.replace(state0, ode=None)
     cut = np.zeros(frames, bool)
@@ -171,7 +239,20 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
 def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict, windows: Windows, push):
     """Every window run from its own start ({part: [count, ...]} poses and rates, window 0's the initial state's):
     (the compared states, leaves [count * len(windows.offsets()), ...] in window order, and each window's state
-    at the next window's first frame, leaves [count - 1, ...])."""
+    at the next window's first frame, leaves [count - 1, ...]).
+
+    Args:
+      exp: the experiment.
+      params: the assembled parameters.
+      state0: the initial state (the template of every start state).
+      poses: {part: [count, ...]} each window's start pose (window 0's the initial state's).
+      rates: {part: [count, ...]} each window's start rate.
+      windows: the windows.
+      push: the known push, or None.
+
+    Returns:
+      (compared states, ends) as above.
+    """
     count = windows.count
     starts = np.asarray(windows.starts)
     start_states = jax.vmap(lambda p, r: with_pose_rate(exp, state0, p, r))(poses, rates)
@@ -185,7 +266,16 @@ def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict
 
 def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
     """The window start states of one run of theta (`start_names(exp)` entries, at frames `windows.starts[1:]`):
-    its joins match exactly; see the module docstring for when it is a poor start."""
+    its joins match exactly; see the module docstring for when it is a poor start.
+
+    Args:
+      exp: the experiment.
+      theta: quantities (missing ones: the experiment's; entries starting with "_" are ignored).
+      windows: the windows.
+
+    Returns:
+      {start-state name: [count - 1, ...]}.
+    """
     theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     traj = compiled(exp, trajectory, "trajectory")(theta)
     idx = np.asarray(windows.starts[1:], np.int64)
@@ -195,7 +285,15 @@ def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
 
 def derivative_weights(offsets, dt: float) -> np.ndarray:
     """Weights w [m] with sum_i w_i p(offsets_i dt) = p'(0) for every polynomial of degree min(m - 1, 4) (least
-    squares beyond): the central difference of the poses at frames `offsets` around the start (0)."""
+    squares beyond): the central difference of the poses at frames `offsets` around the start (0).
+
+    Args:
+      offsets: [m] int, frames around the start (at least two distinct).
+      dt: s, the time between frames.
+
+    Returns:
+      [m] float64, 1/s.
+    """
     t = np.asarray(offsets, np.float64) * dt
     degree = min(len(t) - 1, 4)
     if degree < 1:
@@ -226,7 +324,15 @@ SEARCH_WINS = 0.5
 def search_offsets(n: int, period: float) -> tuple[np.ndarray, np.ndarray]:
     """(coarse [c, n], fine [f, n]) offsets of a pose search over n periodic coordinates: a grid of g points per
     coordinate over one period, g^n <= SEARCH_CANDIDATES, offset 0 (the prediction) included; then FINE_POINTS
-    per coordinate spanning one coarse spacing around the best."""
+    per coordinate spanning one coarse spacing around the best.
+
+    Args:
+      n: the number of periodic coordinates.
+      period: their period (rad for angles).
+
+    Returns:
+      (coarse [c, n], fine [f, n]) offsets in the coordinates' units.
+    """
     g = 2
     while (g + 1) ** n <= SEARCH_CANDIDATES:
         g += 1
@@ -239,7 +345,14 @@ def search_offsets(n: int, period: float) -> tuple[np.ndarray, np.ndarray]:
 
 def pose_search_period(exp: Experiment):
     """The period of the ODE body's pose coordinates when its start poses are searched (`OdeSystem.pose_period`,
-    at most SEARCH_MAX_COORDINATES of them), else None."""
+    at most SEARCH_MAX_COORDINATES of them), else None.
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      the period (rad), or None.
+    """
     period = pose_periods(exp).get("q")
     if period is None:
         return None
@@ -248,13 +361,29 @@ def pose_search_period(exp: Experiment):
 
 
 def unwrap(value, centre, period):
-    """value moved by whole periods to lie within half a period of centre."""
+    """value moved by whole periods to lie within half a period of centre.
+
+    Args:
+      value: the coordinates (numpy or traced).
+      centre: the coordinates to lie near, broadcastable to value.
+      period: the coordinates' period (None: as they are).
+
+    Returns:
+      value + a whole number of periods.
+    """
     return centre + join_gap(value, centre, period)
 
 
 def pose_periods(exp: Experiment) -> dict:
     """{part: the period of its pose coordinates, or None}: the ODE body's `OdeSystem.pose_period` (angles), None
-    for particles. A join between windows measures an angle's mismatch on the circle (`join_gap`)."""
+    for particles. A join between windows measures an angle's mismatch on the circle (`join_gap`).
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      {"x": None[, "q": the period or None]}.
+    """
     periods = {"x": None}
     if has_ode(exp):
         periods["q"] = getattr(exp.topology.ode.system, "pose_period", None)
@@ -264,7 +393,16 @@ def pose_periods(exp: Experiment) -> dict:
 def join_gap(end, start, period):
     """end - start, the nearest by whole periods when the coordinates are angles of `period` (None, or 0 in an
     array of periods per entry: as it is). A window that starts a whole turn from where the previous one ends
-    starts from the same physical state. numpy in, numpy out (its dtype kept); traceable."""
+    starts from the same physical state. numpy in, numpy out (its dtype kept); traceable.
+
+    Args:
+      end: the coordinates where a window ends.
+      start: the next window's start coordinates, the same shape.
+      period: None, a number, or an array of periods per entry (0: not periodic).
+
+    Returns:
+      the gap, end's shape.
+    """
     gap = end - start
     if period is None:
         return gap
@@ -440,7 +578,14 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
 
 def default_pose_scales(exp: Experiment) -> dict:
     """{part: scale}: the size of one unit of the pose fit and of the join penalty (`windowed_terms`): particles
-    1 % of the initial state's bounding-box diagonal (m), an ODE body's pose 0.01 of its own unit (rad, m)."""
+    1 % of the initial state's bounding-box diagonal (m), an ODE body's pose 0.01 of its own unit (rad, m).
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      {part: scale}.
+    """
     scales = {}
     if "x" in state_parts(exp):
         x = np.asarray(exp.state0.particles.x, np.float64)
@@ -550,13 +695,16 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     fit's initial guess) predicting each window's first frames from the previous window's start.
 
     Args:
-      exp, target: the experiment and its video [frames + 1, H, W, 4].
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
       theta: quantities (missing ones: the experiment's).
       windows: how the recording is cut (`windows.frames` = `exp.frames`).
-      kind: the image loss of the pose fits; free: the fit's quantities, fitted with each pose (`_pose_fit`;
-        their guesses are not changed); neighbours: k, the frames on each side of a start whose poses
-        give its rate; steps, learning_rate: Adam iterations per pose fit and their step size, in units of
-        the pose scales (`default_pose_scales`); prior: weight of the pull towards the prediction.
+      kind: the image loss of the pose fits.
+      free: the fit's quantities, fitted with each pose (`_pose_fit`; their guesses are not changed).
+      neighbours: k, the frames on each side of a start whose poses give its rate.
+      steps: Levenberg-Marquardt trial steps or Adam iterations per pose fit.
+      learning_rate: Adam's step size, in units of the pose scales (`default_pose_scales`).
+      prior: weight of the pull towards the prediction.
       progress: a bar over the windows.
     Returns:
       {name: [count - 1, ...]} for `start_names(exp)`, plus "_pose_fit": {"predicted": [count - 1] image loss
