@@ -311,5 +311,13 @@ def polish_multiple(exp: Experiment, target: Array, theta: dict, free, windows: 
 
 
 def state_size(exp: Experiment, theta: Optional[dict] = None) -> int:
-    """Numbers per window start state (pose and rate of every part)."""
+    """Numbers per window start state (pose and rate of every part).
+
+    Args:
+      exp: the experiment.
+      theta: quantities (None or missing ones: the experiment's).
+
+    Returns:
+      the count (D).
+    """
     return sum(s for *_, s in _layout(exp, as_theta(exp, theta or {})))

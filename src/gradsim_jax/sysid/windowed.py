@@ -129,8 +129,11 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
       windows: how the recording is cut; `windows.frames` must be `exp.frames`.
       shooting: "multiple" or "truncated" (module docstring).
       kind: image loss ("rgba", "rgb", "silhouette").
-      position_scale (m), velocity_scale (m/s), pose_scale, rate_scale (an ODE body's units): a join mismatch
-        of this size costs 1 (before `continuity`); defaults: `default_pose_scales` and that per frame.
+      position_scale: m, a particle position mismatch at a join of this size costs 1 (before `continuity`);
+        default `default_pose_scales`.
+      velocity_scale: m/s, the same for a particle velocity mismatch; default position_scale per frame.
+      pose_scale: the same for an ODE body's pose (its units: rad, m); default `default_pose_scales`.
+      rate_scale: the same for an ODE body's rate (per s); default pose_scale per frame.
     Returns:
       {"image": mean image loss over every window's frames, "continuity": mean over joins of the sum over the
       state's parts of mean((d pose / its scale)^2) + mean((d rate / its scale)^2) (0 for truncated
@@ -203,7 +206,16 @@ def _check_continuity(continuity) -> tuple[float, float]:
 def continuity_weight(continuity, iteration, iterations: int):
     """The join penalty's weight at `iteration` (traceable) of `iterations`: `continuity` itself when it is a
     number; for a pair (first, last), first (last / first)^(iteration / (iterations - 1)), from first at
-    iteration 0 to last at the end (a geometric tightening)."""
+    iteration 0 to last at the end (a geometric tightening).
+
+    Args:
+      continuity: a number >= 0, or a pair (first, last) of them.
+      iteration: the iteration (may be traced), or None for the last weight.
+      iterations: the fit's iterations.
+
+    Returns:
+      the weight (a float, or a traced scalar for a traced iteration of a pair).
+    """
     first, last = _check_continuity(continuity)
     if first == last or iteration is None:
         return last if iteration is None else first
@@ -217,7 +229,24 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
                   rate_scale: Optional[float] = None) -> Callable:
     """`loss(theta, iteration=None)`: the windowed image loss plus the join penalty (`windowed_terms`) times its
     weight (`continuity_weight(continuity, iteration, iterations)`; with no iteration, the last weight). With one
-    window (length = frames) it is the full-horizon loss of `sysid.make_loss`."""
+    window (length = frames) it is the full-horizon loss of `sysid.make_loss`.
+
+    Args:
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
+      windows: how the recording is cut.
+      shooting: "multiple" or "truncated".
+      kind: the image loss.
+      continuity: the join weight: a number or (first, last) (`continuity_weight`).
+      iterations: the fit's iterations (for a tightened weight).
+      position_scale: m, see `windowed_terms`.
+      velocity_scale: m/s, see `windowed_terms`.
+      pose_scale: see `windowed_terms`.
+      rate_scale: see `windowed_terms`.
+
+    Returns:
+      `loss(theta, iteration=None)`, a scalar.
+    """
     _check_experiment(exp, windows, shooting)
     _check_continuity(continuity)
     if shooting == "multiple" and windows.count > 1:
@@ -236,7 +265,16 @@ def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") ->
     """`residual(theta, target)`: pixel residuals (pred - target) / sqrt(N) of the compared frames of the
     truncated run, flattened (|r|^2 is the rgba loss), rendered with `render(autodiff=True)` so that it
     has a forward-mode derivative. `jax.lax.stop_gradient` stops tangents as well: its Jacobian is the
-    truncated one, each frame differentiated only back to the start of its window."""
+    truncated one, each frame differentiated only back to the start of its window.
+
+    Args:
+      exp: the experiment.
+      windows: the windows of the truncated run.
+      kind: the residual's channels ("rgba", "rgb", "silhouette").
+
+    Returns:
+      `residual(theta, target)`, [N'] flat.
+    """
     _check_experiment(exp, windows, "truncated")
 
     def residual(theta, target):
@@ -257,7 +295,21 @@ def polish_truncated(exp: Experiment, target: Array, theta: dict, free, windows:
     """Levenberg-Marquardt steps on `truncated_residual` over the scalar quantities `free` (in their fit
     transforms, log for positive ones), with the truncated Jacobian (one forward-mode column per quantity).
     Adam crawls along a valley such as mass x stiffness (a ratio well seen, the scale less); Gauss-Newton
-    crosses it. Returns (theta, [(loss, {name: value}) per accepted step])."""
+    crosses it.
+
+    Args:
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
+      theta: quantities (missing ones: the experiment's).
+      free: the scalar quantities to solve for.
+      windows: the windows of the truncated run.
+      steps: the most Levenberg-Marquardt steps.
+      kind: the residual's channels.
+      progress: print each accepted step.
+
+    Returns:
+      (theta, [(loss, {name: value}) per accepted step]).
+    """
     free = tuple(canonical(n) for n in free)
     theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     if any(np.size(theta[n]) != 1 for n in free):
@@ -460,27 +512,38 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     through `gradsim_jax.fit.fit`: history, NaN guard, traced parameter checks, checkpoints and resume).
 
     Args:
-      exp, target: the experiment and its video [frames + 1, H, W, 4].
-      initial: starting theta (e.g. 5 % off); free: quantities to estimate ("mass", "pendulum_length", ...).
-        For multiple shooting it may hold the windows' start states (`start_names(exp)`, e.g. `window_states`
-        of a truncated fit's result); they are then used as given.
-      window: window length in frames (see `window_length_for`); overlap: frames shared by consecutive
-        windows (multiple shooting; default window // 4; truncated backpropagation takes 0).
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
+      initial: starting theta (e.g. 5 % off). For multiple shooting it may hold the windows' start states
+        (`start_names(exp)`, e.g. `window_states` of a truncated fit's result); they are then used as given.
+      free: quantities to estimate ("mass", "pendulum_length", ...).
+      window: window length in frames (see `window_length_for`).
+      overlap: frames shared by consecutive windows (multiple shooting; default window // 4; truncated
+        backpropagation takes 0).
       shooting: "multiple" (free start states) or "truncated".
-      iterations, learning_rate: Adam iterations and learning rate of the quantities (log space).
+      iterations: Adam iterations.
+      learning_rate: Adam's learning rate of the quantities (in their fit transforms: log space).
       state_learning_rate: learning rate of the start states in units of their scales (default learning_rate).
       continuity: the join penalty's weight: a number, or (first, last) tightened geometrically over the
         iterations (`continuity_weight`); default `TIGHTENED` for multiple shooting.
-      kind, frame_stride: image loss and the stride of compared frames in each window (`Windows`).
+      kind: the image loss ("rgba", "rgb", "silhouette").
+      frame_stride: the stride of compared frames in each window (`Windows`).
       start_from: where multiple shooting's start states begin: "video" (`estimate_window_states`: each
         window's first frames fitted for the pose, rates from the neighbouring frames) or "run" (a run of
-        `initial`, `window_states`); start_options: keyword arguments of `estimate_window_states`.
-      position_scale, velocity_scale, pose_scale, rate_scale: the join penalty's units (`windowed_terms`).
+        `initial`, `window_states`).
+      start_options: keyword arguments of `estimate_window_states`.
+      position_scale: m, the join penalty's unit of particle positions (`windowed_terms`).
+      velocity_scale: m/s, of particle velocities.
+      pose_scale: of an ODE body's pose (its units).
+      rate_scale: of an ODE body's rate (its units per s).
       polish: Levenberg-Marquardt steps after Adam: truncated backpropagation on the truncated residuals
         (`polish_truncated`, scalar quantities); multiple shooting on every unknown, the quantities and the start
         states (`shooting.polish_multiple`: Gauss-Newton multiple shooting, start states of at most
         STATE_LIMIT numbers per window, an ODE body's).
-      progress, checkpoint_dir, checkpoint_every, resume: as for `fit`.
+      progress: progress bar and lines, as for `fit`.
+      checkpoint_dir: folder of the fit's checkpoints (None: none), as for `fit`.
+      checkpoint_every: iterations between checkpoints, as for `fit`.
+      resume: continue from the checkpoint in checkpoint_dir, as for `fit`.
       callback: `callback(iteration, theta, loss)` after each iteration; True stops the fit.
     Returns:
       WindowedFitResult.
