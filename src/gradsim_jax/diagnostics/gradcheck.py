@@ -113,6 +113,11 @@ class GradcheckResult:
         return "\n".join(rows)
 
     def write_json(self, path) -> None:
+        """Write `as_dict()` as JSON (`sysid.report.write_report`).
+
+        Args:
+          path: the file to write.
+        """
         from gradsim_jax.sysid.report import write_report
 
         write_report(path, self.as_dict())
@@ -296,7 +301,9 @@ def gradcheck(
         default `loss`.
       loss32: the loss evaluated for the float32 comparison; default `loss`.
       float32: compare the float32 gradient with the float64 one.
-      ad_rtol, fd_rtol, f32_rtol: tolerances (relative) of reverse vs forward, reverse vs FD, float32 vs float64.
+      ad_rtol: tolerance (relative) of reverse vs forward mode.
+      fd_rtol: tolerance (relative) of reverse mode vs central finite differences.
+      f32_rtol: tolerance (relative) of the float32 gradient vs the float64 one.
       steps: {field: FD step} overriding the default h.
       seed: seed of the directions.
       progress: print a line per stage (compilation of a large loss takes a while).
