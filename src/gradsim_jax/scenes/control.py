@@ -62,8 +62,24 @@ class WindowedPolicy:
 def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt: float = 1.0 / 30.0,
               offset: float = 0.375, speed: float = 1.0, amplitude: float = 0.4, effort: float = 1e-3,
               teeth: int = 6, elevation: float = 35.0, state_weight: float = 1.0) -> ControlTask:
-    """The control-fem task (module docstring). `offset`: the target's distance along +x from the start
-    (m); `speed`: the initial slide (m/s); `amplitude`: the activations' bound."""
+    """The control-fem task (module docstring).
+
+    Args:
+      size: image size in pixels.
+      frames: frames to simulate.
+      substeps: simulation substeps per frame.
+      frame_dt: s, the time between frames.
+      offset: m, the target's distance along +x from the start.
+      speed: m/s, the initial slide along +x.
+      amplitude: the activations' bound.
+      effort: weight of the effort penalty (effort * mean(output^2) / amplitude^2).
+      teeth: the gear's teeth.
+      elevation: degrees, the camera's elevation.
+      state_weight: weight of the state term (0: the image loss and the effort only).
+
+    Returns:
+      the `ControlTask`.
+    """
     x, t = gear_tets(teeth, 0.1, 0.15, 0.06, layers=2)
     x = np.asarray(x, np.float64)
     x = x - [0.0, x[:, 1].min() - 0.005, 0.0]
@@ -90,8 +106,23 @@ def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt:
 def cloth_task(*, size: int = 64, frames: int = 40, substeps: int = 32, frame_dt: float = 1.0 / 30.0,
                cells: int = 6, target=(0.5, 0.25), throw_time: float = 0.3, amplitude: float = 3.0,
                effort: float = 1e-3, state_weight: float = 1.0) -> ControlTask:
-    """The control-cloth task (module docstring): `target` (x, z) m where the cloth should lie; the policy
-    drives forces (N per unit output, bounded by `amplitude`) on the corners for `throw_time` s."""
+    """The control-cloth task (module docstring): the policy drives forces on the cloth's corners, then lets go.
+
+    Args:
+      size: image size in pixels.
+      frames: frames to simulate.
+      substeps: simulation substeps per frame.
+      frame_dt: s, the time between frames.
+      cells: cloth cells per side.
+      target: (x, z) m, where the cloth should lie, from its start.
+      throw_time: s, how long the policy drives the corners.
+      amplitude: N per unit output, the forces' bound.
+      effort: weight of the effort penalty (effort * mean(output^2) / amplitude^2).
+      state_weight: weight of the state term (0: the image loss and the effort only).
+
+    Returns:
+      the `ControlTask`.
+    """
     side = 0.3
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, 0.05, -side / 2),
@@ -128,7 +159,14 @@ DEFAULTS = {"control-fem": {"frames": 45, "iterations": 150, "learning_rate": 0.
 
 def task_builder(name: str):
     """The task builder of demo `name`: `TASKS` here, the locomotion demos in `scenes.locomotion` (imported
-    here, not above: it builds on `ControlTask`)."""
+    here, not above: it builds on `ControlTask`).
+
+    Args:
+      name: the demo ("control-fem", "control-cloth", "control-walker", "control-jellyfish").
+
+    Returns:
+      the builder, `builder(size=..., frames=...) -> ControlTask`.
+    """
     if name in TASKS:
         return TASKS[name]
     from gradsim_jax.scenes.locomotion import TASKS as LOCOMOTION
