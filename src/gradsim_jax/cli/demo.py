@@ -89,7 +89,11 @@ def _rigid_shape_parser(demos) -> None:
 
 
 def add_parser(sub) -> None:
-    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers."""
+    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers.
+
+    Args:
+      sub: the subparsers of `gradsim-jax`'s parser (`add_subparsers()`).
+    """
     demo = sub.add_parser("demo", help="built-in demos: cloth, rigid and soft bodies from video, and control",
                           description="Built-in demos. Each renders its own target video from known values, "
                                       "recovers them from a perturbed start (or trains a control) and writes "
@@ -350,6 +354,14 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
 
 
 def cmd_demo_cloth(args) -> int:
+    """`demo cloth`: fit the cloth's quantities (--estimate) to its rendered video.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status.
+    """
     free = _estimates(args)
     velocity = "velocity" in free
     return _run_demo(args, "cloth", free,
@@ -412,6 +424,14 @@ def _scene_runner(name: str):
 
 def cmd_demo_rigid_shape(args) -> int:
     # Imported here: the CLI works without that module, and a missing one is a message, not a traceback.
+    """`demo rigid-shape` (`scenes.rigid_shape.run_demo`); a message when that module is missing.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status.
+    """
     try:
         from gradsim_jax.scenes.rigid_shape import run_demo
     except ModuleNotFoundError as e:
@@ -422,6 +442,14 @@ def cmd_demo_rigid_shape(args) -> int:
 
 
 def cmd_demo_control(args) -> int:
+    """`demo cloth-control`: fit the initial velocity that makes the cloth land as a target image shows.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status.
+    """
     import numpy as np
 
     from gradsim_jax import sysid
@@ -474,7 +502,14 @@ def cmd_demo_control(args) -> int:
 
 def run(args) -> int:
     """Run the demo `args.demo` after the checks every demo shares (OUT can be written, the files named
-    exist, --estimate's names are the demo's quantities); usage (exit 2) when none is named."""
+    exist, --estimate's names are the demo's quantities); usage (exit 2) when none is named.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status, or None when no (known) demo is named.
+    """
     from gradsim_jax import sysid
 
     if args.demo is None:
@@ -502,7 +537,14 @@ def run(args) -> int:
 
 def runner_of(name: str):
     """The function that runs demo `name` (`args -> exit status`), or None for no such demo. Demos of one family
-    share theirs (the rigid, FEM, contact, ODE and control demos): a test of one runs the others' code."""
+    share theirs (the rigid, FEM, contact, ODE and control demos): a test of one runs the others' code.
+
+    Args:
+      name: the demo's name ("cloth", "rigid-mass", ...).
+
+    Returns:
+      the runner, or None.
+    """
     families = {"cloth": cmd_demo_cloth, "cloth-control": cmd_demo_control, "rigid-shape": cmd_demo_rigid_shape,
                 **dict.fromkeys(RIGID_DEMOS, cmd_demo_rigid), **dict.fromkeys(FEM_DEMOS, cmd_demo_fem),
                 **dict.fromkeys(CONTACT_DEMOS, cmd_demo_contact), **dict.fromkeys(ODE_DEMOS, cmd_demo_ode)}
