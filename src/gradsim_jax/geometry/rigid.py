@@ -249,7 +249,15 @@ def check_closed_mesh(vertices: Array, faces: Array, *, name: str = "mesh") -> n
     A hollow solid (an outward shell around an inward one) is accepted: only the total volume's sign counts.
 
     Vectorized over faces (edges are matched by sorting), so meshes of 1e5+ faces check in well under a
-    second. Returns faces [f, 3] int32.
+    second.
+
+    Args:
+      vertices: [n, 3] m, the mesh's vertices.
+      faces: [f, 3] int, vertex indices of each triangle.
+      name: what the messages call the mesh.
+
+    Returns:
+      faces [f, 3] int32.
     """
     v, f = _checked_arrays(vertices, faces, name)
     _check_faces_not_degenerate(v, f, name)
@@ -314,7 +322,16 @@ def _revolve(radii, heights, segments: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def box_mesh(hx: float, hy: float, hz: float) -> tuple[np.ndarray, np.ndarray]:
-    """Box of half extents (hx, hy, hz) m centred at the origin: 8 vertices float64, 12 faces int32."""
+    """Box of half extents (hx, hy, hz) m centred at the origin: 8 vertices float64, 12 faces int32.
+
+    Args:
+      hx: m, half extent along x.
+      hy: m, half extent along y.
+      hz: m, half extent along z.
+
+    Returns:
+      (vertices [n, 3] float64 m, faces [f, 3] int32, outward).
+    """
     h = np.array([_positive_length("hx", hx), _positive_length("hy", hy), _positive_length("hz", hz)])
     corner = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], np.float64)
     # Corner index = 4 [x>0] + 2 [y>0] + [z>0]; each quad listed counter-clockwise from outside.
@@ -348,11 +365,18 @@ def sphere_mesh(radius: float, subdivisions: int = 3, *, fit: str = "volume") ->
     """Icosphere standing for the ball of radius `radius` m: an icosahedron whose faces are split in four
     `subdivisions` times, new vertices pushed onto the sphere. 10 4^s + 2 vertices, 20 4^s faces (s <= 9).
 
-    fit: "volume" (default): the vertices are scaled (by 1.0015 at s = 3) so that the polyhedron's volume is
-    the ball's, 4/3 pi r^3. Its mass is then the ball's exactly, and its inertia too up to O(h^4), because
-    a ball minimizes I/m at a fixed volume (measured: 2e-7 relative at s = 4). A body built from it weighs what
-    a sphere of that radius weighs. "vertices": the vertices lie on the sphere (inscribed), whose volume is
-    short by O(h^2): 1.2 % at s = 3, 2.3e-4 in the inertia at s = 6."""
+    Args:
+      radius: m, the ball's radius.
+      subdivisions: s, times each face is split in four.
+      fit: "volume" (default): the vertices are scaled (by 1.0015 at s = 3) so that the polyhedron's volume is
+        the ball's, 4/3 pi r^3. Its mass is then the ball's exactly, and its inertia too up to O(h^4), because
+        a ball minimizes I/m at a fixed volume (measured: 2e-7 relative at s = 4). A body built from it weighs
+        what a sphere of that radius weighs. "vertices": the vertices lie on the sphere (inscribed), whose volume
+        is short by O(h^2): 1.2 % at s = 3, 2.3e-4 in the inertia at s = 6.
+
+    Returns:
+      (vertices [n, 3] float64 m, faces [f, 3] int32, outward).
+    """
     radius = _positive_length("radius", radius)
     subdivisions = _count("subdivisions", subdivisions, 0, 9)
     if fit not in ("volume", "vertices"):
@@ -375,11 +399,19 @@ def sphere_mesh(radius: float, subdivisions: int = 3, *, fit: str = "volume") ->
 
 def superquadric_mesh(semi_axes=(1.0, 1.0, 1.0), exponent: float = 0.5, subdivisions: int = 3
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """Superquadric |x/a|^(2/e) + |y/b|^(2/e) + |z/c|^(2/e) = 1 (a, b, c: `semi_axes` in m; e: `exponent`, 1 an
-    ellipsoid, below 1 towards a box, above 1 towards an octahedron, in [0.1, 4]) as a closed triangle mesh:
+    """Superquadric |x/a|^(2/e) + |y/b|^(2/e) + |z/c|^(2/e) = 1 as a closed triangle mesh:
     the unit icosphere of `subdivisions` (`sphere_mesh`, outward faces) with each vertex moved along its
     direction onto the surface. The surface is star-shaped about its centre, so the mesh stays closed and
-    keeps its faces' orientation; its vertices lie on the surface exactly."""
+    keeps its faces' orientation; its vertices lie on the surface exactly.
+
+    Args:
+      semi_axes: (a, b, c) m.
+      exponent: e, 1 an ellipsoid, below 1 towards a box, above 1 towards an octahedron, in [0.1, 4].
+      subdivisions: of the icosphere (`sphere_mesh`).
+
+    Returns:
+      (vertices [n, 3] float64 m, faces [f, 3] int32, outward).
+    """
     axes = [_positive_length(f"semi_axes[{k}]", a) for k, a in enumerate(semi_axes)] if len(semi_axes) == 3 else None
     if axes is None:
         raise ValueError(f"superquadric_mesh: semi_axes must be three lengths (a, b, c), got {semi_axes!r}")
@@ -398,15 +430,33 @@ def superquadric_mesh(semi_axes=(1.0, 1.0, 1.0), exponent: float = 0.5, subdivis
 
 def cylinder_mesh(radius: float, height: float, segments: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """Cylinder (a regular `segments`-gon prism inscribed in it) of axis y, from y = -height/2 to height/2;
-    caps fanned from a centre vertex. Vertices on the circle of `radius` m."""
+    caps fanned from a centre vertex. Vertices on the circle of `radius` m.
+
+    Args:
+      radius: m.
+      height: m.
+      segments: sides of the polygon.
+
+    Returns:
+      (vertices [n, 3] float64 m, faces [f, 3] int32, outward).
+    """
     r, h = _positive_length("radius", radius), _positive_length("height", height)
     segments = _count("segments", segments, 3, 1 << 20)
     return _revolve([0.0, r, r, 0.0], [h / 2, h / 2, -h / 2, -h / 2], segments)
 
 
 def capsule_mesh(radius: float, height: float, segments: int = 32, rings: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """Capsule of axis y: a cylinder of `radius` m and `height` m (the cylindrical part only, >= 0; 0 gives a
-    UV sphere) capped by two hemispheres, each with `rings` latitude bands. Total length height + 2 radius."""
+    """Capsule of axis y: a cylinder capped by two hemispheres. Total length height + 2 radius.
+
+    Args:
+      radius: m, of the cylinder and the hemispheres.
+      height: m, of the cylindrical part only (>= 0; 0 gives a UV sphere).
+      segments: around the axis.
+      rings: latitude bands of each hemisphere.
+
+    Returns:
+      (vertices [n, 3] float64 m, faces [f, 3] int32, outward).
+    """
     r = _positive_length("radius", radius)
     if isinstance(height, bool) or not isinstance(height, numbers.Real) or not (
             math.isfinite(float(height)) and float(height) >= 0):
@@ -423,10 +473,19 @@ def capsule_mesh(radius: float, height: float, segments: int = 32, rings: int = 
 
 
 def cone_mesh(radius: float, height: float, segments: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """Cone (a regular `segments`-gon pyramid inscribed in it) of axis y with base radius `radius` m and
-    height `height` m. Base at y = -height/4 and apex at y = 3 height/4, so that the centre of mass is at the
-    origin like every other primitive here (a pyramid's centroid lies a quarter of its height above the
-    base, for any base polygon, so this holds exactly for the tessellation too)."""
+    """Cone (a regular `segments`-gon pyramid inscribed in it) of axis y. Base at y = -height/4 and apex at
+    y = 3 height/4, so that the centre of mass is at the origin like every other primitive here (a pyramid's
+    centroid lies a quarter of its height above the base, for any base polygon, so this holds exactly for the
+    tessellation too).
+
+    Args:
+      radius: m, of the base.
+      height: m.
+      segments: sides of the base polygon.
+
+    Returns:
+      (vertices [n, 3] float64 m, faces [f, 3] int32, outward).
+    """
     r, h = _positive_length("radius", radius), _positive_length("height", height)
     segments = _count("segments", segments, 3, 1 << 20)
     return _revolve([0.0, r, 0.0], [0.75 * h, -0.25 * h, -0.25 * h], segments)
@@ -444,6 +503,12 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     split vertices by texture coordinate), so that `check_closed_mesh` sees shared edges. Nothing else is
     repaired: run `check_closed_mesh` on the result. Raises `MeshError` for a missing file, a file trimesh
     cannot read, or one with no triangles.
+
+    Args:
+      path: the file.
+
+    Returns:
+      (vertices [n, 3] float64, faces [f, 3] int32), in the file's units.
     """
     path = Path(path)
     if not path.exists():
@@ -484,8 +549,19 @@ class RigidShape:
 def rigid_body_from_mesh(vertices: Array, faces: Array, *, density: float | None = None, mass: float | None = None,
                          name: str = "mesh") -> RigidShape:
     """Check a mesh (`check_closed_mesh`, which may flip an inward mesh with a warning) and compute its mass
-    properties in float64 on the host. Give density (kg/m^3) or mass (kg), at most one; with neither,
-    density is `DEFAULT_DENSITY`."""
+    properties in float64 on the host. Give density or mass, at most one; with neither, density is
+    `DEFAULT_DENSITY`.
+
+    Args:
+      vertices: [n, 3] m.
+      faces: [f, 3] int.
+      density: kg/m^3, or None.
+      mass: kg, or None.
+      name: what the messages call the mesh.
+
+    Returns:
+      the `RigidShape`.
+    """
     if density is not None and mass is not None:
         raise ValueError("rigid_body_from_mesh: give density or mass, not both")
     faces = check_closed_mesh(vertices, faces, name=name)
