@@ -55,7 +55,14 @@ class CostEstimate(NamedTuple):
 
 def element_counts(topology) -> dict:
     """{"particles", "triangles", "bend_edges", "springs"} of a Topology, or of a mapping with those keys
-    (missing ones are 0), e.g. `gradsim_jax.geometry.cloth_grid_counts(2000, 2000)`."""
+    (missing ones are 0), e.g. `gradsim_jax.geometry.cloth_grid_counts(2000, 2000)`.
+
+    Args:
+      topology: a Topology, or a mapping of counts.
+
+    Returns:
+      {"particles", "triangles", "bend_edges", "springs"}: int counts.
+    """
     if isinstance(topology, Mapping):
         return {k: int(topology.get(k, 0)) for k in _SIM_BYTES}
     return {"particles": int(topology.num_particles), "triangles": int(topology.cloth.triangles.shape[0]),
@@ -67,6 +74,14 @@ def _per_element(coefficients: dict, counts: dict) -> float:
 
 
 def human_bytes(n: float) -> str:
+    """A byte count for people: "1.5 GB", "20 MB", "3 KB", "12 B" (binary units).
+
+    Args:
+      n: bytes.
+
+    Returns:
+      the text.
+    """
     for unit, size in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
@@ -74,6 +89,14 @@ def human_bytes(n: float) -> str:
 
 
 def human_seconds(s: float) -> str:
+    """A duration for people: days, hours, minutes or seconds, two or three digits.
+
+    Args:
+      s: seconds.
+
+    Returns:
+      the text.
+    """
     if s >= 2 * 86400:
         return f"{s / 86400:.3g} days"
     if s >= 3600:
@@ -158,13 +181,17 @@ def estimate_cost(
 
     Args:
       topology: a Topology, or counts {"particles", "triangles", "bend_edges", "springs"}.
+      frames: frames simulated per evaluation.
+      substeps: simulation substeps per frame.
       render_size: (height, width) in pixels, or None for no rendering.
       frames_rendered: frames rendered per evaluation (default frames + 1).
-      gradient: each of `iterations` evaluations is also differentiated (a fit); `checkpoint` as in
-        `simulate`.
-      tile_capacity, pixel_capacity: the renderer's (None: every face, as scene files default to).
-      dense_frames, dense_columns: frames a forward-mode Jacobian renders (Levenberg-Marquardt, identifiability)
-        and its columns (free scalars); 0: not used.
+      gradient: each of `iterations` evaluations is also differentiated (a fit).
+      checkpoint: as in `simulate` (True: the state is stored per frame and each frame's substeps recomputed).
+      iterations: evaluations (a fit's iterations).
+      tile_capacity: the renderer's faces per tile (None: every face, as scene files default to).
+      pixel_capacity: the renderer's faces per pixel (None: as many as per tile).
+      dense_frames: frames a forward-mode Jacobian renders (Levenberg-Marquardt, identifiability); 0: not used.
+      dense_columns: that Jacobian's columns (free scalars).
       itemsize: bytes per float (8 for float64).
     Returns:
       CostEstimate(memory_bytes, seconds, text).
