@@ -371,6 +371,15 @@ class WindowedFitResult:
 TIGHTENED = (0.1, 10.0)
 
 
+def _loss_options(scales: dict, shooting: str, kind: str) -> dict:
+    """The keyword arguments of `windowed_terms` and `windowed_loss` but the windows: shooting, kind and the join
+    scales as concrete numbers (`_join_scales`; the loss is traced with the experiment's arrays as arguments)."""
+    position_scale, velocity_scale = scales.get("x", (None, None))
+    pose_scale, rate_scale = scales.get("q", (None, None))
+    return dict(shooting=shooting, kind=kind, position_scale=position_scale, velocity_scale=velocity_scale,
+                pose_scale=pose_scale, rate_scale=rate_scale)
+
+
 def _checked_continuity(exp: Experiment, windows: Windows, shooting: str, start_from: str, continuity,
                         polish: int):
     """The join weight (`continuity`, `TIGHTENED` or 1.0 when None), after checking the fit's options."""
@@ -555,9 +564,7 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     windows = Windows(exp.frames, window, overlap, frame_stride)
     continuity = _checked_continuity(exp, windows, shooting, start_from, continuity, polish)
     scales = _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
-    # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
-    position_scale, velocity_scale = scales.get("x", (None, None))
-    pose_scale, rate_scale = scales.get("q", (None, None))
+    loss_of = _loss_options(scales, shooting, kind)
     exp, theta0 = focused(exp, as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
                           [canonical(n) for n in free])
     target = jnp.asarray(target, theta0["push"].dtype)
@@ -566,8 +573,6 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
                            state_learning_rate=state_learning_rate, learning_rate=learning_rate)
     theta0.update(starts.states)
     first, last = _check_continuity(continuity)
-    loss_of = dict(shooting=shooting, kind=kind, position_scale=position_scale, velocity_scale=velocity_scale,
-                   pose_scale=pose_scale, rate_scale=rate_scale)
     metadata = {"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride,
                              "continuity": [first, last], "start_from": starts.used,
                              **{k: v for k, v in loss_of.items() if v is not None}},
