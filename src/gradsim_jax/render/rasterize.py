@@ -125,7 +125,14 @@ class RenderSettings:
             raise ValueError("gamma must be positive and dist_eps in (0, 0.5)")
 
     def sigma_for(self, height: int) -> float:
-        """sigma for an image `height` pixels tall (the default keeps edges ~1 px wide at any size)."""
+        """sigma for an image `height` pixels tall (the default keeps edges ~1 px wide at any size).
+
+        Args:
+          height: the image's height in pixels.
+
+        Returns:
+          sigma (screen units^2).
+        """
         return self.sigma if self.sigma is not None else 1e-5 * (256.0 / height) ** 2
 
     def cutoff_sq(self, height: int) -> float:
@@ -379,7 +386,17 @@ def _check_values(name, value, unit=False):
 
 
 def as_colors(colors, num_vertices: int, num_faces: int):
-    """Wrap a bare [F, 3] or [N, 3] array as FaceColors / VertexColors (ambiguous when N == F)."""
+    """Wrap a bare [F, 3] or [N, 3] array as FaceColors / VertexColors (ambiguous when N == F).
+
+    Args:
+      colors: None, `FaceColors`, `VertexColors`, `Texture` (returned as they are), or a bare [F, 3] / [N, 3]
+        RGB array.
+      num_vertices: N, the mesh's vertices.
+      num_faces: F, the mesh's faces.
+
+    Returns:
+      colors, wrapped.
+    """
     if colors is None or isinstance(colors, (FaceColors, VertexColors, Texture)):
         return colors
     colors = jnp.asarray(colors)
@@ -510,7 +527,19 @@ def render_with_stats(
 ):
     """`render` (or, with `with_color=False`, `silhouette`), also returning the tiling's RenderStats.
 
-    background: RGB [3] or an image [H, W, 3] behind the mesh (ignored without color). autodiff: see `render`.
+    Args:
+      camera: `Camera` (H, W from it).
+      vertices: [N, 3] world positions (m).
+      faces: [F, 3] int vertex indices.
+      colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
+      lights: `Lights` or None (unlit).
+      background: RGB [3] or an image [H, W, 3] behind the mesh (ignored without color).
+      settings: `RenderSettings` (static).
+      with_color: False: the coverage alone (`silhouette`).
+      autodiff: see `render`.
+
+    Returns:
+      (image: [H, W, 4] RGBA, or [H, W] alpha without color; `RenderStats`).
     """
     height = camera.height  # sigma follows the output size, also when supersampling
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
@@ -693,17 +722,26 @@ def render(
 ):
     """Soft-rasterized RGBA image [H, W, 4] of a triangle mesh.
 
-    camera: `Camera` (H, W from it). vertices: [N, 3] world positions. faces: [F, 3] int vertex indices.
-    colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
-    lights: `Lights` or None (unlit). background: RGB [3] or an image [H, W, 3] behind the mesh (default
-    black; alpha 0 there); an image blends each pixel with its own background pixel.
     Called directly it runs as one compiled program (compiled once per settings, image size and input
     shapes); inside `jit`, `grad` or `vmap` it is traced into the caller's program (settings and the
     camera's image size are static).
     Faces beyond a tile's capacity are dropped silently; check with `render_with_stats`. Non-finite
     vertices raise when concrete; traced ones (a simulation that blew up inside a loss) give a NaN image.
-    autodiff: the per-pixel kernel differentiated by JAX's own rules instead of its hand-written VJP, so that
-    forward mode (`jax.jvp`, a Levenberg-Marquardt Jacobian) works too; the same image, a slower gradient.
+
+    Args:
+      camera: `Camera` (H, W from it).
+      vertices: [N, 3] world positions (m).
+      faces: [F, 3] int vertex indices.
+      colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
+      lights: `Lights` or None (unlit).
+      background: RGB [3] or an image [H, W, 3] behind the mesh (default black; alpha 0 there); an image
+        blends each pixel with its own background pixel.
+      settings: `RenderSettings` (static).
+      autodiff: the per-pixel kernel differentiated by JAX's own rules instead of its hand-written VJP, so that
+        forward mode (`jax.jvp`, a Levenberg-Marquardt Jacobian) works too; the same image, a slower gradient.
+
+    Returns:
+      [H, W, 4] RGBA in [0, 1].
     """
     image, _ = render_with_stats(
         camera, vertices, faces, colors, lights=lights, background=background, settings=settings,
@@ -724,6 +762,13 @@ def composite(image, background):
     gradients. SoftRas's alpha is 1/2 on an outline but dips to 3/4 along an edge two faces share; the
     coverage c equals A outside an outline (A <= 1/2) and closes those seams (c = 1 for A >= 3/4).
     Differentiable.
+
+    Args:
+      image: [..., H, W, 4] a rendered RGBA image.
+      background: RGB [3] or an image [H, W, 3].
+
+    Returns:
+      [..., H, W, 4] the image re-blended; its alpha unchanged.
     """
     alpha = image[..., 3:4]
     coverage = jnp.minimum(alpha + jnp.maximum(alpha - 0.5, 0.0), 1.0)
@@ -733,7 +778,17 @@ def composite(image, background):
 
 
 def silhouette(camera: Camera, vertices, faces, *, settings: RenderSettings = RenderSettings()):
-    """Soft coverage (alpha) [H, W] of a mesh; cheaper than `render` (no depth or color)."""
+    """Soft coverage (alpha) [H, W] of a mesh; cheaper than `render` (no depth or color).
+
+    Args:
+      camera: `Camera` (H, W from it).
+      vertices: [N, 3] world positions (m).
+      faces: [F, 3] int vertex indices.
+      settings: `RenderSettings` (static).
+
+    Returns:
+      [H, W] alpha in [0, 1].
+    """
     image, _ = render_with_stats(camera, vertices, faces, settings=settings, with_color=False)
     return image
 
@@ -753,7 +808,18 @@ def render_video(
     Frames are rendered one after another (`lax.map`). A gradient keeps each frame's residuals (the
     per-pixel face lists and results, a few MB per frame); with `settings.checkpoint_frames` each frame
     is recomputed in the backward pass instead (`jax.checkpoint`), so that memory is one frame's.
-    background: RGB [3] or an image [H, W, 3] behind the mesh, the same for every frame (a static scene).
+
+    Args:
+      camera: `Camera` (H, W from it).
+      frames: [T, N, 3] vertex positions (m) of each frame.
+      faces: [F, 3] int vertex indices.
+      colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
+      lights: `Lights` or None (unlit).
+      background: RGB [3] or an image [H, W, 3] behind the mesh, the same for every frame (a static scene).
+      settings: `RenderSettings` (static).
+
+    Returns:
+      [T, H, W, 4] RGBA.
     """
     frames = jnp.asarray(frames)
     if frames.ndim != 3 or frames.shape[-1] != 3:
@@ -782,7 +848,19 @@ def render_dense(
     """Reference renderer: every pixel against every face, differentiated by plain autodiff.
 
     Same model and cutoff as `render`; tiling settings are ignored. Memory is H x W x F: small tests only.
-    background: RGB [3] or an image [H, W, 3] behind the mesh.
+
+    Args:
+      camera: `Camera` (H, W from it).
+      vertices: [N, 3] world positions (m).
+      faces: [F, 3] int vertex indices.
+      colors: None (white), `FaceColors`, `VertexColors`, `Texture`, or a bare [F, 3] / [N, 3] array.
+      lights: `Lights` or None (unlit).
+      background: RGB [3] or an image [H, W, 3] behind the mesh.
+      settings: `RenderSettings` (static).
+      with_color: False: the coverage alone.
+
+    Returns:
+      [H, W, 4] RGBA, or [H, W] alpha without color.
     """
     height = camera.height
     camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
@@ -826,10 +904,20 @@ def suggest_capacities(
     camera, frames, faces, *, settings: RenderSettings = RenderSettings(), multiple: int = 8
 ) -> RenderSettings:
     """`settings` with the smallest tile and pixel capacities (rounded up to `multiple`) that drop no face
-    on example `frames [T, N, 3]` (or one [N, 3] frame) seen by `camera` (a `Camera`, or a sequence of
-    cameras of one image size: the capacities then serve every view). Host-side: run it once on
-    representative frames (e.g. a first simulation), then keep the settings fixed so that nothing
-    recompiles. Each measurement is compiled once, whatever the number of cameras and frames."""
+    on example frames. Host-side: run it once on representative frames (e.g. a first simulation), then keep the
+    settings fixed so that nothing recompiles. Each measurement is compiled once, whatever the number of cameras
+    and frames.
+
+    Args:
+      camera: a `Camera`, or a sequence of cameras of one image size (the capacities then serve every view).
+      frames: [T, N, 3] example vertex positions (m), or one [N, 3] frame.
+      faces: [F, 3] int vertex indices.
+      settings: the `RenderSettings` to start from.
+      multiple: the capacities are rounded up to a multiple of this.
+
+    Returns:
+      the `RenderSettings` with tile_capacity and pixel_capacity set.
+    """
     frames = np.asarray(frames)
     if frames.ndim == 2:
         frames = frames[None]
