@@ -49,45 +49,25 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
-from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
-from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.fit.windows import Scaled, Windows, window_length_for  # noqa: F401  (re-exported)
 from gradsim_jax.physics import State
-from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data, compiled, frames_for, traced_checks
-from gradsim_jax.sysid.losses import image_loss, residual_channels
-from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
+from gradsim_jax.sysid.losses import image_loss
+from gradsim_jax.sysid.quantities import assemble, canonical, focused, transforms_for
 from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
+from gradsim_jax.sysid.truncated import polish_truncated, truncated_residual  # noqa: F401  (re-exported)
+from gradsim_jax.sysid.window_runs import SHOOTING, check_windowed  # noqa: F401  (re-exported)
 from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
-                                             default_pose_scales, estimate_window_states, has_ode, join_gap,
+                                             default_pose_scales, estimate_window_states, join_gap,
                                              pose_periods, pose_rate, push_of, run_from, run_windows, start_names,
                                              state_parts, window_states)
 
 Array = Any
 
-SHOOTING = ("multiple", "truncated")
 #: How multiple shooting's window start states begin: read off the video, or a run of the initial guess.
 START_FROM = ("video", "run")
-
-
-def _check_experiment(exp: Experiment, windows: Windows, shooting: str) -> None:
-    if shooting not in SHOOTING:
-        raise ValueError(f"unknown shooting {shooting!r}; choose from {SHOOTING}")
-    if windows.frames != exp.frames:
-        raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
-    if exp.topology.smoke is not None:
-        raise ValueError("windowed fits (window, shooting) are not available for smoke (Topology.smoke): its state is "
-                         "a whole velocity field, which a window's start cannot be estimated for from the video; fit "
-                         "the whole recording (no window)")
-    if shooting == "multiple" and np.shape(exp.state0.rigid.x)[0]:
-        raise ValueError("multiple shooting estimates particle and ODE-body start states only; this experiment has "
-                         "rigid bodies: use shooting='truncated'")
-    if shooting == "multiple" and has_ode(exp):
-        ode_coordinates(exp.topology.ode.system, exp.state0.ode)  # ValueError when it names none
-    if shooting == "truncated" and windows.overlap:
-        raise ValueError("truncated backpropagation cuts one forward run and takes no overlap (overlap=0)")
 
 
 def _frame_losses(exp: Experiment, theta: dict, params, traj: State, target: Array, kind: str) -> Array:
@@ -141,7 +121,7 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
       (m/s) mismatch per join, "join_q", "join_qd": the ODE body's RMS pose and rate mismatch (each empty when
       the scene has no such part)}.
     """
-    _check_experiment(exp, windows, shooting)
+    check_windowed(exp, windows, shooting)
     target = jnp.asarray(target)
     params, state0 = assemble(exp, theta)
     push = push_of(exp, theta)
@@ -247,7 +227,7 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
     Returns:
       `loss(theta, iteration=None)`, a scalar.
     """
-    _check_experiment(exp, windows, shooting)
+    check_windowed(exp, windows, shooting)
     _check_continuity(continuity)
     if shooting == "multiple" and windows.count > 1:
         _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
@@ -259,87 +239,6 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
         return terms["image"] + continuity_weight(continuity, iteration, iterations) * terms["continuity"]
 
     return loss
-
-
-def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") -> Callable:
-    """`residual(theta, target)`: pixel residuals (pred - target) / sqrt(N) of the compared frames of the
-    truncated run, flattened (|r|^2 is the rgba loss), rendered with `render(autodiff=True)` so that it
-    has a forward-mode derivative. `jax.lax.stop_gradient` stops tangents as well: its Jacobian is the
-    truncated one, each frame differentiated only back to the start of its window.
-
-    Args:
-      exp: the experiment.
-      windows: the windows of the truncated run.
-      kind: the residual's channels ("rgba", "rgb", "silhouette").
-
-    Returns:
-      `residual(theta, target)`, [N'] flat.
-    """
-    _check_experiment(exp, windows, "truncated")
-
-    def residual(theta, target):
-        params, state0 = assemble(exp, theta)
-        traj = run_from(exp, params, state0, jnp.asarray(0), windows.frames, push_of(exp, theta),
-                        cuts=windows.cuts())
-        idx = np.arange(1, windows.frames + 1, windows.stride)
-        x = trajectory_vertices(exp.topology, params, jax.tree.map(lambda a: a[idx], traj))
-        pred = frames_for(exp, x, theta, dense=True)
-        diff = residual_channels(kind, pred - target[idx])
-        return jnp.ravel(diff / math.sqrt(diff.size))
-
-    return residual
-
-
-def polish_truncated(exp: Experiment, target: Array, theta: dict, free, windows: Windows, *, steps: int = 10,
-                     kind: str = "rgba", progress: bool = False) -> tuple[dict, list]:
-    """Levenberg-Marquardt steps on `truncated_residual` over the scalar quantities `free` (in their fit
-    transforms, log for positive ones), with the truncated Jacobian (one forward-mode column per quantity).
-    Adam crawls along a valley such as mass x stiffness (a ratio well seen, the scale less); Gauss-Newton
-    crosses it.
-
-    Args:
-      exp: the experiment.
-      target: [frames + 1, H, W, 4] its video.
-      theta: quantities (missing ones: the experiment's).
-      free: the scalar quantities to solve for.
-      windows: the windows of the truncated run.
-      steps: the most Levenberg-Marquardt steps.
-      kind: the residual's channels.
-      progress: print each accepted step.
-
-    Returns:
-      (theta, [(loss, {name: value}) per accepted step]).
-    """
-    free = tuple(canonical(n) for n in free)
-    theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
-    if any(np.size(theta[n]) != 1 for n in free):
-        raise ValueError(f"polish_truncated fits scalar quantities; {free} has arrays")
-    tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
-    target = jnp.asarray(target, theta["push"].dtype)
-    shapes = {n: jnp.shape(theta[n]) for n in free}
-
-    def unpack(z, base):
-        return {**base, **{n: tf[n].inverse(z[i]).reshape(shapes[n]) for i, n in enumerate(free)}}
-
-    def linearized(e, z, base, tgt):
-        return forward_jacobian(lambda zz: truncated_residual(e, windows, kind)(unpack(zz, base), tgt), z)
-
-    jac = compiled(exp, linearized, ("polish_truncated", windows, kind, free, tuple(shapes.items())))
-    dtype = theta["push"].dtype
-
-    def linearize(z):
-        r, cols = jac(jnp.asarray(z, dtype), theta, target)
-        return np.asarray(r), np.asarray(cols).T
-
-    def on_step(k, cost):
-        if progress:
-            print(f"  Levenberg-Marquardt step {k} (truncated Jacobian): loss {cost:.4e}")
-
-    z0 = np.array([float(np.ravel(tf[n].forward(theta[n]))[0]) for n in free])
-    solution = levenberg_marquardt(None, linearize, z0, steps=steps, on_step=on_step)
-    records = [(cost, {n: float(tf[n].inverse(zk[i])) for i, n in enumerate(free)}) for cost, zk in solution.steps]
-    out = unpack(jnp.asarray(solution.z, dtype), theta)
-    return {n: np.asarray(v) for n, v in out.items()}, records
 
 
 @dataclasses.dataclass
@@ -383,7 +282,7 @@ def _loss_options(scales: dict, shooting: str, kind: str) -> dict:
 def _checked_continuity(exp: Experiment, windows: Windows, shooting: str, start_from: str, continuity,
                         polish: int):
     """The join weight (`continuity`, `TIGHTENED` or 1.0 when None), after checking the fit's options."""
-    _check_experiment(exp, windows, shooting)
+    check_windowed(exp, windows, shooting)
     if start_from not in START_FROM:
         raise ValueError(f"start_from must be one of {START_FROM}, got {start_from!r}")
     if continuity is None:
