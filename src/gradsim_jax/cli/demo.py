@@ -5,14 +5,14 @@ plots and report.json to OUT; the scenes and their settings come from `gradsim_j
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from pathlib import Path
 
+from gradsim_jax.cli.demo_parsers import add_cloth_control_parser, add_cloth_parser, add_rigid_shape_parser
 from gradsim_jax.cli.args import (count, fail, fit_flags, force_flag, missing_input, positive, preflight,
                                   progress_flags, rewrite_report)
-from gradsim_jax.scenes.catalog import (CONTACT_DEMOS, CONTROL_DEMOS, DEMO_ESTIMATES, FEM_DEMOS,
+from gradsim_jax.scenes.catalog import (CONTACT_DEMOS, CONTROL_DEMOS, FEM_DEMOS,
                                        FEM_MATERIAL_ESTIMATES, ODE_DEMOS, ODE_ESTIMATES, RIGID_DEMOS,
                                        RIGID_MATERIAL_ESTIMATES, contact_demo_experiment, demo_experiment,
                                        fem_demo_experiment, ode_demo_experiment, rigid_demo_experiment)
@@ -24,70 +24,22 @@ CONTACT_QUANTITIES = {"stack": STACK_QUANTITIES, "drape": DRAPE_QUANTITIES, "lif
 
 
 def add_parser(sub) -> None:
-    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers."""
+    """`demo` and one subcommand per demo on `gradsim-jax`'s subparsers.
+
+    Args:
+      sub: the subparsers of `gradsim-jax`'s parser (`add_subparsers()`).
+    """
     demo = sub.add_parser("demo", help="built-in demos: cloth, rigid and soft bodies from video, and control",
                           description="Built-in demos. Each renders its own target video from known values, "
                                       "recovers them from a perturbed start (or trains a control) and writes "
                                       "videos, plots and report.json to OUT.")
     demos = demo.add_subparsers(dest="demo", metavar="DEMO")
-    cloth = demos.add_parser(
-        "cloth", help="recover cloth parameters from a rendered video",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Render a target video of a cloth from true parameters, start from perturbed ones, fit "
-                    "them back through simulation and rendering, and write target/initial/fitted GIFs, "
-                    "comparison.mp4, loss.png, params.png and report.json to OUT.\n\n"
-                    "Scenes: velocity -> a cloth tossed with a spinning velocity field (gradSim's cloth demo, "
-                    "every particle's initial velocity estimated); friction -> a cloth landing and sliding on "
-                    "the ground; anything else -> a cloth pinned along one edge swinging down, with a known "
-                    "push on its free edge during the first frames (that push is what separates mass from "
-                    "stiffness and damping).")
-    cloth.add_argument("--estimate", default="mass,stiffness,damping",
-                       help=f"comma-separated quantities: {', '.join(DEMO_ESTIMATES)} "
-                            "(default mass,stiffness,damping)")
-    cloth.set_defaults(quantities=DEMO_ESTIMATES)
-    cloth.add_argument("--size", type=count(1), default=48, help="image size in pixels (default 48)")
-    cloth.add_argument("--frames", type=count(1), default=30, help="frames to simulate (default 30)")
-    cloth.add_argument("--cells", type=count(1), default=None, help="cloth cells per side (default: scene's own)")
-    cloth.add_argument("--perturb", type=float, nargs=2, default=(0.3, 0.5), metavar=("LOW", "HIGH"),
-                       help="relative offset of the initial guess from the truth (default 0.3 0.5)")
-    cloth.add_argument("--no-push", action="store_true",
-                       help="drop the known push (then mass is not separable from stiffness and damping)")
-    cloth.add_argument("--seed", type=int, default=0, help="seed of the initial perturbation")
-    cloth.add_argument("--out", default="runs/cloth", help="output folder (default runs/cloth)")
-    fit_flags(cloth, polish=None)
-    progress_flags(cloth)
-    force_flag(cloth)
-
-    ctrl = demos.add_parser(
-        "cloth-control", help="find the initial velocity that makes a cloth land where a target image shows",
-        description="gradSim's control_cloth: optimize one initial velocity (a 3-vector) so that the last "
-                    "rendered frame matches a target image rendered with a hidden velocity; reports the final "
-                    "position error. Writes the same outputs as `demo cloth` to OUT.")
-    ctrl.add_argument("--size", type=count(1), default=48, help="image size in pixels (default 48)")
-    ctrl.add_argument("--frames", type=count(1), default=30, help="frames to simulate (default 30)")
-    ctrl.add_argument("--iterations", type=count(0), default=150, help="Adam iterations (default 150)")
-    ctrl.add_argument("--learning-rate", type=positive, default=0.15,
-                      help="Adam learning rate, m/s (default 0.15)")
-    ctrl.add_argument("--seed", type=int, default=0, help="seed of the hidden target velocity")
-    ctrl.add_argument("--out", default="runs/cloth-control", help="output folder (default runs/cloth-control)")
-    progress_flags(ctrl)
-    force_flag(ctrl)
+    add_cloth_parser(demos)
+    add_cloth_control_parser(demos)
 
     _table_demo_parsers(demos, RIGID_DEMOS, RIGID_MATERIAL_ESTIMATES)
 
-    shape = demos.add_parser(
-        "rigid-shape", help="recover a rigid body's shape from a rendered video",
-        description="Fit per-vertex offsets of a rigid body's hull to a video of the true shape moving.")
-    shape.add_argument("--size", type=count(1), default=64, help="image size in pixels (default 64)")
-    shape.add_argument("--frames", type=count(1), default=None, help="frames to simulate (default: scene's own)")
-    shape.add_argument("--iterations", type=count(0), default=None, metavar="N",
-                       help="Adam iterations (default: the demo's own)")
-    shape.add_argument("--smoothness", type=float, default=None,
-                       help="weight of the shape smoothness prior (default: the demo's own)")
-    shape.add_argument("--seed", type=int, default=0, help="seed of the initial guess")
-    shape.add_argument("--out", default="runs/rigid-shape", help="output folder (default runs/rigid-shape)")
-    progress_flags(shape)
-    force_flag(shape)
+    add_rigid_shape_parser(demos)
 
     _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
     _table_demo_parsers(demos, CONTACT_DEMOS, CONTACT_QUANTITIES)
@@ -336,6 +288,14 @@ def _run_demo(args, label: str, free, build, *, iterations, learning_rate, polis
 
 
 def cmd_demo_cloth(args) -> int:
+    """`demo cloth`: fit the cloth's quantities (--estimate) to its rendered video.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status.
+    """
     free = _estimates(args)
     velocity = "velocity" in free
     return _run_demo(args, "cloth", free,
@@ -414,6 +374,14 @@ def _scene_runner(name: str):
 
 def cmd_demo_rigid_shape(args) -> int:
     # Imported here: the CLI works without that module, and a missing one is a message, not a traceback.
+    """`demo rigid-shape` (`scenes.rigid_shape.run_demo`); a message when that module is missing.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status.
+    """
     try:
         from gradsim_jax.scenes.rigid_shape import run_demo
     except ModuleNotFoundError as e:
@@ -424,6 +392,14 @@ def cmd_demo_rigid_shape(args) -> int:
 
 
 def cmd_demo_control(args) -> int:
+    """`demo cloth-control`: fit the initial velocity that makes the cloth land as a target image shows.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status.
+    """
     import numpy as np
 
     from gradsim_jax import sysid
@@ -476,7 +452,14 @@ def cmd_demo_control(args) -> int:
 
 def run(args) -> int:
     """Run the demo `args.demo` after the checks every demo shares (OUT can be written, the files named
-    exist, --estimate's names are the demo's quantities); usage (exit 2) when none is named."""
+    exist, --estimate's names are the demo's quantities); usage (exit 2) when none is named.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace` of the demo's subcommand).
+
+    Returns:
+      the exit status, or None when no (known) demo is named.
+    """
     from gradsim_jax import sysid
 
     if args.demo is None:
@@ -504,7 +487,14 @@ def run(args) -> int:
 
 def runner_of(name: str):
     """The function that runs demo `name` (`args -> exit status`), or None for no such demo. Demos of one family
-    share theirs (the rigid, FEM, contact, ODE and control demos): a test of one runs the others' code."""
+    share theirs (the rigid, FEM, contact, ODE and control demos): a test of one runs the others' code.
+
+    Args:
+      name: the demo's name ("cloth", "rigid-mass", ...).
+
+    Returns:
+      the runner, or None.
+    """
     families = {"cloth": cmd_demo_cloth, "cloth-control": cmd_demo_control, "rigid-shape": cmd_demo_rigid_shape,
                 **dict.fromkeys(RIGID_DEMOS, cmd_demo_rigid), **dict.fromkeys(FEM_DEMOS, cmd_demo_fem),
                 **dict.fromkeys(CONTACT_DEMOS, cmd_demo_contact), **dict.fromkeys(ODE_DEMOS, cmd_demo_ode)}

@@ -29,6 +29,7 @@ chaotic or ill-conditioned horizon the last one (see `gradient_horizon`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Any, Callable, Optional
@@ -112,6 +113,11 @@ class GradcheckResult:
         return "\n".join(rows)
 
     def write_json(self, path) -> None:
+        """Write `as_dict()` as JSON (`sysid.report.write_report`).
+
+        Args:
+          path: the file to write.
+        """
         from gradsim_jax.sysid.report import write_report
 
         write_report(path, self.as_dict())
@@ -133,6 +139,139 @@ def _fd_step(value, step: Optional[float]) -> float:
         return float(step)
     rms = float(np.sqrt(np.mean(np.square(np.asarray(value, np.float64))))) if np.size(value) else 0.0
     return EPS64 ** (1.0 / 3.0) * max(rms, 1e-12) if rms > 0 else EPS64 ** (1.0 / 3.0)
+
+
+def _checked_free(params: Any, free, steps: Optional[dict], tolerances: dict) -> tuple:
+    """(free fields as a tuple, {field: FD step}) after checking the tolerances, the free fields and the steps."""
+    for label, tol in tolerances.items():
+        if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
+            raise ValueError(f"{label} must be a positive number, got {tol!r}")
+    names = field_names(params)
+    if free is None:
+        free = tuple(n for n in names if jnp.issubdtype(jnp.result_type(get_field(params, n)), jnp.floating))
+    free = (free,) if isinstance(free, str) else tuple(free)
+    unknown = [n for n in free if n not in names]
+    if unknown or not free:
+        raise ValueError(f"free must name fields of the parameters {list(names)}; got {list(free)}")
+    for n in free:
+        if not jnp.issubdtype(jnp.result_type(get_field(params, n)), jnp.floating):
+            raise ValueError(f"free field {n!r} is not floating point")
+    steps = dict(steps or {})
+    bad = [n for n, h in steps.items() if n not in free or not (math.isfinite(h) and h > 0)]
+    if bad:
+        raise ValueError(f"steps must give positive finite steps of free fields; bad: {bad}")
+    return free, steps
+
+
+def _say(progress: bool, started: float, stage: str) -> None:
+    """With progress, print the stage and the seconds since `started` (`time.perf_counter()`)."""
+    if progress:
+        print(f"gradcheck: {stage} ({time.perf_counter() - started:.1f} s)")
+
+
+def _split(p: Any, free: tuple) -> dict:
+    """{field: value} of the free fields of the parameter tree p."""
+    return {n: get_field(p, n) for n in free}
+
+
+def _scalar(fn: Callable, p: Any, x: dict):
+    """fn of p with the free fields x, checked to be a scalar."""
+    out = fn(replace_fields(p, x))
+    if jnp.shape(out) != ():
+        raise ValueError(f"the loss must return a scalar; got shape {jnp.shape(out)}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Float64:
+    """The float64 derivatives of `gradcheck`.
+
+    Attributes:
+      value: the loss at the parameters.
+      grads: {field: reverse-mode gradient, the field's shape}.
+      forward: {field: forward-mode directional derivative}, None when forward mode is not available.
+      note: why forward mode is missing ("" when it is not).
+      fd: {field: central finite-difference directional derivative}.
+    """
+    value: float
+    grads: dict
+    forward: Optional[dict]
+    note: str
+    fd: dict
+
+
+def _forward_mode(loss_forward: Callable, p64: Any, x64: dict, tangents: dict, free: tuple) -> tuple:
+    """({field: jvp along its tangent}, "") or (None, the reason) when the loss has no forward-mode rule."""
+    forward = {}
+    try:
+        jvp = jit(lambda p, x, t: jax.jvp(lambda xx: _scalar(loss_forward, p, xx), (x,), (t,))[1])
+        zero = {n: jnp.zeros_like(v) for n, v in tangents.items()}
+        for n in free:
+            forward[n] = float(jvp(p64, x64, {**zero, n: tangents[n]}))
+    except TypeError as e:  # a custom_vjp has no forward-mode rule
+        if "custom_vjp" not in str(e) and "jvp" not in str(e):
+            raise
+        return None, "forward mode n/a: the loss uses a custom_vjp"
+    return forward, ""
+
+
+def _float64_derivatives(loss: Callable, loss_forward: Callable, params: Any, free: tuple, directions: dict,
+                         h: dict, say: Callable) -> _Float64:
+    """Reverse mode, forward mode and central finite differences in float64 (`say(stage)` before each)."""
+    with at_precision(64) as f64:
+        p64 = cast_floats(params, f64)
+        x64 = _split(p64, free)
+        value_and_grad = jit(jax.value_and_grad(lambda p, x: _scalar(loss, p, x), argnums=1))
+        evaluate = jit(lambda p, x: _scalar(loss, p, x))
+        say("reverse mode, float64")
+        value, grads = value_and_grad(p64, x64)
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"the loss is not finite at the parameters: {value}")
+        grads = {n: np.asarray(g, np.float64) for n, g in grads.items()}
+        tangents = {n: jnp.asarray(directions[n], f64) for n in free}
+        say("forward mode, float64")
+        forward, note = _forward_mode(loss_forward, p64, x64, tangents, free)
+        say("central finite differences, float64")
+        fd = {}
+        for n in free:
+            up = {**x64, n: x64[n] + h[n] * tangents[n]}
+            down = {**x64, n: x64[n] - h[n] * tangents[n]}
+            fd[n] = (float(evaluate(p64, up)) - float(evaluate(p64, down))) / (2.0 * h[n])
+    return _Float64(value, grads, forward, note, fd)
+
+
+def _float32_gradient(loss32: Callable, params: Any, free: tuple) -> dict:
+    """{field: the reverse-mode gradient computed in float32, as float64}."""
+    with at_precision(32) as f32:
+        p32 = cast_floats(params, f32)
+        _, g = jit(jax.value_and_grad(lambda p, x: _scalar(loss32, p, x), argnums=1))(p32, _split(p32, free))
+        return {n: np.asarray(v, np.float64) for n, v in g.items()}
+
+
+def _quantity_check(n: str, d: _Float64, direction, h: float, g32: Optional[dict],
+                    tolerances: dict) -> QuantityCheck:
+    """The `QuantityCheck` of field n from the derivatives along its `direction` with FD step h."""
+    grad = d.grads[n]
+    rev = float(np.sum(grad * direction))
+    fwd = None if d.forward is None else d.forward[n]
+    floor = 100.0 * EPS64 * abs(d.value) / h
+    ad_err = None if fwd is None else relative_difference(rev, fwd)
+    fd_err = relative_difference(rev, d.fd[n], floor)
+    f32_err = None if g32 is None else relative_difference(g32[n], grad)
+    failed = []
+    if ad_err is not None and not ad_err <= tolerances["ad_rtol"]:
+        failed.append("reverse vs forward")
+    if not fd_err <= tolerances["fd_rtol"]:
+        failed.append("reverse vs FD")
+    if f32_err is not None and not f32_err <= tolerances["f32_rtol"]:
+        failed.append("float32 vs float64")
+    return QuantityCheck(
+        name=n, size=int(np.size(grad)), step=h, reverse=rev, forward=fwd, finite_difference=d.fd[n],
+        gradient_norm=float(np.linalg.norm(grad)),
+        float32_norm=None if g32 is None else float(np.linalg.norm(g32[n])),
+        ad_error=ad_err, fd_error=fd_err, f32_error=f32_err,
+        verdict="ok" if not failed else "FAIL: " + ", ".join(failed), note=d.note)
 
 
 def gradcheck(
@@ -162,7 +301,9 @@ def gradcheck(
         default `loss`.
       loss32: the loss evaluated for the float32 comparison; default `loss`.
       float32: compare the float32 gradient with the float64 one.
-      ad_rtol, fd_rtol, f32_rtol: tolerances (relative) of reverse vs forward, reverse vs FD, float32 vs float64.
+      ad_rtol: tolerance (relative) of reverse vs forward mode.
+      fd_rtol: tolerance (relative) of reverse mode vs central finite differences.
+      f32_rtol: tolerance (relative) of the float32 gradient vs the float64 one.
       steps: {field: FD step} overriding the default h.
       seed: seed of the directions.
       progress: print a line per stage (compilation of a large loss takes a while).
@@ -172,95 +313,17 @@ def gradcheck(
       ValueError: unknown or non-floating free fields, non-positive tolerances or steps, a loss that is not a
         scalar or not finite at `params`.
     """
-    for label, tol in (("ad_rtol", ad_rtol), ("fd_rtol", fd_rtol), ("f32_rtol", f32_rtol)):
-        if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-            raise ValueError(f"{label} must be a positive number, got {tol!r}")
-    names = field_names(params)
-    if free is None:
-        free = tuple(n for n in names if jnp.issubdtype(jnp.result_type(get_field(params, n)), jnp.floating))
-    free = (free,) if isinstance(free, str) else tuple(free)
-    unknown = [n for n in free if n not in names]
-    if unknown or not free:
-        raise ValueError(f"free must name fields of the parameters {list(names)}; got {list(free)}")
-    for n in free:
-        if not jnp.issubdtype(jnp.result_type(get_field(params, n)), jnp.floating):
-            raise ValueError(f"free field {n!r} is not floating point")
-    steps = dict(steps or {})
-    bad = [n for n, h in steps.items() if n not in free or not (math.isfinite(h) and h > 0)]
-    if bad:
-        raise ValueError(f"steps must give positive finite steps of free fields; bad: {bad}")
-    say = print if progress else (lambda *_: None)
-    started = time.perf_counter()
+    tolerances = {"ad_rtol": ad_rtol, "fd_rtol": fd_rtol, "f32_rtol": f32_rtol}
+    free, steps = _checked_free(params, free, steps, tolerances)
+    say = functools.partial(_say, progress, time.perf_counter())
     loss_forward = loss if loss_forward is None else loss_forward
     loss32 = loss if loss32 is None else loss32
     directions = _directions(params, free, seed)
     h = {n: _fd_step(get_field(params, n), steps.get(n)) for n in free}
-
-    def split(p):
-        return {n: get_field(p, n) for n in free}
-
-    def scalar(fn, p, x):
-        out = fn(replace_fields(p, x))
-        if jnp.shape(out) != ():
-            raise ValueError(f"the loss must return a scalar; got shape {jnp.shape(out)}")
-        return out
-
-    with at_precision(64) as f64:
-        p64 = cast_floats(params, f64)
-        x64 = split(p64)
-        value_and_grad = jit(jax.value_and_grad(lambda p, x: scalar(loss, p, x), argnums=1))
-        evaluate = jit(lambda p, x: scalar(loss, p, x))
-        say(f"gradcheck: reverse mode, float64 ({time.perf_counter() - started:.1f} s)")
-        value, grads = value_and_grad(p64, x64)
-        value = float(value)
-        if not math.isfinite(value):
-            raise ValueError(f"the loss is not finite at the parameters: {value}")
-        grads = {n: np.asarray(g, np.float64) for n, g in grads.items()}
-        tangents = {n: jnp.asarray(directions[n], f64) for n in free}
-        forward, note = {}, ""
-        say(f"gradcheck: forward mode, float64 ({time.perf_counter() - started:.1f} s)")
-        try:
-            jvp = jit(lambda p, x, t: jax.jvp(lambda xx: scalar(loss_forward, p, xx), (x,), (t,))[1])
-            zero = {n: jnp.zeros_like(v) for n, v in tangents.items()}
-            for n in free:
-                forward[n] = float(jvp(p64, x64, {**zero, n: tangents[n]}))
-        except TypeError as e:  # a custom_vjp has no forward-mode rule
-            if "custom_vjp" not in str(e) and "jvp" not in str(e):
-                raise
-            forward, note = None, "forward mode n/a: the loss uses a custom_vjp"
-        say(f"gradcheck: central finite differences, float64 ({time.perf_counter() - started:.1f} s)")
-        fd = {}
-        for n in free:
-            up = {**x64, n: x64[n] + h[n] * tangents[n]}
-            down = {**x64, n: x64[n] - h[n] * tangents[n]}
-            fd[n] = (float(evaluate(p64, up)) - float(evaluate(p64, down))) / (2.0 * h[n])
+    derivatives = _float64_derivatives(loss, loss_forward, params, free, directions, h, say)
     g32 = None
     if float32:
-        say(f"gradcheck: reverse mode, float32 ({time.perf_counter() - started:.1f} s)")
-        with at_precision(32) as f32:
-            p32 = cast_floats(params, f32)
-            _, g = jit(jax.value_and_grad(lambda p, x: scalar(loss32, p, x), argnums=1))(p32, split(p32))
-            g32 = {n: np.asarray(v, np.float64) for n, v in g.items()}
-    checks = []
-    for n in free:
-        rev = float(np.sum(grads[n] * directions[n]))
-        fwd = None if forward is None else forward[n]
-        floor = 100.0 * EPS64 * abs(value) / h[n]
-        ad_err = None if fwd is None else relative_difference(rev, fwd)
-        fd_err = relative_difference(rev, fd[n], floor)
-        f32_err = None if g32 is None else relative_difference(g32[n], grads[n])
-        failed = []
-        if ad_err is not None and not ad_err <= ad_rtol:
-            failed.append("reverse vs forward")
-        if not fd_err <= fd_rtol:
-            failed.append("reverse vs FD")
-        if f32_err is not None and not f32_err <= f32_rtol:
-            failed.append("float32 vs float64")
-        checks.append(QuantityCheck(
-            name=n, size=int(np.size(grads[n])), step=h[n], reverse=rev, forward=fwd, finite_difference=fd[n],
-            gradient_norm=float(np.linalg.norm(grads[n])),
-            float32_norm=None if g32 is None else float(np.linalg.norm(g32[n])),
-            ad_error=ad_err, fd_error=fd_err, f32_error=f32_err,
-            verdict="ok" if not failed else "FAIL: " + ", ".join(failed), note=note))
-    return GradcheckResult(loss=value, checks=tuple(checks),
-                           tolerances={"ad_rtol": ad_rtol, "fd_rtol": fd_rtol, "f32_rtol": f32_rtol})
+        say("reverse mode, float32")
+        g32 = _float32_gradient(loss32, params, free)
+    checks = tuple(_quantity_check(n, derivatives, directions[n], h[n], g32, tolerances) for n in free)
+    return GradcheckResult(loss=derivatives.value, checks=checks, tolerances=tolerances)

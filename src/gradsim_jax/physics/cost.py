@@ -55,7 +55,14 @@ class CostEstimate(NamedTuple):
 
 def element_counts(topology) -> dict:
     """{"particles", "triangles", "bend_edges", "springs"} of a Topology, or of a mapping with those keys
-    (missing ones are 0), e.g. `gradsim_jax.geometry.cloth_grid_counts(2000, 2000)`."""
+    (missing ones are 0), e.g. `gradsim_jax.geometry.cloth_grid_counts(2000, 2000)`.
+
+    Args:
+      topology: a Topology, or a mapping of counts.
+
+    Returns:
+      {"particles", "triangles", "bend_edges", "springs"}: int counts.
+    """
     if isinstance(topology, Mapping):
         return {k: int(topology.get(k, 0)) for k in _SIM_BYTES}
     return {"particles": int(topology.num_particles), "triangles": int(topology.cloth.triangles.shape[0]),
@@ -67,6 +74,14 @@ def _per_element(coefficients: dict, counts: dict) -> float:
 
 
 def human_bytes(n: float) -> str:
+    """A byte count for people: "1.5 GB", "20 MB", "3 KB", "12 B" (binary units).
+
+    Args:
+      n: bytes.
+
+    Returns:
+      the text.
+    """
     for unit, size in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
@@ -74,6 +89,14 @@ def human_bytes(n: float) -> str:
 
 
 def human_seconds(s: float) -> str:
+    """A duration for people: days, hours, minutes or seconds, two or three digits.
+
+    Args:
+      s: seconds.
+
+    Returns:
+      the text.
+    """
     if s >= 2 * 86400:
         return f"{s / 86400:.3g} days"
     if s >= 3600:
@@ -81,6 +104,61 @@ def human_seconds(s: float) -> str:
     if s >= 60:
         return f"{s / 60:.2g} min"
     return f"{s:.2g} s"
+
+
+def _simulation_cost(counts: Mapping, frames: int, substeps: int, gradient: bool, checkpoint: bool,
+                     itemsize: int) -> tuple[float, float]:
+    """(bytes, seconds) of simulating (and with `gradient`, differentiating) one evaluation."""
+    n = counts["particles"]
+    scale = itemsize / 4.0
+    states = (frames + 1) * n * 6 * itemsize  # x and v of every frame
+    sim_bytes = scale * _per_element(_SIM_BYTES, counts) + states
+    step_seconds = _per_element(_SIM_SECONDS_PER_SUBSTEP, counts)
+    sim_seconds = frames * substeps * step_seconds
+    if gradient:
+        residuals = _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts)
+        # Per frame (the default): the state before each of one frame's substeps, one substep's residuals.
+        stored = substeps * n * 24.0 + residuals if checkpoint else frames * substeps * residuals
+        sim_bytes += scale * stored + 2 * states
+        sim_seconds *= _SIM_GRAD_TIME_FACTOR
+    return sim_bytes, sim_seconds
+
+
+def _render_cost(faces: int, frames: int, render_size: tuple[int, int], frames_rendered: Optional[int],
+                 gradient: bool, tile_capacity: Optional[int], pixel_capacity: Optional[int], dense_frames: int,
+                 dense_columns: int, itemsize: int) -> tuple[dict, float]:
+    """({"render": (bytes, seconds)[, "Jacobian render": (bytes, seconds)]}, the video's bytes) of rendering
+    one evaluation's frames (and a forward-mode Jacobian's)."""
+    scale = itemsize / 4.0
+    parts = {}
+    height, width = render_size
+    rendered = frames + 1 if frames_rendered is None else frames_rendered
+    tiles = math.ceil(height / _TILE) * math.ceil(width / _TILE)
+    capacity = min(tile_capacity or faces, faces)
+    pair_capacity = min(pixel_capacity, capacity) if pixel_capacity and pixel_capacity < capacity else capacity
+    pixels_per_tile = _TILE * _TILE
+    chunk_pairs = max(min(_PAIRS_PER_CHUNK, tiles * pixels_per_tile * pair_capacity),
+                      pixels_per_tile * pair_capacity)
+    pairs = tiles * pixels_per_tile * pair_capacity  # every tile covered: an upper bound
+    video = rendered * height * width * 4 * itemsize
+    if gradient:
+        render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_GRAD_BYTES
+                                + chunk_pairs * _PAIR_CHUNK_GRAD_BYTES + pairs * _PAIR_RESIDUAL_BYTES)
+        render_seconds = rendered * (2 * tiles * faces * _BIN_SECONDS
+                                     + _RENDER_GRAD_TIME_FACTOR * pairs * _PAIR_SECONDS)
+    else:
+        render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
+                                + chunk_pairs * _PAIR_CHUNK_BYTES)
+        render_seconds = rendered * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
+    parts["render"] = (render_bytes + video, render_seconds)
+    if dense_frames:
+        batch = min(_JACOBIAN_BATCH, max(1, dense_columns))
+        parts["Jacobian render"] = (
+            scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
+                     + (1 + batch) * chunk_pairs * _PAIR_CHUNK_BYTES) + batch * video,
+            dense_frames * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
+            * (1.0 + _JACOBIAN_COLUMN_FACTOR * dense_columns))
+    return parts, video
 
 
 def estimate_cost(
@@ -103,13 +181,17 @@ def estimate_cost(
 
     Args:
       topology: a Topology, or counts {"particles", "triangles", "bend_edges", "springs"}.
+      frames: frames simulated per evaluation.
+      substeps: simulation substeps per frame.
       render_size: (height, width) in pixels, or None for no rendering.
       frames_rendered: frames rendered per evaluation (default frames + 1).
-      gradient: each of `iterations` evaluations is also differentiated (a fit); `checkpoint` as in
-        `simulate`.
-      tile_capacity, pixel_capacity: the renderer's (None: every face, as scene files default to).
-      dense_frames, dense_columns: frames a forward-mode Jacobian renders (Levenberg-Marquardt, identifiability)
-        and its columns (free scalars); 0: not used.
+      gradient: each of `iterations` evaluations is also differentiated (a fit).
+      checkpoint: as in `simulate` (True: the state is stored per frame and each frame's substeps recomputed).
+      iterations: evaluations (a fit's iterations).
+      tile_capacity: the renderer's faces per tile (None: every face, as scene files default to).
+      pixel_capacity: the renderer's faces per pixel (None: as many as per tile).
+      dense_frames: frames a forward-mode Jacobian renders (Levenberg-Marquardt, identifiability); 0: not used.
+      dense_columns: that Jacobian's columns (free scalars).
       itemsize: bytes per float (8 for float64).
     Returns:
       CostEstimate(memory_bytes, seconds, text).
@@ -117,49 +199,13 @@ def estimate_cost(
     counts = element_counts(topology)
     n, faces = counts["particles"], counts["triangles"]
     scale = itemsize / 4.0
-    states = (frames + 1) * n * 6 * itemsize  # x and v of every frame
-    sim_bytes = scale * _per_element(_SIM_BYTES, counts) + states
-    step_seconds = _per_element(_SIM_SECONDS_PER_SUBSTEP, counts)
-    sim_seconds = frames * substeps * step_seconds
-    parts = {}
-    if gradient:
-        residuals = _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts)
-        # Per frame (the default): the state before each of one frame's substeps, one substep's residuals.
-        stored = substeps * n * 24.0 + residuals if checkpoint else frames * substeps * residuals
-        sim_bytes += scale * stored + 2 * states
-        sim_seconds *= _SIM_GRAD_TIME_FACTOR
-    parts["simulation"] = (sim_bytes, sim_seconds)
-
+    parts = {"simulation": _simulation_cost(counts, frames, substeps, gradient, checkpoint, itemsize)}
     resident = scale * 16.0 * sum(counts.values())  # the scene's own arrays
     if render_size is not None and faces:
-        height, width = render_size
-        rendered = frames + 1 if frames_rendered is None else frames_rendered
-        tiles = math.ceil(height / _TILE) * math.ceil(width / _TILE)
-        capacity = min(tile_capacity or faces, faces)
-        pair_capacity = min(pixel_capacity, capacity) if pixel_capacity and pixel_capacity < capacity else capacity
-        pixels_per_tile = _TILE * _TILE
-        chunk_pairs = max(min(_PAIRS_PER_CHUNK, tiles * pixels_per_tile * pair_capacity),
-                          pixels_per_tile * pair_capacity)
-        pairs = tiles * pixels_per_tile * pair_capacity  # every tile covered: an upper bound
-        video = rendered * height * width * 4 * itemsize
-        if gradient:
-            render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_GRAD_BYTES
-                                    + chunk_pairs * _PAIR_CHUNK_GRAD_BYTES + pairs * _PAIR_RESIDUAL_BYTES)
-            render_seconds = rendered * (2 * tiles * faces * _BIN_SECONDS
-                                         + _RENDER_GRAD_TIME_FACTOR * pairs * _PAIR_SECONDS)
-        else:
-            render_bytes = scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
-                                    + chunk_pairs * _PAIR_CHUNK_BYTES)
-            render_seconds = rendered * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
-        parts["render"] = (render_bytes + video, render_seconds)
+        rendering, video = _render_cost(faces, frames, render_size, frames_rendered, gradient, tile_capacity,
+                                        pixel_capacity, dense_frames, dense_columns, itemsize)
+        parts.update(rendering)
         resident += video
-        if dense_frames:
-            batch = min(_JACOBIAN_BATCH, max(1, dense_columns))
-            parts["Jacobian render"] = (
-                scale * (faces * _FACE_BYTES + tiles * faces * _BIN_BYTES
-                         + (1 + batch) * chunk_pairs * _PAIR_CHUNK_BYTES) + batch * video,
-                dense_frames * (tiles * faces * _BIN_SECONDS + pairs * _PAIR_SECONDS)
-                * (1.0 + _JACOBIAN_COLUMN_FACTOR * dense_columns))
     # The simulation and the render of one evaluation are one program; a Jacobian's is another.
     evaluation = sum(b for name, (b, _) in parts.items() if name != "Jacobian render")
     peak = max([evaluation] + [b for name, (b, _) in parts.items() if name == "Jacobian render"])

@@ -45,6 +45,7 @@ floating-point sums.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -54,18 +55,17 @@ import numpy as np
 
 from gradsim_jax.compilation import jit
 from gradsim_jax.physics.validate import check_index_rows, is_concrete
-from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
+from gradsim_jax.render.aggregate import KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.appearance import appearance, appearance_of, as_colors
-from gradsim_jax.render.camera import Camera, pixel_centers, project, with_image_size
+from gradsim_jax.render.camera import Camera, pixel_centers, with_image_size
 from gradsim_jax.render.coverage import area_coverage
 # COVERAGE_MODELS, as_colors and composite are imported from here too (they lived here before the registries).
 from gradsim_jax.render.coverage_models import COVERAGE_MODELS, composite, coverage_model  # noqa: F401
 from gradsim_jax.render.shading import Lights, face_light_factor
+from gradsim_jax.render.tiling import (ScreenFaces, bin_faces, pixel_candidates, screen_faces, tile_layout,
+                                      tile_overlap, tile_pixels)
 
 Array = Any
-
-# Screen-space doubled areas below this are treated as zero: far below a pixel's area at any size.
-_DEGENERATE_AREA = 1e-10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,150 +171,6 @@ def _face_colors_table(colors, lights, face_world, faces, camera, dtype):
     model = appearance_of(colors)
     light = face_light_factor(lights, face_world, camera.eye)
     return model.color_table(colors, light, faces, dtype), model.name
-
-
-class _ScreenFaces(NamedTuple):
-    table: Array  # [F, len(FACE_COLUMNS)]
-    nearest_z: Array  # [F] (no gradient; inf for dropped faces)
-    valid: Array  # [F] bool
-
-
-def _screen_faces(camera: Camera, vertices, faces, fill_back: bool) -> _ScreenFaces:
-    """Project faces and tabulate their screen-space columns (`aggregate.FACE_COLUMNS`)."""
-    xy, z = project(camera, vertices)
-    fxy = xy[faces]  # [F, 3, 2]
-    fz = z[faces]  # [F, 3]
-    valid = jnp.all(fz > camera.near, axis=1) & jnp.all(fz < camera.far, axis=1)
-    edges = jnp.roll(fxy, -1, axis=1) - fxy  # e_k = v_{k+1} - v_k
-    len2 = jnp.sum(edges * edges, axis=-1)
-    zero_len = len2 <= 0
-    inv_len2 = jnp.where(zero_len, 0.0, 1.0 / jnp.where(zero_len, 1.0, len2))
-    # Twice the signed area, cross(v1 - v0, v2 - v0), with v2 - v0 = -e2.
-    area2 = edges[:, 0, 1] * edges[:, 2, 0] - edges[:, 0, 0] * edges[:, 2, 1]
-    degenerate = jnp.abs(area2) <= _DEGENERATE_AREA
-    inv_area2 = jnp.where(degenerate, 0.0, 1.0 / jnp.where(degenerate, 1.0, area2))
-    orient = jax.lax.stop_gradient(jnp.where(degenerate, 0.0, jnp.sign(area2)))
-    if not fill_back:
-        # Screen y is up and the camera is not mirrored: a face whose right-hand normal points at the
-        # camera is counter-clockwise on screen (positive signed area).
-        valid = valid & (orient > 0)
-    inv_z = 1.0 / jnp.where(valid[:, None], fz, 1.0)
-    # Screen barycentric of vertex i as a plane in p: the edge function of the opposite edge
-    # e_{i+1} (from v_{i+1}), cross(e, p - v) = -e_y p_x + e_x p_y + (e_y v_x - e_x v_y), over area2.
-    opposite_e = jnp.roll(edges, -1, axis=1)
-    opposite_v = jnp.roll(fxy, -1, axis=1)
-    planes = jnp.stack(
-        [
-            -opposite_e[..., 1],
-            opposite_e[..., 0],
-            opposite_e[..., 1] * opposite_v[..., 0] - opposite_e[..., 0] * opposite_v[..., 1],
-        ],
-        axis=-1,
-    ) * inv_area2[:, None, None]
-    table = jnp.concatenate(
-        [
-            fxy.reshape(-1, 6),
-            edges.reshape(-1, 6),
-            inv_len2,
-            planes.reshape(-1, 9),
-            inv_z,
-            valid[:, None].astype(fxy.dtype),
-        ],
-        axis=1,
-    )
-    nearest_z = jax.lax.stop_gradient(jnp.where(valid, fz.min(axis=1), jnp.inf))
-    return _ScreenFaces(table, nearest_z, valid)
-
-
-# --------------------------------------------------------------------------------------------------
-# Tiling.
-# --------------------------------------------------------------------------------------------------
-
-
-def _tile_layout(width: int, height: int, tile: int):
-    """Tile grid (rows, cols), pixel centers [tiles, tile^2, 2] of the image padded to whole tiles, and
-    each tile's screen rectangle [tiles, 4] (xmin, xmax, ymin, ymax) of its pixel centers."""
-    tiles_y, tiles_x = -(-height // tile), -(-width // tile)
-    # Padded pixels continue the pixel grid beyond the image; they are cropped after rendering.
-    cols = (2.0 * np.arange(tiles_x * tile) + 1.0 - width) / height
-    rows = (height - 2.0 * np.arange(tiles_y * tile) - 1.0) / height
-    xx, yy = np.meshgrid(cols, rows)
-    grid = np.stack([xx, yy], axis=-1)
-    grid = grid.reshape(tiles_y, tile, tiles_x, tile, 2).transpose(0, 2, 1, 3, 4)
-    grid = grid.reshape(tiles_y * tiles_x, tile * tile, 2)
-    rect = np.stack([grid[..., 0].min(1), grid[..., 0].max(1), grid[..., 1].min(1), grid[..., 1].max(1)], 1)
-    return tiles_y, tiles_x, grid, rect
-
-
-def _tile_overlap(table, valid, rect, radius):
-    """[tiles, F] bool: the face, widened by `radius`, may cover a pixel center of the tile.
-
-    Separating-axis test on gradient-free screen coordinates: the bounding boxes overlap and the tile
-    rectangle is not entirely beyond any edge of the face by more than `radius` (zero-area faces: boxes
-    only).
-    """
-    table = jax.lax.stop_gradient(table)
-    c = {name: table[:, i] for i, name in enumerate(FACE_COLUMNS)}
-    vx = jnp.stack([c["v0x"], c["v1x"], c["v2x"]])
-    vy = jnp.stack([c["v0y"], c["v1y"], c["v2y"]])
-    rect = jnp.asarray(rect, table.dtype)
-    x0, x1, y0, y1 = (rect[:, i : i + 1] for i in range(4))
-    overlap = (
-        (vx.max(0) + radius >= x0)
-        & (vx.min(0) - radius <= x1)
-        & (vy.max(0) + radius >= y0)
-        & (vy.min(0) - radius <= y1)
-        & valid
-    )
-    for i in range(3):
-        # u_i = a x + b y + c is the screen barycentric; |(a, b)| converts it to distance from the edge.
-        a, b, c0 = c[f"a{i}"], c[f"b{i}"], c[f"c{i}"]
-        largest = jnp.where(a > 0, a * x1, a * x0) + jnp.where(b > 0, b * y1, b * y0) + c0
-        overlap = overlap & (largest >= -radius * jnp.sqrt(a * a + b * b))
-    return overlap
-
-
-def _bin_faces(screen: _ScreenFaces, rect, radius: float, capacity: int):
-    """Candidate faces per tile, nearest first: indices [tiles, capacity], mask, and each tile's count of
-    overlapping faces [tiles] (more than `capacity` means the tile dropped its farthest ones)."""
-    overlap = _tile_overlap(screen.table, screen.valid, rect, radius)
-    score = jnp.where(overlap, -screen.nearest_z[None, :], -jnp.inf)
-    top_score, index = jax.lax.top_k(score, capacity)
-    return index, top_score > -jnp.inf, jnp.sum(overlap, axis=1, dtype=jnp.int32)
-
-
-def _pixel_candidates(table, tile_mask, pixel_xy, cutoff_sq: float, capacity: int):
-    """Per-pixel choice among a tile's candidate faces.
-
-    table [..., Kt, D] of the tile's candidates (nearest first), tile_mask [..., Kt], pixel centers
-    [..., P, 2]. A face is a candidate of a pixel when the pixel is inside it or within `cutoff_sq` of
-    its nearest edge (the aggregation's own test, on gradient-free coordinates). Each pixel keeps its
-    first `capacity` candidates in the tile's order (nearest first). Returns local indices
-    [..., P, capacity] into the tile's list, their mask, the number of pixel-face candidates dropped
-    and the fullest pixel's count.
-    """
-    c = {name: jax.lax.stop_gradient(table[..., None, :, i]) for i, name in enumerate(FACE_COLUMNS)}
-    px, py = pixel_xy[..., 0:1], pixel_xy[..., 1:2]
-    d2 = None
-    for k in range(3):
-        ex, ey = c[f"e{k}x"], c[f"e{k}y"]
-        qx, qy = px - c[f"v{k}x"], py - c[f"v{k}y"]
-        t = jnp.clip((qx * ex + qy * ey) * c[f"il{k}"], 0.0, 1.0)
-        rx, ry = qx - t * ex, qy - t * ey
-        d2k = rx * rx + ry * ry
-        d2 = d2k if d2 is None else jnp.minimum(d2, d2k)
-    ok = d2 < cutoff_sq
-    inside = None
-    for i in range(3):
-        u = c[f"a{i}"] * px + c[f"b{i}"] * py + c[f"c{i}"] > 0
-        inside = u if inside is None else inside & u
-    ok = tile_mask[..., None, :] & (ok | inside)  # [..., P, Kt]
-    # The tile's list is nearest first, so the first candidates are the nearest.
-    order = -jnp.arange(ok.shape[-1], dtype=table.dtype)
-    top_score, local = jax.lax.top_k(jnp.where(ok, order, -jnp.inf), capacity)
-    counts = jnp.sum(ok, axis=-1, dtype=jnp.int32)
-    overflow = jnp.sum(jnp.maximum(counts - capacity, 0), dtype=jnp.int32)
-    return local, top_score > -jnp.inf, overflow, jnp.max(counts)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -451,16 +307,6 @@ def _empty_image(height, width, background, dtype, with_color):
     return jnp.concatenate([rgb, jnp.zeros((height, width, 1), dtype)], axis=-1)
 
 
-def _tile_pixels(image, tiles_y: int, tiles_x: int, tile: int):
-    """A per-pixel array [H, W, C] in the tile layout of `_tile_layout` ([tiles, tile^2, C], tiles in
-    row-major order, pixels row-major within a tile), padded beyond the image (the padded pixels are
-    cropped after rendering). The inverse of the un-tiling in `render_with_stats`."""
-    height, width, channels = image.shape
-    image = jnp.pad(image, ((0, tiles_y * tile - height), (0, tiles_x * tile - width), (0, 0)))
-    image = image.reshape(tiles_y, tile, tiles_x, tile, channels).swapaxes(1, 2)
-    return image.reshape(tiles_y * tiles_x, tile * tile, channels)
-
-
 def render_with_stats(
     camera: Camera,
     vertices,
@@ -522,6 +368,92 @@ def _run(renderer, args, **static):
     return compiled(*args, **static)
 
 
+class _Shading(NamedTuple):
+    """What every chunk of tiles shares in `_render_tiled`."""
+
+    camera: Camera
+    settings: RenderSettings
+    screen: ScreenFaces
+    color_table: Array  # the faces' colour table (`_color_inputs`)
+    texture_image: Array  # the texture's image, or None
+    kernel: Any  # `_kernel(settings, kind, autodiff)`
+    config: KernelConfig
+    per_pixel: bool  # each pixel keeps its own candidate list (pixel_capacity < tile capacity)
+    pair_capacity: int  # candidate faces per pixel
+    cutoff_sq: float  # px^2, squared distance beyond which a face does not reach a pixel
+    background: Array  # [3], or [tiles, tile^2, 3] pixels in the tile layout
+    pixel_background: bool  # the background is per pixel
+    with_color: bool
+
+
+def _shade_chunk(s: _Shading, chunk_inputs):
+    """(the pixels of a chunk of tiles, (pixel overflow, fullest pixel)); chunk_inputs: (tile pixel centres,
+    face index and mask per tile[, background pixels])."""
+    settings, screen, camera = s.settings, s.screen, s.camera
+    chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
+    chunk_background = chunk_inputs[3] if s.pixel_background else s.background
+    if s.per_pixel:
+        local, pair_mask, overflow, fullest = pixel_candidates(
+            screen.table[chunk_index], chunk_mask, chunk_xy, s.cutoff_sq, s.pair_capacity
+        )
+        pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
+    else:  # every pixel of a tile takes the tile's whole list
+        pair_index, pair_mask = chunk_index[:, None, :], chunk_mask[:, None, :]
+        overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+    image = s.kernel(
+        s.config,
+        chunk_xy[..., 0:1],
+        chunk_xy[..., 1:2],
+        screen.table,
+        s.color_table,
+        s.texture_image,
+        pair_index,
+        pair_mask,
+        chunk_background,
+        camera.near,
+        camera.far,
+    )
+    with_color = s.with_color
+    image = _box_alpha(image, settings, camera.height, chunk_xy, screen.table, pair_index, pair_mask, with_color)
+    return image, (overflow, fullest)
+
+
+def _shade_covered_chunks(s: _Shading, inputs: tuple, tile_counts, chunk: int, dtype):
+    """`_shade_chunk` over chunks of `chunk` tiles, tiles with faces first (a stable sort) and chunks of empty
+    tiles skipped; the tiles back in their order: ([tiles, tile^2, ...] pixels, (pixel overflow, fullest pixel)
+    per chunk)."""
+    background, with_color, pixel_background = s.background, s.with_color, s.pixel_background
+    shade_chunk = functools.partial(_shade_chunk, s)
+    num_tiles, pixels_per_tile = inputs[0].shape[0], inputs[0].shape[1]
+    num_chunks = -(-num_tiles // chunk)
+    pad = num_chunks * chunk - num_tiles
+    order = jnp.argsort(jnp.where(tile_counts > 0, 0, 1), stable=True)
+    active = jnp.pad(tile_counts[order] > 0, (0, pad))
+    inputs = tuple(jnp.pad(x[order], ((0, pad),) + ((0, 0),) * (x.ndim - 1)) for x in inputs)
+    if not pixel_background:
+        empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
+
+    def skip_chunk(chunk_inputs):
+        zero = jnp.zeros((), jnp.int32)
+        # The kernel's dtype (a float64 camera promotes a float32 mesh).
+        out_dtype = jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype
+        if pixel_background:  # the chunk's own background pixels
+            return _empty_image(chunk, pixels_per_tile, chunk_inputs[3], out_dtype, with_color), (zero, zero)
+        return empty.astype(out_dtype), (zero, zero)
+
+    def chunk_or_skip(chunk_inputs):
+        return jax.lax.cond(chunk_inputs[0][0], shade_chunk, skip_chunk, chunk_inputs[1:])
+
+    def split(x):
+        return x.reshape(num_chunks, chunk, *x.shape[1:])
+
+    out, (pixel_overflow, max_per_pixel) = jax.lax.map(
+        chunk_or_skip, (split(active), *(split(x) for x in inputs))
+    )
+    out = out.reshape(num_chunks * chunk, *out.shape[2:])[jnp.argsort(order)]
+    return out, (pixel_overflow, max_per_pixel)
+
+
 def _render_tiled(camera, vertices, faces, colors, lights, background, *, settings, with_color, height,
                   autodiff=False):
     """`render_with_stats` on prepared inputs (`_prepare`); height: the output's (before supersampling)."""
@@ -533,13 +465,13 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
         return _finish(_empty_image(camera.height, camera.width, background, dtype, with_color), settings,
                        background, with_color), stats
     tile = settings.tile_size
-    tiles_y, tiles_x, tile_xy, tile_rect = _tile_layout(camera.width, camera.height, tile)
-    screen = _screen_faces(camera, vertices, faces, settings.fill_back)
+    tiles_y, tiles_x, tile_xy, tile_rect = tile_layout(camera.width, camera.height, tile)
+    screen = screen_faces(camera, vertices, faces, settings.fill_back)
     color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
     # A 1% wider cutoff keeps float rounding in the culling tests from dropping a contributing face.
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
     tile_capacity = min(settings.tile_capacity, num_faces)
-    index, mask, tile_counts = _bin_faces(screen, tile_rect, radius, tile_capacity)
+    index, mask, tile_counts = bin_faces(screen, tile_rect, radius, tile_capacity)
     tile_overflow = jnp.sum(jnp.maximum(tile_counts - tile_capacity, 0))
     tile_xy = jnp.asarray(tile_xy, dtype)
     kernel = _kernel(settings, kind, autodiff)
@@ -551,34 +483,9 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     # A per-pixel background travels with its pixels, in the tile layout (and order) of tile_xy; a
     # constant one is shared by all pixels and stays [3].
     pixel_background = background.ndim == 3
-    tile_background = _tile_pixels(background, tiles_y, tiles_x, tile) if pixel_background else None
-
-    def shade_chunk(chunk_inputs):
-        chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
-        chunk_background = chunk_inputs[3] if pixel_background else background
-        if per_pixel:
-            local, pair_mask, overflow, fullest = _pixel_candidates(
-                screen.table[chunk_index], chunk_mask, chunk_xy, cutoff_sq, pair_capacity
-            )
-            pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
-        else:  # every pixel of a tile takes the tile's whole list
-            pair_index, pair_mask = chunk_index[:, None, :], chunk_mask[:, None, :]
-            overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
-        image = kernel(
-            config,
-            chunk_xy[..., 0:1],
-            chunk_xy[..., 1:2],
-            screen.table,
-            color_table,
-            texture_image,
-            pair_index,
-            pair_mask,
-            chunk_background,
-            camera.near,
-            camera.far,
-        )
-        image = _box_alpha(image, settings, camera.height, chunk_xy, screen.table, pair_index, pair_mask, with_color)
-        return image, (overflow, fullest)
+    tile_background = tile_pixels(background, tiles_y, tiles_x, tile) if pixel_background else None
+    shading = _Shading(camera, settings, screen, color_table, texture_image, kernel, config, per_pixel,
+                       pair_capacity, cutoff_sq, background, pixel_background, with_color)
 
     # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
     # in cache; XLA on CPU materializes most of them. Tiles with faces come first (a stable sort), and
@@ -586,36 +493,9 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     chunk = max(1, min(num_tiles, settings.pairs_per_chunk // (pixels_per_tile * pair_capacity)))
     inputs = (tile_xy, index, mask) + ((tile_background,) if pixel_background else ())
     if chunk == num_tiles:  # one chunk (small images): no loop and no sort, much quicker to compile
-        out, (pixel_overflow, max_per_pixel) = shade_chunk(inputs)
+        out, (pixel_overflow, max_per_pixel) = _shade_chunk(shading, inputs)
     else:
-        num_chunks = -(-num_tiles // chunk)
-        pad = num_chunks * chunk - num_tiles
-        order = jnp.argsort(jnp.where(tile_counts > 0, 0, 1), stable=True)
-        active = jnp.pad(tile_counts[order] > 0, (0, pad))
-        index = jnp.pad(index[order], ((0, pad), (0, 0)))
-        mask = jnp.pad(mask[order], ((0, pad), (0, 0)))
-        inputs = tuple(jnp.pad(x[order], ((0, pad),) + ((0, 0),) * (x.ndim - 1)) for x in inputs)
-        if not pixel_background:
-            empty = _empty_image(chunk, pixels_per_tile, background, dtype, with_color)  # a chunk of empty tiles
-
-        def skip_chunk(chunk_inputs):
-            zero = jnp.zeros((), jnp.int32)
-            # The kernel's dtype (a float64 camera promotes a float32 mesh).
-            out_dtype = jax.eval_shape(shade_chunk, chunk_inputs)[0].dtype
-            if pixel_background:  # the chunk's own background pixels
-                return _empty_image(chunk, pixels_per_tile, chunk_inputs[3], out_dtype, with_color), (zero, zero)
-            return empty.astype(out_dtype), (zero, zero)
-
-        def chunk_or_skip(chunk_inputs):
-            return jax.lax.cond(chunk_inputs[0][0], shade_chunk, skip_chunk, chunk_inputs[1:])
-
-        def split(x):
-            return x.reshape(num_chunks, chunk, *x.shape[1:])
-
-        out, (pixel_overflow, max_per_pixel) = jax.lax.map(
-            chunk_or_skip, (split(active), *(split(x) for x in inputs))
-        )
-        out = out.reshape(num_chunks * chunk, *out.shape[2:])[jnp.argsort(order)]
+        out, (pixel_overflow, max_per_pixel) = _shade_covered_chunks(shading, inputs, tile_counts, chunk, dtype)
     channels = out.shape[2:]
     out = out.reshape(tiles_y, tiles_x, tile, tile, *channels).swapaxes(1, 2)
     out = out.reshape(tiles_y * tile, tiles_x * tile, *channels)[: camera.height, : camera.width]
@@ -766,7 +646,7 @@ def _render_dense(camera, vertices, faces, colors, lights, background, *, settin
     xy = jnp.asarray(pixel_centers(camera.width, camera.height, np.float64), dtype).reshape(-1, 2)
     if background.ndim == 3:  # per pixel, in the order of xy
         background = background.reshape(-1, 3)
-    screen = _screen_faces(camera, vertices, faces, settings.fill_back)
+    screen = screen_faces(camera, vertices, faces, settings.fill_back)
     color_table, kind, texture_image = _color_inputs(colors, lights, vertices, faces, camera, dtype, with_color)
     kernel = coverage_model(settings.coverage).kernel or aggregate_autodiff
     out = kernel(
@@ -823,14 +703,14 @@ def suggest_capacities(
     def binning(cam):
         return with_image_size(cam, 2 * cam.width, 2 * cam.height) if settings.supersample == 2 else cam
 
-    _, _, _, tile_rect = _tile_layout(binning(cameras[0]).width, binning(cameras[0]).height, settings.tile_size)
+    _, _, _, tile_rect = tile_layout(binning(cameras[0]).width, binning(cameras[0]).height, settings.tile_size)
     radius = 1.01 * math.sqrt(settings.cutoff_sq(height))
 
     # faces and the camera are arguments, not constants folded into the programs (big meshes).
     @jit
     def fullest_tile(cam, vertices, faces):
-        screen = _screen_faces(cam, vertices, faces, settings.fill_back)
-        return jnp.max(jnp.sum(_tile_overlap(screen.table, screen.valid, tile_rect, radius), axis=1))
+        screen = screen_faces(cam, vertices, faces, settings.fill_back)
+        return jnp.max(jnp.sum(tile_overlap(screen.table, screen.valid, tile_rect, radius), axis=1))
 
     tile_capacity = rounded(max(int(fullest_tile(binning(c), jnp.asarray(f), faces)) for c in cameras for f in frames))
     # With no tile overflowing, the per-pixel count is exact.

@@ -62,8 +62,24 @@ class WindowedPolicy:
 def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt: float = 1.0 / 30.0,
               offset: float = 0.375, speed: float = 1.0, amplitude: float = 0.4, effort: float = 1e-3,
               teeth: int = 6, elevation: float = 35.0, state_weight: float = 1.0) -> ControlTask:
-    """The control-fem task (module docstring). `offset`: the target's distance along +x from the start
-    (m); `speed`: the initial slide (m/s); `amplitude`: the activations' bound."""
+    """The control-fem task (module docstring).
+
+    Args:
+      size: image size in pixels.
+      frames: frames to simulate.
+      substeps: simulation substeps per frame.
+      frame_dt: s, the time between frames.
+      offset: m, the target's distance along +x from the start.
+      speed: m/s, the initial slide along +x.
+      amplitude: the activations' bound.
+      effort: weight of the effort penalty (effort * mean(output^2) / amplitude^2).
+      teeth: the gear's teeth.
+      elevation: degrees, the camera's elevation.
+      state_weight: weight of the state term (0: the image loss and the effort only).
+
+    Returns:
+      the `ControlTask`.
+    """
     x, t = gear_tets(teeth, 0.1, 0.15, 0.06, layers=2)
     x = np.asarray(x, np.float64)
     x = x - [0.0, x[:, 1].min() - 0.005, 0.0]
@@ -90,8 +106,23 @@ def gear_task(*, size: int = 64, frames: int = 45, substeps: int = 24, frame_dt:
 def cloth_task(*, size: int = 64, frames: int = 40, substeps: int = 32, frame_dt: float = 1.0 / 30.0,
                cells: int = 6, target=(0.5, 0.25), throw_time: float = 0.3, amplitude: float = 3.0,
                effort: float = 1e-3, state_weight: float = 1.0) -> ControlTask:
-    """The control-cloth task (module docstring): `target` (x, z) m where the cloth should lie; the policy
-    drives forces (N per unit output, bounded by `amplitude`) on the corners for `throw_time` s."""
+    """The control-cloth task (module docstring): the policy drives forces on the cloth's corners, then lets go.
+
+    Args:
+      size: image size in pixels.
+      frames: frames to simulate.
+      substeps: simulation substeps per frame.
+      frame_dt: s, the time between frames.
+      cells: cloth cells per side.
+      target: (x, z) m, where the cloth should lie, from its start.
+      throw_time: s, how long the policy drives the corners.
+      amplitude: N per unit output, the forces' bound.
+      effort: weight of the effort penalty (effort * mean(output^2) / amplitude^2).
+      state_weight: weight of the state term (0: the image loss and the effort only).
+
+    Returns:
+      the `ControlTask`.
+    """
     side = 0.3
     cell = side / cells
     scene = cloth_grid(cells, cells, cell, cell, pos=(-side / 2, 0.05, -side / 2),
@@ -128,7 +159,14 @@ DEFAULTS = {"control-fem": {"frames": 45, "iterations": 150, "learning_rate": 0.
 
 def task_builder(name: str):
     """The task builder of demo `name`: `TASKS` here, the locomotion demos in `scenes.locomotion` (imported
-    here, not above: it builds on `ControlTask`)."""
+    here, not above: it builds on `ControlTask`).
+
+    Args:
+      name: the demo ("control-fem", "control-cloth", "control-walker", "control-jellyfish").
+
+    Returns:
+      the builder, `builder(size=..., frames=...) -> ControlTask`.
+    """
     if name in TASKS:
         return TASKS[name]
     from gradsim_jax.scenes.locomotion import TASKS as LOCOMOTION
@@ -136,40 +174,33 @@ def task_builder(name: str):
     return LOCOMOTION[name]
 
 
-def run_demo(args) -> int:
-    """`gradsim-jax demo control-fem | control-cloth | control-walker | control-jellyfish`: build the task,
-    train (checkpointed, resumable), score random policies, write untrained.gif, trained.gif, comparison.mp4,
-    target.png, loss.png and report.json to args.out."""
+@dataclasses.dataclass(frozen=True)
+class _Trained:
+    """A control demo's training (`_train`).
+
+    Attributes:
+      result: `train_policy`'s result (the last iterate).
+      initial: the untrained policy's parameters.
+      params: the trained policy: the iterate of lowest objective.
+      loss: its objective.
+      iteration: its iteration.
+    """
+    result: Any
+    initial: Any
+    params: Any
+    loss: float
+    iteration: Any
+
+
+def _train(task: ControlTask, args, out, metadata: dict, iterations: int, lr: float) -> _Trained:
+    """Train the task's policy (Adam, cosine-decayed `lr`), checkpointed in out/checkpoint; keep the best iterate."""
     import optax
 
-    from gradsim_jax import sysid
     from gradsim_jax.control import train_policy
-    from gradsim_jax.render.video import write_comparison, write_gif, write_png
-    from gradsim_jax.sysid.report import plot_loss
 
-    name = args.demo
-    defaults = DEFAULTS[name]
-    try:
-        out = sysid.ensure_writable_folder(args.out)
-    except ValueError as e:
-        raise ValueError(f"--out: {e}") from None
-    started = time.perf_counter()
-    frames = args.frames or defaults["frames"]
-    iterations = defaults["iterations"] if args.iterations is None else args.iterations
-    lr = args.learning_rate or defaults["learning_rate"]
-    task = task_builder(name)(size=args.size, frames=frames)
-    exp = task.exp
-    print(f"demo {name}: {task.description} ({args.size} px, {frames} frames, {iterations} iterations)")
-    if task.state_weight:
-        pose = task.target_pose
-        print(f"  the target image shows the centre of mass at {np.round(pose['com'], 4).tolist()} m (start shape "
-              f"placed to match it; image loss {pose['initial_loss']:.3g} -> {pose['loss']:.3g})")
     pp0 = init_policy(jax.random.key(args.seed), task.policy.num_inputs, task.actuator.outputs,
                       scale=task.init_scale)
     schedule = optax.cosine_decay_schedule(lr, max(iterations, 1), alpha=0.05)
-    # Not the iteration count: --resume --iterations N continues a run to N (the cosine schedule then
-    # follows the new N).
-    metadata = {"demo": name, "size": args.size, "frames": frames, "learning_rate": lr, "seed": args.seed}
     best = {"loss": np.inf, "params": pp0, "iteration": None}
 
     def keep_best(it, params, loss, aux):  # the landscape is rough: keep the best iterate, not the last
@@ -183,41 +214,76 @@ def run_demo(args) -> int:
     trained, trained_loss, best_iteration = result.params, result.loss, result.iterations
     if best["loss"] < result.loss:
         trained, trained_loss, best_iteration = best["params"], best["loss"], best["iteration"]
+    return _Trained(result, pp0, trained, trained_loss, best_iteration)
+
+
+def _rollouts(task: ControlTask, trained: _Trained) -> tuple:
+    """Roll out and render the untrained and the trained policy: (untrained positions [frames + 1, n, 3] m,
+    trained positions, untrained video [frames + 1, H, W, 4], trained video)."""
+    exp = task.exp
     positions = jit(lambda p: task.rollout(p).particles.x)  # one compile for both policies
     render = jit(lambda xs: render_frames(exp, xs))
-    x_untrained, x_trained = np.asarray(positions(pp0)), np.asarray(positions(trained))
+    x_untrained, x_trained = np.asarray(positions(trained.initial)), np.asarray(positions(trained.params))
     untrained_video, trained_video = np.asarray(render(x_untrained)), np.asarray(render(x_trained))
+    return x_untrained, x_trained, untrained_video, trained_video
 
-    def com_error(xs):
-        return float(np.linalg.norm(xs[-1].mean(0) - np.asarray(task.target_com)))
 
-    trained_error, untrained_error = com_error(x_trained), com_error(x_untrained)
-    n_random = args.random_policies
-    baseline = random_policy_baseline(jax.random.key(args.seed + 1), n_random, task.com_error,
-                                      inputs=task.policy.num_inputs, outputs=task.actuator.outputs, scale=1.0)
-    fps = min(50.0, 1.0 / exp.frame_dt)
+def _outputs(task: ControlTask, trained: _Trained, out, untrained_video, trained_video) -> dict:
+    """Write untrained.gif, trained.gif, comparison.mp4, target.png and loss.png: {output: path}."""
+    from gradsim_jax.render.video import write_comparison, write_gif, write_png
+    from gradsim_jax.sysid.report import plot_loss
+
+    fps = min(50.0, 1.0 / task.exp.frame_dt)
     target_video = np.broadcast_to(task.target_image, trained_video.shape)
-    paths = {
+    return {
         "untrained": write_gif(out / "untrained.gif", untrained_video, fps),
         "trained": write_gif(out / "trained.gif", trained_video, fps),
         "comparison": write_comparison(out / "comparison.mp4", [target_video, untrained_video, trained_video],
                                        ["target", "untrained", "trained"], fps=fps),
         "target": write_png(out / "target.png", task.target_image),
-        "loss": plot_loss(out / "loss.png", result.history),
+        "loss": plot_loss(out / "loss.png", trained.result.history),
     }
-    ratio_mean = baseline["mean"] / max(trained_error, 1e-12)
-    ratio_best = baseline["best"] / max(trained_error, 1e-12)
-    report = {
+
+
+def _objective(task: ControlTask) -> str:
+    """The report's description of the task's objective."""
+    return ("image loss of the final frame against the target image (sysid.control.control_loss: "
+            "multi-scale RGBA MSE + silhouette centroid and size) + effort "
+            f"{task.effort} * mean(output^2) / amplitude^2"
+            + (f" + STATE TERM {task.state_weight} * |com - state target|^2 / ({task.state_scale} m)^2, "
+               "the state target being the centre of mass the target image shows (the start shape placed "
+               "rigidly to render as the target: state_target) (with the image loss alone the fit "
+               "stalls in a local minimum: see scenes/control.py)"
+               if task.state_weight else "; no state term"))
+
+
+def _scores(trained_error: float, untrained_error: float, baseline: dict, n_random: int) -> dict:
+    """The report's errors (m and gradSim's mean squared difference, m^2) of the trained, untrained and
+    random policies, and their ratios."""
+    return {
+        "trained_final_error_m": trained_error,
+        "trained_final_error_mse": trained_error ** 2 / 3,
+        "untrained_final_error_m": untrained_error,
+        "random_baseline": {"n": n_random, "policy_scale": 1.0, "mean_m": baseline["mean"],
+                            "best_m": baseline["best"], "std_m": baseline["std"],
+                            "values_m": baseline["values"].tolist(),
+                            "mean_mse": float(np.mean(baseline["values"] ** 2) / 3)},
+        "ratio_random_mean_over_trained": baseline["mean"] / max(trained_error, 1e-12),
+        "ratio_random_best_over_trained": baseline["best"] / max(trained_error, 1e-12),
+        "ratio_random_mean_over_trained_mse": float(np.mean(baseline["values"] ** 2)) / max(trained_error ** 2,
+                                                                                              1e-24),
+    }
+
+
+def _report(name: str, task: ControlTask, trained: _Trained, scores: dict, settings: dict, out) -> dict:
+    """report.json's content but its outputs and total wall time; settings: learning_rate, seed, size, frames."""
+    from gradsim_jax import sysid
+
+    result, exp = trained.result, task.exp
+    return {
         "experiment": name,
         "task": task.description,
-        "objective": "image loss of the final frame against the target image (sysid.control.control_loss: "
-                     "multi-scale RGBA MSE + silhouette centroid and size) + effort "
-                     f"{task.effort} * mean(output^2) / amplitude^2"
-                     + (f" + STATE TERM {task.state_weight} * |com - state target|^2 / ({task.state_scale} m)^2, "
-                        "the state target being the centre of mass the target image shows (the start shape placed "
-                        "rigidly to render as the target: state_target) (with the image loss alone the fit "
-                        "stalls in a local minimum: see scenes/control.py)"
-                        if task.state_weight else "; no state term"),
+        "objective": _objective(task),
         "state_term": bool(task.state_weight),
         "state_target": None if not task.state_weight else {
             "com_m": task.state_target.tolist(), "translation_m": task.target_pose["translation"].tolist(),
@@ -226,28 +292,18 @@ def run_demo(args) -> int:
         "metric": "final-frame centre-of-mass distance to the target's (m); gradSim's metric, the mean over "
                   "x, y, z of the squared difference (m^2), in *_mse",
         "target_com_m": np.asarray(task.target_com).tolist(),  # the truth, for scoring only
-        "trained_final_error_m": trained_error,
-        "trained_final_error_mse": trained_error ** 2 / 3,
-        "untrained_final_error_m": untrained_error,
-        "random_baseline": {"n": n_random, "policy_scale": 1.0, "mean_m": baseline["mean"],
-                            "best_m": baseline["best"], "std_m": baseline["std"],
-                            "values_m": baseline["values"].tolist(),
-                            "mean_mse": float(np.mean(baseline["values"] ** 2) / 3)},
-        "ratio_random_mean_over_trained": ratio_mean,
-        "ratio_random_best_over_trained": ratio_best,
-        "ratio_random_mean_over_trained_mse": float(np.mean(baseline["values"] ** 2)) / max(trained_error ** 2,
-                                                                                              1e-24),
+        **scores,
         "final_loss": result.loss,
-        "trained_loss": trained_loss,
-        "trained_policy": f"the iterate of lowest objective (iteration {best_iteration}; the last is "
+        "trained_loss": trained.loss,
+        "trained_policy": f"the iterate of lowest objective (iteration {trained.iteration}; the last is "
                           f"{result.iterations})",
         "initial_loss": float(result.history["loss"][0]) if result.history["loss"] else None,
         "iterations": result.iterations,
         "initial_policy_scale": task.init_scale,
-        "learning_rate": lr,
-        "seed": args.seed,
-        "size": args.size,
-        "frames": frames,
+        "learning_rate": settings["learning_rate"],
+        "seed": settings["seed"],
+        "size": settings["size"],
+        "frames": settings["frames"],
         "substeps": exp.substeps,
         "frame_dt": exp.frame_dt,
         "training_wall_time_s": result.wall_time,
@@ -255,13 +311,62 @@ def run_demo(args) -> int:
         "command": f"demo {name}",
         "versions": sysid.package_versions(),
     }
+
+
+def run_demo(args) -> int:
+    """`gradsim-jax demo control-fem | control-cloth | control-walker | control-jellyfish`: build the task,
+    train (checkpointed, resumable), score random policies, write untrained.gif, trained.gif, comparison.mp4,
+    target.png, loss.png and report.json to args.out.
+
+    Args:
+      args: the parsed command line (`argparse.Namespace`: demo, out, size, frames, iterations, learning_rate,
+        seed, random_policies, checkpoint_every, resume, resume_anyway, no_progress).
+
+    Returns:
+      0 (the exit status).
+    """
+    from gradsim_jax import sysid
+
+    name = args.demo
+    defaults = DEFAULTS[name]
+    try:
+        out = sysid.ensure_writable_folder(args.out)
+    except ValueError as e:
+        raise ValueError(f"--out: {e}") from None
+    started = time.perf_counter()
+    frames = args.frames or defaults["frames"]
+    iterations = defaults["iterations"] if args.iterations is None else args.iterations
+    lr = args.learning_rate or defaults["learning_rate"]
+    task = task_builder(name)(size=args.size, frames=frames)
+    print(f"demo {name}: {task.description} ({args.size} px, {frames} frames, {iterations} iterations)")
+    if task.state_weight:
+        pose = task.target_pose
+        print(f"  the target image shows the centre of mass at {np.round(pose['com'], 4).tolist()} m (start shape "
+              f"placed to match it; image loss {pose['initial_loss']:.3g} -> {pose['loss']:.3g})")
+    settings = {"learning_rate": lr, "seed": args.seed, "size": args.size, "frames": frames}
+    # Not the iteration count: --resume --iterations N continues a run to N (the cosine schedule then
+    # follows the new N).
+    metadata = {"demo": name, "size": args.size, "frames": frames, "learning_rate": lr, "seed": args.seed}
+    trained = _train(task, args, out, metadata, iterations, lr)
+    x_untrained, x_trained, untrained_video, trained_video = _rollouts(task, trained)
+
+    def com_error(xs):
+        return float(np.linalg.norm(xs[-1].mean(0) - np.asarray(task.target_com)))
+
+    trained_error, untrained_error = com_error(x_trained), com_error(x_untrained)
+    n_random = args.random_policies
+    baseline = random_policy_baseline(jax.random.key(args.seed + 1), n_random, task.com_error,
+                                      inputs=task.policy.num_inputs, outputs=task.actuator.outputs, scale=1.0)
+    paths = _outputs(task, trained, out, untrained_video, trained_video)
+    report = _report(name, task, trained, _scores(trained_error, untrained_error, baseline, n_random), settings, out)
     report["outputs"] = {k: str(v) for k, v in paths.items()}
     report["outputs"]["report"] = str(out / "report.json")
     report["total_wall_time_s"] = time.perf_counter() - started
     sysid.write_report(out / "report.json", report)
     print(f"  final centre-of-mass error: trained {trained_error * 1000:.1f} mm, untrained "
           f"{untrained_error * 1000:.1f} mm, {n_random} random policies mean {baseline['mean'] * 1000:.1f} mm "
-          f"(best {baseline['best'] * 1000:.1f} mm): {ratio_mean:.1f}x below the random mean")
+          f"(best {baseline['best'] * 1000:.1f} mm): {report['ratio_random_mean_over_trained']:.1f}x below the "
+          "random mean")
     print(sysid.outputs_line(out, report["total_wall_time_s"]))
     return 0
 

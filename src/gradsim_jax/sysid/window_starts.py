@@ -1,4 +1,5 @@
-"""Where the windows of a multiple-shooting fit start (`sysid.windowed`), and the runs that start there.
+"""Where the windows of a multiple-shooting fit start (`sysid.windowed`); the start states' parts, the runs that
+start there and the joins: `sysid.window_runs` (its names are re-exported here).
 
 Multiple shooting simulates every window from its own start state, a free unknown fitted along with the
 quantities. The fit converges only when those states begin near the recorded motion. Two ways to begin:
@@ -33,8 +34,9 @@ START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.flatten_util
@@ -47,154 +49,30 @@ from gradsim_jax.fit.least_squares import forward_jacobian
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.fit.windows import Windows
 from gradsim_jax.physics import State
-from gradsim_jax.physics.checkpointing import PerFrame
-from gradsim_jax.physics.ode import ode_coordinates, ode_trajectory, with_ode_coordinates
-from gradsim_jax.physics.rollout import push_control
+from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import scene_vertices
 from gradsim_jax.render.camera import with_image_size
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_for, render_frames, trajectory
 from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, blur_for, camera_for, canonical
+from gradsim_jax.sysid.window_runs import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
+                                           has_ode, join_gap, movable, pose_periods, pose_rate, push_of,
+                                           run_from, run_windows, start_names, state_parts, unwrap,
+                                           window_states, with_pose_rate)
 
 Array = Any
 
-#: theta entries of the free window start states (windows 1, 2, ...): particle positions and velocities
-#: [count - 1, n, 3] m, m/s; an ODE body's pose and rate [count - 1, ...] (its own units).
-START_X = "_window_x"
-START_V = "_window_v"
-START_Q = "_window_q"
-START_QD = "_window_qd"
-STARTS = (START_X, START_V, START_Q, START_QD)
-#: (pose, rate) entries per part of the state: "x" the particles, "q" the ODE body.
-PARTS = {"x": (START_X, START_V), "q": (START_Q, START_QD)}
-
-
-def has_ode(exp: Experiment) -> bool:
-    return exp.topology.ode is not None and exp.state0.ode is not None
-
-
-def state_parts(exp: Experiment) -> tuple[str, ...]:
-    """The parts of the state that a window start frees: "x" (particles, when there are any), "q" (an ODE body)."""
-    return (("x",) if int(np.shape(exp.state0.particles.x)[0]) else ()) + (("q",) if has_ode(exp) else ())
-
-
-def start_names(exp: Experiment) -> tuple[str, ...]:
-    """The theta entries of this experiment's free window start states."""
-    return tuple(name for part in state_parts(exp) for name in PARTS[part])
-
-
-def movable(exp: Experiment) -> Array:
-    """[n, 1] bool: particles a start state may move (not pinned, positive mass); traceable."""
-    return (~exp.topology.particles.pinned & (exp.params.particles.mass > 0))[:, None]
-
-
-def pose_rate(exp: Experiment, state: State) -> tuple[dict, dict]:
-    """({part: pose}, {part: rate}) of a state: "x" particle positions / velocities, "q" the ODE body's pose /
-    rate (`physics.ode.ode_coordinates`); works on states with leading axes."""
-    pose, rate = {}, {}
-    for part in state_parts(exp):
-        if part == "x":
-            pose["x"], rate["x"] = state.particles.x, state.particles.v
-        else:
-            pose["q"], rate["q"] = ode_coordinates(exp.topology.ode.system, state.ode)
-    return pose, rate
-
-
-def with_pose_rate(exp: Experiment, state: State, pose: dict, rate: dict) -> State:
-    """`state` (no leading axis) with the parts in pose / rate replaced; pinned particles keep theirs."""
-    if "x" in pose:
-        keep = movable(exp)
-        particles = dataclasses.replace(state.particles, x=jnp.where(keep, pose["x"], state.particles.x),
-                                        v=jnp.where(keep, rate["x"], state.particles.v))
-        state = dataclasses.replace(state, particles=particles)
-    if "q" in pose:
-        state = dataclasses.replace(state, ode=with_ode_coordinates(exp.topology.ode.system, state.ode, pose["q"],
-                                                                    rate["q"]))
-    return state
-
-
-def push_of(exp: Experiment, theta: dict):
-    """theta's known push (the experiment's when theta has none), or None."""
-    push = theta["push"] if "push" in theta else exp.theta.get("push")
-    return None if push is None else jnp.asarray(push, exp.dtype)
-
-
-def _advance(exp: Experiment, params, state: State, frame, push) -> State:
-    """The particles and bodies one frame later: `exp.substeps` steps of the experiment's integrator from frame
-    index `frame` (absolute, traced), the known push acting during the first `exp.push_frames` frames."""
-    dt = exp.frame_dt / exp.substeps
-    ctrl = push_control(push, exp.push_frames, frame)
-    t0 = frame * exp.frame_dt
-    integrator = exp.integrator
-
-    def substep(s, k):
-        return integrator.step(exp.topology, params, s, ctrl, t0 + k * dt, dt), None
-
-    return jax.lax.scan(PerFrame().substep(substep), state, jnp.arange(exp.substeps))[0]
-
-
-def run_from(exp: Experiment, params, state0: State, first, frames: int, push, cuts: tuple = ()) -> State:
-    """States [frames + 1, ...] from `state0` at absolute frame `first` (traced); `cuts`: frames (from `first`,
-    host ints) where the gradient of the carried state is stopped (truncated backpropagation). One
-    `jax.checkpoint` per frame, as `simulate`; an ODE body is solved apart over the same frames, one solve per
-    stretch between cuts."""
-    y0 = state0.ode
-    state0 = dataclasses.replace(state0, ode=None)
-    cut = np.zeros(frames, bool)
-    cut[[c for c in cuts if 0 < c < frames]] = True
-    cut = jnp.asarray(cut)
-
-    @jax.checkpoint
-    def one_frame(state, k):
-        if cuts:
-            state = jax.tree.map(lambda a: jnp.where(cut[k], jax.lax.stop_gradient(a), a), state)
-        state = _advance(exp, params, state, first + k, push)
-        return state, state
-
-    _, traj = jax.lax.scan(one_frame, state0, jnp.arange(frames))
-    traj = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
-    if y0 is None or exp.topology.ode is None:
-        return traj
-    bounds = [0] + sorted(c for c in set(cuts) if 0 < c < frames) + [frames]
-    y, pieces = y0, []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if a:
-            y = jax.lax.stop_gradient(y)
-        piece = ode_trajectory(exp.topology.ode, params.ode, params.world, y, b - a, exp.frame_dt, exp.substeps,
-                               first=first + a)
-        pieces.append(piece if not a else jax.tree.map(lambda v: v[1:], piece))
-        y = jax.tree.map(lambda v: v[-1], piece)
-    return dataclasses.replace(traj, ode=jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces))
-
-
-def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict, windows: Windows, push):
-    """Every window run from its own start ({part: [count, ...]} poses and rates, window 0's the initial state's):
-    (the compared states, leaves [count * len(windows.offsets()), ...] in window order, and each window's state
-    at the next window's first frame, leaves [count - 1, ...])."""
-    count = windows.count
-    starts = np.asarray(windows.starts)
-    start_states = jax.vmap(lambda p, r: with_pose_rate(exp, state0, p, r))(poses, rates)
-    trajs = jax.lax.map(lambda sf: run_from(exp, params, sf[0], sf[1], windows.length, push),
-                        (start_states, jnp.asarray(starts)))
-    offsets = windows.offsets()
-    frames = jax.tree.map(lambda a: a[:, offsets].reshape((count * len(offsets),) + a.shape[2:]), trajs)
-    ends = jax.tree.map(lambda a: a[np.arange(count - 1), starts[1:] - starts[:-1]], trajs)
-    return frames, ends
-
-
-def window_states(exp: Experiment, theta: dict, windows: Windows) -> dict:
-    """The window start states of one run of theta (`start_names(exp)` entries, at frames `windows.starts[1:]`):
-    its joins match exactly; see the module docstring for when it is a poor start."""
-    theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
-    traj = compiled(exp, trajectory, "trajectory")(theta)
-    idx = np.asarray(windows.starts[1:], np.int64)
-    pose, rate = pose_rate(exp, jax.tree.map(lambda a: jnp.asarray(a)[idx], traj))
-    return {name: value for part in pose for name, value in zip(PARTS[part], (pose[part], rate[part]))}
-
-
 def derivative_weights(offsets, dt: float) -> np.ndarray:
     """Weights w [m] with sum_i w_i p(offsets_i dt) = p'(0) for every polynomial of degree min(m - 1, 4) (least
-    squares beyond): the central difference of the poses at frames `offsets` around the start (0)."""
+    squares beyond): the central difference of the poses at frames `offsets` around the start (0).
+
+    Args:
+      offsets: [m] int, frames around the start (at least two distinct).
+      dt: s, the time between frames.
+
+    Returns:
+      [m] float64, 1/s.
+    """
     t = np.asarray(offsets, np.float64) * dt
     degree = min(len(t) - 1, 4)
     if degree < 1:
@@ -225,7 +103,15 @@ SEARCH_WINS = 0.5
 def search_offsets(n: int, period: float) -> tuple[np.ndarray, np.ndarray]:
     """(coarse [c, n], fine [f, n]) offsets of a pose search over n periodic coordinates: a grid of g points per
     coordinate over one period, g^n <= SEARCH_CANDIDATES, offset 0 (the prediction) included; then FINE_POINTS
-    per coordinate spanning one coarse spacing around the best."""
+    per coordinate spanning one coarse spacing around the best.
+
+    Args:
+      n: the number of periodic coordinates.
+      period: their period (rad for angles).
+
+    Returns:
+      (coarse [c, n], fine [f, n]) offsets in the coordinates' units.
+    """
     g = 2
     while (g + 1) ** n <= SEARCH_CANDIDATES:
         g += 1
@@ -238,7 +124,14 @@ def search_offsets(n: int, period: float) -> tuple[np.ndarray, np.ndarray]:
 
 def pose_search_period(exp: Experiment):
     """The period of the ODE body's pose coordinates when its start poses are searched (`OdeSystem.pose_period`,
-    at most SEARCH_MAX_COORDINATES of them), else None."""
+    at most SEARCH_MAX_COORDINATES of them), else None.
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      the period (rad), or None.
+    """
     period = pose_periods(exp).get("q")
     if period is None:
         return None
@@ -246,28 +139,153 @@ def pose_search_period(exp: Experiment):
     return period if 0 < np.size(pose) <= SEARCH_MAX_COORDINATES else None
 
 
-def unwrap(value, centre, period):
-    """value moved by whole periods to lie within half a period of centre."""
-    return centre + join_gap(value, centre, period)
+@dataclasses.dataclass(frozen=True)
+class _PoseFit:
+    """What every frame's pose fit shares (`_pose_fit`; built inside the compiled function, so arrays may be
+    traced).
+
+    Attributes:
+      exp: the experiment.
+      theta: quantities.
+      base: the state whose pose is replaced (the window's start in the prediction).
+      scales: {part: scale} of one pose unit (`default_pose_scales`).
+      kind: the image loss.
+      steps: Levenberg-Marquardt trial steps or Adam iterations per fit.
+      learning_rate: Adam's step size in units of the scales.
+      prior: weight of the pull towards the prediction.
+      free: quantities fitted with each pose, in units of QUANTITY_SCALE of their fit transforms.
+      period: the ODE pose coordinates' period when they are searched over whole turns, else None.
+      tf: {name: fit transform} of the free quantities.
+      keep: [n] bool, the particles a pose fit may move (None without particles).
+      size: unknowns per frame.
+    """
+    exp: Experiment
+    theta: dict
+    base: State
+    scales: dict
+    kind: str
+    steps: int
+    learning_rate: float
+    prior: float
+    free: tuple
+    period: Any
+    tf: dict
+    keep: Any
+    size: int
 
 
-def pose_periods(exp: Experiment) -> dict:
-    """{part: the period of its pose coordinates, or None}: the ODE body's `OdeSystem.pose_period` (angles), None
-    for particles. A join between windows measures an angle's mismatch on the circle (`join_gap`)."""
-    periods = {"x": None}
-    if has_ode(exp):
-        periods["q"] = getattr(exp.topology.ode.system, "pose_period", None)
-    return periods
+def _pose_image(f: _PoseFit, pose: dict, dense: bool = False):
+    """[1, H, W, 4] the frame of pose {part: value, "_" + quantity: offset in QUANTITY_SCALE units}."""
+    theta, free, tf = f.theta, f.free, f.tf
+    th = {**theta, **{n: tf[n].inverse(tf[n].forward(theta[n]) + QUANTITY_SCALE * pose["_" + n]) for n in free}}
+    params, _ = assemble(f.exp, th)
+    zero = {k: jnp.zeros_like(v) for k, v in pose.items() if k in PARTS}
+    vertices = scene_vertices(f.exp.topology, params, with_pose_rate(f.exp, f.base, {k: pose[k] for k in zero}, zero))
+    return frames_for(f.exp, vertices[None], th, dense=dense)
 
 
-def join_gap(end, start, period):
-    """end - start, the nearest by whole periods when the coordinates are angles of `period` (None, or 0 in an
-    array of periods per entry: as it is). A window that starts a whole turn from where the previous one ends
-    starts from the same physical state. numpy in, numpy out (its dtype kept); traceable."""
-    gap = end - start
-    if period is None:
-        return gap
-    return gap - period * (gap / (period + (period == 0))).round()
+def _searched(f: _PoseFit, pred: dict, tgt):
+    """pred with its ODE pose the best of the search around it (coarse grid, then fine), compared at a
+    reduced size (SEARCH_PIXELS)."""
+    exp, theta = f.exp, f.theta
+    q = pred["q"]
+    coarse, fine = search_offsets(int(np.size(q)), f.period)
+    camera = camera_for(exp, theta)
+    factor = max(1, min(camera.height, camera.width) // SEARCH_PIXELS)
+    h, w = camera.height // factor, camera.width // factor
+    small = with_image_size(camera, w, h) if factor > 1 else camera
+    pooled = tgt[:h * factor, :w * factor].reshape(h, factor, w, factor, tgt.shape[-1]).mean(axis=(1, 3))
+    blur = blur_for(theta)
+    params, _ = assemble(exp, theta)
+    zero = {k: jnp.zeros_like(v) for k, v in pred.items() if k in PARTS}
+
+    def loss_at(c):
+        state = with_pose_rate(exp, f.base, {**{k: pred[k] for k in zero}, "q": c}, zero)
+        frame = render_frames(exp, scene_vertices(exp.topology, params, state)[None], camera=small,
+                              blur=None if blur is None else blur / factor)
+        return image_loss(f.kind, frame, pooled[None])
+
+    def best(centre, offsets):
+        cands = centre[None] + jnp.asarray(offsets, q.dtype).reshape((-1,) + q.shape)
+        losses = jax.lax.map(loss_at, cands, batch_size=16)
+        return cands[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
+
+    return {**pred, "q": best(best(q, coarse), fine)}
+
+
+def _gauss_newton_pose(f: _PoseFit, pose_of: Callable, flat, tgt):
+    """The unknowns [size] after at most `f.steps` Levenberg-Marquardt trial steps from `flat` on the frame's
+    residuals (forward-mode Jacobian); `pose_of(u)`: the pose of unknowns u."""
+    kind, prior, size = f.kind, f.prior, f.size
+
+    def residual(u):
+        diff = residual_channels(kind, _pose_image(f, pose_of(u), dense=True)[0] - tgt)
+        return jnp.concatenate([jnp.ravel(diff) / np.sqrt(diff.size), np.sqrt(prior / size) * u])
+
+    def step(carry):
+        k, u, lam, cost, _ = carry
+        r, cols = forward_jacobian(residual, u)
+        jtj, jtr = cols @ cols.T, cols @ r
+        damped = jtj + lam * (jnp.diag(jnp.diag(jtj)) + 1e-12 * jnp.eye(u.size, dtype=u.dtype))
+        trial = u - jnp.linalg.solve(damped, jtr)
+        new = jnp.sum(jnp.square(residual(trial)))
+        better = new < cost
+        done = (better & (cost - new < 1e-4 * cost)) | (lam > 1e6)
+        return (k + 1, jnp.where(better, trial, u), jnp.where(better, lam * 0.3, lam * 10.0),
+                jnp.where(better, new, cost), done)
+
+    start = (0, flat, jnp.asarray(1e-3, flat.dtype), jnp.sum(jnp.square(residual(flat))), False)
+    return jax.lax.while_loop(lambda c: (c[0] < f.steps) & ~c[4], step, start)[1]
+
+
+def _adam_pose(f: _PoseFit, pose_of: Callable, flat, tgt):
+    """The unknowns [size] after `f.steps` Adam iterations (cosine-decayed `f.learning_rate`) from `flat`."""
+    optimizer = optax.adam(optax.cosine_decay_schedule(f.learning_rate, max(f.steps, 1), alpha=0.05))
+
+    def loss(u):
+        return image_loss(f.kind, _pose_image(f, pose_of(u)), tgt[None]) + f.prior * jnp.mean(jnp.square(u))
+
+    def step(carry, _):
+        u, state = carry
+        updates, state = optimizer.update(jax.grad(loss)(u), state, u)
+        return (optax.apply_updates(u, updates), state), None
+
+    (u, _), _ = jax.lax.scan(step, (flat, optimizer.init(flat)), None, length=f.steps)
+    return u
+
+
+def _fit_from(f: _PoseFit, pred: dict, tgt):
+    """(the pose fitted from pred (its free quantities too), its image loss)."""
+    unknowns = {**jax.tree.map(jnp.zeros_like, pred), **{"_" + n: jnp.zeros_like(f.theta[n]) for n in f.free}}
+    flat, unravel = jax.flatten_util.ravel_pytree(unknowns)
+
+    def pose_of(u):
+        u = unravel(u)
+        pose = {k: pred[k] + f.scales[k] * (jnp.where(f.keep, u[k], 0.0) if k == "x" else u[k]) for k in pred}
+        return {**pose, **{k: v for k, v in u.items() if k not in PARTS}}
+
+    if f.size <= GAUSS_NEWTON_LIMIT:
+        u = _gauss_newton_pose(f, pose_of, flat, tgt)
+    else:
+        u = _adam_pose(f, pose_of, flat, tgt)
+    fitted = pose_of(u)
+    return fitted, image_loss(f.kind, _pose_image(f, fitted), tgt[None])
+
+
+def _fit_one(f: _PoseFit, pred: dict, tgt):
+    """(fitted pose {part: value}, image loss at the prediction, at the fit) of one frame."""
+    fitted, loss = _fit_from(f, pred, tgt)
+    # Also from the search's best pose, kept when its fit's image loss is under SEARCH_WINS x the prediction's:
+    # a lost pose's fit ends orders of magnitude higher (a bob off its image: about 0.03 against 1e-4 to 3e-3 on
+    # the 600-frame double pendulum); one that is not lost ends about as low from either start, and then the
+    # prediction's is kept (on a 16 px pendulum the grid point's fit came out 14 % off in the length).
+    if f.period is not None:
+        other, other_loss = _fit_from(f, _searched(f, pred, tgt), tgt)
+        better = other_loss < SEARCH_WINS * loss
+        fitted = jax.tree.map(lambda a, b: jnp.where(better, b, a), fitted, other)
+        loss = jnp.minimum(loss, other_loss)
+    zero = {**{"_" + n: jnp.zeros_like(f.theta[n]) for n in f.free}, **pred}  # the prediction, quantities as given
+    return {k: fitted[k] for k in pred}, image_loss(f.kind, _pose_image(f, zero), tgt[None]), loss
 
 
 def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target: Array, scales: dict, kind: str,
@@ -284,105 +302,20 @@ def _pose_fit(exp: Experiment, theta: dict, predicted: dict, base: State, target
     keep = movable(exp) if "x" in predicted else None
     tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
     size = sum(int(np.prod(np.shape(v)[1:])) for v in predicted.values()) + sum(int(np.size(theta[n])) for n in free)
-
-    def image(pose, dense=False):
-        th = {**theta, **{n: tf[n].inverse(tf[n].forward(theta[n]) + QUANTITY_SCALE * pose["_" + n]) for n in free}}
-        params, _ = assemble(exp, th)
-        zero = {k: jnp.zeros_like(v) for k, v in pose.items() if k in PARTS}
-        vertices = scene_vertices(exp.topology, params, with_pose_rate(exp, base, {k: pose[k] for k in zero}, zero))
-        return frames_for(exp, vertices[None], th, dense=dense)
-
-    def searched(pred, tgt):
-        """pred with its ODE pose the best of the search around it (coarse grid, then fine), compared at a
-        reduced size (SEARCH_PIXELS)."""
-        q = pred["q"]
-        coarse, fine = search_offsets(int(np.size(q)), period)
-        camera = camera_for(exp, theta)
-        f = max(1, min(camera.height, camera.width) // SEARCH_PIXELS)
-        h, w = camera.height // f, camera.width // f
-        small = with_image_size(camera, w, h) if f > 1 else camera
-        pooled = tgt[:h * f, :w * f].reshape(h, f, w, f, tgt.shape[-1]).mean(axis=(1, 3))
-        blur = blur_for(theta)
-        params, _ = assemble(exp, theta)
-        zero = {k: jnp.zeros_like(v) for k, v in pred.items() if k in PARTS}
-
-        def loss_at(c):
-            state = with_pose_rate(exp, base, {**{k: pred[k] for k in zero}, "q": c}, zero)
-            frame = render_frames(exp, scene_vertices(exp.topology, params, state)[None], camera=small,
-                                  blur=None if blur is None else blur / f)
-            return image_loss(kind, frame, pooled[None])
-
-        def best(centre, offsets):
-            cands = centre[None] + jnp.asarray(offsets, q.dtype).reshape((-1,) + q.shape)
-            losses = jax.lax.map(loss_at, cands, batch_size=16)
-            return cands[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
-
-        return {**pred, "q": best(best(q, coarse), fine)}
-
-    def fit_from(pred, tgt):
-        """(the pose fitted from pred (its free quantities too), its image loss)."""
-        unknowns = {**jax.tree.map(jnp.zeros_like, pred), **{"_" + n: jnp.zeros_like(theta[n]) for n in free}}
-        flat, unravel = jax.flatten_util.ravel_pytree(unknowns)
-
-        def pose_of(u):
-            u = unravel(u)
-            pose = {k: pred[k] + scales[k] * (jnp.where(keep, u[k], 0.0) if k == "x" else u[k]) for k in pred}
-            return {**pose, **{k: v for k, v in u.items() if k not in PARTS}}
-
-        if size <= GAUSS_NEWTON_LIMIT:
-            def residual(u):
-                diff = residual_channels(kind, image(pose_of(u), dense=True)[0] - tgt)
-                return jnp.concatenate([jnp.ravel(diff) / np.sqrt(diff.size), np.sqrt(prior / size) * u])
-
-            def step(carry):
-                k, u, lam, cost, _ = carry
-                r, cols = forward_jacobian(residual, u)
-                jtj, jtr = cols @ cols.T, cols @ r
-                damped = jtj + lam * (jnp.diag(jnp.diag(jtj)) + 1e-12 * jnp.eye(u.size, dtype=u.dtype))
-                trial = u - jnp.linalg.solve(damped, jtr)
-                new = jnp.sum(jnp.square(residual(trial)))
-                better = new < cost
-                done = (better & (cost - new < 1e-4 * cost)) | (lam > 1e6)
-                return (k + 1, jnp.where(better, trial, u), jnp.where(better, lam * 0.3, lam * 10.0),
-                        jnp.where(better, new, cost), done)
-
-            start = (0, flat, jnp.asarray(1e-3, flat.dtype), jnp.sum(jnp.square(residual(flat))), False)
-            u = jax.lax.while_loop(lambda c: (c[0] < steps) & ~c[4], step, start)[1]
-        else:
-            optimizer = optax.adam(optax.cosine_decay_schedule(learning_rate, max(steps, 1), alpha=0.05))
-
-            def loss(u):
-                return image_loss(kind, image(pose_of(u)), tgt[None]) + prior * jnp.mean(jnp.square(u))
-
-            def step(carry, _):
-                u, state = carry
-                updates, state = optimizer.update(jax.grad(loss)(u), state, u)
-                return (optax.apply_updates(u, updates), state), None
-
-            (u, _), _ = jax.lax.scan(step, (flat, optimizer.init(flat)), None, length=steps)
-        fitted = pose_of(u)
-        return fitted, image_loss(kind, image(fitted), tgt[None])
-
-    def one(pred, tgt):
-        fitted, loss = fit_from(pred, tgt)
-        # Also from the search's best pose, kept when its fit's image loss is under SEARCH_WINS x the prediction's:
-        # a lost pose's fit ends orders of magnitude higher (a bob off its image: about 0.03 against 1e-4 to 3e-3 on
-        # the 600-frame double pendulum); one that is not lost ends about as low from either start, and then the
-        # prediction's is kept (on a 16 px pendulum the grid point's fit came out 14 % off in the length).
-        if period is not None:
-            other, other_loss = fit_from(searched(pred, tgt), tgt)
-            better = other_loss < SEARCH_WINS * loss
-            fitted = jax.tree.map(lambda a, b: jnp.where(better, b, a), fitted, other)
-            loss = jnp.minimum(loss, other_loss)
-        zero = {**{"_" + n: jnp.zeros_like(theta[n]) for n in free}, **pred}  # the prediction, quantities as given
-        return {k: fitted[k] for k in pred}, image_loss(kind, image(zero), tgt[None]), loss
-
-    return jax.vmap(one)(predicted, target)
+    fit = _PoseFit(exp, theta, base, scales, kind, steps, learning_rate, prior, free, period, tf, keep, size)
+    return jax.vmap(functools.partial(_fit_one, fit))(predicted, target)
 
 
 def default_pose_scales(exp: Experiment) -> dict:
     """{part: scale}: the size of one unit of the pose fit and of the join penalty (`windowed_terms`): particles
-    1 % of the initial state's bounding-box diagonal (m), an ODE body's pose 0.01 of its own unit (rad, m)."""
+    1 % of the initial state's bounding-box diagonal (m), an ODE body's pose 0.01 of its own unit (rad, m).
+
+    Args:
+      exp: the experiment.
+
+    Returns:
+      {part: scale}.
+    """
     scales = {}
     if "x" in state_parts(exp):
         x = np.asarray(exp.state0.particles.x, np.float64)
@@ -392,27 +325,8 @@ def default_pose_scales(exp: Experiment) -> dict:
     return scales
 
 
-def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows: Windows, *, kind: str = "rgba",
-                           free=(), neighbours: int = 1, steps: int = 30, learning_rate: float = 0.5,
-                           prior: float = 1e-4, progress: bool = False) -> dict:
-    """The window start states read off the video (module docstring), with the quantities of `theta` (the
-    fit's initial guess) predicting each window's first frames from the previous window's start.
-
-    Args:
-      exp, target: the experiment and its video [frames + 1, H, W, 4].
-      theta: quantities (missing ones: the experiment's).
-      windows: how the recording is cut (`windows.frames` = `exp.frames`).
-      kind: the image loss of the pose fits; free: the fit's quantities, fitted with each pose (`_pose_fit`;
-        their guesses are not changed); neighbours: k, the frames on each side of a start whose poses
-        give its rate; steps, learning_rate: Adam iterations per pose fit and their step size, in units of
-        the pose scales (`default_pose_scales`); prior: weight of the pull towards the prediction.
-      progress: a bar over the windows.
-    Returns:
-      {name: [count - 1, ...]} for `start_names(exp)`, plus "_pose_fit": {"predicted": [count - 1] image loss
-      of the predicted start poses, "fitted": [count - 1] after the fit, "fallback": the windows whose start
-      could not be read off the video (a non-finite prediction, fit, or run of the window's own motion from its
-      estimate) and came from a run of the guess, with a RuntimeWarning} (a record, not a theta entry).
-    """
+def _checked_target(exp: Experiment, target: Array, windows: Windows, neighbours, steps):
+    """The target video as an array of the experiment's dtype, after checking the start reading's options."""
     if not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
         raise ValueError(f"neighbours must be an integer >= 1, got {neighbours!r}")
     if not isinstance(steps, (int, np.integer)) or steps < 1:
@@ -422,6 +336,113 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     target = jnp.asarray(target, exp.dtype)
     if target.shape[0] != exp.frames + 1:
         raise ValueError(f"the target has {target.shape[0]} frames; the experiment needs {exp.frames + 1}")
+    return target
+
+
+def _predict_run(span: int, e: Experiment, th: dict, state: State, first):
+    """The run of `span` frames from `state` at frame `first` (compiled by `estimate_window_states`)."""
+    params, _ = assemble(e, th)
+    return run_from(e, params, state, first, span, push_of(e, th))
+
+
+def _fit_poses(options: tuple, e: Experiment, th: dict, predicted: dict, base: State, tgt):
+    """`_pose_fit` with options (scales, kind, steps, learning_rate, prior, free, period)."""
+    return _pose_fit(e, th, predicted, base, tgt, *options)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """What reading every window's start off the video shares (`estimate_window_states`).
+
+    Attributes:
+      exp: the experiment.
+      theta: quantities (the fit's initial guess).
+      starts: [count] int, each window's first frame.
+      offsets: [2 k + 1] int, the frames around a start whose poses give its rate.
+      period: the ODE pose coordinates' period when they are searched over whole turns, else None.
+      predict: compiled `_predict_run(theta, state, first)`.
+      fit: compiled `_fit_poses(theta, predicted, base, target)`.
+    """
+    exp: Experiment
+    theta: dict
+    starts: np.ndarray
+    offsets: np.ndarray
+    period: Any
+    predict: Callable
+    fit: Callable
+
+
+def _fall_back(r: _Reading, w: int, guess_run, out: dict, record: dict) -> tuple:
+    """Window w's start from a run of the guess (the old default), written into `out` and noted in `record`:
+    (its state, the run)."""
+    if guess_run is None:
+        guess_run = compiled(r.exp, trajectory, "trajectory")(r.theta)
+    state = jax.tree.map(lambda a: a[int(r.starts[w])], guess_run)
+    pose, rate = pose_rate(r.exp, state)
+    for part in pose:
+        out[PARTS[part][0]][w - 1] = pose[part]
+        out[PARTS[part][1]][w - 1] = rate[part]
+    record["fallback"].append(w)
+    return state, guess_run
+
+
+def _window_run(r: _Reading, w: int, state: State, guess_run, out: dict, record: dict) -> tuple:
+    """(the prediction run from window w - 1's start `state`, that start, the guess's run): when the run from
+    the last estimate blows up, window w - 1 falls back to the guess's run (`_fall_back`)."""
+    previous = int(r.starts[w - 1])
+    run = r.predict(r.theta, state, jnp.asarray(previous))
+    if w > 1 and not _finite(run):  # the last estimate blows up within its window: the guess's run instead
+        state, guess_run = _fall_back(r, w - 1, guess_run, out, record)
+        run = r.predict(r.theta, state, jnp.asarray(previous))
+    return run, state, guess_run
+
+
+def _read_start(r: _Reading, w: int, run: State, target) -> tuple:
+    """(pose {part: value}, rate {part: value}, state, image loss of the predicted pose, of the fitted one) of
+    window w's start, its poses fitted around the start's frame in the prediction `run`."""
+    exp, period = r.exp, r.period
+    s, previous = int(r.starts[w]), int(r.starts[w - 1])
+    frames = np.clip(s + r.offsets, 0, exp.frames)
+    predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
+    base = jax.tree.map(lambda a: a[s - previous], run)
+    poses, before, after = r.fit(r.theta, predicted, base, target[frames])
+    if period is not None:  # the start onto the prediction's turn (the run that joins this window), and its
+        at_start = int(np.nonzero(frames == s)[0][0])  # neighbours onto the start's
+        centre = unwrap(poses["q"][at_start], predicted["q"][at_start], period)
+        poses = {**poses, "q": unwrap(poses["q"], centre[None], period)}
+    distinct, first = _distinct(frames - s)
+    weights = derivative_weights(distinct, exp.frame_dt)
+    at = int(np.nonzero(frames == s)[0][0])
+    pose = {k: v[at] for k, v in poses.items()}
+    rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
+    return pose, rate, with_pose_rate(exp, base, pose, rate), float(before[at]), float(after[at])
+
+
+def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows: Windows, *, kind: str = "rgba",
+                           free=(), neighbours: int = 1, steps: int = 30, learning_rate: float = 0.5,
+                           prior: float = 1e-4, progress: bool = False) -> dict:
+    """The window start states read off the video (module docstring), with the quantities of `theta` (the
+    fit's initial guess) predicting each window's first frames from the previous window's start.
+
+    Args:
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
+      theta: quantities (missing ones: the experiment's).
+      windows: how the recording is cut (`windows.frames` = `exp.frames`).
+      kind: the image loss of the pose fits.
+      free: the fit's quantities, fitted with each pose (`_pose_fit`; their guesses are not changed).
+      neighbours: k, the frames on each side of a start whose poses give its rate.
+      steps: Levenberg-Marquardt trial steps or Adam iterations per pose fit.
+      learning_rate: Adam's step size, in units of the pose scales (`default_pose_scales`).
+      prior: weight of the pull towards the prediction.
+      progress: a bar over the windows.
+    Returns:
+      {name: [count - 1, ...]} for `start_names(exp)`, plus "_pose_fit": {"predicted": [count - 1] image loss
+      of the predicted start poses, "fitted": [count - 1] after the fit, "fallback": the windows whose start
+      could not be read off the video (a non-finite prediction, fit, or run of the window's own motion from its
+      estimate) and came from a run of the guess, with a RuntimeWarning} (a record, not a theta entry).
+    """
+    target = _checked_target(exp, target, windows, neighbours, steps)
     theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
     starts = np.asarray(windows.starts)
     if len(starts) < 2:
@@ -430,69 +451,32 @@ def estimate_window_states(exp: Experiment, target: Array, theta: dict, windows:
     span = max(int(np.max(np.diff(starts))) + neighbours, windows.length)
     scales = default_pose_scales(exp)
     offsets = np.arange(-neighbours, neighbours + 1)
-
-    def predict(e, th, state, first):
-        params, _ = assemble(e, th)
-        return run_from(e, params, state, first, span, push_of(e, th))
-
     free = tuple(canonical(n) for n in free if canonical(n) != "push")
-
     period = pose_search_period(exp)
-
-    def fit_poses(e, th, predicted, base, tgt):
-        return _pose_fit(e, th, predicted, base, tgt, scales, kind, steps, learning_rate, prior, free, period)
-
-    predict_c = compiled(exp, predict, ("window_starts_predict", span))
-    fit_c = compiled(exp, fit_poses, ("window_starts_pose_fit", kind, steps, learning_rate, prior,
-                                      tuple(sorted(scales.items())), len(offsets), free, period))
+    options = (scales, kind, steps, learning_rate, prior, free, period)
+    predict_c = compiled(exp, functools.partial(_predict_run, span), ("window_starts_predict", span))
+    fit_c = compiled(exp, functools.partial(_fit_poses, options),
+                     ("window_starts_pose_fit", kind, steps, learning_rate, prior, tuple(sorted(scales.items())),
+                      len(offsets), free, period))
     _, state = compiled(exp, lambda e, th: assemble(e, th), "assemble")(theta)
+    r = _Reading(exp, theta, starts, offsets, period, predict_c, fit_c)
     out: dict = {name: [] for name in start_names(exp)}
     record = {"predicted": [], "fitted": [], "fallback": []}
     guess_run = None
-
-    def fall_back(w, guess_run):
-        """Window w's start from a run of the guess (the old default): (its state, the run)."""
-        if guess_run is None:
-            guess_run = compiled(exp, trajectory, "trajectory")(theta)
-        state = jax.tree.map(lambda a: a[int(starts[w])], guess_run)
-        pose, rate = pose_rate(exp, state)
-        for part in pose:
-            out[PARTS[part][0]][w - 1] = pose[part]
-            out[PARTS[part][1]][w - 1] = rate[part]
-        record["fallback"].append(w)
-        return state, guess_run
-
     for w in tqdm(range(1, len(starts)), disable=not progress, desc="window starts", unit="window",
                   dynamic_ncols=True):
-        s, previous = int(starts[w]), int(starts[w - 1])
-        frames = np.clip(s + offsets, 0, exp.frames)
-        run = predict_c(theta, state, jnp.asarray(previous))
-        if w > 1 and not _finite(run):  # the last estimate blows up within its window: the guess's run instead
-            state, guess_run = fall_back(w - 1, guess_run)
-            run = predict_c(theta, state, jnp.asarray(previous))
-        predicted, _ = pose_rate(exp, jax.tree.map(lambda a: a[frames - previous], run))
-        base = jax.tree.map(lambda a: a[s - previous], run)
-        poses, before, after = fit_c(theta, predicted, base, target[frames])
-        if period is not None:  # the start onto the prediction's turn (the run that joins this window), and its
-            at_start = int(np.nonzero(frames == s)[0][0])  # neighbours onto the start's
-            centre = unwrap(poses["q"][at_start], predicted["q"][at_start], period)
-            poses = {**poses, "q": unwrap(poses["q"], centre[None], period)}
-        distinct, first = _distinct(frames - s)
-        weights = derivative_weights(distinct, exp.frame_dt)
-        at = int(np.nonzero(frames == s)[0][0])
-        pose = {k: v[at] for k, v in poses.items()}
-        rate = {k: jnp.tensordot(jnp.asarray(weights, v.dtype), v[first], axes=1) for k, v in poses.items()}
-        state = with_pose_rate(exp, base, pose, rate)
+        run, state, guess_run = _window_run(r, w, state, guess_run, out, record)
+        pose, rate, state, before, after = _read_start(r, w, run, target)
         for part in pose:
             out[PARTS[part][0]].append(pose[part])
             out[PARTS[part][1]].append(rate[part])
-        record["predicted"].append(float(before[at]))
-        record["fitted"].append(float(after[at]))
-        if not (np.isfinite(float(after[at])) and _finite((pose, rate))):
+        record["predicted"].append(before)
+        record["fitted"].append(after)
+        if not (np.isfinite(after) and _finite((pose, rate))):
             # The prediction from the window before, or this fit, blew up: the guess's own run instead.
-            state, guess_run = fall_back(w, guess_run)
-    if len(starts) > 1 and w not in record["fallback"] and not _finite(predict_c(theta, state, jnp.asarray(s))):
-        fall_back(w, guess_run)  # the last window's own motion blows up
+            state, guess_run = _fall_back(r, w, guess_run, out, record)
+    if w not in record["fallback"] and not _finite(predict_c(theta, state, jnp.asarray(int(starts[w])))):
+        _fall_back(r, w, guess_run, out, record)  # the last window's own motion blows up
     if record["fallback"]:
         warnings.warn(f"window start(s) {sorted(record['fallback'])} could not be read off the video (the pose fit, "
                       "or the motion the initial guess makes from it, was not finite); they start from a run of the "

@@ -38,6 +38,7 @@ an experiment with rigid bodies (truncated backpropagation accepts it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Any, Callable, Optional
@@ -48,45 +49,25 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
-from gradsim_jax.fit.least_squares import forward_jacobian, levenberg_marquardt
-from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.fit.windows import Scaled, Windows, window_length_for  # noqa: F401  (re-exported)
 from gradsim_jax.physics import State
-from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data, compiled, frames_for, traced_checks
-from gradsim_jax.sysid.losses import image_loss, residual_channels
-from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical, focused, transforms_for
+from gradsim_jax.sysid.losses import image_loss
+from gradsim_jax.sysid.quantities import assemble, canonical, focused, transforms_for
 from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
+from gradsim_jax.sysid.truncated import polish_truncated, truncated_residual  # noqa: F401  (re-exported)
+from gradsim_jax.sysid.window_runs import SHOOTING, check_windowed  # noqa: F401  (re-exported)
 from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
-                                             default_pose_scales, estimate_window_states, has_ode, join_gap,
+                                             default_pose_scales, estimate_window_states, join_gap,
                                              pose_periods, pose_rate, push_of, run_from, run_windows, start_names,
                                              state_parts, window_states)
 
 Array = Any
 
-SHOOTING = ("multiple", "truncated")
 #: How multiple shooting's window start states begin: read off the video, or a run of the initial guess.
 START_FROM = ("video", "run")
-
-
-def _check_experiment(exp: Experiment, windows: Windows, shooting: str) -> None:
-    if shooting not in SHOOTING:
-        raise ValueError(f"unknown shooting {shooting!r}; choose from {SHOOTING}")
-    if windows.frames != exp.frames:
-        raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
-    if exp.topology.smoke is not None:
-        raise ValueError("windowed fits (window, shooting) are not available for smoke (Topology.smoke): its state is "
-                         "a whole velocity field, which a window's start cannot be estimated for from the video; fit "
-                         "the whole recording (no window)")
-    if shooting == "multiple" and np.shape(exp.state0.rigid.x)[0]:
-        raise ValueError("multiple shooting estimates particle and ODE-body start states only; this experiment has "
-                         "rigid bodies: use shooting='truncated'")
-    if shooting == "multiple" and has_ode(exp):
-        ode_coordinates(exp.topology.ode.system, exp.state0.ode)  # ValueError when it names none
-    if shooting == "truncated" and windows.overlap:
-        raise ValueError("truncated backpropagation cuts one forward run and takes no overlap (overlap=0)")
 
 
 def _frame_losses(exp: Experiment, theta: dict, params, traj: State, target: Array, kind: str) -> Array:
@@ -128,8 +109,11 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
       windows: how the recording is cut; `windows.frames` must be `exp.frames`.
       shooting: "multiple" or "truncated" (module docstring).
       kind: image loss ("rgba", "rgb", "silhouette").
-      position_scale (m), velocity_scale (m/s), pose_scale, rate_scale (an ODE body's units): a join mismatch
-        of this size costs 1 (before `continuity`); defaults: `default_pose_scales` and that per frame.
+      position_scale: m, a particle position mismatch at a join of this size costs 1 (before `continuity`);
+        default `default_pose_scales`.
+      velocity_scale: m/s, the same for a particle velocity mismatch; default position_scale per frame.
+      pose_scale: the same for an ODE body's pose (its units: rad, m); default `default_pose_scales`.
+      rate_scale: the same for an ODE body's rate (per s); default pose_scale per frame.
     Returns:
       {"image": mean image loss over every window's frames, "continuity": mean over joins of the sum over the
       state's parts of mean((d pose / its scale)^2) + mean((d rate / its scale)^2) (0 for truncated
@@ -137,7 +121,7 @@ def windowed_terms(exp: Experiment, target: Array, theta: dict, windows: Windows
       (m/s) mismatch per join, "join_q", "join_qd": the ODE body's RMS pose and rate mismatch (each empty when
       the scene has no such part)}.
     """
-    _check_experiment(exp, windows, shooting)
+    check_windowed(exp, windows, shooting)
     target = jnp.asarray(target)
     params, state0 = assemble(exp, theta)
     push = push_of(exp, theta)
@@ -202,7 +186,16 @@ def _check_continuity(continuity) -> tuple[float, float]:
 def continuity_weight(continuity, iteration, iterations: int):
     """The join penalty's weight at `iteration` (traceable) of `iterations`: `continuity` itself when it is a
     number; for a pair (first, last), first (last / first)^(iteration / (iterations - 1)), from first at
-    iteration 0 to last at the end (a geometric tightening)."""
+    iteration 0 to last at the end (a geometric tightening).
+
+    Args:
+      continuity: a number >= 0, or a pair (first, last) of them.
+      iteration: the iteration (may be traced), or None for the last weight.
+      iterations: the fit's iterations.
+
+    Returns:
+      the weight (a float, or a traced scalar for a traced iteration of a pair).
+    """
     first, last = _check_continuity(continuity)
     if first == last or iteration is None:
         return last if iteration is None else first
@@ -216,8 +209,25 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
                   rate_scale: Optional[float] = None) -> Callable:
     """`loss(theta, iteration=None)`: the windowed image loss plus the join penalty (`windowed_terms`) times its
     weight (`continuity_weight(continuity, iteration, iterations)`; with no iteration, the last weight). With one
-    window (length = frames) it is the full-horizon loss of `sysid.make_loss`."""
-    _check_experiment(exp, windows, shooting)
+    window (length = frames) it is the full-horizon loss of `sysid.make_loss`.
+
+    Args:
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
+      windows: how the recording is cut.
+      shooting: "multiple" or "truncated".
+      kind: the image loss.
+      continuity: the join weight: a number or (first, last) (`continuity_weight`).
+      iterations: the fit's iterations (for a tightened weight).
+      position_scale: m, see `windowed_terms`.
+      velocity_scale: m/s, see `windowed_terms`.
+      pose_scale: see `windowed_terms`.
+      rate_scale: see `windowed_terms`.
+
+    Returns:
+      `loss(theta, iteration=None)`, a scalar.
+    """
+    check_windowed(exp, windows, shooting)
     _check_continuity(continuity)
     if shooting == "multiple" and windows.count > 1:
         _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
@@ -229,64 +239,6 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
         return terms["image"] + continuity_weight(continuity, iteration, iterations) * terms["continuity"]
 
     return loss
-
-
-def truncated_residual(exp: Experiment, windows: Windows, kind: str = "rgba") -> Callable:
-    """`residual(theta, target)`: pixel residuals (pred - target) / sqrt(N) of the compared frames of the
-    truncated run, flattened (|r|^2 is the rgba loss), rendered with `render(autodiff=True)` so that it
-    has a forward-mode derivative. `jax.lax.stop_gradient` stops tangents as well: its Jacobian is the
-    truncated one, each frame differentiated only back to the start of its window."""
-    _check_experiment(exp, windows, "truncated")
-
-    def residual(theta, target):
-        params, state0 = assemble(exp, theta)
-        traj = run_from(exp, params, state0, jnp.asarray(0), windows.frames, push_of(exp, theta),
-                        cuts=windows.cuts())
-        idx = np.arange(1, windows.frames + 1, windows.stride)
-        x = trajectory_vertices(exp.topology, params, jax.tree.map(lambda a: a[idx], traj))
-        pred = frames_for(exp, x, theta, dense=True)
-        diff = residual_channels(kind, pred - target[idx])
-        return jnp.ravel(diff / math.sqrt(diff.size))
-
-    return residual
-
-
-def polish_truncated(exp: Experiment, target: Array, theta: dict, free, windows: Windows, *, steps: int = 10,
-                     kind: str = "rgba", progress: bool = False) -> tuple[dict, list]:
-    """Levenberg-Marquardt steps on `truncated_residual` over the scalar quantities `free` (in their fit
-    transforms, log for positive ones), with the truncated Jacobian (one forward-mode column per quantity).
-    Adam crawls along a valley such as mass x stiffness (a ratio well seen, the scale less); Gauss-Newton
-    crosses it. Returns (theta, [(loss, {name: value}) per accepted step])."""
-    free = tuple(canonical(n) for n in free)
-    theta = as_theta(exp, {k: v for k, v in theta.items() if not k.startswith("_")})
-    if any(np.size(theta[n]) != 1 for n in free):
-        raise ValueError(f"polish_truncated fits scalar quantities; {free} has arrays")
-    tf = {n: resolve_transform(QUANTITIES[n].transform) for n in free}
-    target = jnp.asarray(target, theta["push"].dtype)
-    shapes = {n: jnp.shape(theta[n]) for n in free}
-
-    def unpack(z, base):
-        return {**base, **{n: tf[n].inverse(z[i]).reshape(shapes[n]) for i, n in enumerate(free)}}
-
-    def linearized(e, z, base, tgt):
-        return forward_jacobian(lambda zz: truncated_residual(e, windows, kind)(unpack(zz, base), tgt), z)
-
-    jac = compiled(exp, linearized, ("polish_truncated", windows, kind, free, tuple(shapes.items())))
-    dtype = theta["push"].dtype
-
-    def linearize(z):
-        r, cols = jac(jnp.asarray(z, dtype), theta, target)
-        return np.asarray(r), np.asarray(cols).T
-
-    def on_step(k, cost):
-        if progress:
-            print(f"  Levenberg-Marquardt step {k} (truncated Jacobian): loss {cost:.4e}")
-
-    z0 = np.array([float(np.ravel(tf[n].forward(theta[n]))[0]) for n in free])
-    solution = levenberg_marquardt(None, linearize, z0, steps=steps, on_step=on_step)
-    records = [(cost, {n: float(tf[n].inverse(zk[i])) for i, n in enumerate(free)}) for cost, zk in solution.steps]
-    out = unpack(jnp.asarray(solution.z, dtype), theta)
-    return {n: np.asarray(v) for n, v in out.items()}, records
 
 
 @dataclasses.dataclass
@@ -318,6 +270,143 @@ class WindowedFitResult:
 TIGHTENED = (0.1, 10.0)
 
 
+def _loss_options(scales: dict, shooting: str, kind: str) -> dict:
+    """The keyword arguments of `windowed_terms` and `windowed_loss` but the windows: shooting, kind and the join
+    scales as concrete numbers (`_join_scales`; the loss is traced with the experiment's arrays as arguments)."""
+    position_scale, velocity_scale = scales.get("x", (None, None))
+    pose_scale, rate_scale = scales.get("q", (None, None))
+    return dict(shooting=shooting, kind=kind, position_scale=position_scale, velocity_scale=velocity_scale,
+                pose_scale=pose_scale, rate_scale=rate_scale)
+
+
+def _checked_continuity(exp: Experiment, windows: Windows, shooting: str, start_from: str, continuity,
+                        polish: int):
+    """The join weight (`continuity`, `TIGHTENED` or 1.0 when None), after checking the fit's options."""
+    check_windowed(exp, windows, shooting)
+    if start_from not in START_FROM:
+        raise ValueError(f"start_from must be one of {START_FROM}, got {start_from!r}")
+    if continuity is None:
+        continuity = TIGHTENED if shooting == "multiple" else 1.0
+    _check_continuity(continuity)
+    if polish and shooting == "multiple" and windows.count > 1 and state_size(exp) > STATE_LIMIT:
+        raise ValueError(f"polish after multiple shooting solves for every window's start state: at most "
+                         f"{STATE_LIMIT} numbers per window (an ODE body's); this scene's have {state_size(exp)}")
+    return continuity
+
+
+@dataclasses.dataclass(frozen=True)
+class _Starts:
+    """How multiple shooting's window start states begin.
+
+    Attributes:
+      states: {start-state name: [windows - 1, ...] value} (empty for truncated backpropagation or one window).
+      transforms: {start-state name: its fit transform (`Scaled` by its join scale)}.
+      used: "given", "run" or "video"; None when there are no free start states.
+      start_fit: with "video", the start-pose fit's image losses and wall time (`WindowedFitResult.start_fit`).
+    """
+    states: dict
+    transforms: dict
+    used: Optional[str] = None
+    start_fit: Optional[dict] = None
+
+
+def _begin_starts(exp: Experiment, target: Array, theta0: dict, initial: dict, windows: Windows, free: tuple,
+                  scales: dict, *, shooting: str, start_from: str, kind: str, progress: bool,
+                  start_options: Optional[dict], state_learning_rate: Optional[float],
+                  learning_rate: float) -> _Starts:
+    """The window start states (given in `initial`, a run of theta0 or read off the video) and their transforms
+    (the join scales times the start states' learning rate relative to the quantities')."""
+    if not (shooting == "multiple" and windows.count > 1):
+        return _Starts({}, {})
+    names = start_names(exp)
+    given = {k: jnp.asarray(initial[k], exp.dtype) for k in names if k in initial}
+    ratio = (state_learning_rate or learning_rate) / learning_rate
+    start_fit = None
+    if len(given) == len(names):
+        used, states = "given", given
+    elif start_from == "run":
+        used, states = "run", window_states(exp, theta0, windows)
+    else:
+        used = "video"
+        began = time.perf_counter()
+        states = estimate_window_states(exp, target, theta0, windows, kind=kind, free=free,
+                                        progress=progress, **(start_options or {}))
+        start_fit = {**{k: v.tolist() for k, v in states.pop("_pose_fit").items()},
+                     "wall_time": time.perf_counter() - began}
+    transforms = {}
+    for part in state_parts(exp):
+        for name, scale in zip(PARTS[part], scales[part]):
+            transforms[name] = Scaled(scale * ratio)
+    return _Starts(states, transforms, used, start_fit)
+
+
+def _adam_fit(exp: Experiment, target: Array, theta0: dict, windows: Windows, free: tuple, starts: _Starts, *,
+              continuity, loss_of: dict, iterations: int, learning_rate: float, progress: bool,
+              callback: Optional[Callable], checkpoints: tuple, metadata: dict) -> FitResult:
+    """`fit` with Adam on the windowed loss; checkpoints: (checkpoint_dir, checkpoint_every, resume)."""
+
+    def loss_fn(theta, iteration):
+        theta, e, tgt = split_data(exp, theta)
+        return windowed_loss(e, tgt, windows, continuity=continuity, iterations=iterations, **loss_of)(theta,
+                                                                                                        iteration)
+
+    fit_callback = None
+    if callback is not None:
+        def fit_callback(it, params, loss, aux):
+            return callback(it, split_data(exp, params)[0], loss)
+
+    fields = free + start_names(exp) if starts.used is not None else free
+    transforms = {**dict(transforms_for(free)), **starts.transforms}
+    theta0, bounds = stable_bounds(exp, theta0, free)
+    checkpoint_dir, checkpoint_every, resume = checkpoints
+    return fit(loss_fn, with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
+               optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
+               steps=iterations, progress=progress, callback=fit_callback, uses_iteration=True,
+               checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
+               checks=traced_checks(exp), metadata=metadata)
+
+
+def _polished(exp: Experiment, target: Array, theta: dict, free: tuple, windows: Windows, scales: dict,
+              history: dict, *, polish: int, shooting: str, weight: float, kind: str, progress: bool) -> tuple:
+    """(theta, history) after `polish` Levenberg-Marquardt steps (none when polish is 0): multiple shooting's
+    on every unknown, else truncated backpropagation's on the quantities; history gains "polish"."""
+    theta, history = dict(theta), dict(history)
+    if polish and shooting == "multiple" and windows.count > 1:
+        polished, records = polish_multiple(exp, target, theta, free, windows, scales, weight=weight, steps=polish,
+                                            kind=kind, progress=progress)
+        theta.update({n: jnp.asarray(polished[n]) for n in free + start_names(exp)})
+    elif polish:
+        polished, records = polish_truncated(exp, target, theta, free, windows, steps=polish, kind=kind,
+                                             progress=progress)
+        theta.update({n: jnp.asarray(polished[n]) for n in free})
+    else:
+        return theta, history
+    history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
+    return theta, history
+
+
+def _final_terms(windows: Windows, loss_of: dict, e, th, tgt):
+    """`windowed_terms` of theta `th` on the target `tgt` (compiled by `_final_result`)."""
+    return windowed_terms(e, tgt, th, windows, **loss_of)
+
+
+def _final_result(exp: Experiment, target: Array, theta: dict, windows: Windows, loss_of: dict, weight: float,
+                  started: float, **fields) -> WindowedFitResult:
+    """The `WindowedFitResult` of the fitted theta (start states split off), its terms measured at the last join
+    weight `weight`, its wall time counted from `started` (`time.perf_counter()`); `fields`: the result's other
+    fields (history, shooting, fit, start_from, start_fit)."""
+    key = ("windowed_terms", windows, tuple(sorted(loss_of.items())), tuple(sorted(theta)))
+    terms = jax.device_get(compiled(exp, functools.partial(_final_terms, windows, loss_of), key)(theta, target))
+    theta = dict(theta)
+    starts = {k: np.asarray(theta.pop(k)) for k in start_names(exp) if k in theta}
+    loss = float(terms["image"] + weight * terms["continuity"])
+    return WindowedFitResult(
+        theta={k: np.asarray(v) for k, v in theta.items()}, starts=starts, loss=loss,
+        terms={"image": float(terms["image"]), "continuity": float(terms["continuity"]),
+               **{f"{k}_max": float(np.max(terms[k], initial=0.0)) for k in ("join_x", "join_v", "join_q", "join_qd")}},
+        windows=windows, wall_time=time.perf_counter() - started, **fields)
+
+
 def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window: int, overlap: Optional[int] = None,
                  shooting: str = "multiple", iterations: int = 100, learning_rate: float = 0.05,
                  state_learning_rate: Optional[float] = None, continuity=None, kind: str = "rgba",
@@ -331,27 +420,38 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     through `gradsim_jax.fit.fit`: history, NaN guard, traced parameter checks, checkpoints and resume).
 
     Args:
-      exp, target: the experiment and its video [frames + 1, H, W, 4].
-      initial: starting theta (e.g. 5 % off); free: quantities to estimate ("mass", "pendulum_length", ...).
-        For multiple shooting it may hold the windows' start states (`start_names(exp)`, e.g. `window_states`
-        of a truncated fit's result); they are then used as given.
-      window: window length in frames (see `window_length_for`); overlap: frames shared by consecutive
-        windows (multiple shooting; default window // 4; truncated backpropagation takes 0).
+      exp: the experiment.
+      target: [frames + 1, H, W, 4] its video.
+      initial: starting theta (e.g. 5 % off). For multiple shooting it may hold the windows' start states
+        (`start_names(exp)`, e.g. `window_states` of a truncated fit's result); they are then used as given.
+      free: quantities to estimate ("mass", "pendulum_length", ...).
+      window: window length in frames (see `window_length_for`).
+      overlap: frames shared by consecutive windows (multiple shooting; default window // 4; truncated
+        backpropagation takes 0).
       shooting: "multiple" (free start states) or "truncated".
-      iterations, learning_rate: Adam iterations and learning rate of the quantities (log space).
+      iterations: Adam iterations.
+      learning_rate: Adam's learning rate of the quantities (in their fit transforms: log space).
       state_learning_rate: learning rate of the start states in units of their scales (default learning_rate).
       continuity: the join penalty's weight: a number, or (first, last) tightened geometrically over the
         iterations (`continuity_weight`); default `TIGHTENED` for multiple shooting.
-      kind, frame_stride: image loss and the stride of compared frames in each window (`Windows`).
+      kind: the image loss ("rgba", "rgb", "silhouette").
+      frame_stride: the stride of compared frames in each window (`Windows`).
       start_from: where multiple shooting's start states begin: "video" (`estimate_window_states`: each
         window's first frames fitted for the pose, rates from the neighbouring frames) or "run" (a run of
-        `initial`, `window_states`); start_options: keyword arguments of `estimate_window_states`.
-      position_scale, velocity_scale, pose_scale, rate_scale: the join penalty's units (`windowed_terms`).
+        `initial`, `window_states`).
+      start_options: keyword arguments of `estimate_window_states`.
+      position_scale: m, the join penalty's unit of particle positions (`windowed_terms`).
+      velocity_scale: m/s, of particle velocities.
+      pose_scale: of an ODE body's pose (its units).
+      rate_scale: of an ODE body's rate (its units per s).
       polish: Levenberg-Marquardt steps after Adam: truncated backpropagation on the truncated residuals
         (`polish_truncated`, scalar quantities); multiple shooting on every unknown, the quantities and the start
         states (`shooting.polish_multiple`: Gauss-Newton multiple shooting, start states of at most
         STATE_LIMIT numbers per window, an ODE body's).
-      progress, checkpoint_dir, checkpoint_every, resume: as for `fit`.
+      progress: progress bar and lines, as for `fit`.
+      checkpoint_dir: folder of the fit's checkpoints (None: none), as for `fit`.
+      checkpoint_every: iterations between checkpoints, as for `fit`.
+      resume: continue from the checkpoint in checkpoint_dir, as for `fit`.
       callback: `callback(iteration, theta, loss)` after each iteration; True stops the fit.
     Returns:
       WindowedFitResult.
@@ -361,94 +461,26 @@ def fit_windowed(exp: Experiment, target: Array, initial: dict, free, *, window:
     if overlap is None:
         overlap = window // 4 if shooting == "multiple" and isinstance(window, (int, np.integer)) else 0
     windows = Windows(exp.frames, window, overlap, frame_stride)
-    _check_experiment(exp, windows, shooting)
-    if start_from not in START_FROM:
-        raise ValueError(f"start_from must be one of {START_FROM}, got {start_from!r}")
-    if continuity is None:
-        continuity = TIGHTENED if shooting == "multiple" else 1.0
-    _check_continuity(continuity)
-    if polish and shooting == "multiple" and windows.count > 1 and state_size(exp) > STATE_LIMIT:
-        raise ValueError(f"polish after multiple shooting solves for every window's start state: at most "
-                         f"{STATE_LIMIT} numbers per window (an ODE body's); this scene's have {state_size(exp)}")
+    continuity = _checked_continuity(exp, windows, shooting, start_from, continuity, polish)
     scales = _join_scales(exp, position_scale, velocity_scale, pose_scale, rate_scale)
-    # Concrete numbers: the loss is traced with the experiment's arrays as arguments.
-    position_scale, velocity_scale = scales.get("x", (None, None))
-    pose_scale, rate_scale = scales.get("q", (None, None))
+    loss_of = _loss_options(scales, shooting, kind)
     exp, theta0 = focused(exp, as_theta(exp, {k: v for k, v in initial.items() if not k.startswith("_")}),
                           [canonical(n) for n in free])
-    names = start_names(exp)
-    given = {k: jnp.asarray(initial[k], exp.dtype) for k in names if k in initial}
     target = jnp.asarray(target, theta0["push"].dtype)
-    transforms: dict = dict(transforms_for(free))
-    fields = free
-    used, start_fit = None, None
-    if shooting == "multiple" and windows.count > 1:
-        ratio = (state_learning_rate or learning_rate) / learning_rate
-        if len(given) == len(names):
-            used = "given"
-            theta0.update(given)
-        elif start_from == "run":
-            used = "run"
-            theta0.update(window_states(exp, theta0, windows))
-        else:
-            used = "video"
-            began = time.perf_counter()
-            estimate = estimate_window_states(exp, target, theta0, windows, kind=kind, free=free,
-                                              progress=progress, **(start_options or {}))
-            start_fit = {**{k: v.tolist() for k, v in estimate.pop("_pose_fit").items()},
-                         "wall_time": time.perf_counter() - began}
-            theta0.update(estimate)
-        for part in state_parts(exp):
-            for name, scale in zip(PARTS[part], scales[part]):
-                transforms[name] = Scaled(scale * ratio)
-        fields = free + names
+    starts = _begin_starts(exp, target, theta0, initial, windows, free, scales, shooting=shooting,
+                           start_from=start_from, kind=kind, progress=progress, start_options=start_options,
+                           state_learning_rate=state_learning_rate, learning_rate=learning_rate)
+    theta0.update(starts.states)
     first, last = _check_continuity(continuity)
-    loss_of = dict(shooting=shooting, kind=kind, position_scale=position_scale, velocity_scale=velocity_scale,
-                   pose_scale=pose_scale, rate_scale=rate_scale)
-
-    def loss_fn(theta, iteration):
-        theta, e, tgt = split_data(exp, theta)
-        return windowed_loss(e, tgt, windows, continuity=continuity, iterations=iterations, **loss_of)(theta,
-                                                                                                        iteration)
-
-    fit_callback = None
-    if callback is not None:
-        def fit_callback(it, params, loss, aux):
-            return callback(it, split_data(exp, params)[0], loss)
-
-    theta0, bounds = stable_bounds(exp, theta0, free)
-    result = fit(loss_fn, with_data(theta0, exp, target), free=fields, transforms=transforms, bounds=bounds,
-                 optimizer=optax.adam(learning_rate), schedule=cosine_schedule(max(iterations, 1), alpha=0.02),
-                 steps=iterations, progress=progress, callback=fit_callback, uses_iteration=True,
-                 checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                 checks=traced_checks(exp),
-                 metadata={"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride,
-                                        "continuity": [first, last], "start_from": used,
-                                        **{k: v for k, v in loss_of.items() if v is not None}},
-                           "free": list(free), "iterations": iterations, "learning_rate": learning_rate})
-    theta = split_data(exp, result.params)[0]
-    history = dict(result.history)
-    if polish and shooting == "multiple" and windows.count > 1:
-        polished, records = polish_multiple(exp, target, theta, free, windows, scales, weight=last, steps=polish,
-                                            kind=kind, progress=progress)
-        theta.update({n: jnp.asarray(polished[n]) for n in free + names})
-        history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
-    elif polish:
-        polished, records = polish_truncated(exp, target, theta, free, windows, steps=polish, kind=kind,
-                                             progress=progress)
-        theta.update({n: jnp.asarray(polished[n]) for n in free})
-        history["polish"] = {"loss": [c for c, _ in records], **{n: [v[n] for _, v in records] for n in free}}
-
-    def final_terms(e, th, tgt):
-        return windowed_terms(e, tgt, th, windows, **loss_of)
-
-    key = ("windowed_terms", windows, tuple(sorted(loss_of.items())), tuple(sorted(theta)))
-    terms = jax.device_get(compiled(exp, final_terms, key)(theta, target))
-    starts = {k: np.asarray(theta.pop(k)) for k in names if k in theta}
-    loss = float(terms["image"] + last * terms["continuity"])
-    return WindowedFitResult(
-        theta={k: np.asarray(v) for k, v in theta.items()}, starts=starts, loss=loss,
-        terms={"image": float(terms["image"]), "continuity": float(terms["continuity"]),
-               **{f"{k}_max": float(np.max(terms[k], initial=0.0)) for k in ("join_x", "join_v", "join_q", "join_qd")}},
-        history=history, windows=windows, shooting=shooting, wall_time=time.perf_counter() - started,
-        fit=result, start_from=used, start_fit=start_fit)
+    metadata = {"windowed": {"window": window, "overlap": overlap, "frame_stride": frame_stride,
+                             "continuity": [first, last], "start_from": starts.used,
+                             **{k: v for k, v in loss_of.items() if v is not None}},
+                "free": list(free), "iterations": iterations, "learning_rate": learning_rate}
+    result = _adam_fit(exp, target, theta0, windows, free, starts, continuity=continuity, loss_of=loss_of,
+                       iterations=iterations, learning_rate=learning_rate, progress=progress, callback=callback,
+                       checkpoints=(checkpoint_dir, checkpoint_every, resume), metadata=metadata)
+    theta, history = _polished(exp, target, split_data(exp, result.params)[0], free, windows, scales,
+                               dict(result.history), polish=polish, shooting=shooting, weight=last, kind=kind,
+                               progress=progress)
+    return _final_result(exp, target, theta, windows, loss_of, last, started, history=history, shooting=shooting,
+                         fit=result, start_from=starts.used, start_fit=starts.start_fit)
