@@ -39,7 +39,7 @@ RADIUS, HEIGHT, FRAMES, FRAME_DT = 0.75, 5.0, 100, 1.0 / 30.0
 
 def _down_sphere():
     """Icosphere vertices on the sphere of RADIUS, rotated so that one vertex points straight down."""
-    from gradsim_jax.geometry.rigid import sphere_mesh
+    from gradsim_jax.geometry.primitives import sphere_mesh
 
     v, f = sphere_mesh(RADIUS, 3, fit="vertices")
     a = v[np.argmin(v[:, 1])] / RADIUS  # the lowest vertex's direction, to (0, -1, 0)

@@ -9,9 +9,9 @@ px from 8 m. Every fit starts 5 % off: l1 = 1.05, l2 = 0.95. Cases (each in its 
   window length it suggests (`window_length_for`);
 - full: a full-horizon fit (one window over the 600 frames; Adam, then Levenberg-Marquardt through all of it);
 - multiple: multiple shooting over windows of WINDOW frames overlapping by WINDOW // 4, start states read off
-  the video (`sysid.window_starts.estimate_window_states`), a few Adam iterations (join weight tightened from
+  the video (`sysid.windows.starts.estimate_window_states`), a few Adam iterations (join weight tightened from
   0.1 to 10), then Gauss-Newton multiple shooting on the lengths and every start state
-  (`sysid.shooting.polish_multiple`);
+  (`sysid.windows.shooting.polish_multiple`);
 - multiple-run: the same with the start states from a run of the 5 %-off guess (the old default).
 
 Writes benchmarks/results/chaos.json (merging the cases run).
@@ -53,7 +53,8 @@ def run_case(case: str, args) -> dict:
     import jax.numpy as jnp
     import numpy as np
 
-    from gradsim_jax.sysid.windowed import fit_windowed, window_length_for
+    from gradsim_jax.sysid.windows.windowed import fit_windowed
+    from gradsim_jax.fit.windows import window_length_for
 
     exp, target = _experiment(args.size, args.frames)
     start = {"pendulum_length": np.array([START], np.float32)}
@@ -96,8 +97,8 @@ def run_case(case: str, args) -> dict:
            "recovered": lengths, "relative_error": errors, "within_1e-3": bool(max(errors) < 1e-3),
            "terms": result.terms, "history": history, "wall_time_s": time.perf_counter() - started}
     if result.start_fit is not None:
-        from gradsim_jax.sysid.window_starts import join_gap
-        from gradsim_jax.sysid.windowed import START_Q, START_QD, window_states
+        from gradsim_jax.sysid.windows.runs import join_gap
+        from gradsim_jax.sysid.windows.runs import START_Q, START_QD, window_states
 
         truth = window_states(exp, {}, result.windows)
         row["start_fit"] = result.start_fit
@@ -122,7 +123,7 @@ def main() -> None:
     parser.add_argument("--state-learning-rate", type=float, default=0.3,
                         help="Adam step of the start states, in units of their scales (0.01 rad, 0.3 rad/s)")
     parser.add_argument("--polish-multiple", type=int, default=10,
-                        help="Gauss-Newton steps of multiple shooting (`sysid.shooting.polish_multiple`)")
+                        help="Gauss-Newton steps of multiple shooting (`sysid.windows.shooting.polish_multiple`)")
     parser.add_argument("--iterations-multiple", type=int, default=10, help="Adam iterations before them")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -54,7 +54,8 @@ def run_case(case: str, args) -> dict:
     import jax
     import numpy as np
 
-    from gradsim_jax.sysid.windowed import fit_windowed, window_length_for
+    from gradsim_jax.sysid.windows.windowed import fit_windowed
+    from gradsim_jax.fit.windows import window_length_for
     from gradsim_jax.sysid import compiled, make_loss
     from gradsim_jax.sysid.experiment import as_theta
 
@@ -100,7 +101,7 @@ def _start_error(exp, result):
     """Largest distance of the window start states from the truth's (multiple shooting), or None."""
     import numpy as np
 
-    from gradsim_jax.sysid.window_starts import START_V, START_X, window_states
+    from gradsim_jax.sysid.windows.runs import START_V, START_X, window_states
 
     if not result.starts or START_X not in result.starts:
         return None

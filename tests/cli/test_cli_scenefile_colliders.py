@@ -88,7 +88,7 @@ def test_a_keyframed_collider_moves_and_bad_keys_are_named(tmp_path):
 
 
 def test_a_mesh_collider_from_a_file_and_a_missing_file_named(tmp_path):
-    from gradsim_jax.geometry.rigid import box_mesh
+    from gradsim_jax.geometry.primitives import box_mesh
 
     v, f = box_mesh(0.1, 0.2, 0.1)
     (tmp_path / "block.obj").write_text("".join(f"v {a} {b} {c}\n" for a, b, c in v)

@@ -8,7 +8,8 @@ import optax
 import pytest
 
 from gradsim_jax.fit import CheckpointError, fit
-from gradsim_jax.sysid.report import gradient_norms, summary_lines
+from gradsim_jax.sysid.outputs.report import gradient_norms
+from gradsim_jax.sysid.outputs.summary import summary_lines
 
 TARGET = jnp.asarray([1.0, -2.0, 0.5])
 

@@ -14,9 +14,10 @@ import pytest
 from jax.test_util import check_grads
 
 from gradsim_jax.geometry.rigid import (
-    DEFAULT_DENSITY, MassProperties, MeshError, box_mesh, capsule_mesh, check_closed_mesh, cone_mesh,
-    cylinder_mesh, load_mesh, mass_properties, rigid_body_from_mesh, sphere_mesh,
+    DEFAULT_DENSITY, MassProperties, MeshError, check_closed_mesh, load_mesh, mass_properties,
+    rigid_body_from_mesh
 )
+from gradsim_jax.geometry.primitives import box_mesh, capsule_mesh, cone_mesh, cylinder_mesh, sphere_mesh
 
 
 # Jitted: one compilation per mesh size is cheaper than dispatching each operation eagerly for a new shape.

@@ -5,7 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
-from gradsim_jax.geometry.rigid import MeshError, _volume_moments, check_closed_mesh, sphere_mesh
+from gradsim_jax.geometry.rigid import MeshError, _volume_moments, check_closed_mesh
+from gradsim_jax.geometry.primitives import sphere_mesh
 from gradsim_jax.geometry import (
     box_tets, check_tets, cylinder_tets, extrude_tets, gear_outline, gear_tets, load_tets, lumped_masses, orient_tets,
     save_tets, sphere_tets, tet_surface, tet_volumes, tetrahedralize, voxel_tets, walker_tets,

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import gradsim_jax as gs
 from gradsim_jax.geometry import collider, combine
-from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.geometry.primitives import box_mesh
 from gradsim_jax.physics import simulate
 from gradsim_jax.physics.bodycontact import body_contact_message, hull_problems
 from gradsim_jax.physics.contact import ContactWarning

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gradsim_jax as gs
-from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.geometry.primitives import box_mesh
 from gradsim_jax.physics import SemiImplicitEuler
 from gradsim_jax.physics.quaternion import quat_to_matrix
 

@@ -11,7 +11,7 @@ import pytest
 
 import gradsim_jax as gs
 from gradsim_jax.geometry import collider, combine, particles
-from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.geometry.primitives import box_mesh
 from gradsim_jax.physics import simulate
 from gradsim_jax.physics.collider_motion import collider_pose
 from gradsim_jax.physics.quaternion import quat_from_axis_angle, quat_rotate

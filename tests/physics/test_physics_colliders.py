@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.geometry import cloth_grid, collider, combine, particles
-from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.geometry.primitives import box_mesh
 from gradsim_jax.physics import ColliderTopology, collider_distance, collider_params, simulate
 from gradsim_jax.physics.colliders import local_distance, validate_colliders
 from gradsim_jax.physics.quaternion import quat_from_axis_angle, quat_rotate

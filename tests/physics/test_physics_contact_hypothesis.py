@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from gradsim_jax.geometry import collider, combine, particles
-from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.geometry.primitives import box_mesh
 from gradsim_jax.physics import collider_distance
 from gradsim_jax.physics.integrators import euler_step
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.geometry import collider, combine, particles
-from gradsim_jax.geometry.rigid import box_mesh, sphere_mesh
+from gradsim_jax.geometry.primitives import box_mesh, sphere_mesh
 from gradsim_jax.physics import collider_distance, simulate
 from gradsim_jax.physics.colliders import collider_contact, collider_vertices, local_distance
 from gradsim_jax.physics.quaternion import quat_from_axis_angle, quat_rotate

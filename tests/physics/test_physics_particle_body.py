@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gradsim_jax as gs
-from gradsim_jax.geometry.rigid import box_mesh
+from gradsim_jax.geometry.primitives import box_mesh
 from gradsim_jax.physics import SemiImplicitEuler
 from gradsim_jax.physics.quaternion import quat_from_axis_angle, quat_to_matrix
 

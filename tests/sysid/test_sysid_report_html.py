@@ -1,4 +1,4 @@
-"""report.html: one self-contained page beside every report.json (sysid.report_html)."""
+"""report.html: one self-contained page beside every report.json (sysid.outputs.html)."""
 
 import json
 
@@ -7,7 +7,7 @@ import numpy as np
 from browser import body_data, loaded_dom
 from gradsim_jax.render.video import write_comparison, write_gif
 from gradsim_jax.sysid import write_report
-from gradsim_jax.sysid.report_html import render_html
+from gradsim_jax.sysid.outputs.html import render_html
 
 REPORT = {
     "experiment": "a <scene>", "command": "fit scene.toml", "free": ["mass", "stiffness"],

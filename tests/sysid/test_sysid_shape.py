@@ -1,4 +1,4 @@
-"""A mesh's shape from its silhouettes (`sysid.shape`, `scenes.shape`, `geometry.superquadric_mesh`): the
+"""A mesh's shape from its silhouettes (`sysid.renderer_fits.shape`, `scenes.shape`, `geometry.superquadric_mesh`): the
 superquadric's surface, the regularizers, IoU and chamfer on known cases, a reduced fit with each rasterizer,
 bad input, and `demo shape` end to end."""
 
@@ -15,17 +15,9 @@ from gradsim_jax.geometry import sphere_mesh, superquadric_mesh
 from gradsim_jax.render.camera import look_at_camera
 from gradsim_jax.scenes.shape import exact_settings, shape_experiment, target_mesh
 from gradsim_jax.sysid.builtin import shape_roughness
-from gradsim_jax.sysid.shape import (
-    ShapeExperiment,
-    chamfer_distance,
-    check_silhouettes,
-    edge_length_spread,
-    fit_shape,
-    mesh_edges,
-    render_silhouettes,
-    sample_surface,
-    silhouette_iou,
-    soft_iou_loss,
+from gradsim_jax.sysid.renderer_fits.shape import (
+    ShapeExperiment, chamfer_distance, check_silhouettes, edge_length_spread, fit_shape, mesh_edges,
+    render_silhouettes, sample_surface, silhouette_iou, soft_iou_loss
 )
 
 

@@ -3,7 +3,7 @@ shows its estimate beside its relative error, not only a count; every kind of fi
 
 from gradsim_jax.fit.convergence import assess
 from gradsim_jax.sysid import convergence_lines
-from gradsim_jax.sysid.report import summary_lines
+from gradsim_jax.sysid.outputs.summary import summary_lines
 
 
 def test_a_quantity_of_a_few_values_prints_them():

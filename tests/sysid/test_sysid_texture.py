@@ -1,4 +1,4 @@
-"""A mesh's texture from pictures (`sysid.texture`, `scenes.texture`): recovered on a reduced size to the issue's
+"""A mesh's texture from pictures (`sysid.renderer_fits.texture`, `scenes.texture`): recovered on a reduced size to the issue's
 PSNR on fitted and held-out views, PSNR itself, bad input, and `demo texture` end to end."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from gradsim_jax.cli import main
 from gradsim_jax.render.camera import look_at_camera
 from gradsim_jax.scenes.texture import texture_experiment, textured_blob, true_texture
-from gradsim_jax.sysid.texture import TextureExperiment, check_texture, fit_texture, psnr, render_views
+from gradsim_jax.sysid.renderer_fits.texture import TextureExperiment, check_texture, fit_texture, psnr, render_views
 
 
 @pytest.mark.slow  # suite time (CI's 10 minutes on 2 cores): an end-to-end run; `make test-all` runs it

@@ -8,10 +8,10 @@ import pytest
 from gradsim_jax import sysid
 from gradsim_jax.scenes.ode import double_pendulum, simple_pendulum
 from gradsim_jax.sysid.experiment import as_theta
-from gradsim_jax.sysid.window_starts import (START_Q, START_QD, derivative_weights, estimate_window_states, join_gap,
-                                             pose_periods)
-from gradsim_jax.sysid.windowed import (Windows, continuity_weight, window_states, windowed_loss,
-                                        windowed_terms)
+from gradsim_jax.sysid.windows.runs import START_Q, START_QD, join_gap
+from gradsim_jax.sysid.windows.starts import derivative_weights, estimate_window_states, pose_periods
+from gradsim_jax.sysid.windows.windowed import Windows, continuity_weight, windowed_loss, windowed_terms
+from gradsim_jax.sysid.windows.runs import window_states
 
 
 def test_rate_stencil_is_exact_for_polynomials_and_the_join_weight_tightens_geometrically():
@@ -89,7 +89,7 @@ def test_start_states_read_off_a_chaotic_video_beat_a_run_of_the_guess():
 
 @pytest.mark.slow  # 35 s cold; CI's 10 minutes: `make test-all` runs it
 def test_a_start_that_cannot_be_read_off_the_video_falls_back_to_the_guess_run_with_a_warning(monkeypatch):
-    from gradsim_jax.sysid import window_starts
+    from gradsim_jax.sysid.windows import starts as window_starts
 
     exp = double_pendulum(size=16, frames=12)
     _, target = sysid.simulate_video(exp, {})
@@ -111,7 +111,7 @@ def test_a_start_that_cannot_be_read_off_the_video_falls_back_to_the_guess_run_w
 
 
 def test_search_grid_covers_a_turn_with_the_prediction_and_unwrap_keeps_one_branch():
-    from gradsim_jax.sysid.window_starts import SEARCH_CANDIDATES, search_offsets, unwrap
+    from gradsim_jax.sysid.windows.starts import SEARCH_CANDIDATES, search_offsets, unwrap
 
     coarse, fine = search_offsets(2, 2 * np.pi)
     assert coarse.shape == (256, 2) and len(coarse) <= SEARCH_CANDIDATES  # 16 x 16
@@ -130,7 +130,7 @@ def test_a_lost_pose_is_found_again_by_the_search_over_whole_turns():
     """The prediction of a start pose 2 rad off (a window whose previous start was lost in the chaos): the
     pose fit from it alone stays in a wrong minimum; starting from the search it finds the pose."""
     from gradsim_jax.physics.ode import ode_coordinates
-    from gradsim_jax.sysid.window_starts import _pose_fit, default_pose_scales, pose_search_period
+    from gradsim_jax.sysid.windows.starts import _pose_fit, default_pose_scales, pose_search_period
 
     exp = double_pendulum(size=32, frames=6)
     _, target = sysid.simulate_video(exp, {})

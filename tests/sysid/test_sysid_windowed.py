@@ -7,8 +7,9 @@ import pytest
 from jax.test_util import check_grads
 
 from gradsim_jax.diagnostics.precision import cast_floats
-from gradsim_jax.sysid.windowed import (START_V, START_X, Windows, fit_windowed, window_length_for, window_states,
-                                      windowed_loss, windowed_terms)
+from gradsim_jax.sysid.windows.runs import START_V, START_X, window_states
+from gradsim_jax.sysid.windows.windowed import Windows, fit_windowed, windowed_loss, windowed_terms
+from gradsim_jax.fit.windows import window_length_for
 from gradsim_jax.scenes import gradsim_demo_cloth
 from gradsim_jax.scenes.demos import finish_experiment
 from gradsim_jax.sysid import default_theta, experiment_arrays, make_loss, simulate_video, with_arrays

@@ -113,12 +113,12 @@ class GradcheckResult:
         return "\n".join(rows)
 
     def write_json(self, path) -> None:
-        """Write `as_dict()` as JSON (`sysid.report.write_report`).
+        """Write `as_dict()` as JSON (`sysid.outputs.report.write_report`).
 
         Args:
           path: the file to write.
         """
-        from gradsim_jax.sysid.report import write_report
+        from gradsim_jax.sysid.outputs.report import write_report
 
         write_report(path, self.as_dict())
 

@@ -83,12 +83,12 @@ class Landscape:
         return out
 
     def write_json(self, path) -> None:
-        """Write `as_dict()` to `path` as JSON (`sysid.report.write_report`, atomically).
+        """Write `as_dict()` to `path` as JSON (`sysid.outputs.report.write_report`, atomically).
 
         Args:
             path: the JSON file to write.
         """
-        from gradsim_jax.sysid.report import write_report
+        from gradsim_jax.sysid.outputs.report import write_report
 
         write_report(path, self.as_dict())
 
@@ -103,7 +103,7 @@ class Landscape:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        from gradsim_jax.sysid.report import save_figure
+        from gradsim_jax.sysid.outputs.plots import save_figure
 
         if len(self.names) == 1:
             fig = Figure(figsize=(6, 6), dpi=100)

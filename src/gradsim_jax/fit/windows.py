@@ -1,4 +1,4 @@
-"""How a long recording is cut into windows for a windowed fit (`sysid.windowed`): `Windows` (the frames of
+"""How a long recording is cut into windows for a windowed fit (`sysid.windows.windowed`): `Windows` (the frames of
 each window, for multiple shooting and truncated backpropagation), `window_length_for` (a window length from
 the gradient horizon that `gradsim-jax horizon` measures) and the `Scaled` transform of free start states.
 

@@ -5,13 +5,16 @@ State) the physics runs on."""
 from gradsim_jax.geometry.build_options import Contact, Environment, Numerics
 from gradsim_jax.geometry.obj import MeshFileError, read_obj
 from gradsim_jax.geometry.rigid import (
-    MassProperties, MeshError, RigidShape, box_mesh, capsule_mesh, check_closed_mesh, cone_mesh, cylinder_mesh,
-    load_mesh, mass_properties, rigid_body_from_mesh, sphere_mesh, superquadric_mesh,
+    MassProperties, MeshError, RigidShape, check_closed_mesh, load_mesh, mass_properties, rigid_body_from_mesh
+)
+from gradsim_jax.geometry.primitives import (
+    box_mesh, capsule_mesh, cone_mesh, cylinder_mesh, sphere_mesh, superquadric_mesh
 )
 from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
 from gradsim_jax.geometry.ode import ode_body, pendulum
 from gradsim_jax.geometry.colliders import collider
-from gradsim_jax.geometry.scene import Scene, combine, particles, quat_from_axis_angle, rigid_body
+from gradsim_jax.geometry.scene import Scene, combine, particles, rigid_body
+from gradsim_jax.geometry.rotations import quat_from_axis_angle
 from gradsim_jax.geometry.soft import soft_body
 from gradsim_jax.geometry.smoke import box_mask, disc_mask, smoke_grid
 from gradsim_jax.geometry.tet_files import load_tets, save_tets, tetrahedralize

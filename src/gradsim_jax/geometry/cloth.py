@@ -12,8 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.geometry.scene import (DEFAULT_BEND_KD, DEFAULT_BEND_KE, DEFAULT_TRI_KA, DEFAULT_TRI_KD, DEFAULT_TRI_KE,
-                                        Scene, require_finite, as_floats, as_indices, pinned_mask, as_points, particles, quat_rotate)
+from gradsim_jax.geometry.scene import (
+    DEFAULT_BEND_KD, DEFAULT_BEND_KE, DEFAULT_TRI_KA, DEFAULT_TRI_KD, DEFAULT_TRI_KE, Scene, require_finite,
+    as_floats, as_indices, pinned_mask, as_points, particles
+)
+from gradsim_jax.geometry.rotations import quat_rotate
 from gradsim_jax.physics.validate import check_index_rows
 
 

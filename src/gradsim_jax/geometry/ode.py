@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from gradsim_jax.geometry.rigid import sphere_mesh
+from gradsim_jax.geometry.primitives import sphere_mesh
 from gradsim_jax.geometry.scene import Scene, particles
 from gradsim_jax.physics.ball import BallParams, BallState, BallSystem, validate_balls
 from gradsim_jax.physics.ode import OdeSystem

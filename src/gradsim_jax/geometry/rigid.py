@@ -41,8 +41,9 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.geometry.primitives import (box_mesh, capsule_mesh, cone_mesh, cylinder_mesh,  # noqa: F401
-                                             positive_length, sphere_mesh, superquadric_mesh)
+from gradsim_jax.geometry.primitives import (
+    box_mesh, capsule_mesh, cone_mesh, cylinder_mesh, positive_length, sphere_mesh
+)
 from gradsim_jax.physics.validate import check_index_rows
 from gradsim_jax.typing import Array, pytree_dataclass
 

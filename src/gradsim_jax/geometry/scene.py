@@ -16,12 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics import Params, State, Topology
-from gradsim_jax.geometry.rotations import quat_from_axis_angle, quat_rotate  # noqa: F401 (re-exported)
+from gradsim_jax.geometry.rotations import quat_rotate
 from gradsim_jax.geometry.build_options import BUILD_SHORTHANDS, Contact, Environment, Numerics
 from gradsim_jax.geometry.contact_options import rigid_contact_model
-from gradsim_jax.geometry.device_trees import (  # noqa: F401 (the constants re-exported)
-    INCIDENCE_MIN_CORNERS, TRIANGLE_INCIDENCE_MIN_CORNERS, scene_params, scene_state, scene_topology,
-    with_colliders, with_self_contact,
+from gradsim_jax.geometry.device_trees import (
+    scene_params, scene_state, scene_topology, with_colliders, with_self_contact
 )
 from gradsim_jax.physics.ode import with_ode_body
 from gradsim_jax.physics.smoke import with_smoke

@@ -9,9 +9,10 @@ import numpy as np
 
 from gradsim_jax.geometry import tets as tetmesh
 from gradsim_jax.geometry.rotations import quat_rotate
-from gradsim_jax.geometry.scene import (DEFAULT_DENSITY, DEFAULT_K_DAMP, DEFAULT_K_LAMBDA, DEFAULT_K_MU, Scene,
-                                        require_finite, as_floats, pinned_mask, particles)
-from gradsim_jax.physics.validate import check_index_rows
+from gradsim_jax.geometry.scene import (
+    DEFAULT_DENSITY, DEFAULT_K_DAMP, DEFAULT_K_LAMBDA, DEFAULT_K_MU, Scene, require_finite, as_floats,
+    pinned_mask, particles
+)
 
 
 def soft_body(

@@ -311,7 +311,7 @@ def _disk(radius, segments, rings):
 
 def cylinder_tets(radius: float, height: float, segments: int = 16, *, rings: int = 2, layers: int = 2):
     """A cylinder of axis y (y from -height/2 to height/2): the regular `segments`-gon inscribed in the circle
-    of `radius` m (like `rigid.cylinder_mesh`), meshed as a centre and `rings` rings of `segments` points,
+    of `radius` m (like `primitives.cylinder_mesh`), meshed as a centre and `rings` rings of `segments` points,
     extruded in `layers` layers. Volume segments/2 r^2 sin(2 pi / segments) height.
 
     Args:

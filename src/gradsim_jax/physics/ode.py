@@ -104,12 +104,12 @@ class OdeSystem:
     #: The names of the state's pose and of its time derivative, when y is a pose and its rate (the pendulum's
     #: ("theta", "omega"), the ball's ("x", "v")); None when the system does not say. A windowed fit's
     #: multiple shooting needs it: it estimates each window's pose from the video and its rate from the
-    #: neighbouring frames (`sysid.window_starts`).
+    #: neighbouring frames (`sysid.windows.starts`).
     coordinates: tuple | None = None
 
     #: The period of every pose coordinate when they are angles (a pendulum's 2 pi: a pose and the same pose
     #: plus a whole turn look and move alike); None when they are not. Multiple shooting then searches each
-    #: window's start pose over a whole turn before fitting it (`sysid.window_starts`), so that a start lost
+    #: window's start pose over a whole turn before fitting it (`sysid.windows.starts`), so that a start lost
     #: in a chaotic motion is found again, and unwraps the fitted poses onto one branch.
     pose_period: float | None = None
 

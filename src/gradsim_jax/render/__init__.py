@@ -14,16 +14,10 @@ from gradsim_jax.render.camera import (
 from gradsim_jax.render.appearance import APPEARANCE_MODELS, Appearance, appearance, appearance_of
 from gradsim_jax.render.coverage_models import CoverageModel, composite, coverage_model
 from gradsim_jax.render.density import SmokeLook, density_image, density_slab_image, smoke_over
+from gradsim_jax.render.coverage_models import COVERAGE_MODELS
 from gradsim_jax.render.rasterize import (
-    COVERAGE_MODELS,
-    RenderSettings,
-    RenderStats,
-    render,
-    render_dense,
-    render_video,
-    render_with_stats,
-    silhouette,
-    suggest_capacities,
+    RenderSettings, RenderStats, render, render_dense, render_video, render_with_stats, silhouette,
+    suggest_capacities
 )
 from gradsim_jax.render.shading import FaceColors, Lights, Texture, VertexColors, default_lights
 from gradsim_jax.render.video import (

@@ -59,8 +59,7 @@ from gradsim_jax.render.aggregate import KernelConfig, aggregate, aggregate_auto
 from gradsim_jax.render.appearance import appearance, appearance_of, as_colors
 from gradsim_jax.render.camera import Camera, pixel_centers, with_image_size
 from gradsim_jax.render.coverage import area_coverage
-# COVERAGE_MODELS, as_colors and composite are imported from here too (they lived here before the registries).
-from gradsim_jax.render.coverage_models import COVERAGE_MODELS, composite, coverage_model  # noqa: F401
+from gradsim_jax.render.coverage_models import coverage_model
 from gradsim_jax.render.shading import Lights, face_light_factor
 from gradsim_jax.render.tiling import (ScreenFaces, bin_faces, pixel_candidates, screen_faces, tile_layout,
                                       tile_overlap, tile_pixels)

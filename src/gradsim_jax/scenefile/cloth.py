@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
-from gradsim_jax.geometry.scene import quat_rotate
+from gradsim_jax.geometry.rotations import quat_rotate
 from gradsim_jax.scenefile.schema import SceneFileError
 from gradsim_jax.scenefile.world import read_material, read_scene
 

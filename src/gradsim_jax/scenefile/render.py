@@ -11,7 +11,7 @@ import numpy as np
 
 from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
-from gradsim_jax.render.rasterize import COVERAGE_MODELS
+from gradsim_jax.render.coverage_models import COVERAGE_MODELS
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors

@@ -231,7 +231,7 @@ def _rollouts(task: ControlTask, trained: _Trained) -> tuple:
 def _outputs(task: ControlTask, trained: _Trained, out, untrained_video, trained_video) -> dict:
     """Write untrained.gif, trained.gif, comparison.mp4, target.png and loss.png: {output: path}."""
     from gradsim_jax.render.video import write_comparison, write_gif, write_png
-    from gradsim_jax.sysid.report import plot_loss
+    from gradsim_jax.sysid.outputs.plots import plot_loss
 
     fps = min(50.0, 1.0 / task.exp.frame_dt)
     target_video = np.broadcast_to(task.target_image, trained_video.shape)

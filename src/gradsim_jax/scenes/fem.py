@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.geometry import quat_from_axis_angle, soft_body
-from gradsim_jax.geometry.scene import quat_rotate
+from gradsim_jax.geometry.rotations import quat_rotate
 from gradsim_jax.geometry.tet_shapes import box_tets, sphere_tets
 from gradsim_jax.scenes.demos import finish_experiment
 from gradsim_jax.sysid import Experiment, default_theta

@@ -9,12 +9,12 @@ import dataclasses
 
 import numpy as np
 
-from gradsim_jax.geometry.rigid import sphere_mesh, superquadric_mesh
+from gradsim_jax.geometry.primitives import sphere_mesh, superquadric_mesh
 from gradsim_jax.render.camera import look_at_camera
 from gradsim_jax.render.rasterize import RenderSettings, render, suggest_capacities
 from gradsim_jax.render.shading import FaceColors, default_lights
-from gradsim_jax.sysid.shape import ShapeExperiment
-from gradsim_jax.sysid.texture import stack_cameras
+from gradsim_jax.sysid.renderer_fits.shape import ShapeExperiment
+from gradsim_jax.sysid.renderer_fits.texture import stack_cameras
 
 #: The target: semi-axes (m) and exponent of the superquadric (0.5: a rounded box)
 TARGET_AXES = (1.0, 0.7, 0.8)
@@ -152,7 +152,7 @@ def shapes_figure(path, columns: dict, titles: list):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from gradsim_jax.sysid.report import save_figure
+    from gradsim_jax.sysid.outputs.plots import save_figure
 
     rows = len(columns)
     views = len(titles)
@@ -188,12 +188,8 @@ def run_shape_demo(args) -> int:
     import time
 
     from gradsim_jax import sysid
-    from gradsim_jax.sysid.shape import (
-        chamfer_distance,
-        fit_shape,
-        render_silhouettes,
-        sample_surface,
-        silhouette_iou,
+    from gradsim_jax.sysid.renderer_fits.shape import (
+        chamfer_distance, fit_shape, render_silhouettes, sample_surface, silhouette_iou
     )
 
     out = sysid.ensure_writable_folder(args.out)

@@ -192,7 +192,7 @@ def frames_figure(path, rows: dict, frames, labels=None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from gradsim_jax.sysid.report import save_figure
+    from gradsim_jax.sysid.outputs.plots import save_figure
 
     frames = list(frames)
     fig = Figure(figsize=(1.8 * len(frames) + 0.6, 1.9 * len(rows)), dpi=100)

@@ -10,7 +10,7 @@ from gradsim_jax.render.camera import look_at_camera
 from gradsim_jax.render.colors import hsv_to_rgb
 from gradsim_jax.render.rasterize import RenderSettings
 from gradsim_jax.render.shading import default_lights
-from gradsim_jax.sysid.texture import TextureExperiment
+from gradsim_jax.sysid.renderer_fits.texture import TextureExperiment
 
 #: The coverage models (`render.coverage_models`) the texture demo offers (`--rasterizer`).
 RASTERIZERS = ("softras", "dibr")
@@ -129,7 +129,7 @@ def textures_figure(path, textures: dict):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from gradsim_jax.sysid.report import save_figure
+    from gradsim_jax.sysid.outputs.plots import save_figure
 
     fig = Figure(figsize=(3 * len(textures), 3.3), dpi=100)
     FigureCanvasAgg(fig)
@@ -157,7 +157,7 @@ def run_texture_demo(args) -> int:
     import time
 
     from gradsim_jax import sysid
-    from gradsim_jax.sysid.texture import fit_texture, psnr, render_views
+    from gradsim_jax.sysid.renderer_fits.texture import fit_texture, psnr, render_views
 
     out = sysid.ensure_writable_folder(args.out)
     exp = texture_experiment(size=args.size, texture_shape=(args.texels, args.texels),

@@ -3,27 +3,30 @@
 gradient descent through simulation and rendering (gradSim, Jatavallabhula et al., ICLR 2021, section 4),
 and fit initial controls to a target image.
 
-One module per job:
+Split by job:
+
+identification proper
   quantities  the registry of estimable quantities (name, Params field, unit, transform, how a value
-              expands to per-element arrays) and `assemble`, theta -> (Params, State0)
+              expands to per-element arrays) and `assemble`, theta -> (Params, State0); `registry`, `builtin`
   experiment  the frozen `Experiment` (what a recording is), its motion and video, compiled functions
   losses      image losses, pixel residuals, the loss of a theta (`make_loss`, `residual_with_target`)
-  config      `FitConfig` (how to fit), `SysIdResult` (what a fit returns), `fit_inputs`
+  config      `FitConfig` (how to fit, in grouped records), `SysIdResult` (what a fit returns), `fit_inputs`
   bounds      stable step bounds of the quantities (the explicit integrator's limit)
-  rounds      one round: Adam (`gradsim_jax.fit.fit`) then the polish
+  rounds      one round: Adam (`gradsim_jax.fit.fit`) then the polish (`RoundResult`, `FitHistory`)
   polish      Levenberg-Marquardt on the pixel residuals (forward-mode Jacobian)
   edges       the blur and edge-model measurements of the target
   identify    the composition of the stages (`identify`)
-  windowed    windowed fits of long recordings (multiple shooting, truncated backpropagation)
   restarts    N random starts fitted at once over the devices
   control     gradSim's control_cloth: an initial velocity fitted to a target image
   smoke       2-D smoke from video: `SmokeExperiment`, its quantities (buoyancy, inflow, initial velocity)
               and `fit_smoke`
-  texture     a mesh's texture from pictures, the renderer alone: `TextureExperiment`, `fit_texture`, `psnr`
-  shape       a mesh's shape from silhouettes, the renderer alone: `ShapeExperiment`, `fit_shape`,
-              `silhouette_iou`, `chamfer_distance`
-  report      the one report writer: report.json, videos, plots, console summary
   runner      one complete run: fit, videos, report (`run`), and initial guesses (`perturbed`)
+windows/      windowed fits of long recordings: `windowed` (multiple shooting, truncated backpropagation),
+              `shooting` (its Gauss-Newton polish), `starts` and `runs` (window start states), `truncated`
+renderer_fits/  the renderer alone: `texture` (a mesh's texture from pictures: `fit_texture`, `psnr`) and
+              `shape` (a mesh's shape from silhouettes: `fit_shape`, `silhouette_iou`, `chamfer_distance`)
+outputs/      what a fit leaves: `report` (report.json), `html` (report.html), `files` (videos, the output
+              folder), `plots`, `summary` (the console summary)
 """
 
 from gradsim_jax.fit import gauss_newton_report
@@ -81,22 +84,12 @@ from gradsim_jax.sysid.quantities import (
     transforms_for,
     with_camera_pose,
 )
-from gradsim_jax.sysid.report import (
-    FIT_OUTPUTS,
-    package_versions,
-    build_report,
-    check_inputs_kept,
-    convergence_lines,
-    ensure_writable_folder,
-    outputs_line,
-    plot_loss,
-    plot_params,
-    pose_error,
-    relative_error,
-    summary_lines,
-    write_outputs,
-    write_report,
+from gradsim_jax.sysid.outputs.files import (
+    FIT_OUTPUTS, check_inputs_kept, ensure_writable_folder, outputs_line, write_outputs
 )
+from gradsim_jax.sysid.outputs.report import package_versions, build_report, pose_error, relative_error, write_report
+from gradsim_jax.sysid.outputs.summary import convergence_lines, summary_lines
+from gradsim_jax.sysid.outputs.plots import plot_loss, plot_params
 from gradsim_jax.sysid.runner import perturbed, run
 from gradsim_jax.sysid.smoke import (
     SMOKE_QUANTITIES,
@@ -108,9 +101,11 @@ from gradsim_jax.sysid.smoke import (
     smoke_theta,
     smoke_video,
 )
-from gradsim_jax.sysid.shape import ShapeExperiment, chamfer_distance, fit_shape, render_silhouettes, silhouette_iou
-from gradsim_jax.sysid.texture import TextureExperiment, fit_texture, psnr, render_views
-from gradsim_jax.sysid.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
+from gradsim_jax.sysid.renderer_fits.shape import (
+    ShapeExperiment, chamfer_distance, fit_shape, render_silhouettes, silhouette_iou
+)
+from gradsim_jax.sysid.renderer_fits.texture import TextureExperiment, fit_texture, psnr, render_views
+from gradsim_jax.sysid.windows.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
 
 __all__ = [
     "SMOKE_QUANTITIES", "SmokeExperiment", "fit_smoke", "simulate_smoke_video", "smoke_loss", "smoke_report",

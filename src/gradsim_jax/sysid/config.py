@@ -199,12 +199,12 @@ class FitConfig:
     smoothness: weight of the Laplacian regularizer of "shape" (`quantities.shape_roughness`, m^2) added to
     the Adam loss; 0: none. Only with "shape" free.
     window: truncated backpropagation through time for long recordings: the Adam gradient of each frame's
-    loss reaches back at most `window` frames (to the start of its window, `gradsim_jax.sysid.windowed`), while
+    loss reaches back at most `window` frames (to the start of its window, `gradsim_jax.sysid.windows.windowed`), while
     the loss value stays the full recording's; the Levenberg-Marquardt polish then uses the same truncated
     Jacobian (`polish_truncated`). Choose it from `gradsim-jax horizon` (`window_length_for`); None: the full
     horizon. Not with `horizon` or `smoothness`.
     shooting: how `window` cuts the recording: "truncated" (above) or "multiple" (multiple shooting,
-    `sysid.windowed.fit_windowed`: each window from its own start state, read off the video and fitted with
+    `sysid.windows.windowed.fit_windowed`: each window from its own start state, read off the video and fitted with
     the quantities, joined by a tightening penalty; no polish after it).
     clip: {quantity: c}: that quantity's Adam gradient (in its fitted space) is scaled down to norm c when longer
     (`fit`'s per-field clipping); None: none.

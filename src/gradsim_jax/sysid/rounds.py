@@ -176,7 +176,7 @@ def fit_loss(exp: Experiment, config: FitConfig, ramp=None) -> Callable:
     """
 
     if config.window is not None:
-        from gradsim_jax.sysid.windowed import windowed_loss
+        from gradsim_jax.sysid.windows.windowed import windowed_loss
 
         windows = truncation_windows(exp, config)
 
@@ -214,8 +214,8 @@ def _multiple_shooting(exp: Experiment, target: Array, theta: dict, free, config
     states read off the video, the join penalty tightened), then `config.polish` Gauss-Newton steps on every
     unknown where the start states are small (`shooting.polish_multiple`); returns (its `FitResult`, the
     `WindowedFitResult`)."""
-    from gradsim_jax.sysid.shooting import STATE_LIMIT, state_size
-    from gradsim_jax.sysid.windowed import fit_windowed
+    from gradsim_jax.sysid.windows.shooting import STATE_LIMIT, state_size
+    from gradsim_jax.sysid.windows.windowed import fit_windowed
 
     callback = None
     if config.callback is not None:
@@ -247,9 +247,9 @@ def truncation_windows(exp: Experiment, config: FitConfig):
         config: the fit's settings (window, frame_stride).
 
     Returns:
-        the `sysid.windowed.Windows`.
+        the `sysid.windows.windowed.Windows`.
     """
-    from gradsim_jax.sysid.windowed import Windows
+    from gradsim_jax.sysid.windows.windowed import Windows
 
     return Windows(exp.frames, min(int(config.window), exp.frames), 0, config.frame_stride)
 
@@ -371,7 +371,7 @@ def _polish_stage(exp: Experiment, target: Array, theta: dict, config: FitConfig
         polish = (shot.history.get("polish") if shot is not None else None) or {"loss": []}
         return _Polish(theta, [(c, {n: polish[n][k] for n in free}) for k, c in enumerate(polish["loss"])], {})
     if config.polish > 0 and config.window is not None and scalars_only and n_scalars <= LM_MAX_SCALARS:
-        from gradsim_jax.sysid.windowed import polish_truncated
+        from gradsim_jax.sysid.windows.truncated import polish_truncated
 
         theta, records = polish_truncated(exp, target, theta, free, truncation_windows(exp, config),
                                           steps=config.polish, kind=config.loss, progress=config.progress)

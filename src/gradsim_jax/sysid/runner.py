@@ -13,8 +13,9 @@ from gradsim_jax.sysid.experiment import Experiment, as_theta, simulate_video
 from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
 from gradsim_jax.sysid.identify import identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
-from gradsim_jax.sysid.report import (advice_lines, build_report, ensure_writable_folder, outputs_line, summary_lines,
-                                      write_outputs, write_report)
+from gradsim_jax.sysid.outputs.summary import advice_lines, summary_lines
+from gradsim_jax.sysid.outputs.report import build_report, write_report
+from gradsim_jax.sysid.outputs.files import ensure_writable_folder, outputs_line, write_outputs
 
 
 def perturbed(theta: dict, free, *, seed: int = 0, low: float = 0.3, high: float = 0.5,

@@ -32,7 +32,7 @@ from gradsim_jax.fit.fit import cosine_schedule, fit
 from gradsim_jax.render.rasterize import RenderSettings, silhouette
 from gradsim_jax.sysid.builtin import shape_roughness
 from gradsim_jax.sysid.config import SysIdResult
-from gradsim_jax.sysid.texture import check_cameras, stack_cameras
+from gradsim_jax.sysid.renderer_fits.texture import check_cameras, stack_cameras
 
 Array = Any
 

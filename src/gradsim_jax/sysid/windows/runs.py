@@ -1,7 +1,7 @@
-"""The window start states of multiple shooting (`sysid.windowed`): which parts of the state a window start frees
+"""The window start states of multiple shooting (`sysid.windows.windowed`): which parts of the state a window start frees
 (particles, an ODE body) and their theta entries, the runs from them (`run_from`, `run_windows`,
 `window_states`), and the joins between windows (`join_gap`: an angle's on the circle). Reading the start
-states off the video: `sysid.window_starts`.
+states off the video: `sysid.windows.starts`.
 
 The start states are theta entries: START_X, START_V (particles, [count - 1, n, 3] m and m/s) and START_Q,
 START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1, ...] in its own units).
@@ -25,7 +25,7 @@ from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, traject
 
 Array = Any
 
-#: How a windowed fit treats the windows (`sysid.windowed`): free start states, or one run cut by stop_gradient.
+#: How a windowed fit treats the windows (`sysid.windows.windowed`): free start states, or one run cut by stop_gradient.
 SHOOTING = ("multiple", "truncated")
 
 #: theta entries of the free window start states (windows 1, 2, ...): particle positions and velocities

@@ -1,5 +1,5 @@
-"""Where the windows of a multiple-shooting fit start (`sysid.windowed`); the start states' parts, the runs that
-start there and the joins: `sysid.window_runs` (its names are re-exported here).
+"""Where the windows of a multiple-shooting fit start (`sysid.windows.windowed`); the start states' parts, the runs that
+start there and the joins: `sysid.windows.runs` (its names are re-exported here).
 
 Multiple shooting simulates every window from its own start state, a free unknown fitted along with the
 quantities. The fit converges only when those states begin near the recorded motion. Two ways to begin:
@@ -55,10 +55,10 @@ from gradsim_jax.render.camera import with_image_size
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_for, render_frames, trajectory
 from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, blur_for, camera_for, canonical
-from gradsim_jax.sysid.window_runs import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
-                                           has_ode, join_gap, movable, pose_periods, pose_rate, push_of,
-                                           run_from, run_windows, start_names, state_parts, unwrap,
-                                           window_states, with_pose_rate)
+from gradsim_jax.sysid.windows.runs import (
+    PARTS, has_ode, movable, pose_periods, pose_rate, push_of, run_from, start_names, state_parts, unwrap,
+    with_pose_rate
+)
 
 Array = Any
 

@@ -1,4 +1,4 @@
-"""Truncated backpropagation's Levenberg-Marquardt polish (`sysid.windowed`, shooting="truncated"): the pixel
+"""Truncated backpropagation's Levenberg-Marquardt polish (`sysid.windows.windowed`, shooting="truncated"): the pixel
 residuals of one run cut into windows by `jax.lax.stop_gradient`, and Gauss-Newton steps with their
 truncated forward-mode Jacobian.
 """
@@ -19,7 +19,7 @@ from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_for
 from gradsim_jax.sysid.losses import residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
-from gradsim_jax.sysid.window_runs import check_windowed, push_of, run_from
+from gradsim_jax.sysid.windows.runs import check_windowed, push_of, run_from
 
 Array = Any
 

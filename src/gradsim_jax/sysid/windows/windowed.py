@@ -49,20 +49,21 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit.fit import FitResult, cosine_schedule, fit
-from gradsim_jax.fit.windows import Scaled, Windows, window_length_for  # noqa: F401  (re-exported)
+from gradsim_jax.fit.windows import Scaled, Windows
 from gradsim_jax.physics import State
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.bounds import stable_bounds
 from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data, compiled, frames_for, traced_checks
 from gradsim_jax.sysid.losses import image_loss
 from gradsim_jax.sysid.quantities import assemble, canonical, focused, transforms_for
-from gradsim_jax.sysid.shooting import STATE_LIMIT, polish_multiple, state_size
-from gradsim_jax.sysid.truncated import polish_truncated, truncated_residual  # noqa: F401  (re-exported)
-from gradsim_jax.sysid.window_runs import SHOOTING, check_windowed  # noqa: F401  (re-exported)
-from gradsim_jax.sysid.window_starts import (PARTS, START_Q, START_QD, START_V, START_X, STARTS,  # noqa: F401
-                                             default_pose_scales, estimate_window_states, join_gap,
-                                             pose_periods, pose_rate, push_of, run_from, run_windows, start_names,
-                                             state_parts, window_states)
+from gradsim_jax.sysid.windows.shooting import STATE_LIMIT, polish_multiple, state_size
+from gradsim_jax.sysid.windows.truncated import polish_truncated
+from gradsim_jax.sysid.windows.runs import check_windowed
+from gradsim_jax.sysid.windows.starts import (
+    PARTS, default_pose_scales, estimate_window_states, pose_periods, pose_rate, push_of, run_from, start_names,
+    state_parts
+)
+from gradsim_jax.sysid.windows.runs import join_gap, run_windows, window_states
 
 Array = Any
 

@@ -36,7 +36,7 @@ from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, canonical
 from gradsim_jax.sysid.losses import residual_channels
-from gradsim_jax.sysid.window_runs import PARTS, join_gap, pose_periods, pose_rate, push_of, run_windows, start_names
+from gradsim_jax.sysid.windows.runs import PARTS, join_gap, pose_periods, pose_rate, push_of, run_windows, start_names
 
 Array = Any
 
