@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class LeastSquaresResult:
     """z: the solution [m] (float64); steps: [(cost |r|^2, z)] after each accepted step; cost: |r(z)|^2;
     residual [k] and jacobian [k, m_free] at z (the free columns only); grad_norm: |grad of |r|^2| over the

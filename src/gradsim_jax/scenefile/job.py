@@ -20,7 +20,7 @@ from gradsim_jax.scenefile.target import read_target
 from gradsim_jax.scenefile.schema import SceneFileError
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class FitJob:
     """Everything `gradsim-jax fit` needs, built once from a scene file and the command line
     (`load_fit_job`): the experiment, the target frames, the fit configuration, the initial guess, the

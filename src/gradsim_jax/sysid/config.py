@@ -292,7 +292,7 @@ for _flat, (_record, _field) in FIT_SHORTHANDS.items():  # the flat names, read-
                                        doc=f"`{_record}.{_field}` (read-only)."))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SysIdResult:
     """theta: fitted quantities; history: {"iteration", "loss", "params": {name: [...]}, "stage": [...]}
     (Adam iterations then LM steps); report: IdentifiabilityReport or None; wall_time (s); convergence:

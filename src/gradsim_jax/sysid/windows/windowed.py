@@ -242,7 +242,7 @@ def windowed_loss(exp: Experiment, target: Array, windows: Windows, *, shooting:
     return loss
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class WindowedFitResult:
     """theta: fitted quantities {name: array}; starts: the fitted window start states ({START_X, START_V,
     START_Q, START_QD} as the scene has them; empty for truncated backpropagation); loss: the final windowed
