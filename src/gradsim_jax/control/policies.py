@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -123,8 +123,25 @@ class ComFeatures:
                             length_scale=self.length_scale, velocity_scale=self.velocity_scale)
 
 
+class Policy(Protocol):
+    """What `control.rollout.simulate_policy` calls once a frame: a plain function qualifies, as does `PhasePolicy`."""
+
+    def __call__(self, params, t: Array, state) -> Array:
+        """The policy's outputs at time t in `state`.
+
+        Args:
+            params: the policy's parameters (a pytree, e.g. `PolicyParams`), what training differentiates.
+            t: () s, the time at the start of the frame (traced).
+            state: the `physics.types.State` at the start of the frame.
+
+        Returns:
+            [outputs], in the actuator's units per unit output.
+        """
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
-class PhasePolicy:
+class PhasePolicy(Policy):
     """A policy of time (and optionally of the state), static and hashable.
 
     frequencies: Hz of the sinusoid features; amplitude: the outputs' bound (|output| <= amplitude, in

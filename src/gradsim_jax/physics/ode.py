@@ -26,6 +26,7 @@ float64 finite differences, docs/concepts/ode-bodies.md reports it).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, Callable
 
@@ -84,22 +85,48 @@ def solve_ode(field: Callable, y0, ts: Array, dt0, solver: OdeSolver = OdeSolver
     return sol.ys
 
 
-class OdeSystem:
-    """An ODE body's kind (subclass it as a frozen dataclass: hashable, static). Subclasses give `field`,
-    `vertices`, `faces` and, if they can, `validate` and `energy`; `trajectory` solves the field unless
-    overridden."""
+class OdeSystem(abc.ABC):
+    """An ODE body's kind (subclass it as a frozen dataclass: hashable, static). Subclasses must give `field`,
+    `vertices` and `faces`; they may override `validate`, `energy`, `conservative` and `trajectory` (which
+    solves the field) and set the class attributes `coordinates`, `pose_period` and `energy_unit`."""
 
+    @abc.abstractmethod
     def field(self, t, y, params, world):
-        """y' at (t, y) in `world` (gravity, ground): a pytree like y."""
-        raise NotImplementedError
+        """The vector field y' = f(t, y).
 
+        Args:
+            t: () s, the time.
+            y: the state (a pytree).
+            params: the system's parameters (`Params.ode`).
+            world: the scene's `World` (gravity [3] m/s^2, ground plane).
+
+        Returns:
+            y', a pytree like y (per second).
+        """
+
+    @abc.abstractmethod
     def vertices(self, params, y) -> Array:
-        """Render vertices [v, 3] m at state y."""
-        raise NotImplementedError
+        """Render vertices at state y.
 
+        Args:
+            params: the system's parameters.
+            y: the state.
+
+        Returns:
+            [v, 3] m, the vertices.
+        """
+
+    @abc.abstractmethod
     def faces(self, params, y) -> np.ndarray:
-        """Faces [F, 3] int32 over `vertices` (host side, called once at build time)."""
-        raise NotImplementedError
+        """Faces over `vertices` (host side, called once at build time).
+
+        Args:
+            params: the system's parameters.
+            y: the initial state.
+
+        Returns:
+            [F, 3] int32 vertex indices.
+        """
 
     #: The names of the state's pose and of its time derivative, when y is a pose and its rate (the pendulum's
     #: ("theta", "omega"), the ball's ("x", "v")); None when the system does not say. A windowed fit's
@@ -117,16 +144,46 @@ class OdeSystem:
     energy_unit: str = "J"
 
     def validate(self, params, y, world) -> None:
-        """ValueError naming the field of a bad concrete value (host side); the default checks nothing."""
+        """ValueError naming the field of a bad concrete value (host side); the default checks nothing.
+
+        Args:
+            params: the system's parameters.
+            y: the state.
+            world: the scene's `World`.
+        """
+
+    #: The energy of each body, a method `energy(params, world, y) -> [b]` (in `energy_unit`) that a system
+    #: which knows it defines (the pendulum's, the ball's); None (the default) when it does not say.
+    energy: Callable | None = None
 
     def conservative(self, params):
         """`params` with every dissipation switched off (joint damping, lost restitution, friction), so that
         its energy is a constant of the motion and any change of it is the solver's; None (the default) when
-        the system does not know its dissipation."""
+        the system does not know its dissipation.
+
+        Args:
+            params: the system's parameters.
+
+        Returns:
+            The conservative twin's parameters, or None.
+        """
         return None
 
     def trajectory(self, params, world, y0, ts: Array, dt0, solver: OdeSolver, steps: int):
-        """y at the times ts [T] (leading time axis on every leaf)."""
+        """y at the times ts (the default solves `field` with `solve_ode`).
+
+        Args:
+            params: the system's parameters.
+            world: the scene's `World`.
+            y0: the state at ts[0].
+            ts: [T] s, the output times.
+            dt0: s, the fixed step (the first step of an adaptive solve).
+            solver: the `OdeSolver`.
+            steps: the number of fixed steps (a static budget).
+
+        Returns:
+            y with a leading time axis [T, ...] on every leaf.
+        """
         return solve_ode(lambda t, y, a: self.field(t, y, *a), y0, ts, dt0, solver, steps, args=(params, world))
 
 
@@ -217,10 +274,9 @@ def energy_drift(system: OdeSystem, params, world, ys) -> dict | None:
     """How far an ODE body's energy strays over its motion ys (leaves [T, ...], `ode_trajectory`): per body the
     initial and final energy, max_t |E(t) - E(0)| ("max_drift", in `system.energy_unit`) and that over
     max_t |E(t)| ("relative"); None when the system has no `energy`. Host side (concrete arrays)."""
-    energy = getattr(system, "energy", None)
-    if energy is None:
+    if system.energy is None:
         return None
-    e = np.asarray(jax.vmap(lambda y: energy(params, world, y))(ys), np.float64)  # [T, b]
+    e = np.asarray(jax.vmap(lambda y: system.energy(params, world, y))(ys), np.float64)  # [T, b]
     drift = np.max(np.abs(e - e[:1]), axis=0)
     scale = np.maximum(np.max(np.abs(e), axis=0), np.finfo(np.float64).tiny)
     return {"unit": system.energy_unit, "initial": e[0].tolist(), "final": e[-1].tolist(),
@@ -253,7 +309,7 @@ def _part(y, name: str):
 
 def ode_coordinates(system: OdeSystem, y) -> tuple:
     """(pose, rate) arrays of an ODE body's state y, by its system's `coordinates`; ValueError when it has none."""
-    names = getattr(system, "coordinates", None)
+    names = system.coordinates
     if names is None:
         raise ValueError(f"the ODE body {type(system).__name__} does not name its pose and rate (its `coordinates`, "
                          "e.g. FunctionOde(..., coordinates=('q', 'qdot')))")

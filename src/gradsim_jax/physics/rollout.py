@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.physics.checkpointing import CheckpointLike, checkpoint_policy
-from gradsim_jax.physics.integrators import SemiImplicitEuler
+from gradsim_jax.physics.integrators import Integrator, SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
 from gradsim_jax.physics.collider_motion import collider_state
 from gradsim_jax.physics.colliders import validate_colliders
@@ -35,7 +35,26 @@ from gradsim_jax.physics.types import Control, Params, State, Topology
 from gradsim_jax.typing import named_leaves, replace_paths
 from gradsim_jax.physics.validate import validate_dt, validate_scene
 
-ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Control]]]
+
+
+class ControlFunction(Protocol):
+    """A per-frame control (a policy): called once at the start of each frame, its control held over the frame's
+    substeps. A plain function qualifies."""
+
+    def __call__(self, frame, state: State) -> Optional[Control]:
+        """The frame's control.
+
+        Args:
+            frame: () int32, the frame's index (traced).
+            state: the `State` at the start of the frame.
+
+        Returns:
+            The `Control` of the frame (None: no inputs).
+        """
+        ...
+
+
+ControlLike = Union[None, Control, ControlFunction]
 
 
 class SimulationDiverged(FloatingPointError):
@@ -66,7 +85,7 @@ def simulate(
     frame_dt: float = 1.0 / 60.0,
     control: ControlLike = None,
     checkpoint: CheckpointLike = True,
-    integrator=SemiImplicitEuler(),
+    integrator: Integrator = SemiImplicitEuler(),
     ode_solver: OdeSolver = OdeSolver(),
     smoke_substeps: int = 1,
 ) -> State:
@@ -111,8 +130,9 @@ def simulate(
     if substeps is not None and (not isinstance(substeps, (int, np.integer)) or substeps < 1):
         raise ValueError(f"substeps must be a positive int or None, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
+    if not isinstance(integrator, Integrator):
+        raise TypeError(f"integrator must be a physics.integrators.Integrator, got {type(integrator).__name__}")
     policy = checkpoint_policy(checkpoint)
-    remat_substep = getattr(policy, "substep", lambda step: step)
     topology, params = as_arrays(topology, params)
     state0 = as_float_state(state0, params)
     y0, smoke0 = state0.ode, state0.smoke
@@ -141,17 +161,16 @@ def simulate(
         warnings.warn(message, category, stacklevel=2)
 
     # Rest shapes: once, outside the time loop (their gradient accumulates over it).
-    prepared = integrator.prepare(topology, params) if hasattr(integrator, "prepare") else None
-    extra = {} if prepared is None else {"prepared": prepared}
+    prepared = integrator.prepare(topology, params)
 
     def one_frame(state, frame_index):
-        ctrl = control(frame_index, state) if callable(control) else control
+        ctrl = control if control is None or isinstance(control, Control) else control(frame_index, state)
         t0 = frame_index * frame_dt
 
         def substep(s, k):
-            return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt, **extra), None
+            return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt, prepared=prepared), None
 
-        state, _ = jax.lax.scan(remat_substep(substep), state, jnp.arange(substeps))
+        state, _ = jax.lax.scan(policy.substep(substep), state, jnp.arange(substeps))
         return state, state
 
     _, traj = policy.run(one_frame, state0, frames)
@@ -221,7 +240,7 @@ def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
 def _split_user_branch(tree):
     """(tree without its ode branch, that branch) when the branch is a user's plain pytree (a dict, list or
     tuple, which dotted paths cannot name); (tree, None) otherwise."""
-    branch = getattr(tree, "ode", None)
+    branch = tree.ode
     if isinstance(branch, (dict, list, tuple)):
         return dataclasses.replace(tree, ode=None), branch
     return tree, None

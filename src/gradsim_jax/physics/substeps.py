@@ -72,7 +72,7 @@ def _integrates(params, state0) -> bool:
 
 
 def _implicit(integrator) -> bool:
-    return bool(getattr(integrator, "implicit_contact", False))
+    return bool(integrator.implicit_contact)
 
 
 def start_checks(topology, params, state0, dt: float, integrator) -> list[tuple[type, str]]:
@@ -84,7 +84,7 @@ def start_checks(topology, params, state0, dt: float, integrator) -> list[tuple[
         return []
     found = []
     implicit = _implicit(integrator)
-    if getattr(topology, "self_contact", None) is not None:
+    if topology.self_contact is not None:
         if bool(self_contact_overflow(topology, params, state0.particles.x)):
             found.append((ContactWarning, f"self-contact: a grid cell holds more than {topology.self_contact.capacity} "
                           "particles in the initial state, so some pairs are not tested; build with a larger "
