@@ -188,7 +188,14 @@ CONTACT_FORCES: dict[str, ContactTerm] = {}
 
 
 def register_contact(term: ContactTerm) -> ContactTerm:
-    """Add (or replace) a particle contact term."""
+    """Add (or replace) a particle contact term.
+
+    Args:
+        term: the `ContactTerm`, registered under its name.
+
+    Returns:
+        `term`.
+    """
     CONTACT_FORCES[term.name] = term
     return term
 
@@ -208,12 +215,32 @@ register_contact(ContactTerm("self", lambda t: t.self_contact is not None,
 
 
 def has_contact(topology) -> bool:
-    """Whether the scene has a particle contact term (static)."""
+    """Whether the scene has a particle contact term (static).
+
+    Args:
+        topology: the scene's `Topology`.
+
+    Returns:
+        A Python bool.
+    """
     return any(term.present(topology) for term in CONTACT_FORCES.values())
 
 
 def contact_forces(topology, params, x, v, v_free=None, inv_mass=None, dt=None):
-    """Sum of the contact terms the scene has: [n, 3] N (`ContactTerm`; v_free None: explicit, at v)."""
+    """Sum of the contact terms the scene has (`ContactTerm`).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        v_free: [n, 3] m/s, the velocities the step would reach without contact forces (None: explicit, at v).
+        inv_mass: [n] 1/kg, the particles' inverse masses (0 for kinematic ones).
+        dt: s, the step's length.
+
+    Returns:
+        [n, 3] N, the contact force on each particle.
+    """
     f = jnp.zeros_like(x)
     for term in CONTACT_FORCES.values():
         if term.present(topology):

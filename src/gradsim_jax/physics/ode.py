@@ -66,10 +66,21 @@ class OdeSolver:
 
 def solve_ode(field: Callable, y0, ts: Array, dt0, solver: OdeSolver = OdeSolver(), steps: int | None = None,
               args=None):
-    """y at the times ts [T] (ts[0]: y0), every leaf with a leading time axis; field(t, y, args) -> y' (a pytree like
-    y; what it is differentiated with respect to must come in `args`, not from a closure: the backsolve adjoint
-    differentiates only those); dt0: the fixed step (the first step of an adaptive solve), s; steps: the number of
-    fixed steps the solve takes (a static budget; None: `solver.max_steps`)."""
+    """y at the times ts, solved with Diffrax.
+
+    Args:
+        field: field(t, y, args) -> y' (a pytree like y; what it is differentiated with respect to must come in
+            `args`, not from a closure: the backsolve adjoint differentiates only those).
+        y0: the state at ts[0] (a pytree).
+        ts: [T] s, the output times.
+        dt0: s, the fixed step (the first step of an adaptive solve).
+        solver: the `OdeSolver`.
+        steps: the number of fixed steps the solve takes (a static budget; None: `solver.max_steps`).
+        args: the field's arguments.
+
+    Returns:
+        y at ts, every leaf with a leading time axis [T, ...] (ts[0]: y0).
+    """
     import diffrax
 
     method = {"tsit5": diffrax.Tsit5, "dopri8": diffrax.Dopri8, "euler": diffrax.Euler}[solver.solver]()
@@ -203,15 +214,51 @@ class FunctionOde(OdeSystem):
     pose_period: float | None = None
 
     def field(self, t, y, params, world):
+        """`field_fn(t, y, params, world)`.
+
+        Args:
+            t: () s, the time.
+            y: the state.
+            params: the system's parameters.
+            world: the scene's `World`.
+
+        Returns:
+            y', a pytree like y.
+        """
         return self.field_fn(t, y, params, world)
 
     def vertices(self, params, y):
+        """`vertices_fn(params, y)`.
+
+        Args:
+            params: the system's parameters.
+            y: the state.
+
+        Returns:
+            [v, 3] m, the render vertices.
+        """
         return self.vertices_fn(params, y)
 
     def faces(self, params, y):
+        """The given faces.
+
+        Args:
+            params: the system's parameters (unused).
+            y: the initial state (unused).
+
+        Returns:
+            [F, 3] int32.
+        """
         return np.asarray(self.face_array, np.int32).reshape(-1, 3)
 
     def validate(self, params, y, world):
+        """`validate_fn(params, y, world)` when given.
+
+        Args:
+            params: the system's parameters.
+            y: the state.
+            world: the scene's `World`.
+        """
         if self.validate_fn is not None:
             self.validate_fn(params, y, world)
 
@@ -225,12 +272,25 @@ class OdeTopology:
 
 
 def is_concrete_tree(*trees) -> bool:
-    """Whether every leaf of the trees is a concrete value (not traced)."""
+    """Whether every leaf of the trees is a concrete value (not traced).
+
+    Args:
+        *trees: pytrees.
+
+    Returns:
+        A Python bool.
+    """
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
 
 
 def check_shapes(where: str, tree, shapes: dict) -> None:
-    """ValueError if a field of `tree` has not its shape ({name: shape}); `where` prefixes the name."""
+    """ValueError if a field of `tree` has not its shape.
+
+    Args:
+        where: the prefix of the field's name in the message ("Params.ode").
+        tree: a dataclass.
+        shapes: {field name: expected shape}.
+    """
     for name, want in shapes.items():
         got = np.shape(getattr(tree, name))
         if got != tuple(want):
@@ -238,8 +298,14 @@ def check_shapes(where: str, tree, shapes: dict) -> None:
 
 
 def check_values(where: str, tree, rules: dict) -> None:
-    """ValueError naming the field and index of the first value that breaks its rule ({name: "> 0", ">= 0",
-    "finite" or (low, high) inclusive}); every rule also asks for a finite value."""
+    """ValueError naming the field and index of the first value that breaks its rule; every rule also asks for a
+    finite value.
+
+    Args:
+        where: the prefix of the field's name in the message ("Params.ode").
+        tree: a dataclass of concrete values.
+        rules: {field name: "> 0", ">= 0", "finite" or (low, high) inclusive}.
+    """
     for name, rule in rules.items():
         a = np.asarray(getattr(tree, name), np.float64)
         if isinstance(rule, tuple):
@@ -254,7 +320,14 @@ def check_values(where: str, tree, rules: dict) -> None:
 
 
 def validate_ode(topology: OdeTopology, params, y, world) -> None:
-    """Check an ODE body's concrete values: every leaf finite, then the system's own checks."""
+    """Check an ODE body's concrete values: every leaf finite, then the system's own checks.
+
+    Args:
+        topology: the body's `OdeTopology`.
+        params: the system's parameters (`Params.ode`).
+        y: its state (`State.ode`).
+        world: the scene's `World`.
+    """
     for where, tree in (("Params.ode", params), ("State.ode", y)):
         for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
             a = np.asarray(leaf, np.float64)
@@ -271,9 +344,19 @@ EDRIFT = 0.05
 
 
 def energy_drift(system: OdeSystem, params, world, ys) -> dict | None:
-    """How far an ODE body's energy strays over its motion ys (leaves [T, ...], `ode_trajectory`): per body the
-    initial and final energy, max_t |E(t) - E(0)| ("max_drift", in `system.energy_unit`) and that over
-    max_t |E(t)| ("relative"); None when the system has no `energy`. Host side (concrete arrays)."""
+    """How far an ODE body's energy strays over its motion. Host side (concrete arrays).
+
+    Args:
+        system: the `OdeSystem`.
+        params: its parameters.
+        world: the scene's `World`.
+        ys: its motion (leaves [T, ...], `ode_trajectory`).
+
+    Returns:
+        {"unit", "initial", "final", "max_drift", "relative"}: per body the initial and final energy,
+        max_t |E(t) - E(0)| (in `system.energy_unit`) and that over max_t |E(t)|; None when the system has no
+        `energy`.
+    """
     if system.energy is None:
         return None
     e = np.asarray(jax.vmap(lambda y: system.energy(params, world, y))(ys), np.float64)  # [T, b]
@@ -284,8 +367,20 @@ def energy_drift(system: OdeSystem, params, world, ys) -> dict | None:
 
 
 def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, arr=jnp.asarray):
-    """(topology, params, state) with an ODE body added: its system, parameters and initial state y0, every
-    leaf through `arr` (the scene's dtype), checked (`validate_ode`)."""
+    """(topology, params, state) with an ODE body added, checked (`validate_ode`).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state: the scene's `State`.
+        system: the body's `OdeSystem`.
+        ode_params: its parameters (a pytree).
+        y0: its initial state (a pytree).
+        arr: how each leaf is converted (the scene's dtype).
+
+    Returns:
+        (topology, params, state) with their ode branches set.
+    """
     ode_params, y0 = jax.tree.map(arr, ode_params), jax.tree.map(arr, y0)
     ode = OdeTopology(system, jnp.asarray(system.faces(ode_params, y0), jnp.int32))
     validate_ode(ode, ode_params, y0, params.world)
@@ -295,8 +390,22 @@ def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, ar
 
 def ode_trajectory(topology: OdeTopology, params, world, y0, frames: int, frame_dt, substeps: int,
                    solver: OdeSolver = OdeSolver(), first=0):
-    """The ODE body's state at every frame (frames + 1, the first y0), stepping at frame_dt / substeps; y0 is
-    the state at frame `first` (time first * frame_dt; may be traced)."""
+    """The ODE body's state at every frame, stepping at frame_dt / substeps.
+
+    Args:
+        topology: the body's `OdeTopology`.
+        params: the system's parameters.
+        world: the scene's `World`.
+        y0: the state at frame `first`.
+        frames: the number of frames after it.
+        frame_dt: s, a frame's length.
+        substeps: solver steps a frame.
+        solver: the `OdeSolver`.
+        first: the frame of y0 (time first * frame_dt; may be traced).
+
+    Returns:
+        y with a leading axis of frames + 1 on every leaf (the first y0).
+    """
     dtype = jnp.result_type(*jax.tree.leaves(y0))
     ts = (first + jnp.arange(frames + 1, dtype=dtype)) * frame_dt
     world = jax.tree.map(lambda a: jnp.asarray(a, dtype), world)
@@ -308,7 +417,15 @@ def _part(y, name: str):
 
 
 def ode_coordinates(system: OdeSystem, y) -> tuple:
-    """(pose, rate) arrays of an ODE body's state y, by its system's `coordinates`; ValueError when it has none."""
+    """(pose, rate) arrays of an ODE body's state y, by its system's `coordinates`; ValueError when it has none.
+
+    Args:
+        system: the `OdeSystem`.
+        y: its state.
+
+    Returns:
+        (pose, rate).
+    """
     names = system.coordinates
     if names is None:
         raise ValueError(f"the ODE body {type(system).__name__} does not name its pose and rate (its `coordinates`, "
@@ -317,7 +434,17 @@ def ode_coordinates(system: OdeSystem, y) -> tuple:
 
 
 def with_ode_coordinates(system: OdeSystem, y, pose, rate):
-    """y with its pose and rate (`ode_coordinates`) replaced."""
+    """y with its pose and rate (`ode_coordinates`) replaced.
+
+    Args:
+        system: the `OdeSystem` (its `coordinates`).
+        y: its state.
+        pose: the new pose.
+        rate: the new rate.
+
+    Returns:
+        A state like y.
+    """
     names = system.coordinates
     if isinstance(y, dict):
         return {**y, names[0]: pose, names[1]: rate}
