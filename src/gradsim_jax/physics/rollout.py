@@ -11,6 +11,12 @@ before the time loop. With a topology closed over by a jitted loss this happens 
 so XLA receives finished constants and never constant-folds mesh-sized computations (minutes for a
 2000 x 2000 cloth when the rest shapes were computed inside the checkpointed loop). Passing the topology as
 an argument of the jitted function keeps mesh-sized constants out of the program altogether.
+
+`simulate` knows no body kind by name: it loops over the registered kinds (`physics.components.COMPONENTS`,
+the interface `physics.component.BodyKind`) for their initial state, checks and start checks, lets the
+integrator step what it steps, and puts in the motion of the kinds that move by their own steps (the ODE
+body, the smoke, a user's `ExtraBodyKind`). The strategies are declared bases: `Integrator`,
+`CheckpointPolicy`, and a per-frame control is a `ControlFunction`.
 """
 
 from __future__ import annotations
