@@ -3,10 +3,10 @@
 A policy is a static, hashable strategy passed to `simulate(checkpoint=...)`, a subclass of
 `CheckpointPolicy` (the declared extension point); it runs the scan over frames
 `run(frame, state0, frames) -> (last_state, trajectory)` and wraps each substep (`substep(step)`), where
-`frame(state, index) -> (state, state)` advances one frame (its substeps). Notation: T frames, s substeps per frame, S the bytes of one State
-(particles x, v: 24 n bytes in float32), R the bytes the backward pass of one substep needs (its
-residuals: gathered element positions, velocities and intermediates; about 10 S for the demo cloth,
-58 KB a step).
+`frame(state, index) -> (state, state)` advances one frame (its substeps). Notation: T frames, s substeps
+per frame, S the bytes of one State (particles x, v: 24 n bytes in float32), R the bytes the backward pass
+of one substep needs (its residuals: gathered element positions, velocities and intermediates; about 10 S
+for the demo cloth, 58 KB a step).
 Memory of the backward pass, besides the T + 1 states that `simulate` returns in every policy:
 
 | policy            | stores                                                  | memory               | compute  |

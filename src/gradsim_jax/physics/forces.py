@@ -165,11 +165,12 @@ register_force(FunctionForce("membrane", lambda t: t.cloth.triangles.shape[0] > 
                              lambda t, p, x, v, c, aux: membrane_forces(t, p, x, v, _activation(c), prepared=aux),
                              prepare_membrane))
 register_force(FunctionForce("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
-                                 lambda t, p, x, v, c, aux: bending_forces(t, p, x, v, _bend_rest_offset(c), prepared=aux),
-                                 prepare_bending))
+                             lambda t, p, x, v, c, aux: bending_forces(t, p, x, v, _bend_rest_offset(c),
+                                                                       prepared=aux),
+                             prepare_bending))
 register_force(FunctionForce("fem", lambda t: t.fem.tets.shape[0] > 0,
-                                     lambda t, p, x, v, c, aux: fem_forces(t, p, x, v, _tet_activation(c), prepared=aux),
-                                     prepare_fem))
+                             lambda t, p, x, v, c, aux: fem_forces(t, p, x, v, _tet_activation(c), prepared=aux),
+                             prepare_fem))
 
 
 @dataclasses.dataclass(frozen=True)
