@@ -24,6 +24,7 @@ from gradsim_jax.fit.checkpoint import (
     save_checkpoint,
 )
 from gradsim_jax.fit.fit import FitBackoffWarning, FitDiverged, FitResult, cosine_schedule, fit
+from gradsim_jax.fit.options import Checkpoints, LossCall, Optimization, Stopping
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.fit.identifiability import IdentifiabilityReport, gauss_newton_report
 from gradsim_jax.fit.losses import (
@@ -39,6 +40,7 @@ from gradsim_jax.fit.transforms import Bounded, Identity, Log, Softplus, Transfo
 from gradsim_jax.fit.windows import Scaled, Windows, window_length_for
 
 __all__ = [
+    "Checkpoints", "LossCall", "Optimization", "Stopping",
     "BatchedFitResult",
     "Bounded",
     "Checkpoint",

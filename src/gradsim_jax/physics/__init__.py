@@ -23,13 +23,16 @@ from gradsim_jax.physics.cost import CostEstimate, available_memory_bytes, estim
 from gradsim_jax.physics.fem import (
     FemControl, FemParams, FemTopology, fem_energy, fem_forces, fem_stress, fem_volumes,
 )
+from gradsim_jax.physics.checkpointing import CheckpointPolicy, NestedSqrt, NoCheckpoint, PerFrame, PerSubstep
+from gradsim_jax.physics.component import BodyKind, ExtraBodyKind, OwnStepKind, RolloutOptions
+from gradsim_jax.physics.components import COMPONENTS, register_component, unregister_component
 from gradsim_jax.physics.forces import (
-    CONTACT_FORCES, PARTICLE_FORCES, ContactTerm, ForceTerm, contact_forces, particle_forces, register_contact,
-    register_force,
+    CONTACT_FORCES, PARTICLE_FORCES, ContactTerm, ForceTerm, FunctionForce, contact_forces, particle_forces,
+    register_contact, register_force,
 )
 from gradsim_jax.physics.ode import FunctionOde, OdeSolver, OdeSystem, OdeTopology, solve_ode
 from gradsim_jax.physics.pendulum import PendulumParams, PendulumState, PendulumSystem
-from gradsim_jax.physics.integrators import SemiImplicitEuler, euler_step
+from gradsim_jax.physics.integrators import Integrator, SemiImplicitEuler, euler_step
 from gradsim_jax.physics.particles import (
     ParticleControl, ParticleParams, ParticleState, ParticleTopology, free_inverse_mass, kinetic_energy,
 )
@@ -48,6 +51,9 @@ from gradsim_jax.physics.world import World
 from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
 __all__ = [
+    "BodyKind", "COMPONENTS", "CheckpointPolicy", "ExtraBodyKind", "FunctionForce", "Integrator", "NestedSqrt",
+    "NoCheckpoint", "OwnStepKind", "PerFrame", "PerSubstep", "RolloutOptions", "register_component",
+    "unregister_component",
     "COLLIDER_KINDS", "ColliderParams", "ColliderTopology", "collider_contact", "collider_distance",
     "collider_params", "validate_colliders", "ColliderState", "SelfContactParams", "SelfContactTopology",
     "self_contact_overflow",

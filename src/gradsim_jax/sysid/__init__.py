@@ -54,9 +54,16 @@ from gradsim_jax.sysid.experiment import (
     with_arrays,
 )
 from gradsim_jax.sysid.config import (
-    LM_MAX_SCALARS,
-    REPORT_MAX_SCALARS,
+    AdamOptions,
+    CheckpointOptions,
+    EdgeOptions,
     FitConfig,
+    FrameOptions,
+    LM_MAX_SCALARS,
+    ObjectiveOptions,
+    OutputOptions,
+    REPORT_MAX_SCALARS,
+    StageOptions,
     SysIdResult,
     check_config,
     fit_inputs,
@@ -108,6 +115,8 @@ from gradsim_jax.sysid.renderer_fits.texture import TextureExperiment, fit_textu
 from gradsim_jax.sysid.windows.windowed import WindowedFitResult, fit_windowed, windowed_loss, windowed_terms
 
 __all__ = [
+    "AdamOptions", "CheckpointOptions", "EdgeOptions", "FrameOptions", "ObjectiveOptions", "OutputOptions",
+    "StageOptions",
     "SMOKE_QUANTITIES", "SmokeExperiment", "fit_smoke", "simulate_smoke_video", "smoke_loss", "smoke_report",
     "smoke_theta", "smoke_video", "TextureExperiment", "fit_texture", "psnr", "render_views",
     "ShapeExperiment", "chamfer_distance", "fit_shape", "render_silhouettes", "silhouette_iou",
