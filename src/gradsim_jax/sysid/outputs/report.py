@@ -178,7 +178,7 @@ def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
     Args:
         exp: the experiment.
         theta: {quantity name: value}, missing entries from the experiment's defaults."""
-    if exp.topology.ode is None or getattr(exp.topology.ode.system, "energy", None) is None:
+    if exp.topology.ode is None or exp.topology.ode.system.energy is None:
         return None
     ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(as_theta(exp, theta))
     system = exp.topology.ode.system

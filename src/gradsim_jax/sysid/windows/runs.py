@@ -278,7 +278,7 @@ def pose_periods(exp: Experiment) -> dict:
     """
     periods = {"x": None}
     if has_ode(exp):
-        periods["q"] = getattr(exp.topology.ode.system, "pose_period", None)
+        periods["q"] = exp.topology.ode.system.pose_period
     return periods
 
 
