@@ -26,10 +26,26 @@ from gradsim_jax.physics.quaternion import quat_to_matrix
 
 
 def particle_body_loads(topology, params, x, v, rigid, v_free=None, inv_mass=None, dt=None):
-    """(force on each particle [n, 3] N, force [b, 3] N and torque about the COM [b, 3] N m on each body) of the
-    particles at x, v [n, 3] against the bodies of the RigidState `rigid` (module docstring): explicit at v when
-    v_free is None, else with damping and friction taken backward over dt for the particles' inverse masses
-    inv_mass [n] (v_free: their velocities at the end of the step without contact)."""
+    """The contact loads between the particles and the rigid bodies (module docstring): explicit at v when v_free
+    is None, else with damping and friction taken backward over dt for the particles' inverse masses.
+
+    Args:
+        topology: the scene's `Topology` (its `rigid` branch: the bodies' hulls).
+        params: the scene's `Params` (the bodies' `rigid` and the particles' `contact` coefficients, the
+            particle radius in m, `world.contact_smoothing`).
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        rigid: the `RigidState` of the b bodies (COM x [b, 3] m, unit quaternion q [b, 4] wxyz, v [b, 3] m/s
+            and w [b, 3] rad/s).
+        v_free: [n, 3] m/s, the particles' velocities at the end of the step without contact, or None
+            (explicit contact at v).
+        inv_mass: [n] 1/kg, the particles' inverse masses (with v_free).
+        dt: s, the step (with v_free).
+
+    Returns:
+        (force on each particle [n, 3] N, force on each body [b, 3] N, torque on each body about its COM
+        [b, 3] N m).
+    """
     b = rigid.x.shape[0]
     n = x.shape[0]
     rotation = quat_to_matrix(rigid.q)
@@ -54,14 +70,30 @@ def particle_body_loads(topology, params, x, v, rigid, v_free=None, inv_mass=Non
 
 
 def has_particle_body_contact(topology) -> bool:
-    """Whether particles meet the rigid bodies (static: `RigidTopology.particles`)."""
+    """Whether particles meet the rigid bodies (static: `RigidTopology.particles`).
+
+    Args:
+        topology: the scene's `Topology`.
+
+    Returns:
+        bool, `topology.rigid.particles`.
+    """
     return topology.rigid.particles
 
 
 
 def particle_body_message(topology, params, state) -> str:
     """Host-side: the deepest particle that starts inside a body by more than START_DEPTH_FRACTION of the body's
-    size (the contact force would throw it out), or ""."""
+    size (the contact force would throw it out), or "".
+
+    Args:
+        topology: the scene's `Topology` (the bodies' hulls).
+        params: the scene's `Params` (the bodies' vertices, the particle radius in m).
+        state: the scene's `State`, concrete (particle positions [n, 3] m, the bodies' poses).
+
+    Returns:
+        str, the message naming the particle, the body and the depth in m, or "" when none starts that deep.
+    """
     b, n = int(np.shape(state.rigid.x)[0]), int(np.shape(state.particles.x)[0])
     if b == 0 or n == 0:
         return ""

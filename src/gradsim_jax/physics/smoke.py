@@ -117,7 +117,15 @@ class SmokeState:
 
 def smoke_params(topology: SmokeTopology, *, buoyancy=1.0, dissipation=0.0, vorticity=0.0, inflow_rate=0.0,
                  inflow_mask=None, dtype=jnp.float32) -> SmokeParams:
-    """SmokeParams with every value checked (ValueError naming the field) and in `dtype` (None: host float64)."""
+    """SmokeParams with every value checked (ValueError naming the field) and in `dtype` (None: host float64).
+    Args:
+        topology: the grid (`SmokeTopology`): inflow_mask must have its shape (ny, nx).
+        buoyancy: m/s^2 per unit density, the upward acceleration: a scalar or [ny, nx].
+        dissipation: 1/s, >= 0, the density's decay rate: a scalar or [ny, nx].
+        vorticity: >= 0, dimensionless, the confinement eps: a scalar or [ny, nx].
+        inflow_rate: density per second, >= 0: a scalar or [ny, nx].
+        inflow_mask: [ny, nx] in [0, 1], where the inflow adds smoke; None: nowhere.
+        dtype: the leaves' dtype; None: host float64 arrays."""
     mask = np.zeros(topology.shape) if inflow_mask is None else np.asarray(inflow_mask, np.float64)
     if mask.shape != topology.shape:
         raise ValueError(f"SmokeParams.inflow_mask must have the grid's shape {topology.shape}, got {mask.shape}")
@@ -138,7 +146,13 @@ def smoke_params(topology: SmokeTopology, *, buoyancy=1.0, dissipation=0.0, vort
 
 def smoke_state(topology: SmokeTopology, *, density=None, u=None, v=None, dtype=jnp.float32) -> SmokeState:
     """A SmokeState (zeros where not given), checked: every field of the grid's shape and finite, the density
-    >= 0, no flow through closed walls; in `dtype` (None: host float64)."""
+    >= 0, no flow through closed walls; in `dtype` (None: host float64).
+    Args:
+        topology: the grid (`SmokeTopology`): its shape (ny, nx) and walls (closed: u[:, 0] = v[0, :] = 0).
+        density: [ny, nx] >= 0, smoke per unit area at the cell centres; None: zeros.
+        u: [ny, nx] m/s, the x velocity on the cells' left faces; None: zeros.
+        v: [ny, nx] m/s, the y velocity on the cells' bottom faces; None: zeros.
+        dtype: the leaves' dtype; None: host float64 arrays."""
     out = {}
     for name, value in (("u", u), ("v", v), ("density", density)):
         a = np.zeros(topology.shape) if value is None else np.array(value, np.float64)
@@ -166,7 +180,11 @@ def _converter(dtype):
 def validate_smoke(topology: SmokeTopology, params: SmokeParams, state: SmokeState) -> None:
     """ValueError or TypeError naming the field for a smoke branch that does not fit its grid (a field of another
     shape, a parameter that does not broadcast to it); on concrete values also for NaN, negative density or
-    negative rates (`smoke_params`, `smoke_state`). Traced values: shapes only."""
+    negative rates (`smoke_params`, `smoke_state`). Traced values: shapes only.
+    Args:
+        topology: the grid (a `SmokeTopology`, else TypeError).
+        params: its `SmokeParams`: each leaf a scalar or broadcasting to the grid's shape (ny, nx).
+        state: its `SmokeState`: u, v and density [ny, nx]."""
     if not isinstance(topology, SmokeTopology):
         raise TypeError(f"Topology.smoke must be a SmokeTopology, got {type(topology).__name__}")
     if not isinstance(params, SmokeParams):
@@ -196,7 +214,14 @@ def validate_smoke(topology: SmokeTopology, params: SmokeParams, state: SmokeSta
 def with_smoke(topology, params, state, smoke_topology: SmokeTopology, smoke_params_: SmokeParams,
                smoke_state_: SmokeState):
     """(topology, params, state) (`physics.types` trees) with a smoke branch added, its leaves in the scene's
-    float dtype (that of state.particles.x), checked (`validate_smoke`)."""
+    float dtype (that of state.particles.x), checked (`validate_smoke`).
+    Args:
+        topology: the scene's `Topology` (`physics.types`), given the branch `smoke_topology`.
+        params: the scene's `Params`, given the branch `smoke_params_`.
+        state: the scene's `State`, given the branch `smoke_state_`; its particles' x sets the float dtype.
+        smoke_topology: the grid (`SmokeTopology`).
+        smoke_params_: the smoke's `SmokeParams` (`smoke_params`).
+        smoke_state_: the smoke's `SmokeState` (`smoke_state`)."""
     dtype = jnp.result_type(state.particles.x)
     smoke_params_, smoke_state_ = jax.tree.map(lambda a: jnp.asarray(a, dtype), (smoke_params_, smoke_state_))
     validate_smoke(smoke_topology, smoke_params_, smoke_state_)
@@ -279,7 +304,12 @@ def _sample_at(topology: SmokeTopology, field, offset, x, y, with_range: bool = 
 
 
 def velocity_at(topology: SmokeTopology, state: SmokeState, x, y):
-    """(u, v) m/s interpolated at points (x, y) given in cells (x = position / h)."""
+    """(u, v) m/s interpolated at points (x, y) given in cells, each of the points' shape.
+    Args:
+        topology: the grid (`SmokeTopology`): its walls and slip rule the samples past the edges.
+        state: the smoke (`SmokeState`): its face velocities u, v [ny, nx] m/s.
+        x: the points' x in cells (x = position / h), any shape.
+        y: the points' y in cells (y = position / h), the shape of x."""
     return _sample_at(topology, state.u, _U, x, y), _sample_at(topology, state.v, _V, x, y)
 
 
@@ -294,8 +324,13 @@ def _advect_once(topology, state, field, offset, dt, with_range=False):
 
 
 def advect(topology: SmokeTopology, state: SmokeState, field, offset, dt):
-    """`field` (sampled at `offset`: physics.smoke._U, _V or _D) carried along the velocity of `state` for
-    dt s, by `topology.advection`."""
+    """`field` carried along the velocity of `state` for dt s, by `topology.advection` ([ny, nx], its unit).
+    Args:
+        topology: the grid (`SmokeTopology`): advection, walls, spacing h m.
+        state: the smoke (`SmokeState`) whose face velocities u, v [ny, nx] m/s carry the field.
+        field: [ny, nx], the values carried (any unit: a velocity component or the density).
+        offset: where `field` is sampled, (x, y) in cells: physics.smoke._U, _V or _D.
+        dt: s, the time step."""
     if topology.advection == "semi-lagrangian":
         return _advect_once(topology, state, field, offset, dt)
     forward, low, high = _advect_once(topology, state, field, offset, dt, with_range=True)
@@ -373,7 +408,10 @@ def _fft_solve(topology: SmokeTopology, rhs):
 
 
 def pressure(topology: SmokeTopology, div):
-    """phi [ny, nx] with L phi = div (zero mean), by `topology.solver`; its adjoint is a solve as well."""
+    """phi [ny, nx] m^2/s with L phi = div (zero mean), by `topology.solver`; its adjoint is a solve as well.
+    Args:
+        topology: the grid (`SmokeTopology`): solver, tolerance, max_iterations, walls, spacing h m.
+        div: [ny, nx] 1/s, the right-hand side (`divergence`); its mean is taken off first."""
     div = div - jnp.mean(div)  # the part L can reach (closed and periodic: L's range has zero mean)
     if topology.solver == "fft":
         return _fft_solve(topology, div)
@@ -440,7 +478,12 @@ def confinement(topology: SmokeTopology, eps, u, v):
 
 def smoke_step(topology: SmokeTopology, params: SmokeParams, state: SmokeState, dt) -> SmokeState:
     """One step of dt s (module docstring): advect, dissipate and feed the density; advect the velocity,
-    add buoyancy and vorticity confinement; project."""
+    add buoyancy and vorticity confinement; project.
+    Args:
+        topology: the grid (`SmokeTopology`).
+        params: the smoke's `SmokeParams`.
+        state: the smoke (`SmokeState`) at the start of the step.
+        dt: s, the step."""
     d = advect(topology, state, state.density, _D, dt)
     d = d * jnp.exp(-params.dissipation * dt) + dt * params.inflow_rate * params.inflow_mask
     u = advect(topology, state, state.u, _U, dt)
@@ -457,7 +500,14 @@ def smoke_step(topology: SmokeTopology, params: SmokeParams, state: SmokeState, 
 def smoke_rollout(topology: SmokeTopology, params: SmokeParams, state: SmokeState, *, frames: int,
                   substeps: int = 1, frame_dt=1.0 / 30.0) -> SmokeState:
     """The smoke at every frame (leaves [frames + 1, ny, nx], the first `state`), `substeps` steps a frame;
-    each frame checkpointed (its steps recomputed in the backward pass)."""
+    each frame checkpointed (its steps recomputed in the backward pass).
+    Args:
+        topology: the grid (`SmokeTopology`).
+        params: the smoke's `SmokeParams`.
+        state: the smoke (`SmokeState`, leaves [ny, nx]) at frame 0.
+        frames: the number of frames after the first (static).
+        substeps: the solver steps a frame (static), each of frame_dt / substeps s.
+        frame_dt: s, the time between frames."""
     dt = frame_dt / substeps
 
     @jax.checkpoint
