@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics import smoke
+from gradsim_jax.physics import smoke, smoke_grid
 
 RESULTS = Path(__file__).resolve().parent / "results" / "smoke_refinement.json"
 LIMITERS = ("weighted", "all corners", "phiflow")
@@ -102,7 +102,7 @@ def step(top, params, state, dt, limiter):
     v = maccormack(top, state, state.v, smoke._V, dt, limiter)
     below = jnp.concatenate([d[:1], d[:-1]], axis=0)
     v = v + dt * params.buoyancy * 0.5 * (d + below)
-    u, v = smoke.project(top, *smoke._walls(top, u, v))
+    u, v = smoke_grid.project(top, *smoke_grid.with_walls(top, u, v))
     return smoke.SmokeState(u=u, v=v, density=d)
 
 

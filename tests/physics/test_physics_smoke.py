@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax.physics import smoke as sm
+from gradsim_jax.physics import smoke_grid as sg
 
 
 def _random_faces(top, seed=0, dtype=jnp.float64):
@@ -20,11 +21,11 @@ def _random_faces(top, seed=0, dtype=jnp.float64):
 def test_projection_leaves_at_most_the_tolerance_of_the_divergence(x64, walls, solver):
     top = sm.SmokeTopology((12, 16), spacing=0.1, walls=walls, solver=solver, tolerance=1e-8)
     st = _random_faces(top)
-    before = sm.divergence(top, st.u, st.v)
+    before = sg.divergence(top, st.u, st.v)
     if walls == "periodic":  # a periodic field's divergence has zero mean; the projection keeps that mean
         before = before - jnp.mean(before)
-    u, v = sm.project(top, st.u, st.v)
-    after = np.linalg.norm(sm.divergence(top, u, v))
+    u, v = sg.project(top, st.u, st.v)
+    after = np.linalg.norm(sg.divergence(top, u, v))
     # cg: its residual is the projected field's divergence, |r| <= tol |b|; the recursive residual drifts from the
     # true one by float64 rounding (~1e-16 x iterations x cond, far below 1e-12). fft: exact up to rounding.
     bound = (top.tolerance if solver == "cg" else 0.0) + 1e-11
@@ -50,7 +51,7 @@ def _taylor_green(top, speed=1.0):
 def test_taylor_green_field_is_discretely_divergence_free(x64):
     top = sm.SmokeTopology((24, 24), spacing=1 / 24)
     u, v = _taylor_green(top)
-    assert float(jnp.max(jnp.abs(sm.divergence(top, jnp.asarray(u), jnp.asarray(v))))) < 1e-12 * 24
+    assert float(jnp.max(jnp.abs(sg.divergence(top, jnp.asarray(u), jnp.asarray(v))))) < 1e-12 * 24
 
 
 def _blob(top, centre, sigma):
@@ -208,7 +209,7 @@ def _plume_loss(top, steps=6):
 
     def loss(x):  # x = (buoyancy, inflow rate, scale of an initial x velocity field)
         par = sm.SmokeParams(x[0], base.dissipation, base.vorticity, x[1], base.inflow_mask)
-        st = sm.SmokeState(u=sm._walls(top, x[2] * swirl, st0.v)[0], v=st0.v, density=st0.density)
+        st = sm.SmokeState(u=sg.with_walls(top, x[2] * swirl, st0.v)[0], v=st0.v, density=st0.density)
         st = jax.lax.fori_loop(0, steps, lambda k, s: sm.smoke_step(top, par, s, 0.05), st)
         return jnp.sum(st.density[5:] ** 2) + jnp.sum(st.u ** 2)
 
@@ -235,7 +236,7 @@ def test_gradient_matches_float64_finite_differences(x64, walls, solver, advecti
 def test_the_adjoint_of_the_pressure_solve_is_a_solve():
     top = sm.SmokeTopology((8, 8), spacing=0.1)
     st = _random_faces(top, dtype=jnp.float32)
-    jaxpr = str(jax.make_jaxpr(jax.grad(lambda u: jnp.sum(sm.project(top, u, st.v)[0] ** 2)))(st.u))
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda u: jnp.sum(sg.project(top, u, st.v)[0] ** 2)))(st.u))
     assert "custom_linear_solve" in jaxpr
 
 

@@ -43,14 +43,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.mathutil import safe_normalize
+from gradsim_jax.physics.smoke_grid import extended_faces, project, with_walls
 from gradsim_jax.typing import pytree_dataclass
+
 
 Array = Any
 
+
 WALLS = ("closed", "periodic")
+
+
 SLIP = ("free", "no-slip")
+
+
 ADVECTION = ("semi-lagrangian", "maccormack")
+
+
 SOLVERS = ("cg", "fft")
+
 
 #: Offsets (in cells) of each field's sample points from the grid origin: (x, y).
 _U, _V, _D = (0.0, 0.5), (0.5, 0.0), (0.5, 0.5)
@@ -229,16 +239,6 @@ def with_smoke(topology, params, state, smoke_topology: SmokeTopology, smoke_par
             dataclasses.replace(state, smoke=smoke_state_))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Sampling
-
-
-def _extended(field, axis: int, closed: bool):
-    """A face field with its far wall appended (zeros, closed) or its first face repeated (periodic)."""
-    edge = jnp.take(field, jnp.array([0]), axis=axis)
-    return jnp.concatenate([field, jnp.zeros_like(edge) if closed else edge], axis=axis)
-
-
 def _sample(field, gx, gy, closed: bool, with_range: bool = False):
     """Bilinear samples of `field` [Ny, Nx] at fractional indices (gx, gy) (any shape), clamped to the array
     (closed) or wrapped (periodic); with_range: also the min and max of the values interpolated, i.e. of the
@@ -289,7 +289,7 @@ def _sampled(topology: SmokeTopology, field, offset):
     if topology.walls != "closed" or offset == _D:
         return field, (0, 0)
     axis = 1 if offset == _U else 0
-    field = _extended(field, axis, True)
+    field = extended_faces(field, axis, True)
     if topology.slip == "free":
         return field, (0, 0)
     zeros = jnp.zeros_like(jnp.take(field, jnp.array([0]), axis=1 - axis))
@@ -338,113 +338,20 @@ def advect(topology: SmokeTopology, state: SmokeState, field, offset, dt):
     return jnp.clip(forward + 0.5 * (field - back), low, high)
 
 
-def _walls(topology, u, v):
-    """No flow through closed walls (the first column of u, the first row of v)."""
-    if topology.walls != "closed":
-        return u, v
-    return u.at[:, 0].set(0.0), v.at[0, :].set(0.0)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Projection
-
-
-def divergence(topology: SmokeTopology, u, v):
-    """div [ny, nx] 1/s of the face velocities, per cell."""
-    closed = topology.walls == "closed"
-    ue, ve = _extended(u, 1, closed), _extended(v, 0, closed)
-    return (ue[:, 1:] - ue[:, :-1] + ve[1:, :] - ve[:-1, :]) / topology.spacing
-
-
-def gradient(topology: SmokeTopology, phi):
-    """(d phi / dx on the left faces, d phi / dy on the bottom faces); zero on closed walls."""
-    h = topology.spacing
-    gx = (phi - jnp.roll(phi, 1, axis=1)) / h
-    gy = (phi - jnp.roll(phi, 1, axis=0)) / h
-    return _walls(topology, gx, gy)
-
-
-def laplacian(topology: SmokeTopology, phi):
-    """L phi = div grad phi [ny, nx]: the MAC grid's Laplacian, no flux through closed walls."""
-    return divergence(topology, *gradient(topology, phi))
-
-
-def _cg(matvec, b, tolerance: float, max_iterations: int, deflate=lambda a: a):
-    """Conjugate gradients on the symmetric positive semi-definite `matvec` from 0 until |r| <= tolerance |b|.
-    `deflate` removes the operator's null space from the residual and the search direction at each iteration:
-    rounding leaves a little of it in them, and a direction p with p.Ap ~ 0 would take a huge step along it
-    (a float32 solve asked for more than float32 can give then blows up instead of stalling)."""
-    dot = lambda a, c: jnp.sum(a * c)  # noqa: E731
-    bb = dot(b, b)
-    stop = (tolerance ** 2) * bb
-
-    def cond(carry):
-        k, _, _, _, rr = carry
-        return (k < max_iterations) & (rr > stop)
-
-    def body(carry):
-        k, x, r, p, rr = carry
-        ap = matvec(p)
-        alpha = rr / jnp.where(dot(p, ap) > 0, dot(p, ap), 1.0)
-        x, r = x + alpha * p, deflate(r - alpha * ap)
-        rr_new = dot(r, r)
-        p = deflate(r + (rr_new / jnp.where(rr > 0, rr, 1.0)) * p)
-        return k + 1, x, r, p, rr_new
-
-    x0 = jnp.zeros_like(b)
-    _, x, _, _, _ = jax.lax.while_loop(cond, body, (0, x0, b, b, bb))
-    return x
-
-
-def _fft_solve(topology: SmokeTopology, rhs):
-    """phi with L phi = rhs on the periodic grid (rhs of zero mean; phi of zero mean), exactly by FFT."""
-    ny, nx = topology.shape
-    ky = jnp.fft.fftfreq(ny)[:, None]
-    kx = jnp.fft.fftfreq(nx)[None, :]
-    symbol = -(4.0 * jnp.sin(jnp.pi * kx) ** 2 + 4.0 * jnp.sin(jnp.pi * ky) ** 2) / topology.spacing ** 2
-    symbol = symbol.at[0, 0].set(1.0)
-    phi_hat = jnp.fft.fft2(rhs) / symbol
-    return jnp.real(jnp.fft.ifft2(phi_hat.at[0, 0].set(0.0))).astype(rhs.dtype)
-
-
-def pressure(topology: SmokeTopology, div):
-    """phi [ny, nx] m^2/s with L phi = div (zero mean), by `topology.solver`; its adjoint is a solve as well.
-    Args:
-        topology: the grid (`SmokeTopology`): solver, tolerance, max_iterations, walls, spacing h m.
-        div: [ny, nx] 1/s, the right-hand side (`divergence`); its mean is taken off first."""
-    div = div - jnp.mean(div)  # the part L can reach (closed and periodic: L's range has zero mean)
-    if topology.solver == "fft":
-        return _fft_solve(topology, div)
-
-    def matvec(phi):  # -L: symmetric positive semi-definite
-        return -laplacian(topology, phi)
-
-    def solve(op, b):
-        x = _cg(op, b, topology.tolerance, topology.max_iterations, deflate=lambda a: a - jnp.mean(a))
-        return x - jnp.mean(x)
-
-    return jax.lax.custom_linear_solve(matvec, -div, solve, symmetric=True)
-
-
-def project(topology: SmokeTopology, u, v):
-    """(u, v) made divergence-free (to the solver's tolerance): minus the gradient of the pressure."""
-    phi = pressure(topology, divergence(topology, u, v))
-    gx, gy = gradient(topology, phi)
-    return _walls(topology, u - gx, v - gy)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Forces and the step
-
-
 def _centre_velocity(topology, u, v):
     closed = topology.walls == "closed"
-    ue, ve = _extended(u, 1, closed), _extended(v, 0, closed)
+    ue, ve = extended_faces(u, 1, closed), extended_faces(v, 0, closed)
     return 0.5 * (ue[:, 1:] + ue[:, :-1]), 0.5 * (ve[1:, :] + ve[:-1, :])
 
 
 def vorticity(topology: SmokeTopology, u, v):
-    """omega = dv/dx - du/dy [ny, nx] 1/s at the cell centres (central differences of centred velocities)."""
+    """omega = dv/dx - du/dy [ny, nx] 1/s at the cell centres (central differences of centred velocities).
+
+    Args:
+        topology: the grid (`SmokeTopology`): walls, spacing h m.
+        u: [ny, nx] m/s, the x velocity on the cells' left faces.
+        v: [ny, nx] m/s, the y velocity on the cells' bottom faces.
+    """
     uc, vc = _centre_velocity(topology, u, v)
     h = topology.spacing
     if topology.walls == "closed":
@@ -458,11 +365,21 @@ def vorticity(topology: SmokeTopology, u, v):
 
 def _to_faces(topology, fx, fy):
     """Cell-centred (fx, fy) averaged onto the left and bottom faces."""
-    return _walls(topology, 0.5 * (fx + jnp.roll(fx, 1, axis=1)), 0.5 * (fy + jnp.roll(fy, 1, axis=0)))
+    return with_walls(topology, 0.5 * (fx + jnp.roll(fx, 1, axis=1)), 0.5 * (fy + jnp.roll(fy, 1, axis=0)))
 
 
 def confinement(topology: SmokeTopology, eps, u, v):
-    """Vorticity confinement accelerations on the faces: eps h (N x omega), N = grad|omega| / |grad|omega||."""
+    """Vorticity confinement accelerations on the faces: eps h (N x omega), N = grad|omega| / |grad|omega||.
+
+    Args:
+        topology: the grid (`SmokeTopology`): walls, spacing h m.
+        eps: the confinement strength (`SmokeParams.vorticity`): a scalar or [ny, nx].
+        u: [ny, nx] m/s, the x velocity on the cells' left faces.
+        v: [ny, nx] m/s, the y velocity on the cells' bottom faces.
+
+    Returns:
+        (u, v) [ny, nx] each, the face accelerations of the confinement force.
+    """
     w = vorticity(topology, u, v)
     a = jnp.abs(w)
     h = topology.spacing
@@ -493,7 +410,7 @@ def smoke_step(topology: SmokeTopology, params: SmokeParams, state: SmokeState, 
     v = v + dt * params.buoyancy * 0.5 * (d + below)
     fu, fv = confinement(topology, params.vorticity, u, v)
     u, v = u + dt * fu, v + dt * fv
-    u, v = project(topology, *_walls(topology, u, v))
+    u, v = project(topology, *with_walls(topology, u, v))
     return SmokeState(u=u, v=v, density=d)
 
 
