@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -52,9 +52,17 @@ def init_policy(key: Array, inputs: int, outputs: int, *, scale: float = 0.1, hi
                 dtype=None) -> PolicyParams:
     """Random initial `PolicyParams`: weights N(0, scale^2 / fan_in), biases 0.
 
-    key: a `jax.random` key (the only source of randomness); inputs, outputs (and hidden, for a two-layer
-    policy): sizes; scale: the typical pre-tanh output for features of order one (small: the policy starts
-    near its linear regime). dtype defaults to JAX's default float.
+    Args:
+        key: a `jax.random` key (the only source of randomness).
+        inputs: the number of features.
+        outputs: the number of outputs.
+        scale: the typical pre-tanh output for features of order one (small: the policy starts near its linear
+            regime).
+        hidden: the hidden layer's size (None: one layer).
+        dtype: the float dtype (None: JAX's default float).
+
+    Returns:
+        The `PolicyParams`.
     """
     for name, size in (("inputs", inputs), ("outputs", outputs), ("hidden", hidden)):
         if size is not None and (not isinstance(size, int) or size < 1):
@@ -73,17 +81,32 @@ def init_policy(key: Array, inputs: int, outputs: int, *, scale: float = 0.1, hi
 
 
 def apply_policy(params: PolicyParams, features: Array, amplitude: Array = 1.0) -> Array:
-    """amplitude * tanh(w h + b): [outputs] (in the actuator's units per `amplitude`), features [inputs];
-    h = features, or tanh(w_hidden features + b_hidden) with a hidden layer. Leading batch axes: vmap."""
+    """amplitude * tanh(w h + b), h = features, or tanh(w_hidden features + b_hidden) with a hidden layer.
+    Leading batch axes: vmap.
+
+    Args:
+        params: the `PolicyParams`.
+        features: [inputs], dimensionless.
+        amplitude: the outputs' bound (in the actuator's units per unit output).
+
+    Returns:
+        [outputs].
+    """
     h = features if params.w_hidden is None else jnp.tanh(params.w_hidden @ features + params.b_hidden)
     return amplitude * jnp.tanh(params.w @ h + params.b)
 
 
 def phase_features(t: Array, frequencies, *, constant: bool = True) -> Array:
-    """[sin(2 pi f_i t) for each f_i, cos(2 pi f_i t) for each f_i, 1]: [2 m (+ 1)], dimensionless.
+    """[sin(2 pi f_i t) for each f_i, cos(2 pi f_i t) for each f_i, 1], dimensionless. The constant 1 lets a
+    bias-free policy hold a steady output; the result has t's float dtype (or the default float).
 
-    t: time () s (traced); frequencies: [m] Hz (a tuple or an array). The constant 1 (constant=True) lets
-    a bias-free policy hold a steady output; the result has t's float dtype (or the default float).
+    Args:
+        t: () s, the time (traced).
+        frequencies: [m] Hz (a tuple or an array).
+        constant: append the constant 1.
+
+    Returns:
+        [2 m (+ 1)].
     """
     f = jnp.asarray(frequencies, jnp.result_type(t, float))
     angle = 2.0 * jnp.pi * f * t
@@ -95,10 +118,18 @@ def phase_features(t: Array, frequencies, *, constant: bool = True) -> Array:
 
 def com_features(x: Array, v: Array, particles: Array, target: Array, *, length_scale: float = 1.0,
                  velocity_scale: float = 1.0) -> Array:
-    """[(com(x) - target) / length_scale, com(v) / velocity_scale]: [6], dimensionless.
+    """[(com(x) - target) / length_scale, com(v) / velocity_scale], dimensionless.
 
-    x, v: [n, 3] m, m/s (a particle state); particles: [m] int indices of the set (unweighted mean);
-    target: [3] m.
+    Args:
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        particles: [m] int, indices of the set (unweighted mean).
+        target: [3] m.
+        length_scale: m.
+        velocity_scale: m/s.
+
+    Returns:
+        [6].
     """
     com = jnp.mean(x[particles], axis=0)
     vel = jnp.mean(v[particles], axis=0)
@@ -123,8 +154,25 @@ class ComFeatures:
                             length_scale=self.length_scale, velocity_scale=self.velocity_scale)
 
 
+class Policy(Protocol):
+    """What `control.rollout.simulate_policy` calls once a frame: a plain function qualifies, as does `PhasePolicy`."""
+
+    def __call__(self, params, t: Array, state) -> Array:
+        """The policy's outputs at time t in `state`.
+
+        Args:
+            params: the policy's parameters (a pytree, e.g. `PolicyParams`), what training differentiates.
+            t: () s, the time at the start of the frame (traced).
+            state: the `physics.types.State` at the start of the frame.
+
+        Returns:
+            [outputs], in the actuator's units per unit output.
+        """
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
-class PhasePolicy:
+class PhasePolicy(Policy):
     """A policy of time (and optionally of the state), static and hashable.
 
     frequencies: Hz of the sinusoid features; amplitude: the outputs' bound (|output| <= amplitude, in
@@ -142,7 +190,15 @@ class PhasePolicy:
         return 2 * len(self.frequencies) + int(self.constant) + (0 if self.com is None else self.com.size)
 
     def features(self, t: Array, state) -> Array:
-        """The feature vector [num_inputs] at time t (s) and `state`."""
+        """The feature vector at time t and `state`.
+
+        Args:
+            t: () s, the time.
+            state: the `physics.types.State` (read when `com` is given).
+
+        Returns:
+            [num_inputs].
+        """
         h = phase_features(t, self.frequencies, constant=self.constant)
         if self.com is not None:
             h = jnp.concatenate([h, self.com(state).astype(h.dtype)])

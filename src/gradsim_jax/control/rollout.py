@@ -8,17 +8,32 @@ Pure and jittable; jit at the caller.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
 
-from gradsim_jax.physics.integrators import SemiImplicitEuler
+from gradsim_jax.control.policies import Policy
+from gradsim_jax.physics.integrators import Integrator, SemiImplicitEuler
 from gradsim_jax.physics.rollout import simulate
-from gradsim_jax.physics.types import Params, State, Topology
+from gradsim_jax.physics.types import Control, Params, State, Topology
+from gradsim_jax.typing import Array
 
-#: policy(policy_params, t, state) -> outputs [outputs]; e.g. `PhasePolicy`.
-Policy = Callable
+
+class Actuator(Protocol):
+    """What a policy drives (`control.actuators`: `TetActivation`, `TriActivation`, `BendRest`, `ParticleForce`,
+    `Actuators`): it maps the policy's outputs to the `Control` of one frame."""
+
+    def control(self, outputs: Array) -> Control:
+        """The frame's control.
+
+        Args:
+            outputs: [outputs], the policy's output vector.
+
+        Returns:
+            The `Control` held over the frame's substeps.
+        """
+        ...
 
 
 def simulate_policy(
@@ -27,20 +42,35 @@ def simulate_policy(
     state0: State,
     policy_params,
     policy: Policy,
-    actuator,
+    actuator: Actuator,
     *,
     frames: int,
     substeps: int = 32,
     frame_dt: float = 1.0 / 60.0,
     checkpoint: bool = True,
-    integrator=SemiImplicitEuler(),
+    integrator: Integrator = SemiImplicitEuler(),
 ) -> State:
     """Roll the scene forward under `policy`; the state at every frame, the initial one included.
 
     At the start of frame i (time t = i frame_dt, s) the control is
     `actuator.control(policy(policy_params, t, state))`, held over the `substeps` steps of dt =
-    frame_dt / substeps. frames, substeps: static; frame_dt: s. Returns a `State` with leading axis
-    frames + 1 (as `simulate`). Differentiable w.r.t. policy_params (and params, state0).
+    frame_dt / substeps. Differentiable w.r.t. policy_params (and params, state0).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state0: the initial `State`.
+        policy_params: the policy's parameters (e.g. `PolicyParams`).
+        policy: `policy(policy_params, t, state) -> [outputs]` (`Policy`, e.g. `PhasePolicy`).
+        actuator: maps the outputs to a `Control` (`Actuator`).
+        frames: number of frames (static).
+        substeps: steps per frame (static).
+        frame_dt: s, the length of a frame.
+        checkpoint: what the gradient stores (`physics.rollout.simulate`'s `checkpoint`).
+        integrator: the time integrator (static; `physics.integrators.Integrator`).
+
+    Returns:
+        A `State` with leading axis frames + 1 (as `simulate`).
     """
 
     def control(frame_index, state):
@@ -51,9 +81,18 @@ def simulate_policy(
 
 
 def policy_outputs(policy_params, policy: Policy, trajectory: State, *, frame_dt: float = 1.0 / 60.0):
-    """The outputs [frames, outputs] the policy gave at the start of each frame of `trajectory` (a
-    `simulate_policy` result): for effort penalties and reports. Recomputed from the stored states, so
-    they equal those the rollout used."""
+    """The outputs the policy gave at the start of each frame of `trajectory`: for effort penalties and reports.
+    Recomputed from the stored states, so they equal those the rollout used.
+
+    Args:
+        policy_params: the policy's parameters.
+        policy: the `Policy` the rollout ran.
+        trajectory: a `simulate_policy` result (leaves [frames + 1, ...]).
+        frame_dt: s, the length of a frame.
+
+    Returns:
+        [frames, outputs].
+    """
     states = jax.tree.map(lambda a: a[:-1], trajectory)
     frames = jax.tree.leaves(states)[0].shape[0]
     t = jnp.arange(frames) * frame_dt

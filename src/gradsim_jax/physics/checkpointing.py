@@ -1,11 +1,12 @@
 """Checkpoint policies of a rollout: what the gradient of `simulate` keeps and what it recomputes.
 
-A policy is a static, hashable strategy passed to `simulate(checkpoint=...)`; it runs the scan over frames
-`run(frame, state0, frames) -> (last_state, trajectory)`, where `frame(state, index) -> (state, state)`
-advances one frame (its substeps). Notation: T frames, s substeps per frame, S the bytes of one State
-(particles x, v: 24 n bytes in float32), R the bytes the backward pass of one substep needs (its
-residuals: gathered element positions, velocities and intermediates; about 10 S for the demo cloth,
-58 KB a step).
+A policy is a static, hashable strategy passed to `simulate(checkpoint=...)`, a subclass of
+`CheckpointPolicy` (the declared extension point); it runs the scan over frames
+`run(frame, state0, frames) -> (last_state, trajectory)` and wraps each substep (`substep(step)`), where
+`frame(state, index) -> (state, state)` advances one frame (its substeps). Notation: T frames, s substeps
+per frame, S the bytes of one State (particles x, v: 24 n bytes in float32), R the bytes the backward pass
+of one substep needs (its residuals: gathered element positions, velocities and intermediates; about 10 S
+for the demo cloth, 58 KB a step).
 Memory of the backward pass, besides the T + 1 states that `simulate` returns in every policy:
 
 | policy            | stores                                                  | memory               | compute  |
@@ -32,6 +33,7 @@ cloth's 1.2x (9.3 -> 7.8 ms a step) and halved their compile times; memory is th
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from typing import Callable, Union
@@ -44,50 +46,129 @@ def _remat_substep(step: Callable) -> Callable:
     return jax.checkpoint(step, policy=jax.checkpoint_policies.nothing_saveable)
 
 
+class CheckpointPolicy(abc.ABC):
+    """What `simulate` needs of a checkpoint policy (subclass it as a frozen dataclass: hashable, static)."""
+
+    def substep(self, step: Callable) -> Callable:
+        """The substep function as the frame's scan should run it (the base: as it is).
+
+        Args:
+            step: `step(state, k) -> (state, None)`, one substep.
+
+        Returns:
+            A function of the same signature.
+        """
+        return step
+
+    @abc.abstractmethod
+    def run(self, frame: Callable, state0, frames: int):
+        """Scan `frame` over the frame indices 0 .. frames - 1 from `state0`.
+
+        Args:
+            frame: `frame(state, index) -> (state, state)`, one frame (its substeps).
+            state0: the `State` at frame 0.
+            frames: the number of frames (static).
+
+        Returns:
+            (the last state, the states after each frame, leaves with a leading axis of length frames).
+        """
+
+
 @dataclasses.dataclass(frozen=True)
-class NoCheckpoint:
+class NoCheckpoint(CheckpointPolicy):
     """Keep every substep's residuals: memory T s R, no recomputation."""
 
     def substep(self, step: Callable) -> Callable:
-        """The substep function `step(state, k) -> (state, None)` as the frame's scan should run it."""
+        """The substep function as the frame's scan should run it: as it is.
+
+        Args:
+            step: `step(state, k) -> (state, None)`, one substep.
+
+        Returns:
+            A function of the same signature.
+        """
         return step
 
     def run(self, frame: Callable, state0, frames: int):
+        """Scan `frame` over the frames (`CheckpointPolicy.run`).
+
+        Args:
+            frame: `frame(state, index) -> (state, state)`, one frame.
+            state0: the `State` at frame 0.
+            frames: the number of frames (static).
+
+        Returns:
+            (the last state, the states after each frame).
+        """
         return jax.lax.scan(frame, state0, jnp.arange(frames))
 
 
 @dataclasses.dataclass(frozen=True)
-class PerSubstep:
+class PerSubstep(CheckpointPolicy):
     """Keep the state before every substep and recompute one substep's residuals at a time: memory T s S + R
     (as an engine that records every state, Warp's tape, needs), one extra forward pass. The fastest
     gradient where T s S fits: the demo cloth's 2880-step gradient 1.25x faster than `PerFrame`'s."""
 
     def substep(self, step: Callable) -> Callable:
-        """The substep function `step(state, k) -> (state, None)`, keeping nothing but its input state."""
+        """The substep function, keeping nothing but its input state.
+
+        Args:
+            step: `step(state, k) -> (state, None)`, one substep.
+
+        Returns:
+            A function of the same signature.
+        """
         return _remat_substep(step)
 
     def run(self, frame: Callable, state0, frames: int):
+        """Scan `frame` over the frames (`CheckpointPolicy.run`).
+
+        Args:
+            frame: `frame(state, index) -> (state, state)`, one frame.
+            state0: the `State` at frame 0.
+            frames: the number of frames (static).
+
+        Returns:
+            (the last state, the states after each frame).
+        """
         return jax.lax.scan(frame, state0, jnp.arange(frames))
 
 
 @dataclasses.dataclass(frozen=True)
-class PerFrame:
+class PerFrame(CheckpointPolicy):
     """Checkpoint each frame (and, with `remat_substeps`, each substep inside it): memory T S + s S + R, two
     extra forward passes (T S + s R and one without `remat_substeps`)."""
 
     remat_substeps: bool = True
 
     def substep(self, step: Callable) -> Callable:
-        """The substep function `step(state, k) -> (state, None)` as the frame's scan should run it: keeping
-        nothing but its input state when `remat_substeps`."""
+        """The substep function as the frame's scan should run it: keeping nothing but its input state when
+        `remat_substeps`.
+
+        Args:
+            step: `step(state, k) -> (state, None)`, one substep.
+
+        Returns:
+            A function of the same signature.
+        """
         return _remat_substep(step) if self.remat_substeps else step
 
     def run(self, frame: Callable, state0, frames: int):
+        """Scan `frame` over the frames (`CheckpointPolicy.run`).
+
+        Args:
+            frame: `frame(state, index) -> (state, state)`, one frame.
+            state0: the `State` at frame 0.
+            frames: the number of frames (static).
+
+        Returns:
+            (the last state, the states after each frame).
+        """
         return jax.lax.scan(jax.checkpoint(frame), state0, jnp.arange(frames))
 
 
 @dataclasses.dataclass(frozen=True)
-class NestedSqrt:
+class NestedSqrt(CheckpointPolicy):
     """Checkpoint segments of k = ceil(sqrt(T)) frames (`segment`, if given, overrides k), and each frame
     inside a segment (and each substep inside a frame, `remat_substeps`): memory (T / k + k) S + s S + R,
     three extra forward passes."""
@@ -100,15 +181,39 @@ class NestedSqrt:
             raise ValueError(f"NestedSqrt.segment must be a positive int or None, got {self.segment!r}")
 
     def substep(self, step: Callable) -> Callable:
-        """As `PerFrame.substep`."""
+        """As `PerFrame.substep`.
+
+        Args:
+            step: `step(state, k) -> (state, None)`, one substep.
+
+        Returns:
+            A function of the same signature.
+        """
         return _remat_substep(step) if self.remat_substeps else step
 
     def segment_length(self, frames: int) -> int:
-        """Frames per segment for a rollout of `frames` frames."""
+        """Frames per segment.
+
+        Args:
+            frames: the rollout's number of frames.
+
+        Returns:
+            k, the frames of each segment (at most `frames`).
+        """
         k = math.isqrt(frames - 1) + 1 if self.segment is None else self.segment  # ceil(sqrt(T))
         return min(k, frames)
 
     def run(self, frame: Callable, state0, frames: int):
+        """Scan `frame` over the frames (`CheckpointPolicy.run`).
+
+        Args:
+            frame: `frame(state, index) -> (state, state)`, one frame.
+            state0: the `State` at frame 0.
+            frames: the number of frames (static).
+
+        Returns:
+            (the last state, the states after each frame).
+        """
         k = self.segment_length(frames)
         whole, rest = divmod(frames, k)
         per_frame = jax.checkpoint(frame)
@@ -124,14 +229,21 @@ class NestedSqrt:
         return state, traj
 
 
-CheckpointLike = Union[bool, str, NoCheckpoint, PerSubstep, PerFrame, NestedSqrt]
+CheckpointLike = Union[bool, str, CheckpointPolicy]
 
 _BY_NAME = {"none": NoCheckpoint(), "substep": PerSubstep(), "frame": PerFrame(), "sqrt": NestedSqrt()}
 
 
-def checkpoint_policy(checkpoint: CheckpointLike):
-    """The policy object for `checkpoint`: True or "frame" -> PerFrame, False or "none" -> NoCheckpoint,
-    "substep" -> PerSubstep, "sqrt" -> NestedSqrt, a policy object as it is; ValueError otherwise."""
+def checkpoint_policy(checkpoint: CheckpointLike) -> CheckpointPolicy:
+    """The policy object for `checkpoint`; ValueError for anything else.
+
+    Args:
+        checkpoint: True or "frame" (-> PerFrame), False or "none" (-> NoCheckpoint), "substep" (-> PerSubstep),
+            "sqrt" (-> NestedSqrt), or a `CheckpointPolicy` (returned as it is).
+
+    Returns:
+        The `CheckpointPolicy`.
+    """
     if checkpoint is True:
         return PerFrame()
     if checkpoint is False:
@@ -141,7 +253,7 @@ def checkpoint_policy(checkpoint: CheckpointLike):
             raise ValueError(f"checkpoint must be one of {sorted(_BY_NAME)}, True, False or a policy object; "
                              f"got {checkpoint!r}")
         return _BY_NAME[checkpoint]
-    if hasattr(checkpoint, "run"):
+    if isinstance(checkpoint, CheckpointPolicy):
         return checkpoint
     raise ValueError(f"checkpoint must be one of {sorted(_BY_NAME)}, True, False or a policy object; "
                      f"got {checkpoint!r}")

@@ -1,14 +1,16 @@
 """The force terms a scene has, summed: a registry of particle force terms, one per physical model.
 
-A `ForceTerm` names a model, says (statically, from the Topology's shapes and flags) whether a scene has
-it, and computes its forces `(topology, params, x, v, control) -> [n, 3] N`. `particle_forces` sums the
-terms the scene has, so a scene without triangles compiles no membrane code (nor one without tets any FEM
-code). A new component registers its term with `register_force` beside its physics.
+A `ForceTerm` (the declared extension point, an abstract base) names a model, says (statically, from the
+Topology's shapes and flags) whether a scene has it (`present`), and computes its forces with one signature,
+`forces(topology, params, x, v, control, prepared) -> [n, 3] N`. `particle_forces` sums the terms the scene
+has, so a scene without triangles compiles no membrane code (nor one without tets any FEM code). A new
+component registers its term with `register_force` beside its physics; `FunctionForce` makes a term of plain
+functions.
 
-A term may also have `prepare(topology, params) -> aux`: what its forces need that stays the same over a
-rollout (rest shapes). `prepare_forces` evaluates them once, before the time loop
-(`simulate` does), and `forces(..., control, aux)` then receives its aux; so the gradient accumulates the
-rest shapes' cotangents over the steps and differentiates their construction once.
+A term's `prepare(topology, params) -> prepared` gives what its forces need that stays the same over a rollout
+(rest shapes; None in the base: nothing). `prepare_forces` evaluates them once, before the time loop
+(`simulate` does, through the integrator's `prepare`), and `forces` then receives the term's own; so the
+gradient accumulates the rest shapes' cotangents over the steps and differentiates their construction once.
 
 Contact terms (`CONTACT_FORCES`, `ContactTerm`) come after: the integrator gives them the step's length, the
 particles' inverse masses and the velocities the step would reach under every other force, so that their
@@ -17,6 +19,7 @@ damping and friction can be integrated backward (`physics.contact`); `contact_fo
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Callable, Optional
 
@@ -30,15 +33,101 @@ from gradsim_jax.physics.fem import fem_forces, prepare_fem
 from gradsim_jax.physics.springs import spring_forces
 
 
+class ForceTerm(abc.ABC):
+    """A particle force model (subclass it as a frozen dataclass with a `name` field, or use `FunctionForce`)."""
+
+    #: The term's name, its key in `PARTICLE_FORCES`.
+    name: str
+
+    @abc.abstractmethod
+    def present(self, topology) -> bool:
+        """Whether the scene has this term (static: read from shapes and flags, never from values).
+
+        Args:
+            topology: the scene's `Topology`.
+
+        Returns:
+            A Python bool.
+        """
+
+    def prepare(self, topology, params):
+        """What the term's forces need that does not change over a rollout (None in the base: nothing).
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+
+        Returns:
+            Any pytree, passed to `forces` as `prepared`.
+        """
+        return None
+
+    @abc.abstractmethod
+    def forces(self, topology, params, x, v, control, prepared):
+        """The term's force on each particle.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            x: [n, 3] m, particle positions.
+            v: [n, 3] m/s, particle velocities.
+            control: the step's `Control` (None: no inputs).
+            prepared: what `prepare(topology, params)` returned (None when the term prepares nothing, or when
+                it was not prepared: compute it inside).
+
+        Returns:
+            [n, 3] N, the force on each particle.
+        """
+
+
 @dataclasses.dataclass(frozen=True)
-class ForceTerm:
-    """name; present(topology) -> bool (static); forces(topology, params, x, v, control) -> [n, 3] N, or
-    forces(topology, params, x, v, control, aux) when `prepare(topology, params) -> aux` is given."""
+class FunctionForce(ForceTerm):
+    """A `ForceTerm` of plain functions: present_fn(topology) -> bool, forces_fn(topology, params, x, v, control,
+    prepared) -> [n, 3] N and, optionally, prepare_fn(topology, params) -> prepared."""
 
     name: str
-    present: Callable
-    forces: Callable
-    prepare: Optional[Callable] = None
+    present_fn: Callable
+    forces_fn: Callable
+    prepare_fn: Optional[Callable] = None
+
+    def present(self, topology) -> bool:
+        """`present_fn(topology)`.
+
+        Args:
+            topology: the scene's `Topology`.
+
+        Returns:
+            Whether the scene has this term (static).
+        """
+        return self.present_fn(topology)
+
+    def prepare(self, topology, params):
+        """`prepare_fn(topology, params)`, None without one.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+
+        Returns:
+            The term's prepared pytree, or None.
+        """
+        return None if self.prepare_fn is None else self.prepare_fn(topology, params)
+
+    def forces(self, topology, params, x, v, control, prepared):
+        """`forces_fn(topology, params, x, v, control, prepared)`.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            x: [n, 3] m, particle positions.
+            v: [n, 3] m/s, particle velocities.
+            control: the step's `Control` (None: no inputs).
+            prepared: what `prepare` returned (None: none).
+
+        Returns:
+            [n, 3] N, the force on each particle.
+        """
+        return self.forces_fn(topology, params, x, v, control, prepared)
 
 
 #: Particle force terms by name, in the order they are summed.
@@ -46,7 +135,14 @@ PARTICLE_FORCES: dict[str, ForceTerm] = {}
 
 
 def register_force(term: ForceTerm) -> ForceTerm:
-    """Add (or replace) a particle force term."""
+    """Add (or replace) a particle force term.
+
+    Args:
+        term: the `ForceTerm`, registered under its name.
+
+    Returns:
+        `term`.
+    """
     PARTICLE_FORCES[term.name] = term
     return term
 
@@ -63,17 +159,18 @@ def _tet_activation(control):
     return None if control is None or control.fem is None else control.fem.tet_activation
 
 
-register_force(ForceTerm("springs", lambda t: t.springs.pairs.shape[0] > 0,
-                         lambda t, p, x, v, c: spring_forces(t, p, x, v)))
-register_force(ForceTerm("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
-                         lambda t, p, x, v, c, aux: membrane_forces(t, p, x, v, _activation(c), prepared=aux),
-                         prepare_membrane))
-register_force(ForceTerm("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
-                         lambda t, p, x, v, c, aux: bending_forces(t, p, x, v, _bend_rest_offset(c), prepared=aux),
-                         prepare_bending))
-register_force(ForceTerm("fem", lambda t: t.fem.tets.shape[0] > 0,
-                         lambda t, p, x, v, c, aux: fem_forces(t, p, x, v, _tet_activation(c), prepared=aux),
-                         prepare_fem))
+register_force(FunctionForce("springs", lambda t: t.springs.pairs.shape[0] > 0,
+                             lambda t, p, x, v, c, aux: spring_forces(t, p, x, v)))
+register_force(FunctionForce("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
+                             lambda t, p, x, v, c, aux: membrane_forces(t, p, x, v, _activation(c), prepared=aux),
+                             prepare_membrane))
+register_force(FunctionForce("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,
+                             lambda t, p, x, v, c, aux: bending_forces(t, p, x, v, _bend_rest_offset(c),
+                                                                       prepared=aux),
+                             prepare_bending))
+register_force(FunctionForce("fem", lambda t: t.fem.tets.shape[0] > 0,
+                             lambda t, p, x, v, c, aux: fem_forces(t, p, x, v, _tet_activation(c), prepared=aux),
+                             prepare_fem))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +189,14 @@ CONTACT_FORCES: dict[str, ContactTerm] = {}
 
 
 def register_contact(term: ContactTerm) -> ContactTerm:
-    """Add (or replace) a particle contact term."""
+    """Add (or replace) a particle contact term.
+
+    Args:
+        term: the `ContactTerm`, registered under its name.
+
+    Returns:
+        `term`.
+    """
     CONTACT_FORCES[term.name] = term
     return term
 
@@ -107,17 +211,37 @@ register_contact(ContactTerm("colliders", lambda t: t.colliders is not None and 
                                                                                         inv_mass=inv_mass, dt=dt)))
 
 
-register_contact(ContactTerm("self", lambda t: getattr(t, "self_contact", None) is not None,
+register_contact(ContactTerm("self", lambda t: t.self_contact is not None,
                              lambda t, p, x, v, v_free, inv_mass, dt: self_contact_forces(t, p, x, v)))
 
 
 def has_contact(topology) -> bool:
-    """Whether the scene has a particle contact term (static)."""
+    """Whether the scene has a particle contact term (static).
+
+    Args:
+        topology: the scene's `Topology`.
+
+    Returns:
+        A Python bool.
+    """
     return any(term.present(topology) for term in CONTACT_FORCES.values())
 
 
 def contact_forces(topology, params, x, v, v_free=None, inv_mass=None, dt=None):
-    """Sum of the contact terms the scene has: [n, 3] N (`ContactTerm`; v_free None: explicit, at v)."""
+    """Sum of the contact terms the scene has (`ContactTerm`).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        v_free: [n, 3] m/s, the velocities the step would reach without contact forces (None: explicit, at v).
+        inv_mass: [n] 1/kg, the particles' inverse masses (0 for kinematic ones).
+        dt: s, the step's length.
+
+    Returns:
+        [n, 3] N, the contact force on each particle.
+    """
     f = jnp.zeros_like(x)
     for term in CONTACT_FORCES.values():
         if term.present(topology):
@@ -126,25 +250,40 @@ def contact_forces(topology, params, x, v, v_free=None, inv_mass=None, dt=None):
 
 
 def prepare_forces(topology, params) -> dict:
-    """{name: aux} of the terms the scene has that have a `prepare` (evaluate once per rollout)."""
-    return {name: term.prepare(topology, params) for name, term in PARTICLE_FORCES.items()
-            if term.prepare is not None and term.present(topology)}
+    """What the terms the scene has prepare, once per rollout.
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+
+    Returns:
+        {name: prepared} of the present terms whose `prepare` returns something (not None).
+    """
+    found = {name: term.prepare(topology, params) for name, term in PARTICLE_FORCES.items() if term.present(topology)}
+    return {name: aux for name, aux in found.items() if aux is not None}
 
 
 def particle_forces(topology, params, x, v, control=None, prepared=None):
-    """Sum of the force terms the scene has, plus the external force of `control`: [n, 3] N (contact terms
-    apart: `contact_forces`).
+    """Sum of the force terms the scene has, plus the external force of `control` (contact terms apart:
+    `contact_forces`).
 
-    `prepared`: `prepare_forces(topology, params)` (computed here when None)."""
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        control: the step's `Control` (None: no inputs).
+        prepared: `prepare_forces(topology, params)` (computed here when None).
+
+    Returns:
+        [n, 3] N, the force on each particle.
+    """
     if prepared is None:
         prepared = prepare_forces(topology, params)
     f = jnp.zeros_like(x)
     for name, term in PARTICLE_FORCES.items():
         if term.present(topology):
-            if term.prepare is None:
-                f = f + term.forces(topology, params, x, v, control)
-            else:
-                f = f + term.forces(topology, params, x, v, control, prepared[name])
+            f = f + term.forces(topology, params, x, v, control, prepared.get(name))
     if control is not None and control.particles is not None and control.particles.force is not None:
         f = f + control.particles.force
     return f

@@ -26,6 +26,7 @@ float64 finite differences, docs/concepts/ode-bodies.md reports it).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, Callable
 
@@ -65,10 +66,21 @@ class OdeSolver:
 
 def solve_ode(field: Callable, y0, ts: Array, dt0, solver: OdeSolver = OdeSolver(), steps: int | None = None,
               args=None):
-    """y at the times ts [T] (ts[0]: y0), every leaf with a leading time axis; field(t, y, args) -> y' (a pytree like
-    y; what it is differentiated with respect to must come in `args`, not from a closure: the backsolve adjoint
-    differentiates only those); dt0: the fixed step (the first step of an adaptive solve), s; steps: the number of
-    fixed steps the solve takes (a static budget; None: `solver.max_steps`)."""
+    """y at the times ts, solved with Diffrax.
+
+    Args:
+        field: field(t, y, args) -> y' (a pytree like y; what it is differentiated with respect to must come in
+            `args`, not from a closure: the backsolve adjoint differentiates only those).
+        y0: the state at ts[0] (a pytree).
+        ts: [T] s, the output times.
+        dt0: s, the fixed step (the first step of an adaptive solve).
+        solver: the `OdeSolver`.
+        steps: the number of fixed steps the solve takes (a static budget; None: `solver.max_steps`).
+        args: the field's arguments.
+
+    Returns:
+        y at ts, every leaf with a leading time axis [T, ...] (ts[0]: y0).
+    """
     import diffrax
 
     method = {"tsit5": diffrax.Tsit5, "dopri8": diffrax.Dopri8, "euler": diffrax.Euler}[solver.solver]()
@@ -84,22 +96,48 @@ def solve_ode(field: Callable, y0, ts: Array, dt0, solver: OdeSolver = OdeSolver
     return sol.ys
 
 
-class OdeSystem:
-    """An ODE body's kind (subclass it as a frozen dataclass: hashable, static). Subclasses give `field`,
-    `vertices`, `faces` and, if they can, `validate` and `energy`; `trajectory` solves the field unless
-    overridden."""
+class OdeSystem(abc.ABC):
+    """An ODE body's kind (subclass it as a frozen dataclass: hashable, static). Subclasses must give `field`,
+    `vertices` and `faces`; they may override `validate`, `energy`, `conservative` and `trajectory` (which
+    solves the field) and set the class attributes `coordinates`, `pose_period` and `energy_unit`."""
 
+    @abc.abstractmethod
     def field(self, t, y, params, world):
-        """y' at (t, y) in `world` (gravity, ground): a pytree like y."""
-        raise NotImplementedError
+        """The vector field y' = f(t, y).
 
+        Args:
+            t: () s, the time.
+            y: the state (a pytree).
+            params: the system's parameters (`Params.ode`).
+            world: the scene's `World` (gravity [3] m/s^2, ground plane).
+
+        Returns:
+            y', a pytree like y (per second).
+        """
+
+    @abc.abstractmethod
     def vertices(self, params, y) -> Array:
-        """Render vertices [v, 3] m at state y."""
-        raise NotImplementedError
+        """Render vertices at state y.
 
+        Args:
+            params: the system's parameters.
+            y: the state.
+
+        Returns:
+            [v, 3] m, the vertices.
+        """
+
+    @abc.abstractmethod
     def faces(self, params, y) -> np.ndarray:
-        """Faces [F, 3] int32 over `vertices` (host side, called once at build time)."""
-        raise NotImplementedError
+        """Faces over `vertices` (host side, called once at build time).
+
+        Args:
+            params: the system's parameters.
+            y: the initial state.
+
+        Returns:
+            [F, 3] int32 vertex indices.
+        """
 
     #: The names of the state's pose and of its time derivative, when y is a pose and its rate (the pendulum's
     #: ("theta", "omega"), the ball's ("x", "v")); None when the system does not say. A windowed fit's
@@ -117,16 +155,46 @@ class OdeSystem:
     energy_unit: str = "J"
 
     def validate(self, params, y, world) -> None:
-        """ValueError naming the field of a bad concrete value (host side); the default checks nothing."""
+        """ValueError naming the field of a bad concrete value (host side); the default checks nothing.
+
+        Args:
+            params: the system's parameters.
+            y: the state.
+            world: the scene's `World`.
+        """
+
+    #: The energy of each body, a method `energy(params, world, y) -> [b]` (in `energy_unit`) that a system
+    #: which knows it defines (the pendulum's, the ball's); None (the default) when it does not say.
+    energy: Callable | None = None
 
     def conservative(self, params):
         """`params` with every dissipation switched off (joint damping, lost restitution, friction), so that
         its energy is a constant of the motion and any change of it is the solver's; None (the default) when
-        the system does not know its dissipation."""
+        the system does not know its dissipation.
+
+        Args:
+            params: the system's parameters.
+
+        Returns:
+            The conservative twin's parameters, or None.
+        """
         return None
 
     def trajectory(self, params, world, y0, ts: Array, dt0, solver: OdeSolver, steps: int):
-        """y at the times ts [T] (leading time axis on every leaf)."""
+        """y at the times ts (the default solves `field` with `solve_ode`).
+
+        Args:
+            params: the system's parameters.
+            world: the scene's `World`.
+            y0: the state at ts[0].
+            ts: [T] s, the output times.
+            dt0: s, the fixed step (the first step of an adaptive solve).
+            solver: the `OdeSolver`.
+            steps: the number of fixed steps (a static budget).
+
+        Returns:
+            y with a leading time axis [T, ...] on every leaf.
+        """
         return solve_ode(lambda t, y, a: self.field(t, y, *a), y0, ts, dt0, solver, steps, args=(params, world))
 
 
@@ -146,15 +214,51 @@ class FunctionOde(OdeSystem):
     pose_period: float | None = None
 
     def field(self, t, y, params, world):
+        """`field_fn(t, y, params, world)`.
+
+        Args:
+            t: () s, the time.
+            y: the state.
+            params: the system's parameters.
+            world: the scene's `World`.
+
+        Returns:
+            y', a pytree like y.
+        """
         return self.field_fn(t, y, params, world)
 
     def vertices(self, params, y):
+        """`vertices_fn(params, y)`.
+
+        Args:
+            params: the system's parameters.
+            y: the state.
+
+        Returns:
+            [v, 3] m, the render vertices.
+        """
         return self.vertices_fn(params, y)
 
     def faces(self, params, y):
+        """The given faces.
+
+        Args:
+            params: the system's parameters (unused).
+            y: the initial state (unused).
+
+        Returns:
+            [F, 3] int32.
+        """
         return np.asarray(self.face_array, np.int32).reshape(-1, 3)
 
     def validate(self, params, y, world):
+        """`validate_fn(params, y, world)` when given.
+
+        Args:
+            params: the system's parameters.
+            y: the state.
+            world: the scene's `World`.
+        """
         if self.validate_fn is not None:
             self.validate_fn(params, y, world)
 
@@ -168,12 +272,25 @@ class OdeTopology:
 
 
 def is_concrete_tree(*trees) -> bool:
-    """Whether every leaf of the trees is a concrete value (not traced)."""
+    """Whether every leaf of the trees is a concrete value (not traced).
+
+    Args:
+        *trees: pytrees.
+
+    Returns:
+        A Python bool.
+    """
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
 
 
 def check_shapes(where: str, tree, shapes: dict) -> None:
-    """ValueError if a field of `tree` has not its shape ({name: shape}); `where` prefixes the name."""
+    """ValueError if a field of `tree` has not its shape.
+
+    Args:
+        where: the prefix of the field's name in the message ("Params.ode").
+        tree: a dataclass.
+        shapes: {field name: expected shape}.
+    """
     for name, want in shapes.items():
         got = np.shape(getattr(tree, name))
         if got != tuple(want):
@@ -181,8 +298,14 @@ def check_shapes(where: str, tree, shapes: dict) -> None:
 
 
 def check_values(where: str, tree, rules: dict) -> None:
-    """ValueError naming the field and index of the first value that breaks its rule ({name: "> 0", ">= 0",
-    "finite" or (low, high) inclusive}); every rule also asks for a finite value."""
+    """ValueError naming the field and index of the first value that breaks its rule; every rule also asks for a
+    finite value.
+
+    Args:
+        where: the prefix of the field's name in the message ("Params.ode").
+        tree: a dataclass of concrete values.
+        rules: {field name: "> 0", ">= 0", "finite" or (low, high) inclusive}.
+    """
     for name, rule in rules.items():
         a = np.asarray(getattr(tree, name), np.float64)
         if isinstance(rule, tuple):
@@ -197,7 +320,14 @@ def check_values(where: str, tree, rules: dict) -> None:
 
 
 def validate_ode(topology: OdeTopology, params, y, world) -> None:
-    """Check an ODE body's concrete values: every leaf finite, then the system's own checks."""
+    """Check an ODE body's concrete values: every leaf finite, then the system's own checks.
+
+    Args:
+        topology: the body's `OdeTopology`.
+        params: the system's parameters (`Params.ode`).
+        y: its state (`State.ode`).
+        world: the scene's `World`.
+    """
     for where, tree in (("Params.ode", params), ("State.ode", y)):
         for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
             a = np.asarray(leaf, np.float64)
@@ -214,13 +344,22 @@ EDRIFT = 0.05
 
 
 def energy_drift(system: OdeSystem, params, world, ys) -> dict | None:
-    """How far an ODE body's energy strays over its motion ys (leaves [T, ...], `ode_trajectory`): per body the
-    initial and final energy, max_t |E(t) - E(0)| ("max_drift", in `system.energy_unit`) and that over
-    max_t |E(t)| ("relative"); None when the system has no `energy`. Host side (concrete arrays)."""
-    energy = getattr(system, "energy", None)
-    if energy is None:
+    """How far an ODE body's energy strays over its motion. Host side (concrete arrays).
+
+    Args:
+        system: the `OdeSystem`.
+        params: its parameters.
+        world: the scene's `World`.
+        ys: its motion (leaves [T, ...], `ode_trajectory`).
+
+    Returns:
+        {"unit", "initial", "final", "max_drift", "relative"}: per body the initial and final energy,
+        max_t |E(t) - E(0)| (in `system.energy_unit`) and that over max_t |E(t)|; None when the system has no
+        `energy`.
+    """
+    if system.energy is None:
         return None
-    e = np.asarray(jax.vmap(lambda y: energy(params, world, y))(ys), np.float64)  # [T, b]
+    e = np.asarray(jax.vmap(lambda y: system.energy(params, world, y))(ys), np.float64)  # [T, b]
     drift = np.max(np.abs(e - e[:1]), axis=0)
     scale = np.maximum(np.max(np.abs(e), axis=0), np.finfo(np.float64).tiny)
     return {"unit": system.energy_unit, "initial": e[0].tolist(), "final": e[-1].tolist(),
@@ -228,8 +367,20 @@ def energy_drift(system: OdeSystem, params, world, ys) -> dict | None:
 
 
 def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, arr=jnp.asarray):
-    """(topology, params, state) with an ODE body added: its system, parameters and initial state y0, every
-    leaf through `arr` (the scene's dtype), checked (`validate_ode`)."""
+    """(topology, params, state) with an ODE body added, checked (`validate_ode`).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state: the scene's `State`.
+        system: the body's `OdeSystem`.
+        ode_params: its parameters (a pytree).
+        y0: its initial state (a pytree).
+        arr: how each leaf is converted (the scene's dtype).
+
+    Returns:
+        (topology, params, state) with their ode branches set.
+    """
     ode_params, y0 = jax.tree.map(arr, ode_params), jax.tree.map(arr, y0)
     ode = OdeTopology(system, jnp.asarray(system.faces(ode_params, y0), jnp.int32))
     validate_ode(ode, ode_params, y0, params.world)
@@ -239,8 +390,22 @@ def with_ode_body(topology, params, state, system: OdeSystem, ode_params, y0, ar
 
 def ode_trajectory(topology: OdeTopology, params, world, y0, frames: int, frame_dt, substeps: int,
                    solver: OdeSolver = OdeSolver(), first=0):
-    """The ODE body's state at every frame (frames + 1, the first y0), stepping at frame_dt / substeps; y0 is
-    the state at frame `first` (time first * frame_dt; may be traced)."""
+    """The ODE body's state at every frame, stepping at frame_dt / substeps.
+
+    Args:
+        topology: the body's `OdeTopology`.
+        params: the system's parameters.
+        world: the scene's `World`.
+        y0: the state at frame `first`.
+        frames: the number of frames after it.
+        frame_dt: s, a frame's length.
+        substeps: solver steps a frame.
+        solver: the `OdeSolver`.
+        first: the frame of y0 (time first * frame_dt; may be traced).
+
+    Returns:
+        y with a leading axis of frames + 1 on every leaf (the first y0).
+    """
     dtype = jnp.result_type(*jax.tree.leaves(y0))
     ts = (first + jnp.arange(frames + 1, dtype=dtype)) * frame_dt
     world = jax.tree.map(lambda a: jnp.asarray(a, dtype), world)
@@ -252,8 +417,16 @@ def _part(y, name: str):
 
 
 def ode_coordinates(system: OdeSystem, y) -> tuple:
-    """(pose, rate) arrays of an ODE body's state y, by its system's `coordinates`; ValueError when it has none."""
-    names = getattr(system, "coordinates", None)
+    """(pose, rate) arrays of an ODE body's state y, by its system's `coordinates`; ValueError when it has none.
+
+    Args:
+        system: the `OdeSystem`.
+        y: its state.
+
+    Returns:
+        (pose, rate).
+    """
+    names = system.coordinates
     if names is None:
         raise ValueError(f"the ODE body {type(system).__name__} does not name its pose and rate (its `coordinates`, "
                          "e.g. FunctionOde(..., coordinates=('q', 'qdot')))")
@@ -261,7 +434,17 @@ def ode_coordinates(system: OdeSystem, y) -> tuple:
 
 
 def with_ode_coordinates(system: OdeSystem, y, pose, rate):
-    """y with its pose and rate (`ode_coordinates`) replaced."""
+    """y with its pose and rate (`ode_coordinates`) replaced.
+
+    Args:
+        system: the `OdeSystem` (its `coordinates`).
+        y: its state.
+        pose: the new pose.
+        rate: the new rate.
+
+    Returns:
+        A state like y.
+    """
     names = system.coordinates
     if isinstance(y, dict):
         return {**y, names[0]: pose, names[1]: rate}

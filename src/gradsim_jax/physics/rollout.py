@@ -11,31 +11,55 @@ before the time loop. With a topology closed over by a jitted loss this happens 
 so XLA receives finished constants and never constant-folds mesh-sized computations (minutes for a
 2000 x 2000 cloth when the rest shapes were computed inside the checkpointed loop). Passing the topology as
 an argument of the jitted function keeps mesh-sized constants out of the program altogether.
+
+`simulate` knows no body kind by name: it loops over the registered kinds (`physics.components.COMPONENTS`,
+the interface `physics.component.BodyKind`) for their initial state, checks and start checks, lets the
+integrator step what it steps, and puts in the motion of the kinds that move by their own steps (the ODE
+body, the smoke, a user's `ExtraBodyKind`). The strategies are declared bases: `Integrator`,
+`CheckpointPolicy`, and a per-frame control is a `ControlFunction`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.physics.checkpointing import CheckpointLike, checkpoint_policy
-from gradsim_jax.physics.integrators import SemiImplicitEuler
+from gradsim_jax.physics.checkpointing import CheckpointLike, CheckpointPolicy, checkpoint_policy
+from gradsim_jax.physics.component import OwnStepKind, RolloutOptions
+from gradsim_jax.physics.components import COMPONENTS, integrated, present_kinds
+from gradsim_jax.physics.integrators import Integrator, SemiImplicitEuler
 from gradsim_jax.physics.particles import ParticleControl
-from gradsim_jax.physics.collider_motion import collider_state
-from gradsim_jax.physics.colliders import validate_colliders
-from gradsim_jax.physics.substeps import chosen_substeps, start_checks
-from gradsim_jax.physics.smoke import smoke_rollout, validate_smoke
-from gradsim_jax.physics.ode import OdeSolver, is_concrete_tree, ode_trajectory, validate_ode
+from gradsim_jax.physics.substeps import chosen_substeps
+from gradsim_jax.physics.ode import OdeSolver
 from gradsim_jax.physics.types import Control, Params, State, Topology
 from gradsim_jax.typing import named_leaves, replace_paths
-from gradsim_jax.physics.validate import validate_dt, validate_scene
+from gradsim_jax.physics.validate import validate_dt
 
-ControlLike = Union[None, Control, Callable[[jnp.ndarray, State], Optional[Control]]]
+
+
+class ControlFunction(Protocol):
+    """A per-frame control (a policy): called once at the start of each frame, its control held over the frame's
+    substeps. A plain function qualifies."""
+
+    def __call__(self, frame, state: State) -> Optional[Control]:
+        """The frame's control.
+
+        Args:
+            frame: () int32, the frame's index (traced).
+            state: the `State` at the start of the frame.
+
+        Returns:
+            The `Control` of the frame (None: no inputs).
+        """
+        ...
+
+
+ControlLike = Union[None, Control, ControlFunction]
 
 
 class SimulationDiverged(FloatingPointError):
@@ -66,13 +90,20 @@ def simulate(
     frame_dt: float = 1.0 / 60.0,
     control: ControlLike = None,
     checkpoint: CheckpointLike = True,
-    integrator=SemiImplicitEuler(),
+    integrator: Integrator = SemiImplicitEuler(),
     ode_solver: OdeSolver = OdeSolver(),
     smoke_substeps: int = 1,
 ) -> State:
     """Roll the scene forward and return the state at every frame, the initial one included.
 
+    The stages: `checked_scene` (convert, set and check every body kind of `physics.components.COMPONENTS`),
+    `integrated` (what the integrator steps), the substeps and the start checks, `integrate` (frames of
+    substeps) and `with_own_rollouts` (the ODE body, the smoke and other kinds that move by their own steps).
+
     Args:
+      topology: the scene's `Topology` (structure).
+      params: the scene's `Params` (what a fit differentiates).
+      state0: the initial `State`.
       frames: number of frames to simulate (static).
       substeps: semi-implicit Euler steps per frame (static); dt = frame_dt / substeps. None (the default): the
         number the scene's stability bound asks for (`physics.substeps.stable_substeps`: 80 % of the smallest
@@ -80,14 +111,16 @@ def simulate(
         warning; the scene must then be concrete (outside jit and grad: inside them, pass substeps).
       frame_dt: seconds per frame (a float; may be traced).
       control: None, a `Control` applied at every step, or `control(frame_index, state) -> Control`
-        called once at the start of each frame (a policy; the control is held over the frame's substeps).
+        called once at the start of each frame (a `ControlFunction`, a policy; the control is held over the
+        frame's substeps).
       checkpoint: what the gradient stores (static): True or "frame" (default) checkpoints each frame and
         each substep inside it, memory T S + s S + R; False or "none" stores every substep's residuals,
         T s R; "substep" keeps the state before every substep, T s S + R (the fastest gradient where it
         fits); "sqrt" checkpoints segments of ceil(sqrt(T)) frames and the frames inside them, about
         2 sqrt(T) S + s S + R (T frames, s substeps, S bytes of a State, R bytes of one substep's residuals);
         or a policy object (`gradsim_jax.physics.checkpointing`, e.g. `PerFrame(remat_substeps=False)`).
-      integrator: the time integrator (static; `SemiImplicitEuler()`), see `gradsim_jax.physics.integrators`.
+      integrator: the time integrator (static; an `Integrator`, by default `SemiImplicitEuler()`), see
+        `gradsim_jax.physics.integrators`.
       ode_solver: how an ODE body is solved (static; `physics.ode.OdeSolver`): by default Tsit5 at fixed steps
         of frame_dt / substeps.
       smoke_substeps: solver steps of the smoke a frame (static; `physics.smoke.smoke_rollout`), when the
@@ -106,68 +139,151 @@ def simulate(
     the wrong shape or dtype, out-of-range indices, and non-finite or negative values (`validate_scene`);
     lists and integer leaves are converted first (`as_arrays`).
     """
+    _check_arguments(frames, substeps, frame_dt, integrator)
+    policy = checkpoint_policy(checkpoint)
+    options = RolloutOptions(frames=frames, frame_dt=frame_dt, ode_solver=ode_solver, smoke_substeps=smoke_substeps)
+    scene = checked_scene(topology, params, state0, options)
+    kinds = present_kinds(*scene)
+    loop = integrated(*scene)  # own-step kinds (ODE, smoke, ...) roll apart, below
+    if substeps is None:
+        substeps = chosen_substeps(*loop, frame_dt, integrator)
+    for category, message in kinds_start_checks(kinds, *loop, frame_dt / substeps, integrator):
+        warnings.warn(message, category, stacklevel=2)
+    traj = integrate(*loop, frames=frames, substeps=substeps, frame_dt=frame_dt, control=control,
+                     integrator=integrator, policy=policy)
+    return with_own_rollouts(kinds, *scene, traj, options, substeps)
+
+
+def _check_arguments(frames, substeps, frame_dt, integrator) -> None:
+    """ValueError or TypeError for a bad frame count, substep count, frame length or integrator."""
     if not isinstance(frames, (int, np.integer)) or frames < 1:
         raise ValueError(f"frames must be a positive int, got {frames!r}")
     if substeps is not None and (not isinstance(substeps, (int, np.integer)) or substeps < 1):
         raise ValueError(f"substeps must be a positive int or None, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
-    policy = checkpoint_policy(checkpoint)
-    remat_substep = getattr(policy, "substep", lambda step: step)
+    if not isinstance(integrator, Integrator):
+        raise TypeError(f"integrator must be a physics.integrators.Integrator, got {type(integrator).__name__}")
+
+
+def checked_scene(topology: Topology, params: Params, state0: State, options: RolloutOptions):
+    """The scene as `simulate` runs it: leaves converted to arrays (`as_arrays`, `as_float_state`), every
+    registered kind's `initial` applied (the keyframed colliders' pose at time 0), then every present kind's
+    `check` in registry order (`physics.components.COMPONENTS`); ValueError for a `State.bodies` entry that no
+    registered kind owns.
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state0: the initial `State`.
+        options: the rollout's `RolloutOptions`.
+
+    Returns:
+        (topology, params, state0), converted and checked.
+    """
     topology, params = as_arrays(topology, params)
     state0 = as_float_state(state0, params)
-    y0, smoke0 = state0.ode, state0.smoke
-    state0 = dataclasses.replace(state0, ode=None, smoke=None)  # integrated apart, below
-    # Kinematic colliders carry their pose in the state (the video draws them there); static ones none.
-    state0 = dataclasses.replace(state0, colliders=collider_state(params.colliders, 0.0))
-    if y0 is not None and topology.ode is None:
-        raise ValueError("the state has an ODE body (State.ode) but Topology.ode is None")
-    if smoke0 is not None:
-        if topology.smoke is None or params.smoke is None:
-            raise ValueError("the state has smoke (State.smoke) but Topology.smoke or Params.smoke is None")
-        if not isinstance(smoke_substeps, (int, np.integer)) or smoke_substeps < 1:
-            raise ValueError(f"smoke_substeps must be a positive int, got {smoke_substeps!r}")
-        validate_smoke(topology.smoke, params.smoke, smoke0)
-    if y0 is not None and is_concrete_tree(params.ode, y0, params.world):
-        validate_ode(topology.ode, params.ode, y0, params.world)
-    validate_scene(topology, params, state0)
-    if topology.colliders is not None:
-        if params.colliders is None:
-            raise ValueError("the scene has colliders (Topology.colliders) but Params.colliders is None")
-        validate_colliders(topology.colliders, params.colliders)
-    if substeps is None:
-        substeps = chosen_substeps(topology, params, state0, frame_dt, integrator)
-    dt = frame_dt / substeps
-    for category, message in start_checks(topology, params, state0, dt, integrator):
-        warnings.warn(message, category, stacklevel=2)
+    unknown = sorted(set(state0.bodies or {}) - {kind.name for kind in COMPONENTS})
+    if unknown:
+        raise ValueError(f"State.bodies has {unknown}, but no body kind of that name is registered "
+                         "(physics.components.register_component)")
+    for kind in COMPONENTS:
+        state0 = kind.initial(topology, params, state0)
+    for kind in present_kinds(topology, params, state0):
+        kind.check(topology, params, state0, options)
+    return topology, params, state0
 
-    # Rest shapes: once, outside the time loop (their gradient accumulates over it).
-    prepared = integrator.prepare(topology, params) if hasattr(integrator, "prepare") else None
-    extra = {} if prepared is None else {"prepared": prepared}
+
+def kinds_start_checks(kinds, topology: Topology, params: Params, state0: State, dt, integrator) -> list:
+    """What `simulate` warns about before the rollout: every kind's `start_checks`, in order.
+
+    Args:
+        kinds: the scene's present `BodyKind`s.
+        topology: the `Topology` the integrator steps.
+        params: the `Params` the integrator steps.
+        state0: the `State` the integrator starts from.
+        dt: s, the integrator's step.
+        integrator: the `Integrator`.
+
+    Returns:
+        (warning category, message) pairs with a message.
+    """
+    found = [pair for kind in kinds for pair in kind.start_checks(topology, params, state0, dt, integrator)]
+    return [(category, message) for category, message in found if message]
+
+
+def integrate(topology: Topology, params: Params, state0: State, *, frames: int, substeps: int, frame_dt,
+              control: ControlLike, integrator: Integrator, policy: CheckpointPolicy) -> State:
+    """What the integrator steps, over the frames: a scan over frames (`policy.run`) of scans over substeps.
+
+    What stays the same over the rollout (`integrator.prepare`: rest shapes) is computed once, before the loop
+    (its gradient accumulates over it).
+
+    Args:
+        topology: the `Topology` the integrator steps (own-step kinds apart).
+        params: the `Params` it steps.
+        state0: the `State` it starts from.
+        frames: number of frames (static).
+        substeps: integrator steps a frame (static).
+        frame_dt: s, a frame's length.
+        control: None, a `Control`, or a `ControlFunction` called at the start of each frame.
+        integrator: the `Integrator`.
+        policy: the `CheckpointPolicy`.
+
+    Returns:
+        The `State` at every frame (leaves [frames + 1, ...], the first state0).
+    """
+    prepared = integrator.prepare(topology, params)
+    dt = frame_dt / substeps
 
     def one_frame(state, frame_index):
-        ctrl = control(frame_index, state) if callable(control) else control
+        ctrl = control if control is None or isinstance(control, Control) else control(frame_index, state)
         t0 = frame_index * frame_dt
 
         def substep(s, k):
-            return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt, **extra), None
+            return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt, prepared=prepared), None
 
-        state, _ = jax.lax.scan(remat_substep(substep), state, jnp.arange(substeps))
+        state, _ = jax.lax.scan(policy.substep(substep), state, jnp.arange(substeps))
         return state, state
 
     _, traj = policy.run(one_frame, state0, frames)
-    traj = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
-    if y0 is not None:
-        motion = ode_trajectory(topology.ode, params.ode, params.world, y0, frames, frame_dt, substeps, ode_solver)
-        traj = dataclasses.replace(traj, ode=motion)
-    if smoke0 is not None:
-        traj = dataclasses.replace(traj, smoke=smoke_rollout(topology.smoke, params.smoke, smoke0, frames=frames,
-                                                             substeps=smoke_substeps, frame_dt=frame_dt))
+    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
+
+
+def with_own_rollouts(kinds, topology: Topology, params: Params, state0: State, traj: State,
+                      options: RolloutOptions, substeps: int) -> State:
+    """`traj` with the trajectory of every present own-step kind (ODE body, smoke, ...) put in its branch.
+
+    Args:
+        kinds: the scene's present `BodyKind`s, in registry order.
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state0: the scene's initial `State` (every branch).
+        traj: the integrator's trajectory (leaves [frames + 1, ...]).
+        options: the rollout's `RolloutOptions`.
+        substeps: the integrator's steps a frame.
+
+    Returns:
+        The `State` at every frame.
+    """
+    for kind in kinds:
+        if isinstance(kind, OwnStepKind):
+            motion = kind.rollout(topology, params, kind.branch(state0), options, substeps)
+            traj = kind.with_branch(traj, motion)
     return traj
 
 
 def push_control(force, frames: int, frame) -> Optional[Control]:
-    """The control of frame index `frame` (traced) under a known push: `force` [n, 3] N on every particle during
-    the first `frames` frames, zero after; None when there is no push (`force` None or `frames` 0)."""
+    """The control of a frame under a known push: `force` on every particle during the first `frames` frames,
+    zero after.
+
+    Args:
+        force: [n, 3] N, the push on each particle (None: no push).
+        frames: how many frames it lasts (0: no push).
+        frame: () int, the frame's index (traced).
+
+    Returns:
+        The `Control`; None when there is no push.
+    """
     if force is None or frames == 0:
         return None
     return Control(particles=ParticleControl(force=jnp.where(frame < frames, force, jnp.zeros_like(force))))
@@ -175,7 +291,15 @@ def push_control(force, frames: int, frame) -> Optional[Control]:
 
 def leading_push(force, frames: int) -> Callable:
     """`control(frame, state)` for `simulate`: `push_control` of each frame (a known push during the first
-    `frames` frames, as the system-identification scenes apply it)."""
+    `frames` frames, as the system-identification scenes apply it).
+
+    Args:
+        force: [n, 3] N, the push on each particle (None: no push).
+        frames: how many frames it lasts.
+
+    Returns:
+        A `ControlFunction`.
+    """
 
     def control(frame, state):
         return push_control(force, frames, frame)
@@ -205,8 +329,19 @@ def _float_dtype(tree):
 def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
     """`topology` and `params` with every leaf an array (lists and Python scalars converted, not flattened
     into pytrees) and integer or boolean Params in their float dtype; TypeError naming the field for complex
-    or non-numeric values. Traceable (dtypes and shapes are static)."""
+    or non-numeric values. Traceable (dtypes and shapes are static).
+
+    Args:
+        topology: the scene's `Topology` (its `bodies` branch is left as it is: each such kind's own).
+        params: the scene's `Params` (a user's ODE branch and the `bodies` branch take the float dtype of the
+            others leaf by leaf).
+
+    Returns:
+        (topology, params), converted.
+    """
     params, user = _split_user_branch(params)
+    params, bodies = _split_bodies(params)
+    topology, topology_bodies = _split_bodies(topology)
     leaves = {name: _real(f"Params.{name}", value) for name, value in named_leaves(params, "")}
     index = {name: _real(f"Topology.{name}", value) for name, value in named_leaves(topology, "")}
     dtype = _float_dtype(leaves)
@@ -215,13 +350,21 @@ def as_arrays(topology: Topology, params: Params) -> tuple[Topology, Params]:
     params = replace_paths(params, leaves)
     if user is not None:
         params = dataclasses.replace(params, ode=jax.tree.map(lambda v: _as_float(v, dtype, "Params.ode"), user))
-    return replace_paths(topology, index), params
+    if bodies is not None:
+        params = dataclasses.replace(params, bodies=jax.tree.map(lambda v: _as_float(v, dtype, "Params.bodies"),
+                                                                 bodies))
+    return dataclasses.replace(replace_paths(topology, index), bodies=topology_bodies), params
+
+
+def _split_bodies(tree):
+    """(tree without its bodies branch, that branch): dotted paths cannot name a dict's leaves."""
+    return dataclasses.replace(tree, bodies=None), tree.bodies
 
 
 def _split_user_branch(tree):
     """(tree without its ode branch, that branch) when the branch is a user's plain pytree (a dict, list or
     tuple, which dotted paths cannot name); (tree, None) otherwise."""
-    branch = getattr(tree, "ode", None)
+    branch = tree.ode
     if isinstance(branch, (dict, list, tuple)):
         return dataclasses.replace(tree, ode=None), branch
     return tree, None
@@ -244,22 +387,36 @@ def as_float_state(state: State, params: Params) -> State:
     Integer (or bool) positions and velocities take the float dtype of `params` (a scan carry must keep
     its dtype, and a step turns them into floats); floats are promoted with it (float32 state, float64
     params: float64). Raises TypeError, naming the field, for complex or non-numeric values. Traceable.
+
+    Args:
+        state: the initial `State`.
+        params: the scene's `Params` (their float dtype).
+
+    Returns:
+        The `State`, converted.
     """
     dtype = _float_dtype(params)
     state, user = _split_user_branch(state)
+    state, bodies = _split_bodies(state)
     out = {name[len("State."):]: _as_float(value, dtype, name) for name, value in named_leaves(state, "State")}
     state = replace_paths(state, out)
     if user is not None:
         state = dataclasses.replace(state, ode=jax.tree.map(lambda v: _as_float(v, dtype, "State.ode"), user))
+    if bodies is not None:
+        state = dataclasses.replace(state, bodies=jax.tree.map(lambda v: _as_float(v, dtype, "State.bodies"),
+                                                               bodies))
     return state
 
 
 def first_nonfinite(trajectory: State):
-    """Locate the first non-finite value of a trajectory (leading axis = frames).
+    """Locate the first non-finite value of a trajectory. Runs on the host.
 
-    Returns None if every value is finite, else a dict {frame, quantity, particle}: quantity "x" or "v" of
-    a particle, or "rigid.x", "rigid.q", "rigid.v", "rigid.w" of a body (its index in "particle"). Runs
-    on the host.
+    Args:
+        trajectory: a `State` whose leaves have a leading frame axis (x [T, n, 3] m, ...).
+
+    Returns:
+        None if every value is finite, else a dict {frame, quantity, particle}: quantity "x" or "v" of
+        a particle, or "rigid.x", "rigid.q", "rigid.v", "rigid.w" of a body (its index in "particle").
     """
     parts = {q: np.asarray(getattr(trajectory.particles, q)) for q in ("x", "v")}
     parts.update({f"rigid.{q}": np.asarray(getattr(trajectory.rigid, q)) for q in ("x", "q", "v", "w")})
@@ -275,8 +432,15 @@ def first_nonfinite(trajectory: State):
 
 
 def check_finite(trajectory: State) -> State:
-    """Raise `SimulationDiverged` naming the first frame with a non-finite state of `trajectory` (a State whose
-    leaves have a leading frame axis: x [T, n, 3] m, ...); else return it unchanged. Runs on the host."""
+    """Raise `SimulationDiverged` naming the first frame with a non-finite state; else return it unchanged. Runs on
+    the host.
+
+    Args:
+        trajectory: a `State` whose leaves have a leading frame axis (x [T, n, 3] m, ...).
+
+    Returns:
+        `trajectory`.
+    """
     found = first_nonfinite(trajectory)
     if found is not None:
         raise SimulationDiverged(**found)

@@ -72,19 +72,30 @@ def _integrates(params, state0) -> bool:
 
 
 def _implicit(integrator) -> bool:
-    return bool(getattr(integrator, "implicit_contact", False))
+    return bool(integrator.implicit_contact)
 
 
 def start_checks(topology, params, state0, dt: float, integrator) -> list[tuple[type, str]]:
     """What `simulate` warns about before it runs a concrete scene with step `dt` (s): (warning category,
     message) pairs for deep starts and steps too long for the ground, colliders, rigid bodies and elastic
     elements, and for an overflowing self-contact grid. Raises ValueError for a rigid body that contact needs as
-    a solid whose hull is not closed and convex. Traced inputs: nothing is checked."""
+    a solid whose hull is not closed and convex. Traced inputs: nothing is checked.
+
+    Args:
+        topology: the `Topology` the integrator steps.
+        params: the `Params` it steps.
+        state0: the `State` it starts from.
+        dt: s, the integrator's step (traced: only what does not depend on it is checked).
+        integrator: the `Integrator` (its `implicit_contact`).
+
+    Returns:
+        (warning category, message) pairs, each with a message.
+    """
     if not is_concrete(params, state0):
         return []
     found = []
     implicit = _implicit(integrator)
-    if getattr(topology, "self_contact", None) is not None:
+    if topology.self_contact is not None:
         if bool(self_contact_overflow(topology, params, state0.particles.x)):
             found.append((ContactWarning, f"self-contact: a grid cell holds more than {topology.self_contact.capacity} "
                           "particles in the initial state, so some pairs are not tested; build with a larger "
@@ -165,7 +176,18 @@ def stable_substeps(topology, params, state0, *, frame_dt: float = 1.0 / 60.0, i
     docstring): at most `STEP_MARGIN` of the smallest stable step of its stiff parts, at most `DEFAULT_MAX_DT`,
     and none of `simulate`'s step checks complaining; 1 for a scene that integrates nothing by substeps (smoke
     alone). `integrator`: the one `simulate` will use (None: `SemiImplicitEuler()`, whose contact damping is
-    implicit). Inputs must be concrete (not traced: call it outside `jit` and `grad`, and pass the result)."""
+    implicit). Inputs must be concrete (not traced: call it outside `jit` and `grad`, and pass the result).
+
+    Args:
+        topology: the scene's `Topology`.
+        params: the scene's `Params`.
+        state0: the initial `State`.
+        frame_dt: s, a frame's length.
+        integrator: the `Integrator` (None: `SemiImplicitEuler()`).
+
+    Returns:
+        The number of substeps a frame.
+    """
     if not is_concrete(params, state0, frame_dt):
         raise ValueError("stable_substeps reads the scene's stiffness and masses: its inputs must be concrete, not "
                          "traced (call it outside jit and grad, and pass the result as simulate's substeps)")
@@ -190,7 +212,18 @@ def stable_substeps(topology, params, state0, *, frame_dt: float = 1.0 / 60.0, i
 def chosen_substeps(topology, params, state0, frame_dt, integrator) -> int:
     """`simulate`'s substeps when the caller gives none: `stable_substeps`, said once as a `SubstepsChosen`
     warning (a scene that integrates nothing by substeps gets 1 silently, traced or not). Traced inputs: a
-    ValueError that says what to pass."""
+    ValueError that says what to pass.
+
+    Args:
+        topology: the `Topology` the integrator steps.
+        params: the `Params` it steps.
+        state0: the `State` it starts from.
+        frame_dt: s, a frame's length.
+        integrator: the `Integrator`.
+
+    Returns:
+        The number of substeps a frame.
+    """
     if not _integrates(params, state0):
         return 1
     if not is_concrete(params, state0, frame_dt):

@@ -13,7 +13,8 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | fem       | `FemTopology`         | `FemParams`               |                 | `FemControl`      |
 | ode       | `OdeTopology`         | the system's (any pytree) | its y (pytree)  |                   |
 | smoke     | `SmokeTopology`       | `SmokeParams`             | `SmokeState`    |                   |
-| colliders | `ColliderTopology`    | `ColliderParams`          |                 |                   |
+| colliders | `ColliderTopology`    | `ColliderParams`          | `ColliderState` |                   |
+| bodies    | {kind name: branch}   | {kind name: branch}       | {kind: branch}  |                   |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
 terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`). FEM tetrahedra, like
@@ -23,7 +24,9 @@ an ODE in its own coordinates (a pendulum, a bouncing ball, a user's system), in
 (`physics.ode`). So is the smoke branch (None: none): 2-D smoke on a grid (`physics.smoke`), stepped apart by
 `simulate` (`smoke_substeps` solver steps a frame); its topology is static (the grid's shape and solver). So
 is the colliders branch (None: none): static planes, spheres, boxes and capsules that the particles collide
-with (`physics.colliders`); its topology (the kinds) is static.
+with (`physics.colliders`); its topology (the kinds) is static. So is the bodies branch (None: none): the
+branches of body kinds defined outside the package (`physics.component.ExtraBodyKind`), by kind name. Every
+kind of body and what it owns is declared in `physics.components.COMPONENTS`.
 
 Conventions (used throughout the package):
 - SI units, y axis up, gravity (0, -9.81, 0) m/s^2 by default.
@@ -62,7 +65,9 @@ class Topology:
     """Static structure: particles (pinned flags), springs (pairs), cloth (triangles, bending edges,
     aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model), fem (tets,
     surface triangles); `ground` (static): whether particles collide with the ground plane (bodies:
-    `RigidTopology.contact`); ode (an ODE body, None: none); smoke (static `SmokeTopology`, None: none)."""
+    `RigidTopology.contact`); ode (an ODE body, None: none); smoke (static `SmokeTopology`, None: none);
+    colliders (None: none); self_contact (None: none); bodies ({kind name: branch} of kinds defined outside the
+    package, None: none)."""
 
     particles: ParticleTopology
     springs: SpringTopology
@@ -74,6 +79,7 @@ class Topology:
     smoke: Optional[SmokeTopology] = None
     colliders: Optional[ColliderTopology] = None
     self_contact: Optional[SelfContactTopology] = None
+    bodies: Optional[dict] = None
 
     @property
     def num_particles(self) -> int:
@@ -89,7 +95,8 @@ class Params:
     kf, mu), rigid (mass [b] kg, gyration, hull vertices, contact coefficients and restitution per body), fem
     (Lame k_mu, k_lambda [k] Pa, damping k_damp [k] Pa s, activation, rest shape, particle volumes); ode (the
     system's parameters, None: none); smoke (`SmokeParams`: buoyancy, dissipation, vorticity, inflow; None:
-    none)."""
+    none); colliders, self_contact (None: none); bodies ({kind name: branch} of kinds defined outside the
+    package, None: none)."""
 
     world: World
     particles: ParticleParams
@@ -102,6 +109,7 @@ class Params:
     smoke: Optional[SmokeParams] = None
     colliders: Optional[ColliderParams] = None
     self_contact: Optional[SelfContactParams] = None
+    bodies: Optional[dict] = None
 
 
 @pytree_dataclass
@@ -109,13 +117,15 @@ class State:
     """Time-varying state carried by `lax.scan`: particles (x [n, 3] m, v [n, 3] m/s) and rigid bodies
     (x [b, 3] m, q [b, 4] wxyz, v [b, 3] m/s, w [b, 3] rad/s); an ODE body's y
     (None: none, `physics.ode`); the smoke (`SmokeState`: u, v [ny, nx] m/s, density [ny, nx]; None: none); the
-    kinematic colliders' pose (`ColliderState`, `physics.collider_motion`; None: none moves)."""
+    kinematic colliders' pose (`ColliderState`, `physics.collider_motion`; None: none moves); bodies ({kind
+    name: branch} of kinds defined outside the package; None: none)."""
 
     particles: ParticleState
     rigid: RigidState
     ode: Any = None
     smoke: Optional[SmokeState] = None
     colliders: Optional[ColliderState] = None
+    bodies: Optional[dict] = None
 
 
 @pytree_dataclass
@@ -133,13 +143,27 @@ class Control:
 
 
 def empty_rigid_state(dtype) -> RigidState:
-    """The rigid branch of a scene without bodies."""
+    """The rigid branch of a scene without bodies.
+
+    Args:
+        dtype: the float dtype of the (empty) leaves.
+
+    Returns:
+        A `RigidState` of zero bodies.
+    """
     return RigidState(x=jnp.zeros((0, 3), dtype), q=jnp.zeros((0, 4), dtype), v=jnp.zeros((0, 3), dtype),
                       w=jnp.zeros((0, 3), dtype))
 
 
 def particle_state(x, v) -> State:
-    """The State of a scene of particles only (an empty rigid branch): positions x [n, 3] m, velocities
-    v [n, 3] m/s."""
+    """The State of a scene of particles only (an empty rigid branch).
+
+    Args:
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+
+    Returns:
+        The `State`.
+    """
     dtype = jnp.result_type(x, v) if jnp.issubdtype(jnp.result_type(x, v), jnp.floating) else jnp.zeros(()).dtype
     return State(particles=ParticleState(x=x, v=v), rigid=empty_rigid_state(dtype))
