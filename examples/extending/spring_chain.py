@@ -213,9 +213,10 @@ def read_chain(section, spec) -> KindBranches:
     """
     if section.n < 2:
         raise SceneFileError(f"{spec.path}: [chain] n must be at least 2, got {section.n}")
-    for key in ("mass", "ke", "rest", "stretch", "size"):
-        if not getattr(section, key) > 0:
-            raise SceneFileError(f"{spec.path}: [chain] {key} must be positive, got {getattr(section, key)}")
+    for key, value in (("mass", section.mass), ("ke", section.ke), ("rest", section.rest),
+                       ("stretch", section.stretch), ("size", section.size)):
+        if not value > 0:
+            raise SceneFileError(f"{spec.path}: [chain] {key} must be positive, got {value}")
     m, s = section.n, section.n - 1
     offsets = (np.arange(m) - (m - 1) / 2) * section.rest * section.stretch
     x = np.asarray(section.pos, np.float32)[None] + offsets[:, None] * np.array([1.0, 0.0, 0.0], np.float32)

@@ -134,3 +134,6 @@ def test_bad_plugins_and_sections_name_the_file_and_key(chain_dir):
     bad_value = edited(scene, "links = 4\nn = 3", "n = 1")
     with pytest.raises(SceneFileError, match=r"\[chain\] n must be at least 2"):
         load_scene(bad_value).experiment()
+    not_finite = edited(scene, "mass = 0.5", "mass = nan")
+    with pytest.raises(SceneFileError, match=r"\[chain\] mass must be finite"):
+        load_scene(not_finite)

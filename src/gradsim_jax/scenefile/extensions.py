@@ -175,10 +175,14 @@ def load_plugins(path: Path, raw: dict) -> None:
         SceneFileError: naming the scene file and the plugin, for a plugin that is missing or raises.
     """
     for file in plugin_files(path, raw):
-        key = file.resolve()
-        if key in LOADED_PLUGINS:
+        try:
+            key = file.resolve()
+            found = key.is_file()
+        except (OSError, ValueError):  # a name the system refuses (too long, a NUL byte)
+            found = False
+        if found and key in LOADED_PLUGINS:
             continue
-        if not key.is_file():
+        if not found:
             raise SceneFileError(f"{path}: [scene] plugins: file not found: {file}")
         LOADED_PLUGINS[key] = _import_file(path, key)
 

@@ -226,8 +226,8 @@ def read_body_sections(path, raw: dict) -> dict:
 
 
 def check_numbers(spec) -> None:
-    """Every number of a float key finite and within float32's range (simulations run in float32);
-    [target] tolerance positive.
+    """Every number of a float key finite and within float32's range (simulations run in float32), the
+    registered sections' too; [target] tolerance positive.
 
     Args:
         spec: the scene file (`SceneSpec`) whose values to check.
@@ -237,11 +237,12 @@ def check_numbers(spec) -> None:
     """
     limit = float(np.finfo(np.float32).max)
     values = section_values(spec.sections)
-    for section, fields in SCHEMA.items():
-        if section in ARRAY_SECTIONS:
-            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(values[section])]
-        else:
-            tables = [(f"[{section}]", values[section])]
+    checked = [(fields, [(f"[[{section}]] {i}:", t) for i, t in enumerate(values[section])]
+                if section in ARRAY_SECTIONS else [(f"[{section}]", values[section])])
+               for section, fields in SCHEMA.items()]
+    checked += [(BODY_SECTIONS[name].fields, [(f"[{name}]", dataclasses.asdict(record))])
+                for name, record in spec.extras.items()]
+    for fields, tables in checked:
         for label, table in tables:
             for key, f in fields.items():
                 value = table[key]
