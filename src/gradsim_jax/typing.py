@@ -48,8 +48,8 @@ def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
     """(dotted name, value) of every data field of a dataclass tree, depth first, each name starting with
     `prefix` ("Params.cloth.tri_ke"); None branches and static fields (bool, str, a dataclass that is not a
     pytree, a `pytree_dataclass`'s meta fields) are skipped; an ode branch that is a dict, list or tuple names its leaves by their keys
-    ("Params.ode['k']"), and so does the bodies dict of kinds defined outside the package
-    ("Params.bodies['chain'].ke").
+    ("Params.ode['k']"); the leaves of the bodies dict of kinds defined outside the package are named by dotted
+    paths that `get_path` follows ("Params.bodies.chain.ke").
 
     Args:
         tree: a dataclass instance (a tree of dataclasses such as Params).
@@ -68,9 +68,13 @@ def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
             continue  # a dataclass that is no pytree is static (an ODE body's system)
         if dataclasses.is_dataclass(value):
             yield from named_leaves(value, name)
-        elif f.name in ("ode", "bodies") and isinstance(value, (dict, list, tuple)):  # a user's pytree
+        elif f.name == "ode" and isinstance(value, (dict, list, tuple)):  # a user's pytree (an ODE body's)
             for path, leaf in jax.tree_util.tree_leaves_with_path(value):
                 yield name + jax.tree_util.keystr(path), leaf
+        elif f.name == "bodies" and isinstance(value, dict):  # kinds defined outside the package: dotted paths
+            for path, leaf in jax.tree_util.tree_leaves_with_path(value):
+                yield name + "".join(f".{k.key}" if isinstance(k, jax.tree_util.DictKey)
+                                     else jax.tree_util.keystr((k,)) for k in path), leaf
         else:
             yield name, value
 

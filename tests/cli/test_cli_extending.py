@@ -25,6 +25,7 @@ from gradsim_jax.scenefile.sections import SECTION_TYPES
 from gradsim_jax.sysid import QUANTITIES
 from gradsim_jax.sysid.experiment import simulate_video, trajectory
 from gradsim_jax.sysid.quantities import assemble, default_theta
+from gradsim_jax.typing import get_path, named_leaves
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "extending"
 
@@ -113,6 +114,10 @@ def test_the_chain_quantity_addresses_params_bodies(chain_dir):
     params, _ = assemble(exp, {"chain_ke": jnp.asarray(15.0)})
     np.testing.assert_array_equal(np.asarray(params.bodies["chain"].ke), [15.0, 15.0])
     np.testing.assert_array_equal(np.asarray(params.bodies["chain"].mass), [0.5, 0.5, 0.5])
+    # The branch's leaves are named by the dotted paths get_path follows (checks and diagnostics name them so).
+    names = [n for n, _ in named_leaves(params, "") if n.startswith("bodies")]
+    assert names == ["bodies.chain.mass", "bodies.chain.ke", "bodies.chain.rest"]
+    assert get_path(params, "bodies.chain.ke") is params.bodies["chain"].ke
 
 
 def test_bad_plugins_and_sections_name_the_file_and_key(chain_dir):
