@@ -19,7 +19,7 @@ from gradsim_jax.physics.components import COMPONENTS
 from gradsim_jax.render.camera import project_pixels
 from gradsim_jax.render.drawings import DRAWINGS
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
-from gradsim_jax.scenefile import SCHEMA, SceneFileError, load_scene
+from gradsim_jax.scenefile import SCHEMA, SceneFileError, help_text, load_scene
 from gradsim_jax.scenefile.extensions import BODY_SECTIONS, LOADED_PLUGINS, unregister_body_kind
 from gradsim_jax.scenefile.sections import SECTION_TYPES
 from gradsim_jax.sysid import QUANTITIES
@@ -68,12 +68,14 @@ def test_the_plugin_registers_the_kind_in_every_layer(chain_dir):
     assert "chain_ke" in SCHEMA["initial"] and "chain_ke" in SCHEMA["material"]
     assert spec.extras["chain"].ke == 20.0 and type(spec.extras["chain"]).__name__ == "ChainSection"
     assert spec.sections.initial.chain_ke == 12.0
+    assert "[chain]  (a registered body kind: a spring-mass chain" in help_text() and "chain_ke" in help_text()
     load_scene(chain_dir / "chain.toml")  # a second read imports the plugin no more
     assert list(LOADED_PLUGINS).count((chain_dir / "spring_chain.py").resolve()) == 1
     unregister_body_kind("chain")
     assert "chain" not in [k.name for k in COMPONENTS] and "chain" not in DRAWINGS and "chain_ke" not in QUANTITIES
     assert "chain_ke" not in SCHEMA["initial"] and "chain_ke" not in SCHEMA["material"]
     assert "chain_ke" not in [f for f in SECTION_TYPES["initial"].__dataclass_fields__]
+    assert "[chain]" not in help_text()
 
 
 def test_the_chain_simulates_keeping_its_centre_and_momentum(chain_dir):
