@@ -48,7 +48,8 @@ def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
     """(dotted name, value) of every data field of a dataclass tree, depth first, each name starting with
     `prefix` ("Params.cloth.tri_ke"); None branches and static fields (bool, str, a dataclass that is not a
     pytree, a `pytree_dataclass`'s meta fields) are skipped; an ode branch that is a dict, list or tuple names its leaves by their keys
-    ("Params.ode['k']").
+    ("Params.ode['k']"); the leaves of the bodies dict of kinds defined outside the package are named by dotted
+    paths that `get_path` follows ("Params.bodies.chain.ke").
 
     Args:
         tree: a dataclass instance (a tree of dataclasses such as Params).
@@ -70,22 +71,27 @@ def named_leaves(tree, prefix: str) -> Iterator[tuple[str, Array]]:
         elif f.name == "ode" and isinstance(value, (dict, list, tuple)):  # a user's pytree (an ODE body's)
             for path, leaf in jax.tree_util.tree_leaves_with_path(value):
                 yield name + jax.tree_util.keystr(path), leaf
+        elif f.name == "bodies" and isinstance(value, dict):  # kinds defined outside the package: dotted paths
+            for path, leaf in jax.tree_util.tree_leaves_with_path(value):
+                yield name + "".join(f".{k.key}" if isinstance(k, jax.tree_util.DictKey)
+                                     else jax.tree_util.keystr((k,)) for k in path), leaf
         else:
             yield name, value
 
 
 def get_path(tree, path: str):
-    """The value at dotted `path` ("cloth.tri_ke") of a dataclass tree.
+    """The value at dotted `path` ("cloth.tri_ke") of a dataclass tree; a dict on the way is entered by key
+    ("bodies.chain.ke": `Params.bodies["chain"].ke`).
 
     Args:
         tree: a dataclass instance (a tree of dataclasses such as Params).
-        path: dotted field names from `tree` to the value ("cloth.tri_ke").
+        path: dotted field names (or dict keys) from `tree` to the value ("cloth.tri_ke").
 
     Returns:
         The value found at `path` (a leaf or a sub-tree).
     """
     for part in path.split("."):
-        tree = getattr(tree, part)
+        tree = tree[part] if isinstance(tree, dict) else getattr(tree, part)
     return tree
 
 
@@ -93,7 +99,8 @@ def replace_paths(tree, values: dict):
     """A copy of a dataclass tree with the leaves at dotted paths replaced: {"cloth.tri_ke": array, ...}.
 
     Args:
-        tree: a dataclass instance (a tree of dataclasses such as Params); not modified.
+        tree: a dataclass instance (a tree of dataclasses such as Params; a dict on the way is entered by key, as
+            in `get_path`); not modified.
         values: {dotted path: new value}; each path names a field of `tree` as in `get_path`.
 
     Returns:
@@ -103,6 +110,9 @@ def replace_paths(tree, values: dict):
     for path, value in values.items():
         head, _, rest = path.partition(".")
         nested.setdefault(head, {})[rest] = value
+    if isinstance(tree, dict):
+        return {**tree, **{head: sub[""] if "" in sub else replace_paths(tree[head], sub)
+                           for head, sub in nested.items()}}
     updates = {head: sub[""] if "" in sub else replace_paths(getattr(tree, head), sub) for head, sub in nested.items()}
     return dataclasses.replace(tree, **updates)
 

@@ -2,11 +2,12 @@
 
 A scene renders as one triangle mesh: the particles as they are (cloth, FEM soft bodies) followed by the
 rigid bodies' hull vertices, each body's placed by its pose (x + R(q) r), then the static colliders' meshes
-(`physics.colliders`: spheres, boxes and capsules; planes are not drawn), then an ODE body's (`physics.ode`: a
-pendulum's bobs and rods, a ball). `scene_faces` gives the one faces array that indexes those vertices: the
-cloth triangles, the soft bodies' surface triangles, every body's faces offset by the particle count, the
-colliders' and then the ODE body's faces offset by the vertices before them. The renderer never learns where
-vertices came from.
+(`physics.colliders`: spheres, boxes and capsules; planes are not drawn), then the kinds defined outside the
+package (`Topology.bodies`) that have a drawing (`render.drawings.DRAWINGS`, in the order of that dict), then
+an ODE body's (`physics.ode`: a pendulum's bobs and rods, a ball). `scene_faces` gives the one faces array that
+indexes those vertices: the cloth triangles, the soft bodies' surface triangles, every body's faces offset by the
+particle count, the colliders', the drawn kinds' and then the ODE body's faces offset by the vertices before them.
+The renderer never learns where vertices came from.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import numpy as np
 
 from gradsim_jax.physics.colliders import collider_faces, collider_vertex_count, collider_vertices
 from gradsim_jax.physics.rigid import world_vertices
+from gradsim_jax.render.drawings import DRAWINGS, drawn_faces, drawn_kinds
 
 
 def scene_vertices(topology, params, state):
     """Render vertices [n + m, 3] m of one state: particle positions, then world hull vertices.
 
-    Then the colliders' mesh vertices (kinematic ones where the state puts them) and an ODE body's vertices.
+    Then the colliders' mesh vertices (kinematic ones where the state puts them), the drawn kinds' of
+    `Topology.bodies` (`render.drawings`) and an ODE body's vertices.
 
     Args:
         topology: the scene's `Topology`.
@@ -43,6 +46,9 @@ def scene_vertices(topology, params, state):
             colliders = dataclasses.replace(colliders, position=state.colliders.position,
                                             rotation=state.colliders.rotation)
         parts.append(collider_vertices(topology.colliders, colliders).astype(state.particles.x.dtype))
+    for name in drawn_kinds(topology):
+        parts.append(DRAWINGS[name].vertices(topology.bodies[name], params.bodies[name], state.bodies[name])
+                     .astype(state.particles.x.dtype))
     if _has_ode(topology, state):
         parts.append(topology.ode.system.vertices(params.ode, state.ode).astype(state.particles.x.dtype))
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
@@ -67,7 +73,8 @@ def trajectory_vertices(topology, params, trajectory):
     Returns:
         [T, V, 3] m, `scene_vertices` of every frame.
     """
-    if not (topology.rigid.vertex_body.shape[0] or _has_ode(topology, trajectory) or _has_collider_mesh(topology)):
+    if not (topology.rigid.vertex_body.shape[0] or _has_ode(topology, trajectory) or _has_collider_mesh(topology)
+            or drawn_kinds(topology)):
         return trajectory.particles.x
     return jax.vmap(lambda s: scene_vertices(topology, params, s))(trajectory)
 
@@ -76,7 +83,7 @@ def scene_faces(topology) -> np.ndarray:
     """Faces [F, 3] int32 over `scene_vertices`: cloth triangles, FEM surface triangles (particle indices
     both), then body faces offset by the particle count, then an ODE body's offset by both (host side).
 
-    The colliders' faces come between the bodies' and the ODE body's (module docstring).
+    The colliders' and then the drawn kinds' faces come between the bodies' and the ODE body's (module docstring).
 
     Args:
         topology: the scene's `Topology`.
@@ -93,6 +100,9 @@ def scene_faces(topology) -> np.ndarray:
     if _has_collider_mesh(topology):
         parts.append(collider_faces(topology.colliders) + offset)
         offset += collider_vertex_count(topology.colliders)
+    if drawn_kinds(topology):
+        drawn, offset = drawn_faces(topology, offset)
+        parts += drawn
     if topology.ode is not None:
         parts.append(np.asarray(topology.ode.faces, np.int32).reshape(-1, 3) + offset)
     return np.concatenate(parts).astype(np.int32)

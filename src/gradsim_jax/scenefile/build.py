@@ -10,12 +10,13 @@ from typing import Optional
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.geometry.scene import combine
+from gradsim_jax.geometry.scene import combine, particles
 from gradsim_jax.physics import SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
 from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_bodies
 from gradsim_jax.scenefile.cloth import read_cloth
 from gradsim_jax.scenefile.colliders import read_colliders
+from gradsim_jax.scenefile.extensions import body_branches
 from gradsim_jax.scenefile.ode import read_ode_body
 from gradsim_jax.scenefile.quantities import material_quantities
 from gradsim_jax.scenefile.render import read_look, read_render
@@ -108,7 +109,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     if layout.grid is not None and layout.mesh is not None:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh'")
     ode, smoke = read_ode_body(spec), read_smoke(spec)
-    if not cloth and bodies is None and not soft_bodies and ode.piece is None and smoke is None:
+    if not cloth and bodies is None and not soft_bodies and ode.piece is None and smoke is None and not spec.extras:
         raise SceneFileError(f"{path}: [scene] needs exactly one of 'grid' or 'mesh' (a cloth), or the file "
                              "[[body]] tables (rigid bodies), [[soft_body]] tables, a [pendulum], [[ball]] tables or "
                              "a [smoke] table")
@@ -127,7 +128,8 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     colliders = read_colliders(spec)
     pieces += colliders.pieces
     pieces += [p for p in (ode.piece, smoke and smoke.piece) if p is not None]
-    scene = combine(*pieces)  # particles: the cloth's, then each soft body's; bodies; colliders; ODE body; smoke
+    scene = combine(*pieces) if pieces else particles(np.zeros((0, 3)))  # none: registered kinds only
+    # particles: the cloth's, then each soft body's; bodies; colliders; ODE body; smoke
     scene = add_body_pushes(spec, scene)
     n = scene.num_particles
     try:
@@ -140,6 +142,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             particle_body_contact=sc.particle_body_contact)
     except ValueError as e:
         raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
+    topology, params, state0 = with_body_branches(spec, topology, params, state0)
     params, state0 = material_quantities(spec, topology, params, state0)
     theta = default_theta(topology, params, state0)
     check_free(spec, topology, params)
@@ -153,6 +156,31 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
         theta["push"] = jnp.asarray(force)
     return finish(spec, topology, params, state0, theta, frames, native_size, background_image,
                   bodies.colors if bodies is not None else (), colliders.colors, ode, smoke)
+
+
+def with_body_branches(spec, topology, params, state0):
+    """The built trees with the branches of the registered sections the file has (`scenefile.extensions`) in
+    their `bodies` dicts (the trees as they are when it has none).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology`.
+        params: the built scene's `Params`.
+        state0: the built scene's initial `State`.
+
+    Returns:
+        (topology, params, state0).
+    """
+    branches = body_branches(spec)
+    if not branches:
+        return topology, params, state0
+
+    def added(tree, new: dict):
+        return dataclasses.replace(tree, bodies={**(tree.bodies or {}), **new})
+
+    return (added(topology, {k: b.topology for k, b in branches.items()}),
+            added(params, {k: b.params for k, b in branches.items()}),
+            added(state0, {k: b.state for k, b in branches.items()}))
 
 
 def check_free(spec, topology, params) -> None:

@@ -38,7 +38,9 @@ from typing import Optional
 
 import numpy as np
 
-from gradsim_jax.scenefile.schema import ARRAY_SECTIONS, RENAMED, REQUIRED_SECTIONS, SCHEMA, SceneFileError
+from gradsim_jax.scenefile.extensions import body_records, load_plugins
+from gradsim_jax.scenefile.schema import (ARRAY_SECTIONS, BODY_SECTIONS, RENAMED, REQUIRED_SECTIONS, SCHEMA,
+                                          SceneFileError)
 from gradsim_jax.scenefile.sections import SceneSections, read_sections, section_values
 from gradsim_jax.scenefile.target import read_target
 from gradsim_jax.scenefile.world import read_scene
@@ -106,12 +108,13 @@ def read_scene_file(path) -> dict:
         path: the scene file (TOML), a str or Path.
 
     Returns:
-        {section: {key: value}} for every section of `SCHEMA` (renamed keys under their new names); array
-        sections ([[body]], ...) are lists of such tables.
+        {section: {key: value}} for every section of `SCHEMA` (renamed keys under their new names), then for each
+        registered section the file has (`scenefile.extensions.BODY_SECTIONS`); array sections ([[body]], ...)
+        are lists of such tables. The plugin files of [scene] plugins are imported first.
 
     Raises:
         SceneFileError: naming the file and the key, for a missing or unreadable file, an unknown section or
-            key, a wrong type or a missing required key.
+            key, a wrong type, a missing required key, or a plugin file that is missing or raises.
     """
     path = Path(path)
     if not path.is_file():
@@ -121,9 +124,11 @@ def read_scene_file(path) -> dict:
             raw = tomllib.load(f)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # TOML is UTF-8 text
         raise SceneFileError(f"{path}: not valid TOML: {e}") from e
+    load_plugins(path, raw)
     for section, value in raw.items():
-        if section not in SCHEMA:
-            raise SceneFileError(f"{path}: unknown section [{section}]; known sections: {', '.join(SCHEMA)}")
+        if section not in SCHEMA and section not in BODY_SECTIONS:
+            raise SceneFileError(f"{path}: unknown section [{section}]; known sections: "
+                                 f"{', '.join([*SCHEMA, *BODY_SECTIONS])}")
         if section in ARRAY_SECTIONS:
             if not (isinstance(value, dict) or (isinstance(value, list) and value
                                                 and all(isinstance(t, dict) for t in value))):
@@ -162,13 +167,30 @@ def read_scene_file(path) -> dict:
             if f.required and key not in given:
                 raise SceneFileError(f"{path}: missing key {key!r} in [{section}]")
         out[section] = {key: given.get(key, f.default) for key, f in fields.items()}
-    return out
+    return {**out, **read_body_sections(path, raw)}
 
 
 def _read_table(path, section: str, label: str, given: dict) -> dict:
     """One table of an array section, checked against SCHEMA[section] (messages name it by `label`, e.g.
     "[[body]] 2:"), with defaults filled in."""
-    fields = SCHEMA[section]
+    return check_table(path, SCHEMA[section], label, given)
+
+
+def check_table(path, fields: dict, label: str, given: dict) -> dict:
+    """One table checked against its fields, with the defaults filled in.
+
+    Args:
+        path: the scene file (named in messages).
+        fields: {key: `schema.Field`}, the table's keys.
+        label: how messages name the table ("[[body]] 2:", "[chain]").
+        given: {key: value} as the file gives them.
+
+    Returns:
+        {key: value} for every key of `fields`.
+
+    Raises:
+        SceneFileError: for an unknown key, a wrong type or a missing required key.
+    """
     for key, value in given.items():
         if key not in fields:
             raise SceneFileError(f"{path}: {label} unknown key {key!r}; known keys: {', '.join(fields)}")
@@ -179,9 +201,33 @@ def _read_table(path, section: str, label: str, given: dict) -> dict:
     return {key: given.get(key, f.default) for key, f in fields.items()}
 
 
+def read_body_sections(path, raw: dict) -> dict:
+    """The registered sections a parsed scene file has (`schema.BODY_SECTIONS`), checked against their fields,
+    defaults filled in.
+
+    Args:
+        path: the scene file (named in messages).
+        raw: the file's parsed TOML.
+
+    Returns:
+        {section name: {key: value}} for each registered section the file has, in registry order.
+
+    Raises:
+        SceneFileError: naming the file and the key, for a section that is no table, an unknown key, a wrong
+            type or a missing required key.
+    """
+    out = {}
+    for name, section in BODY_SECTIONS.items():
+        if name in raw:
+            if not isinstance(raw[name], dict):
+                raise SceneFileError(f"{path}: {name} must be a [{name}] table")
+            out[name] = check_table(path, section.fields, f"[{name}]", raw[name])
+    return out
+
+
 def check_numbers(spec) -> None:
-    """Every number of a float key finite and within float32's range (simulations run in float32);
-    [target] tolerance positive.
+    """Every number of a float key finite and within float32's range (simulations run in float32), the
+    registered sections' too; [target] tolerance positive.
 
     Args:
         spec: the scene file (`SceneSpec`) whose values to check.
@@ -191,11 +237,12 @@ def check_numbers(spec) -> None:
     """
     limit = float(np.finfo(np.float32).max)
     values = section_values(spec.sections)
-    for section, fields in SCHEMA.items():
-        if section in ARRAY_SECTIONS:
-            tables = [(f"[[{section}]] {i}:", t) for i, t in enumerate(values[section])]
-        else:
-            tables = [(f"[{section}]", values[section])]
+    checked = [(fields, [(f"[[{section}]] {i}:", t) for i, t in enumerate(values[section])]
+                if section in ARRAY_SECTIONS else [(f"[{section}]", values[section])])
+               for section, fields in SCHEMA.items()]
+    checked += [(BODY_SECTIONS[name].fields, [(f"[{name}]", dataclasses.asdict(record))])
+                for name, record in spec.extras.items()]
+    for fields, tables in checked:
         for label, table in tables:
             for key, f in fields.items():
                 value = table[key]
@@ -211,12 +258,15 @@ def check_numbers(spec) -> None:
 @dataclasses.dataclass(frozen=True)
 class SceneSpec:
     """A validated scene file as plain data: `sections` (`SceneSections`: one typed record per section,
-    defaults filled in; array sections are tuples of tables) and `path` (relative paths in it are relative to
+    defaults filled in; array sections are tuples of tables), `extras` (the registered sections it has,
+    `scenefile.extensions`) and `path` (relative paths in it are relative to
     its folder). Nothing is built here; the methods below call the section readers (`scenefile.fit`,
     `camera`, `quantities`, `render`) and the builder (`scenefile.build`)."""
 
     path: Path
     sections: SceneSections
+    #: {name: typed record} of the registered sections the file has (`scenefile.extensions.BODY_SECTIONS`).
+    extras: dict = dataclasses.field(default_factory=dict)
 
     @property
     def values(self) -> dict:
@@ -240,6 +290,9 @@ class SceneSpec:
         """sha256 of the parsed values that describe the scene, i.e. all but [target], [fit] and [initial]
         (a fit records those apart: the target's frames, its settings and its initial guess)."""
         scene = {k: v for k, v in section_values(self.sections).items() if k not in ("target", "fit", "initial")}
+        if not scene["scene"]["plugins"]:  # (files without plugins hash as they did before the key)
+            del scene["scene"]["plugins"]
+        scene.update({k: dataclasses.asdict(v) for k, v in self.extras.items()})  # registered body sections
         return hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -335,7 +388,9 @@ def load_scene(path) -> SceneSpec:
     Raises:
         SceneFileError: naming the file and the key, on any problem.
     """
-    spec = SceneSpec(path=Path(path), sections=read_sections(read_scene_file(path)))
+    values = read_scene_file(path)
+    spec = SceneSpec(path=Path(path), sections=read_sections(values),
+                     extras=body_records({k: v for k, v in values.items() if k not in SCHEMA}))
     spec.fit_config  # validates [fit] now rather than after the target is loaded
     spec.check_initial()
     spec.check_numbers()  # after the checks above, whose messages say more about their keys

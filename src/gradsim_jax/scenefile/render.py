@@ -12,6 +12,7 @@ import numpy as np
 from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.coverage_models import COVERAGE_MODELS
+from gradsim_jax.render.drawings import drawn_face_count
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
@@ -143,7 +144,8 @@ def read_look(spec, topology, params, state0, body_colors, collider_colors, ode)
     for i, color in enumerate(body_colors):
         if color is not None:
             rgb[first + np.flatnonzero(body_of_face == i)] = color
-    ode_face_colors(ode, topology, rgb, collider_face_colors(collider_colors, topology, rgb, first + len(body_of_face)))
+    after_colliders = collider_face_colors(collider_colors, topology, rgb, first + len(body_of_face))
+    ode_face_colors(ode, topology, rgb, after_colliders + drawn_face_count(topology))  # drawn kinds: between
     colors = FaceColors(jnp.asarray(rgb))
     lights = ren.lights
     num_faces = int(faces.shape[0])

@@ -68,6 +68,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "particle_radius": Field("float", 0.01, "contact radius of each particle, m: particles rest on the ground "
                                                 "at y = ground_height + particle_radius (one placed lower is "
                                                 "pushed out, fast)"),
+        "plugins": Field("str[]", [], "Python files imported (once) before the file is read, relative to it: "
+                                      "each may register a body kind and its section "
+                                      "(scenefile.extensions.register_body_kind)"),
     },
     "material": {
         "mass": Field("float", 0.01, "mass per particle, kg"),
@@ -342,10 +345,29 @@ def material_fields(builder: dict) -> dict:
 MATERIAL_QUANTITIES = {q.file_key: q.name for q in _file_quantities() if q.file_key not in SCHEMA["material"]}
 
 
+#: The [material] keys the builders take (before the registry's quantities are added).
+BUILDER_MATERIAL = dict(SCHEMA["material"])
+
+
 SCHEMA["material"] = material_fields(SCHEMA["material"])
 
 
 SCHEMA["initial"] = initial_fields()
+
+
+def refresh_quantity_fields() -> None:
+    """[material], [initial] and `MATERIAL_QUANTITIES` made again from the registry, in place: after a body kind
+    registered or removed its quantities (`scenefile.extensions`). The built-in quantities keep their keys and
+    order."""
+    SCHEMA["material"] = material_fields(BUILDER_MATERIAL)
+    SCHEMA["initial"] = initial_fields()
+    MATERIAL_QUANTITIES.clear()
+    MATERIAL_QUANTITIES.update({q.file_key: q.name for q in _file_quantities() if q.file_key not in BUILDER_MATERIAL})
+
+
+#: {section name: `scenefile.extensions.BodySection`} of the body kinds registered from outside the package
+#: (`extensions.register_body_kind`): the sections a file may have besides SCHEMA's.
+BODY_SECTIONS: dict = {}
 
 
 #: Sections that are arrays of tables ([[body]]): one entry per body or push.
@@ -391,6 +413,11 @@ def help_text() -> str:
             if section == "pendulum":
                 lines.append("    a pendulum of len(lengths) links (an ODE in its angles): it touches nothing else")
         for key, f in fields.items():
+            default = "required" if f.required else ("-" if f.default is None else repr(f.default))
+            lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")
+    for name, section in BODY_SECTIONS.items():
+        lines.append(f"  [{name}]  (a registered body kind{': ' + section.doc if section.doc else ''})")
+        for key, f in section.fields.items():
             default = "required" if f.required else ("-" if f.default is None else repr(f.default))
             lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")
     return "\n".join(lines)

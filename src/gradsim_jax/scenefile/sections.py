@@ -38,11 +38,12 @@ def section_type(section: str, fields: dict) -> type:
         fields: {key: `Field`}, the section's keys in SCHEMA.
 
     Returns:
-        The class, named `TYPE_NAMES[section]`, with an `Attributes:` docstring listing every key.
+        The class, named `TYPE_NAMES[section]` (a registered section: `<Name>Section`), with an `Attributes:`
+        docstring listing every key.
     """
     label = f"[[{section}]] table" if section in ARRAY_SECTIONS else f"[{section}] section"
     cls = dataclasses.make_dataclass(
-        TYPE_NAMES[section],
+        TYPE_NAMES.get(section, "".join(w.capitalize() for w in section.split("_")) + "Section"),  # or registered
         [(key, _python_type(f.type), dataclasses.field(metadata={"type": f.type, "default": f.default,
                                                                   "doc": f.doc, "required": f.required}))
          for key, f in fields.items()],
@@ -56,6 +57,18 @@ def section_type(section: str, fields: dict) -> type:
 
 #: {section: its type}, generated from SCHEMA.
 SECTION_TYPES = {section: section_type(section, fields) for section, fields in SCHEMA.items()}
+
+
+def refresh_section_types(sections=("material", "initial")) -> None:
+    """`SECTION_TYPES` of `sections` generated again from `SCHEMA`, in place (after a body kind registered or
+    removed the quantities [material] and [initial] take keys for, `scenefile.extensions`).
+
+    Args:
+        sections: the sections whose types to make again.
+    """
+    for section in sections:
+        SECTION_TYPES[section] = section_type(section, SCHEMA[section])
+
 
 SceneSection = SECTION_TYPES["scene"]
 MaterialSection = SECTION_TYPES["material"]

@@ -76,7 +76,7 @@ class Experiment:
     def __post_init__(self):
         derived = derived_values(self.topology, self.params, self.dtype)
         if (not derived["free_particles"].any() and not (np.asarray(self.params.rigid.mass) > 0).any()
-                and self.topology.ode is None and self.topology.smoke is None):
+                and self.topology.ode is None and self.topology.smoke is None and not self.topology.bodies):
             raise ValueError("the experiment has no free particle, rigid body, ODE body or smoke: nothing moves")
         if self.topology.smoke is not None and self.smoke_look is None:
             object.__setattr__(self, "smoke_look", SmokeLook())

@@ -81,6 +81,15 @@ def register(quantity: Quantity) -> Quantity:
     return quantity
 
 
+def unregister(name: str) -> None:
+    """Remove the quantity called `name` from the registry (nothing when there is none).
+
+    Args:
+        name: the quantity's canonical name.
+    """
+    QUANTITIES.pop(name, None)
+
+
 def canonical(name: str) -> str:
     """Canonical quantity name for `name` or one of its aliases; ValueError listing the choices.
 
