@@ -82,7 +82,7 @@ def fit_rows(demo: str, scene: str, size: int) -> list:
     from gradsim_jax.scenes import catalog
 
     free, factors, targets = DEMOS[demo]
-    settings = catalog.FEM_DEMOS[demo][3]
+    settings = catalog.FEM_DEMOS[demo].defaults
     started = time.perf_counter()
     exp = build(demo, scene, size)
     truth = dict(exp.theta)

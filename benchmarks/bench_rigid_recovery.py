@@ -111,7 +111,7 @@ def fit_row(quantity: str, scene: str, sign: int, size: int) -> dict:
     from gradsim_jax.scenes import catalog
 
     demo = QUANTITIES[quantity][0]
-    settings = catalog.RIGID_DEMOS[demo][3]
+    settings = catalog.RIGID_DEMOS[demo].defaults
     started = time.perf_counter()
     exp = build(quantity, scene, size)
     check_stable(exp, quantity)

@@ -53,7 +53,7 @@ def run(scene: str, factor: float, contact: str) -> dict:
     truth = dict(exp.theta)
     _, target = sysid.simulate_video(exp, truth)
     start = dict(truth, **{q: jnp.asarray(truth[q] * factor) for q in FREE})
-    config = catalog.demo_fit_config(FREE, catalog.FEM_DEMOS["fem-material"][3], progress=False, report=False)
+    config = catalog.demo_fit_config(FREE, catalog.FEM_DEMOS["fem-material"].defaults, progress=False, report=False)
     started = time.perf_counter()
     result = sysid.identify(exp, target, start, config)
     errors = {q: sysid.relative_error(q, result.theta[q], truth[q]) for q in FREE}

@@ -246,15 +246,24 @@ RENDERS = {c.argv[2]: c for c in COMMANDS if plan(c) == "quick" and c.argv[1] ==
 def test_documented_render_runs(scene, tmp_path, monkeypatch):
     """A render of a scene file the repository holds (or a page saves) writes the frames it says it wrote."""
     from gradsim_jax.cli import main
+    from gradsim_jax.scenefile.extensions import LOADED_PLUGINS, unregister_body_kind
+    from gradsim_jax.scenefile.schema import BODY_SECTIONS
 
     c = RENDERS[scene]
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     for file, text in saved_files(c.page).items():
         (tmp_path / file).write_text(text)
     monkeypatch.chdir(tmp_path)
+    kinds, plugins = set(BODY_SECTIONS), set(LOADED_PLUGINS)
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(list(c.argv[1:])) == 0
+    try:
+        with contextlib.redirect_stdout(out):
+            assert main(list(c.argv[1:])) == 0
+    finally:  # a scene's plugins (examples/extending) register body kinds for the process: take them back
+        for name in set(BODY_SECTIONS) - kinds:
+            unregister_body_kind(name)
+        for key in set(LOADED_PLUGINS) - plugins:
+            LOADED_PLUGINS.pop(key)
     said = re.search(r"rendered (\d+) frames of (\S+) to (\S+)", out.getvalue())
     assert said and Path(said.group(3)) == Path(c.argv[c.argv.index("--out") + 1]), out.getvalue()
     target = tmp_path / said.group(3)

@@ -43,13 +43,14 @@ def add_parser(sub) -> None:
 
     _table_demo_parsers(demos, FEM_DEMOS, FEM_MATERIAL_ESTIMATES)
     _table_demo_parsers(demos, CONTACT_DEMOS, CONTACT_QUANTITIES)
-    for name, (summary, text, estimate, fit_defaults, start) in ODE_DEMOS.items():
-        _table_demo_parser(demos, name, summary, text, estimate, fit_defaults, ODE_ESTIMATES[name], start)
+    for name, e in ODE_DEMOS.items():
+        _table_demo_parser(demos, name, e.help, e.description, e.estimate, e.defaults, ODE_ESTIMATES[name], e.start)
 
     _smoke_demo_parsers(demos)
     _texture_demo_parser(demos)
 
-    for name, (summary, frames, iterations) in CONTROL_DEMOS.items():
+    for name, entry in CONTROL_DEMOS.items():
+        summary, frames, iterations = entry.help, entry.frames, entry.iterations
         p = demos.add_parser(name, help=_as_help(summary),
                              description=summary + ". Trains an explicit policy (tanh of phase sinusoids) by "
                              "gradient descent through simulation and rendering against a target image, scores "
