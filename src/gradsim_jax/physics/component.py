@@ -103,9 +103,8 @@ class BodyKind(abc.ABC):
 class OwnStepKind(BodyKind):
     """A body kind that moves by its own rollout, apart from the integrator (module docstring)."""
 
-    @abc.abstractmethod
     def branch(self, tree):
-        """The kind's branch of a tree.
+        """The kind's branch of a tree: the trees' field named after the kind (`tree.ode`, `tree.smoke`).
 
         Args:
             tree: a `Topology`, `Params` or `State`.
@@ -113,8 +112,8 @@ class OwnStepKind(BodyKind):
         Returns:
             The branch (None: the tree has none).
         """
+        return getattr(tree, self.name)
 
-    @abc.abstractmethod
     def with_branch(self, tree, value):
         """`tree` with the kind's branch replaced.
 
@@ -125,6 +124,20 @@ class OwnStepKind(BodyKind):
         Returns:
             A tree of the same type.
         """
+        return dataclasses.replace(tree, **{self.name: value})
+
+    def present(self, topology, params, state) -> bool:
+        """Whether the state has the kind's branch.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            state: the initial `State`.
+
+        Returns:
+            `branch(state) is not None`.
+        """
+        return self.branch(state) is not None
 
     @abc.abstractmethod
     def rollout(self, topology, params, state0, options: RolloutOptions, substeps: int):
@@ -170,16 +183,3 @@ class ExtraBodyKind(OwnStepKind):
         if value is not None:
             bodies[self.name] = value
         return dataclasses.replace(tree, bodies=bodies or None)
-
-    def present(self, topology, params, state) -> bool:
-        """Whether the state has the kind's branch.
-
-        Args:
-            topology: the scene's `Topology`.
-            params: the scene's `Params`.
-            state: the initial `State`.
-
-        Returns:
-            `branch(state) is not None`.
-        """
-        return self.branch(state) is not None

@@ -32,42 +32,6 @@ class OdeBodies(OwnStepKind):
 
     name = "ode"
 
-    def branch(self, tree):
-        """`tree.ode`.
-
-        Args:
-            tree: a `Topology`, `Params` or `State`.
-
-        Returns:
-            The ode branch (None: none).
-        """
-        return tree.ode
-
-    def with_branch(self, tree, value):
-        """`tree` with its ode branch replaced.
-
-        Args:
-            tree: a `Topology`, `Params` or `State`.
-            value: the new branch (None: none).
-
-        Returns:
-            A tree of the same type.
-        """
-        return dataclasses.replace(tree, ode=value)
-
-    def present(self, topology, params, state) -> bool:
-        """Whether the state has an ODE body.
-
-        Args:
-            topology: the scene's `Topology`.
-            params: the scene's `Params`.
-            state: the initial `State`.
-
-        Returns:
-            `state.ode is not None`.
-        """
-        return state.ode is not None
-
     def check(self, topology, params, state, options: RolloutOptions) -> None:
         """ValueError without `Topology.ode`; on concrete values `validate_ode`.
 
@@ -104,42 +68,6 @@ class Smoke(OwnStepKind):
     its solver, `options.smoke_substeps` steps a frame (`smoke_rollout`)."""
 
     name = "smoke"
-
-    def branch(self, tree):
-        """`tree.smoke`.
-
-        Args:
-            tree: a `Topology`, `Params` or `State`.
-
-        Returns:
-            The smoke branch (None: none).
-        """
-        return tree.smoke
-
-    def with_branch(self, tree, value):
-        """`tree` with its smoke branch replaced.
-
-        Args:
-            tree: a `Topology`, `Params` or `State`.
-            value: the new branch (None: none).
-
-        Returns:
-            A tree of the same type.
-        """
-        return dataclasses.replace(tree, smoke=value)
-
-    def present(self, topology, params, state) -> bool:
-        """Whether the state has smoke.
-
-        Args:
-            topology: the scene's `Topology`.
-            params: the scene's `Params`.
-            state: the initial `State`.
-
-        Returns:
-            `state.smoke is not None`.
-        """
-        return state.smoke is not None
 
     def check(self, topology, params, state, options: RolloutOptions) -> None:
         """ValueError without the smoke's topology or parameters, or for a bad `smoke_substeps`; `validate_smoke`.

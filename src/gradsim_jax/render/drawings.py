@@ -113,15 +113,3 @@ def drawn_faces(topology, offset: int) -> tuple[list[np.ndarray], int]:
         parts.append(np.asarray(drawing.faces(branch), np.int32).reshape(-1, 3) + offset)
         offset += int(drawing.vertex_count(branch))
     return parts, offset
-
-
-def drawn_face_count(topology) -> int:
-    """How many faces the drawn kinds have (host side).
-
-    Args:
-        topology: the scene's `Topology`.
-
-    Returns:
-        The total number of their faces.
-    """
-    return sum(len(f) for f in drawn_faces(topology, 0)[0])

@@ -29,6 +29,9 @@ from gradsim_jax.render.drawings import DRAWINGS, drawn_faces, drawn_kinds
 class MeshPart(abc.ABC):
     """What one kind of body of a scene adds to the scene's mesh (module docstring); subclass it."""
 
+    #: The part's name (`face_ranges`' key).
+    name: str = ""
+
     @abc.abstractmethod
     def drawn(self, topology, state=None) -> bool:
         """Whether the scene has vertices of this part (static, host side).
@@ -70,6 +73,8 @@ class MeshPart(abc.ABC):
 class ParticlesPart(MeshPart):
     """The particles as they are: the cloth's triangles and the soft bodies' surface triangles over them."""
 
+    name = "particles"
+
     def drawn(self, topology, state=None) -> bool:
         """Always: the particles come first (possibly none).
 
@@ -104,6 +109,8 @@ class ParticlesPart(MeshPart):
 class RigidPart(MeshPart):
     """The rigid bodies' hull vertices placed by their poses, and their faces."""
 
+    name = "rigid"
+
     def drawn(self, topology, state=None) -> bool:
         """Whether the scene has rigid-body hull vertices.
 
@@ -137,6 +144,8 @@ class RigidPart(MeshPart):
 class CollidersPart(MeshPart):
     """The colliders' meshes (spheres, boxes, capsules, meshes; planes are not drawn), kinematic ones where the
     state puts them."""
+
+    name = "colliders"
 
     def drawn(self, topology, state=None) -> bool:
         """Whether a collider has a mesh to draw.
@@ -174,6 +183,8 @@ class CollidersPart(MeshPart):
 class DrawnKindsPart(MeshPart):
     """The kinds of `Topology.bodies` that have a `render.drawings.Drawing`, in the order of that dict."""
 
+    name = "drawn"
+
     def drawn(self, topology, state=None) -> bool:
         """Whether a kind of `Topology.bodies` has a drawing.
 
@@ -206,6 +217,8 @@ class DrawnKindsPart(MeshPart):
 
 class OdePart(MeshPart):
     """An ODE body's mesh (`physics.ode.OdeSystem.vertices` and `faces`: a pendulum's bobs and rods, a ball)."""
+
+    name = "ode"
 
     def drawn(self, topology, state=None) -> bool:
         """Whether the scene has an ODE body (and the state its coordinates).
@@ -294,3 +307,21 @@ def scene_faces(topology) -> np.ndarray:
             more, offset = part.faces(topology, offset)
             faces += more
     return np.concatenate(faces).astype(np.int32)
+
+
+def face_ranges(topology) -> dict[str, tuple[int, int]]:
+    """Where each part's faces lie in `scene_faces` (host side), so that colours can be given part by part.
+
+    Args:
+        topology: the scene's `Topology`.
+
+    Returns:
+        {part name (`MeshPart.name`): (its first face, the face after its last)}; a part not drawn has an empty
+        range where it would be.
+    """
+    ranges, start = {}, 0
+    for part in MESH_PARTS:
+        count = sum(len(f) for f in part.faces(topology, 0)[0]) if part.drawn(topology) else 0
+        ranges[part.name] = (start, start + count)
+        start += count
+    return ranges

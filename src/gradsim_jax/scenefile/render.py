@@ -12,8 +12,7 @@ import numpy as np
 from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.coverage_models import COVERAGE_MODELS
-from gradsim_jax.render.drawings import drawn_face_count
-from gradsim_jax.render.mesh import scene_faces, scene_vertices
+from gradsim_jax.render.mesh import face_ranges, scene_faces, scene_vertices
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
@@ -137,15 +136,13 @@ def read_look(spec, topology, params, state0, body_colors, collider_colors, ode)
         rgb = np.broadcast_to(np.asarray(ren.color, np.float32), (faces.shape[0], 3)).copy()
     else:
         rgb = np.asarray(checker_colors(faces, scene_vertices(topology, params, state0)), np.float32).copy()
-    # Body faces follow the cloth's and the soft bodies' surfaces in `scene_faces`, body by body.
-    body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]
-    first = len(np.asarray(topology.cloth.triangles).reshape(-1, 3)) + len(
-        np.asarray(topology.fem.surface).reshape(-1, 3))
+    ranges = face_ranges(topology)  # where each part's faces lie in `scene_faces`
+    body_of_face = np.asarray(topology.rigid.vertex_body)[np.asarray(topology.rigid.faces)[:, 0]]  # body by body
     for i, color in enumerate(body_colors):
         if color is not None:
-            rgb[first + np.flatnonzero(body_of_face == i)] = color
-    after_colliders = collider_face_colors(collider_colors, topology, rgb, first + len(body_of_face))
-    ode_face_colors(ode, topology, rgb, after_colliders + drawn_face_count(topology))  # drawn kinds: between
+            rgb[ranges["rigid"][0] + np.flatnonzero(body_of_face == i)] = color
+    collider_face_colors(collider_colors, topology, rgb, ranges["colliders"][0])
+    ode_face_colors(ode, topology, rgb, ranges["ode"][0])
     colors = FaceColors(jnp.asarray(rgb))
     lights = ren.lights
     num_faces = int(faces.shape[0])
