@@ -39,7 +39,9 @@ class CalibrationError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     """OpenCV intrinsics: K [3, 3], distortion [k] (k in 4, 5, 8, 12, 14; zeros for none), image size
-    (width, height) in pixels or None, and an optional pose: rvec/tvec [3] or world_to_camera [4, 4]."""
+    (width, height) in pixels or None, and an optional pose: rvec/tvec [3] or world_to_camera [4, 4];
+    world_up: the axis ("y" or "z") that is up in the pose's world when the source says so (a Blender camera:
+    "z"), else None (the scene's own)."""
 
     camera_matrix: np.ndarray
     distortion: np.ndarray
@@ -47,6 +49,7 @@ class Calibration:
     rvec: Optional[np.ndarray] = None
     tvec: Optional[np.ndarray] = None
     world_to_camera: Optional[np.ndarray] = None
+    world_up: Optional[str] = None
 
     @property
     def fx(self) -> float:

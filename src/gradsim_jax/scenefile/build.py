@@ -135,6 +135,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     try:
         topology, params, state0 = scene.build(
             gravity=tuple(mat.gravity), ground=ground, ground_height=sc.ground_height,
+            ground_normal=sc.ground_normal,
             particle_radius=sc.particle_radius, contact_smoothing=sc.contact_smoothing,
             contact_mu=mat.contact_mu, contact_ke=mat.contact_ke, contact_kd=mat.contact_kd,
             contact_kf=mat.contact_kf, aerodynamics=True if mat.aerodynamics else None,

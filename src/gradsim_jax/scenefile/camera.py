@@ -10,6 +10,7 @@ import numpy as np
 
 from gradsim_jax.scenefile.render import read_render
 from gradsim_jax.scenefile.schema import SceneFileError
+from gradsim_jax.scenefile.world import UP_ROTATIONS, world_up, world_vector
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +26,9 @@ class CameraIntrinsics:
         distortion: OpenCV distortion coefficients k1, k2, p1, p2[, k3...], or None.
         calibration: the OpenCV calibration file as written (relative to the scene file), or None.
         view_angle: half vertical field of view of a look-at camera, degrees, or None.
+        blender: a Blender camera's JSON file as written, or None.
+        colmap: a COLMAP sparse model folder as written, or None.
+        colmap_image: the COLMAP model's registered image to take the camera of, or None (the first).
     """
 
     fx: Optional[float]
@@ -35,6 +39,9 @@ class CameraIntrinsics:
     distortion: Optional[list]
     calibration: Optional[str]
     view_angle: Optional[float]
+    blender: Optional[str] = None
+    colmap: Optional[str] = None
+    colmap_image: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +86,11 @@ def read_camera_keys(spec) -> tuple[CameraIntrinsics, CameraPlacement]:
     """
     cam = spec.sections.camera
     intrinsics = CameraIntrinsics(fx=cam.fx, fy=cam.fy, cx=cam.cx, cy=cam.cy, image_size=cam.image_size,
-                                  distortion=cam.distortion, calibration=cam.calibration, view_angle=cam.view_angle)
+                                  distortion=cam.distortion, calibration=cam.calibration, view_angle=cam.view_angle,
+                                  blender=cam.blender, colmap=cam.colmap, colmap_image=cam.colmap_image)
+    up = list(world_vector(spec, (0.0, 1.0, 0.0))) if cam.up is None else cam.up
     placement = CameraPlacement(distance=cam.distance, elevation=cam.elevation, azimuth=cam.azimuth, at=cam.at,
-                                up=cam.up, eye=cam.eye, pose=cam.pose, rvec=cam.rvec, tvec=cam.tvec, near=cam.near,
+                                up=up, eye=cam.eye, pose=cam.pose, rvec=cam.rvec, tvec=cam.tvec, near=cam.near,
                                 far=cam.far)
     return intrinsics, placement
 
@@ -117,12 +126,16 @@ def read_calibration(spec):
 
     cam, path = read_camera_keys(spec)[0], spec.path
     numbers = {k: v for k, v in (("fx", cam.fx), ("fy", cam.fy), ("cx", cam.cx), ("cy", cam.cy)) if v is not None}
+    files = {k: v for k, v in (("calibration", cam.calibration), ("blender", cam.blender), ("colmap", cam.colmap))
+             if v is not None}
+    if cam.colmap_image is not None and cam.colmap is None:
+        raise SceneFileError(f"{path}: [camera] colmap_image names an image of a COLMAP model: give colmap too")
     try:
-        if cam.calibration is not None:
-            if numbers:
-                raise SceneFileError(f"{path}: [camera] give the intrinsics once: calibration or "
-                                     f"{', '.join(numbers)}")
-            cal = read_calibration(spec.resolve(cam.calibration))
+        if files:
+            if len(files) + bool(numbers) > 1:
+                raise SceneFileError(f"{path}: [camera] give the intrinsics once: "
+                                     f"{' or '.join([*files, *numbers])}")
+            cal = camera_file(spec, files)
             if cam.distortion is not None:
                 cal = dataclasses.replace(cal, distortion=make_calibration(
                     cal.fx, cal.fy, cal.cx, cal.cy, cam.distortion, source=f"{path}: [camera]").distortion)
@@ -175,6 +188,36 @@ def read_camera(spec, native_size=None):
         raise SceneFileError(f"{spec.path}: [camera] {str(e).removeprefix('camera ')}") from None
 
 
+def camera_file(spec, files: dict):
+    """The calibration of [camera]'s one camera file: OpenCV's (calibration), Blender's (blender) or a COLMAP
+    model's (colmap, colmap_image), its pose turned into the file's world ([scene] up) when the source names
+    its own up axis.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`); paths are relative to its folder.
+        files: {key: path as written}, exactly one of "calibration", "blender", "colmap".
+
+    Returns:
+        The `render.calibration.Calibration`.
+    """
+    from gradsim_jax.render.calibration import read_calibration
+    from gradsim_jax.render.camera_import import read_blender_camera, read_colmap_camera
+
+    (key, name), = files.items()
+    if key == "blender":
+        cal = read_blender_camera(spec.resolve(name))
+    elif key == "colmap":
+        cal = read_colmap_camera(spec.resolve(name), read_camera_keys(spec)[0].colmap_image)
+    else:
+        cal = read_calibration(spec.resolve(name))
+    up = world_up(spec)
+    if cal.world_up is not None and cal.world_up != up and cal.world_to_camera is not None:
+        turn = np.eye(4)
+        turn[:3, :3] = UP_ROTATIONS[cal.world_up] @ UP_ROTATIONS[up].T  # the file's world -> the source's
+        cal = dataclasses.replace(cal, world_to_camera=cal.world_to_camera @ turn, world_up=up)
+    return cal
+
+
 def _camera(spec, native_size=None):
     from gradsim_jax.render import Camera, camera_from_eye, look_at_camera
     from gradsim_jax.render.calibration import CalibrationError, check_rotation
@@ -223,14 +266,15 @@ def _camera(spec, native_size=None):
     if look_at:
         from gradsim_jax.render.camera import eye_from_spherical
 
-        eye = tuple(np.asarray(at) + np.asarray(eye_from_spherical(distance, elevation, azimuth)))
+        eye = tuple(np.asarray(at) + np.asarray(world_vector(spec, eye_from_spherical(distance, elevation,
+                                                                                      azimuth))))
     if eye is not None and np.linalg.norm(np.subtract(eye, at)) == 0:
         raise SceneFileError(f"{path}: [camera] eye and at coincide")
     if cal is None:
         view_angle = intrinsics.view_angle if intrinsics.view_angle is not None else 30.0
         if not 0.0 < view_angle < 90.0:
             raise SceneFileError(f"{path}: [camera] view_angle must be in (0, 90) degrees, got {view_angle}")
-        if look_at and not cam.eye:
+        if look_at and not cam.eye and world_up(spec) == "y":
             return look_at_camera(distance, elevation, azimuth, at=at, up=up, view_angle=view_angle, near=near,
                                   far=far, width=width, height=height)
         if eye is not None:

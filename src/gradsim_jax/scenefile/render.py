@@ -16,6 +16,7 @@ from gradsim_jax.render.mesh import face_ranges, scene_faces, scene_vertices
 from gradsim_jax.scenefile.colliders import collider_face_colors
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
+from gradsim_jax.scenefile.world import Y_UP_LIGHT, world_vector
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,8 @@ def read_render(spec) -> RenderOptions:
     ren = spec.sections.render
     lights = Lights(ambient=jnp.asarray(ren.ambient, jnp.float32),
                     directional=jnp.asarray(ren.directional, jnp.float32),
-                    direction=jnp.asarray(ren.light_direction, jnp.float32))
+                    direction=jnp.asarray(world_vector(spec, Y_UP_LIGHT) if ren.light_direction is None
+                                          else ren.light_direction, jnp.float32))
     return RenderOptions(height=ren.height, width=ren.width, background=ren.background,
                          background_image=ren.background_image, color=ren.color, lights=lights,
                          tile_capacity=ren.tile_capacity, pixel_capacity=ren.pixel_capacity, coverage=ren.coverage)

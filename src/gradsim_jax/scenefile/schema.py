@@ -52,7 +52,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
         "ground": Field("bool", None, "collide with the ground plane y = ground_height: every component (cloth, "
                                       "soft bodies, rigid bodies); default: true when the file has [[body]] tables"),
-        "ground_height": Field("float", 0.0, "height of the ground plane, m"),
+        "ground_height": Field("float", 0.0, "height of the ground plane, m: its offset along ground_normal"),
+        "ground_normal": Field("float[3]", None, "normal of the ground plane, pointing out of it (default: the up "
+                                                 "axis)"),
+        "up": Field("str", "y", "the world's up axis, \"y\" or \"z\" (Blender, ROS): the default gravity "
+                                "(down it), ground normal, camera up and light direction follow it"),
         "rigid_contact": Field("str", None, "ground contact of the [[body]] bodies: \"penalty\" (their "
                                             "contact_ke/kd/kf/mu; the default with a ground), \"impulse\" "
                                             "(restitution) or \"none\" (the default without one)"),
@@ -87,7 +91,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "contact_ke": Field("float", 1.0e3, "ground contact stiffness"),
         "contact_kd": Field("float", 10.0, "ground contact damping"),
         "contact_kf": Field("float", 100.0, "ground friction stiffness"),
-        "gravity": Field("float[3]", [0.0, -9.81, 0.0], "gravity, m/s^2"),
+        "gravity": Field("float[3]", None, "gravity, m/s^2 (default: 9.81 down the [scene] up axis)"),
     },
     "push": {
         "force": Field("float[3]", [0.0, 0.0, 0.0], "known force on each pushed particle, N"),
@@ -226,7 +230,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "elevation": Field("float", None, "look-at camera: elevation, degrees (default 20)"),
         "azimuth": Field("float", None, "look-at camera: azimuth, degrees (default 0: eye on -z looking along +z)"),
         "at": Field("float[3]", [0.0, 0.0, 0.0], "look-at point, m"),
-        "up": Field("float[3]", [0.0, 1.0, 0.0], "look-at camera: world direction shown upwards"),
+        "up": Field("float[3]", None, "look-at camera: world direction shown upwards (default: the [scene] up "
+                                     "axis)"),
         "eye": Field("float[3]", None, "camera centre, m (a look-at pose towards 'at' instead of the angles)"),
         "view_angle": Field("float", None, "half vertical field of view, degrees (default 30; not with fx/fy)"),
         "fx": Field("float", None, "focal length in pixels (a calibrated camera; with fy, cx, cy)"),
@@ -239,6 +244,13 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                               "undistorted before the fit"),
         "calibration": Field("str", None, "OpenCV calibration file (.yml/.yaml/.xml/.json): intrinsics, "
                                           "distortion, size, optional pose"),
+        "blender": Field("str", None, "a Blender camera's JSON file (lens_mm, sensor_width_mm, sensor_fit, "
+                                      "resolution, shift_x/y, matrix_world: the docs' snippet writes it): "
+                                      "intrinsics and pose, Blender's Z-up world converted to [scene] up"),
+        "colmap": Field("str", None, "a COLMAP sparse model folder (cameras and images, .txt or .bin): "
+                                     "intrinsics, distortion and pose of colmap_image"),
+        "colmap_image": Field("str", None, "the registered image of the COLMAP model whose camera filmed the "
+                                           "video (default: the first name)"),
         "pose": Field("float[4x4]", None, "world-to-camera matrix [R | t] (OpenCV axes: x right, y down, z forward)"),
         "rvec": Field("float[3]", None, "OpenCV Rodrigues rotation vector of the pose (with tvec)"),
         "tvec": Field("float[3]", None, "OpenCV translation of the pose, m (with rvec)"),
@@ -254,7 +266,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "color": Field("float[3]", None, "uniform cloth RGB (default: a colourful checkerboard)"),
         "ambient": Field("float", 0.45, "ambient light"),
         "directional": Field("float", 0.6, "directional light"),
-        "light_direction": Field("float[3]", [0.4, 1.0, -0.6], "direction towards the light"),
+        "light_direction": Field("float[3]", None, "direction towards the light (default [0.4, 1.0, -0.6] with "
+                                                   "y up, the same turned with the world for z up)"),
         "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
         "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
         "coverage": Field("str", "box", "edge model: \"box\" (the covered fraction of each pixel, as a camera "

@@ -10,7 +10,17 @@ import dataclasses
 from pathlib import Path
 from typing import Optional
 
-from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES
+import numpy as np
+
+from gradsim_jax.scenefile.schema import MATERIAL_QUANTITIES, SceneFileError
+
+#: The world's up axes a scene file may name, and the rotation taking a y-up vector to the same vector in a world
+#: with that axis up ((x, y, z) -> (x, -z, y) for z: y-up's up becomes +z, its +z (towards a default camera)
+#: becomes -y), the convention of Blender's glTF exchange.
+UP_ROTATIONS = {"y": np.eye(3), "z": np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])}
+
+#: The defaults written for a y-up world, turned with the world for another up axis (`world_vector`).
+Y_UP_GRAVITY, Y_UP_LIGHT = (0.0, -9.81, 0.0), (0.4, 1.0, -0.6)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +64,8 @@ class GroundOptions:
         particle_body_contact: the particles and the rigid bodies meet, or None (default).
         contact_smoothing: smooth onset of every penalty contact, m (0: none).
         particle_radius: contact radius of each particle, m.
+        ground_normal: [3] the ground plane's normal (the up axis unless [scene] ground_normal says otherwise).
+        up: the world's up axis, "y" or "z".
     """
 
     ground: Optional[bool]
@@ -63,6 +75,8 @@ class GroundOptions:
     particle_body_contact: Optional[bool]
     contact_smoothing: float
     particle_radius: float
+    ground_normal: tuple = (0.0, 1.0, 0.0)
+    up: str = "y"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,10 +156,57 @@ def read_scene(spec) -> SceneOptions:
     cloth = ClothLayout(grid=sc.grid, cell=sc.cell, mesh=sc.mesh,
                         mesh_path=None if sc.mesh is None else spec.resolve(sc.mesh), scale=sc.scale, pos=sc.pos,
                         rot=sc.rot, pinned=sc.pinned, fix=sc.fix, velocity=sc.velocity)
+    up = sc.up
+    if up not in UP_ROTATIONS:
+        raise SceneFileError(f"{spec.path}: [scene] up must be one of {', '.join(map(repr, UP_ROTATIONS))}, got "
+                             f"{up!r}")
+    normal = turned(up, (0.0, 1.0, 0.0)) if sc.ground_normal is None else tuple(sc.ground_normal)
+    if not np.all(np.isfinite(normal)) or np.linalg.norm(normal) == 0.0:
+        raise SceneFileError(f"{spec.path}: [scene] ground_normal must be a finite nonzero vector, got "
+                             f"{list(sc.ground_normal)}")
     ground = GroundOptions(ground=sc.ground, ground_height=sc.ground_height, rigid_contact=sc.rigid_contact,
                            body_contact=sc.body_contact, particle_body_contact=sc.particle_body_contact,
-                           contact_smoothing=sc.contact_smoothing, particle_radius=sc.particle_radius)
+                           contact_smoothing=sc.contact_smoothing, particle_radius=sc.particle_radius,
+                           ground_normal=tuple(float(v) for v in normal), up=up)
     return SceneOptions(cloth=cloth, ground=ground)
+
+
+def world_up(spec) -> str:
+    """[scene] up: the world's up axis (read by `read_scene`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+
+    Returns:
+        "y" or "z".
+    """
+    return read_scene(spec).ground.up
+
+
+def world_vector(spec, y_up) -> tuple:
+    """A vector written for a y-up world, turned into the file's world ([scene] up; `turned`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        y_up: [3] the vector in a y-up world (a default gravity, light direction, camera up or eye offset).
+
+    Returns:
+        [3] tuple of floats, the same vector in the file's world.
+    """
+    return turned(world_up(spec), y_up)
+
+
+def turned(up: str, y_up) -> tuple:
+    """A vector written for a y-up world, in a world whose up axis is `up` (`UP_ROTATIONS`).
+
+    Args:
+        up: the world's up axis, "y" or "z".
+        y_up: [3] the vector in a y-up world.
+
+    Returns:
+        [3] tuple of floats.
+    """
+    return tuple(float(v) for v in UP_ROTATIONS[up] @ np.asarray(y_up, np.float64))
 
 
 def read_material(spec) -> MaterialOptions:
@@ -161,6 +222,7 @@ def read_material(spec) -> MaterialOptions:
     cloth = ClothMaterial(mass=mat.mass, tri_ke=mat.tri_ke, tri_ka=mat.tri_ka, tri_kd=mat.tri_kd,
                           tri_drag=mat.tri_drag, tri_lift=mat.tri_lift, bend_ke=mat.bend_ke, bend_kd=mat.bend_kd)
     values = dataclasses.asdict(mat)
-    return MaterialOptions(cloth=cloth, gravity=mat.gravity, contact_mu=mat.contact_mu, contact_ke=mat.contact_ke,
+    gravity = world_vector(spec, Y_UP_GRAVITY) if mat.gravity is None else mat.gravity
+    return MaterialOptions(cloth=cloth, gravity=gravity, contact_mu=mat.contact_mu, contact_ke=mat.contact_ke,
                            contact_kd=mat.contact_kd, contact_kf=mat.contact_kf, aerodynamics=mat.aerodynamics,
                            quantities={key: values[key] for key in MATERIAL_QUANTITIES})

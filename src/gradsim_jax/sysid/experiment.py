@@ -414,8 +414,12 @@ def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
 
     Returns:
         numpy [frames + 1, V, 3] m, the render vertices.
+
+    Raises:
+        SimulationDiverged: naming the first frame and vertex that is not finite (an unstable step).
     """
-    return np.asarray(compiled(exp, vertices, "vertices")(as_theta(exp, theta)))
+    x = compiled(exp, vertices, "vertices")(as_theta(exp, theta))
+    return np.asarray(check_finite(particle_state(x, x)).particles.x)
 
 
 def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
