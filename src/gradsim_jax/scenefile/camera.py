@@ -122,7 +122,7 @@ def read_calibration(spec):
         SceneFileError: naming the file and [camera], for intrinsics given twice or incompletely, or a bad
             calibration file.
     """
-    from gradsim_jax.render.calibration import CalibrationError, make_calibration, read_calibration
+    from gradsim_jax.render.calibration import CalibrationError, make_calibration
 
     cam, path = read_camera_keys(spec)[0], spec.path
     numbers = {k: v for k, v in (("fx", cam.fx), ("fy", cam.fy), ("cx", cam.cx), ("cy", cam.cy)) if v is not None}
