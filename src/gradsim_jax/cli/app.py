@@ -4,6 +4,7 @@ train controls that make them reach a target image.
     gradsim-jax demo DEMO [--out runs/DEMO] [--iterations N] ...     (DEMO below; `demo DEMO --help`)
     gradsim-jax render SCENE.toml --out target.gif      (synthetic target from the scene's [material])
     gradsim-jax fit SCENE.toml --target VIDEO [--out runs/fit] [--restarts N] ...
+    gradsim-jax predict SCENE.toml --fit runs/fit [--frames N] [--reference X.npy]  (past the fitted frames)
     gradsim-jax gradcheck | horizon SCENE.toml ...     (are the gradients right; how far are they informative)
     gradsim-jax landscape SCENE.toml --vary mass,stiffness [--span 0.5 --points 21]
     gradsim-jax --version
@@ -15,7 +16,7 @@ import argparse
 import difflib
 import textwrap
 
-from gradsim_jax.cli import demo, diagnostics, fit, render
+from gradsim_jax.cli import demo, diagnostics, fit, predict, render
 from gradsim_jax.cli.args import fail, show_warning
 
 
@@ -51,7 +52,7 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 #: Each subcommand's module: `add_parser(sub)` and `run(args) -> exit status`.
-COMMANDS = {"demo": demo, "fit": fit, "render": render,
+COMMANDS = {"demo": demo, "fit": fit, "predict": predict, "render": render,
             **{name: diagnostics for name in diagnostics.COMMANDS}}
 
 

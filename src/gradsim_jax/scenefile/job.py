@@ -38,7 +38,7 @@ class FitJob:
     extra: dict
 
 
-def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None):
+def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None, all_frames: bool = False):
     """The target video of `spec` (or `target`, `mask`, `key_color` given on the command line) at the render
     size, undistorted when [camera] has distortion: (TargetVideo, undistort function or None).
 
@@ -48,6 +48,7 @@ def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None
         mask: the alpha mask video or folder (--mask), or None for [target] mask.
         key_color: [3] RGB in [0, 1] of the target's plain background (--key-color), or None for [target]
             key_color.
+        all_frames: every frame of the video (a prediction), not only the [simulation] frames + 1 a fit uses.
 
     Returns:
         (`TargetVideo`, frames [T, H, W, 4] at the render size; the function undistorting one frame, or None).
@@ -66,7 +67,7 @@ def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None
     key = key_color if key_color is not None else tv.key_color
     cal = spec.calibration()
     undistort = undistorter(cal) if cal is not None else None
-    frames = read_simulation(spec).frames
+    frames = None if all_frames else read_simulation(spec).frames
     video_ = load_target(video, (ren.height, ren.width), background=key, mask=mask,
                          tolerance=tv.tolerance, undistort=undistort,
                          expected_frames=None if frames is None else frames + 1)

@@ -220,6 +220,43 @@ def _curves(folder: Path, report: dict) -> str:
     return '<h2>Curves</h2><div class="row">' + "".join(out) + "</div>" if out else ""
 
 
+_PREDICTION_COLUMNS = (("iou", "IoU", "{:.3f}"), ("psnr_mask", "PSNR in mask, dB", "{:.1f}"),
+                       ("psnr", "PSNR, dB", "{:.1f}"), ("vertex_error_relative", "vertex error, % of size",
+                                                         "{:.2%}"))
+_MOTIONS = (("fit", "fitted quantities"), ("initial", "initial guess"), ("frozen", "last fitted frame held"))
+
+
+def _prediction(folder: Path, report: dict) -> str:
+    pred = report.get("prediction")
+    if not pred:
+        return ""
+    summary = pred.get("summary") or {}
+    columns = [c for c in _PREDICTION_COLUMNS
+               if any((summary.get(m) or {}).get(span, {}).get(c[0]) is not None
+                      for m, _ in _MOTIONS for span in ("fitted", "held_out"))]
+    head = "".join(f"<th>{_e(label)}</th>" for _, label, _ in columns)
+    rows = []
+    for motion, label in _MOTIONS:
+        for span, span_label in (("fitted", "fitted frames"), ("held_out", "held-out frames")):
+            values = (summary.get(motion) or {}).get(span) or {}
+            cells = "".join(f'<td class="num">{_e("-" if values.get(k) is None else fmt.format(values[k]))}</td>'
+                            for k, _, fmt in columns)
+            rows.append(f"<tr><td>{_e(label)}</td><td>{span_label}</td>{cells}</tr>")
+    held = pred.get("frames", 0) - pred.get("fitted_frames", 0)
+    out = (f"<h2>Prediction</h2><p>Frames 0-{pred.get('fitted_frames', 0) - 1} were fitted; the next {held} were "
+           "predicted by simulating the fitted scene on (held out).</p>"
+           f"<table><tr><th>motion</th><th>frames</th>{head}</tr>{''.join(rows)}</table>")
+    uri = _data_uri(folder / "prediction.png")
+    if uri:
+        out += f'<figure><img class="wide" src="{uri}" alt="scores per frame"><figcaption>scores per frame' \
+               "</figcaption></figure>"
+    uri = _data_uri(folder / "prediction.mp4")
+    if uri:
+        out += (f'<p>Target, prediction and the last fitted frame held (prediction.mp4):</p><video src="{uri}" '
+                "controls loop muted autoplay playsinline></video>")
+    return out
+
+
 def render_html(report: dict, folder) -> str:
     """The page of `report` (a report.json's dict), with the pictures and videos found in `folder` inlined.
 
@@ -252,7 +289,8 @@ def render_html(report: dict, folder) -> str:
         f"<title>gradsim-jax: {_e(name)}</title>", f"<style>{_STYLE}</style></head><body>",
         f"<h1>gradsim-jax: {_e(name)}</h1>",
         f"<p>{_e(what)}{' &middot; ' if what and facts else ''}{_e('; '.join(facts))}</p>",
-        _verdict(report), _media(folder, report), _estimates(report), _curves(folder, report),
+        _verdict(report), _media(folder, report), _prediction(folder, report), _estimates(report),
+        _curves(folder, report),
         "<h2>Files</h2><p>report.json (everything on this page, and the fit's inputs), the GIFs, comparison.mp4, "
         "loss.png and params.png are beside this page.</p>",
         f"<details><summary>versions</summary><table>{details}</table></details>" if details else "",
