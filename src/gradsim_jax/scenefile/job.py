@@ -15,7 +15,7 @@ from gradsim_jax.scenefile.build import read_simulation
 from gradsim_jax.scenefile.camera import calibration_file
 from gradsim_jax.scenefile.fit import read_fit_settings
 from gradsim_jax.scenefile.reader import SceneSpec, load_scene
-from gradsim_jax.scenefile.render import read_render
+from gradsim_jax.scenefile.render import appearance_theta, read_render
 from gradsim_jax.scenefile.target import read_target
 from gradsim_jax.scenefile.schema import SceneFileError
 
@@ -193,7 +193,15 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
         raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) are not available for [smoke]: a "
                              "window's start would be a whole velocity field, which the video does not show; fit the "
                              "whole recording")
+    initial = spec.initial_theta(exp)
+    appearance = appearance_theta(spec, exp, video_.frames[0])
+    if appearance:  # [render] appearance = "video": nuisances read off the first frame, fitted with the rest
+        initial = {**initial, **appearance}
+        config = dataclasses.replace(config, free=tuple(config.free) + tuple(
+            n for n in appearance if n not in config.free))
     notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]
+    if appearance:
+        notes.append("appearance: albedo read from the first frame, fitted with the lights")
     if undistort is not None:
         notes.append("frames undistorted with the [camera] distortion coefficients")
     if background is not None:
@@ -204,6 +212,6 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
                         "native_size": list(video_.native_size), "undistorted": undistort is not None,
                         "background_image": read_render(spec).background_image}}
     return FitJob(spec=spec, experiment=exp, frames=np.asarray(video_.frames), config=config,
-                  initial=spec.initial_theta(exp),
+                  initial=initial,
                   truth=dict(with_camera_pose(exp, exp.theta)) if true_values else None, notes=notes,
                   warnings=[warning] if warning else [], extra=extra)

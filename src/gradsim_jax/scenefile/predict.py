@@ -13,6 +13,7 @@ import numpy as np
 
 from gradsim_jax.scenefile.job import load_target_video
 from gradsim_jax.scenefile.reader import SceneSpec, load_scene
+from gradsim_jax.scenefile.render import appearance_theta
 from gradsim_jax.scenefile.schema import SceneFileError
 from gradsim_jax.sysid import Experiment, canonical
 
@@ -126,7 +127,7 @@ def load_prediction_job(scene, fit_dir, *, target=None, mask=None, key_color=Non
     coverage = (report.get("edges") or {}).get("coverage")
     if coverage and coverage != exp.settings.coverage:  # the fit's edge model chose the other coverage
         exp = dataclasses.replace(exp, settings=dataclasses.replace(exp.settings, coverage=coverage))
-    initial = spec.initial_theta(exp)
+    initial = {**spec.initial_theta(exp), **appearance_theta(spec, exp, video.frames[0])}
     ref = None
     if reference is not None:
         try:

@@ -34,6 +34,7 @@ class RenderOptions:
         tile_capacity: faces kept per 8x8 tile, or None for every face.
         pixel_capacity: faces kept per pixel, or None for every face.
         coverage: the edge model ("box", "softras" or "dibr"; checked by `read_look`).
+        appearance: "flat" or "video" (checked by `appearance_theta`).
     """
 
     height: int
@@ -45,6 +46,7 @@ class RenderOptions:
     tile_capacity: Optional[int]
     pixel_capacity: Optional[int]
     coverage: str
+    appearance: str = "flat"
 
 
 def read_render(spec) -> RenderOptions:
@@ -64,7 +66,52 @@ def read_render(spec) -> RenderOptions:
                                           else ren.light_direction, jnp.float32))
     return RenderOptions(height=ren.height, width=ren.width, background=ren.background,
                          background_image=ren.background_image, color=ren.color, lights=lights,
-                         tile_capacity=ren.tile_capacity, pixel_capacity=ren.pixel_capacity, coverage=ren.coverage)
+                         tile_capacity=ren.tile_capacity, pixel_capacity=ren.pixel_capacity, coverage=ren.coverage,
+                         appearance=ren.appearance)
+
+
+#: [render] appearance's values.
+APPEARANCES = ("flat", "video")
+
+
+def appearance_theta(spec, exp, first_frame) -> dict:
+    """The appearance quantities a fit of [render] appearance = "video" starts from: every cloth and soft-body
+    vertex's albedo read off the target's first frame (`render.video_appearance.albedo_from_frame`), the other
+    parts' colours per vertex, and [render]'s lights; {} for "flat".
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        exp: the built `Experiment` (its camera, faces, colours, lights, first render vertices).
+        first_frame: [H, W, 4] RGBA in [0, 1], the target's first frame at the render size.
+
+    Returns:
+        {"albedo": [V, 3], "ambient", "directional", "light_direction": [3]} or {}.
+
+    Raises:
+        SceneFileError: for another [render] appearance.
+    """
+    from gradsim_jax.render.video_appearance import albedo_from_frame, vertex_colors_of_faces
+
+    mode = read_render(spec).appearance
+    if mode not in APPEARANCES:
+        raise SceneFileError(f"{spec.path}: [render] appearance must be one of {', '.join(map(repr, APPEARANCES))}, "
+                             f"got {mode!r}")
+    if mode == "flat":
+        return {}
+    x0 = np.asarray(scene_vertices(exp.topology, exp.params, exp.state0))
+    faces = np.asarray(exp.faces)
+    first, end = face_ranges(exp.topology)["particles"]
+    read = np.zeros(len(x0), bool)
+    read[faces[first:end].reshape(-1)] = True
+    if not read.any():
+        raise SceneFileError(f"{spec.path}: [render] appearance = \"video\" reads the albedo of a cloth or soft "
+                             "body from the video, and the scene has none")
+    base = vertex_colors_of_faces(faces, np.asarray(exp.colors.rgb), len(x0))
+    albedo = albedo_from_frame(exp.camera, x0, faces, np.asarray(first_frame), exp.lights, read, base)
+    lights = exp.lights
+    return {"albedo": jnp.asarray(albedo, exp.dtype), "ambient": jnp.asarray(lights.ambient, exp.dtype),
+            "directional": jnp.asarray(lights.directional, exp.dtype),
+            "light_direction": jnp.asarray(lights.direction, exp.dtype)}
 
 
 def read_background_image(spec, target_frames=None, undistort=None):

@@ -264,6 +264,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "background_image": Field("str", None, "picture of the static background behind the scene, or "
                                                "\"median\": the per-pixel median of the target's frames"),
         "color": Field("float[3]", None, "uniform cloth RGB (default: a colourful checkerboard)"),
+        "appearance": Field("str", "flat", "\"flat\": the colours above under fixed lights; \"video\": each "
+                                           "cloth and soft-body vertex's albedo read from the target's first frame, "
+                                           "then fitted with the lights (quantities albedo, ambient, directional, "
+                                           "light_direction) as nuisances: for footage of a textured, lit object"),
         "ambient": Field("float", 0.45, "ambient light"),
         "directional": Field("float", 0.6, "directional light"),
         "light_direction": Field("float[3]", None, "direction towards the light (default [0.4, 1.0, -0.6] with "

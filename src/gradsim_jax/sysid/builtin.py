@@ -84,6 +84,19 @@ for _q in (
     Quantity("camera_pose", "camera", "rad, m", "identity", ("camera_pose", "pose"),
              "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known",
              container="camera", key=""),
+    Quantity("albedo", "render.albedo", "1", Bounded(0.0, 1.0), ("albedo", "texture"),
+             "albedo RGB of every render vertex [V, 3] (the renderer's colours before shading), read from the "
+             "video's first frame and refined ([render] appearance = \"video\"; a nuisance quantity)",
+             container="render", key="", auto=False),
+    Quantity("ambient", "render.ambient", "1", "log", ("ambient", "light_ambient"),
+             "ambient light intensity ([render] ambient; fitted with [render] appearance = \"video\")",
+             container="render", key="", auto=False),
+    Quantity("directional", "render.directional", "1", "log", ("directional", "light_directional"),
+             "directional light intensity ([render] directional; fitted with [render] appearance = \"video\")",
+             container="render", key="", auto=False),
+    Quantity("light_direction", "render.light_direction", "1", "identity", ("light_direction",),
+             "direction towards the directional light [3] (normalized on use; fitted with [render] appearance "
+             "= \"video\")", container="render", key="", auto=False),
     Quantity("blur", "render.blur", "px", "log", ("blur", "psf"),
              "Gaussian blur of the rendered frames, standard deviation in pixels of the render: a lens's point "
              "spread, or another renderer's softer edges (a nuisance quantity; [fit] blur)", container="render",

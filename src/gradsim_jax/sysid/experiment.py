@@ -30,7 +30,7 @@ from gradsim_jax.render import Camera, Lights, RenderSettings, SmokeLook, compos
 from gradsim_jax.render.coverage_models import coverage_model
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
-from gradsim_jax.sysid.quantities import (assemble, blur_for, camera_for, canonical_theta, check_masses,
+from gradsim_jax.sysid.quantities import (appearance_for, assemble, blur_for, camera_for, canonical_theta, check_masses,
                                           derived_values)
 
 Array = Any
@@ -303,7 +303,7 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
 
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,
-                  blur=None, density: Optional[Array] = None) -> Array:
+                  blur=None, density: Optional[Array] = None, *, colors=None, lights=None) -> Array:
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s). A frame whose vertices are not all
     finite (a simulation that blew up) is NaN (the renderer's own rule), so a loss of it is NaN too.
@@ -319,12 +319,17 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
         blur: a Gaussian point spread of that many pixels over each frame (`render.blur`); None: none.
         density: [T, ny, nx], the scene's smoke at those frames, filmed as `exp.smoke_look` says in front of the
             meshes (`render.smoke_over`); required exactly when the experiment has smoke.
+        colors: the colours record to render with (`render.FaceColors`, `VertexColors`, ...); None: the
+            experiment's.
+        lights: the `render.Lights`; None: the experiment's.
 
     Returns:
         [T, H, W, 4] RGBA video: colours (as the experiment's colours and background give them) and coverage.
     """
     renderer = functools.partial(render, autodiff=dense)
     camera = exp.camera if camera is None else camera
+    colors = exp.colors if colors is None else colors
+    lights = exp.lights if lights is None else lights
     if density is not None and exp.topology.smoke is None:
         raise ValueError("render_frames: a density was given but the experiment has no smoke (Topology.smoke)")
     if density is None and exp.topology.smoke is not None:
@@ -335,7 +340,7 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     def one(frame):
         vertices, rho = frame
         if faces:
-            image = renderer(camera, vertices, exp.faces, exp.colors, lights=exp.lights,
+            image = renderer(camera, vertices, exp.faces, colors, lights=lights,
                              background=exp.background, settings=exp.settings)
             if not coverage_model(exp.settings.coverage).blends_background:
                 image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
@@ -358,14 +363,17 @@ def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, dens
     Args:
         exp: the experiment.
         x: [T, V, 3] m, render vertices of each frame.
-        theta: {canonical quantity name: value}; its "camera_pose" and "blur" (pixels), when present, are applied.
+        theta: {canonical quantity name: value}; its "camera_pose", "blur" (pixels) and appearance ("albedo",
+            "ambient", "directional", "light_direction"), when present, are applied.
         dense: forward-mode differentiable rendering (see `render_frames`).
         density: [T, ny, nx], the smoke's density at those frames; None for a scene without smoke.
 
     Returns:
         [T, H, W, 4] RGBA video.
     """
-    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), density)
+    colors, lights = appearance_for(exp, theta)
+    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), density, colors=colors,
+                         lights=lights)
 
 
 def frames_at(exp: Experiment, theta: dict, idx, dense: bool = False) -> Array:

@@ -35,7 +35,7 @@ from gradsim_jax.sysid.edges import blur_start, edge_residual
 from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data
 from gradsim_jax.sysid.losses import loss_at, loss_frames, make_residual
 from gradsim_jax.sysid.quantities import (QUANTITIES, canonical, density_field_coordinates, focused,
-                                          transforms_for, with_camera_pose)
+                                          polished, transforms_for, with_camera_pose)
 from gradsim_jax.sysid.rounds import FitHistory, RoundResult, fit_round
 from gradsim_jax.typing import replace_paths
 
@@ -225,7 +225,7 @@ def _not_above_start(exp: Experiment, target: Array, config: FitConfig, first: R
 def _report(exp: Experiment, target: Array, config: FitConfig, estimate: _Estimate):
     """The identifiability report at the estimate (`config.report`, up to REPORT_MAX_SCALARS free scalars;
     else None): from the polish's last Jacobian when the estimate is the polish's, else a Gauss-Newton one."""
-    free = tuple(config.free)
+    free = polished(config.free)  # the albedo, when free, is held at the estimate
     theta, info = estimate.theta, estimate.info
     n_scalars = sum(int(np.size(theta[n])) for n in free)
     if not (config.report and n_scalars <= REPORT_MAX_SCALARS):

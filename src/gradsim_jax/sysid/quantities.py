@@ -299,6 +299,46 @@ def blur_for(theta: dict):
     return theta.get("blur")
 
 
+#: The appearance's quantities (`appearance_for`): a fit of [render] appearance = "video" frees them.
+APPEARANCE_QUANTITIES = ("albedo", "ambient", "directional", "light_direction")
+
+
+def polished(free) -> tuple:
+    """The free quantities the Levenberg-Marquardt polish and the identifiability report take: all but the
+    per-vertex albedo, a nuisance of hundreds of values that Adam fits and they hold at its estimate.
+
+    Args:
+        free: the fitted quantities' canonical names.
+
+    Returns:
+        The names, in their order.
+    """
+    return tuple(n for n in free if n != "albedo")
+
+
+def appearance_for(exp, theta: dict):
+    """The colours and lights to render with: theta's "albedo" (per-vertex) and light quantities where it has
+    them, the experiment's own otherwise; traceable.
+
+    Args:
+        exp: the experiment (its colours and `Lights`).
+        theta: {canonical quantity name: value}; "albedo" [V, 3], "ambient", "directional", "light_direction" [3].
+
+    Returns:
+        (colours record: `VertexColors` of theta's albedo or the experiment's, `Lights`).
+    """
+    from gradsim_jax.render import Lights
+    from gradsim_jax.render.shading import VertexColors
+
+    colors = VertexColors(theta["albedo"]) if "albedo" in theta else exp.colors
+    lights = exp.lights
+    if any(n in theta for n in APPEARANCE_QUANTITIES[1:]):
+        lights = Lights(ambient=theta.get("ambient", lights.ambient),
+                        directional=theta.get("directional", lights.directional),
+                        direction=theta.get("light_direction", lights.direction))
+    return colors, lights
+
+
 def with_camera_pose(exp, theta: dict) -> dict:
     """theta with "camera_pose" set to the experiment camera's own pose when it has none.
 

@@ -20,7 +20,7 @@ from gradsim_jax.sysid.config import LM_MAX_SCALARS, FitConfig
 from gradsim_jax.sysid.experiment import Experiment, split_data, with_data, traced_checks
 from gradsim_jax.sysid.losses import make_loss
 from gradsim_jax.sysid.polish import levenberg_marquardt
-from gradsim_jax.sysid.quantities import canonical, shape_roughness, transforms_for
+from gradsim_jax.sysid.quantities import canonical, polished, shape_roughness, transforms_for
 
 
 Array = Any
@@ -360,7 +360,7 @@ def _lm_entries(records, free, first: int) -> FitHistory:
 def _polish_stage(exp: Experiment, target: Array, theta: dict, config: FitConfig, free, shot) -> _Polish:
     """A round's polish after its Adam stage (`_Polish`). Multiple shooting's polish ran inside its Adam stage
     (`shot`): its steps are read off."""
-    n_scalars = sum(int(np.size(theta[n])) for n in free)
+    n_scalars = sum(int(np.size(theta[n])) for n in polished(free))
     if config.polish > 0 and n_scalars > LM_MAX_SCALARS and config.progress:
         print(f"  (no Levenberg-Marquardt polish: {n_scalars} free scalars > {LM_MAX_SCALARS})")
     scalars_only = all(np.size(theta[n]) == 1 for n in free)
@@ -376,10 +376,13 @@ def _polish_stage(exp: Experiment, target: Array, theta: dict, config: FitConfig
         theta, records = polish_truncated(exp, target, theta, free, truncation_windows(exp, config),
                                           steps=config.polish, kind=config.loss, progress=config.progress)
         return _Polish({k: jnp.asarray(v) for k, v in theta.items()}, records, {})
-    if config.polish > 0 and n_scalars <= LM_MAX_SCALARS:
+    moved = polished(free)  # the albedo, when free, is held at Adam's estimate
+    held = {n: theta[n] for n in free if n not in moved}
+    if config.polish > 0 and moved and sum(int(np.size(theta[n])) for n in moved) <= LM_MAX_SCALARS:
         info: dict = {}  # levenberg_marquardt fills it
-        theta, records = levenberg_marquardt(exp, target, theta, free, steps=config.polish, kind=config.loss,
+        theta, records = levenberg_marquardt(exp, target, theta, moved, steps=config.polish, kind=config.loss,
                                              frame_stride=config.frame_stride, progress=config.progress, info=info)
+        records = [(cost, {**held, **values}) for cost, values in records]
         return _Polish(theta, records, info, levenberg_marquardt=True)
     return _Polish(theta, None, {})
 
