@@ -1,18 +1,19 @@
-"""An object's appearance read off a video frame: the albedo of each vertex from the first frame, seen through the
+"""An object's appearance read off a video frame: the albedo of each face from the first frame, seen through the
 scene's template (its vertices at that frame) and the shading the renderer would give them.
 
-`albedo_from_frame` projects the vertices into the frame, averages the frame's colour over each vertex's
-footprint (a Gaussian of half the projected spacing between neighbouring vertices, over the pixels the
-object covers whole, alpha >= `INSIDE_ALPHA`, so that the background mixed into its edges does not bleed in), and divides by the light factor the renderer gives the
-vertex (the mean of its faces' `shading.face_light_factor`): rendering the result under the same lights gives
-the frame's colours back, up to the footprint's smoothing. Vertices outside the frame, behind the camera or
-off the object's mask take the mean albedo of their seen neighbours (grown outwards along the mesh's edges),
-or of every seen vertex. The fit then refines the albedo and the lights
-(`sysid` quantities "albedo", "ambient", "directional", "light_direction").
+`albedo_from_frame` projects the faces into the frame, averages the frame's colour over the pixel centres inside
+each projected triangle, at least `EDGE_MARGIN_PX` from its edges (all of them for a thin one), that the object
+covers whole (alpha >= `INSIDE_ALPHA`, so that the background mixed into
+its edges does not bleed in), and divides by the light factor the renderer gives the face
+(`shading.face_light_factor`): rendering the result under the same lights gives the frame's colours back,
+face by face. A face smaller than a pixel reads the frame around its centroid; faces outside the frame, behind
+the camera or off the object's mask take the mean albedo of their seen neighbours (grown outwards across shared
+edges), or of every seen face. The fit then refines the albedo and the lights (`sysid` quantities "albedo",
+"ambient", "directional", "light_direction").
 
-The albedo is per vertex (`shading.VertexColors`, interpolated across faces), so a texture finer than the
-mesh is smoothed to the mesh's resolution; a vertex-coloured render costs what a flat one does (about 1.15 x),
-an image texture about 7 x (its aggregation is differentiated by autodiff), which is why it is not used here.
+The albedo is per face (`shading.FaceColors`), so a texture finer than the mesh is averaged over each triangle;
+a face-coloured render is the renderer's cheapest (per-vertex colours cost about 1.15 x, an image texture
+about 7 x: its aggregation is differentiated by autodiff, which is why it is not used here).
 """
 
 from __future__ import annotations
@@ -25,31 +26,12 @@ from gradsim_jax.render.shading import Lights, face_light_factor
 #: Pixels whose alpha is at least this are the object's own colour; the others (its edges) are left out.
 INSIDE_ALPHA = 0.95
 
+#: Pixel centres closer than this to a face's edge are left out of its mean: the renderer (and a camera) mix
+#: the colours of faces that meet within about a pixel.
+EDGE_MARGIN_PX = 0.75
+
 #: The albedo read is kept inside (ALBEDO_MIN, 1 - ALBEDO_MIN), the open interval its fit's transform needs.
 ALBEDO_MIN = 0.02
-
-
-def vertex_colors_of_faces(faces, rgb, num_vertices: int) -> np.ndarray:
-    """Per-vertex colours [V, 3]: the mean colour of the faces that use each vertex (exact for a part of one
-    colour); a vertex of no face gets grey.
-
-    Args:
-        faces: [F, 3] int, vertex indices of each face.
-        rgb: [F, 3] face colours in [0, 1].
-        num_vertices: V.
-
-    Returns:
-        [V, 3] float32 RGB in [0, 1].
-    """
-    faces, rgb = np.asarray(faces), np.asarray(rgb, np.float64)
-    total, count = np.zeros((num_vertices, 3)), np.zeros(num_vertices)
-    for k in range(3):
-        np.add.at(total, faces[:, k], rgb)
-        np.add.at(count, faces[:, k], 1.0)
-    out = np.full((num_vertices, 3), 0.5)
-    used = count > 0
-    out[used] = total[used] / count[used, None]
-    return out.astype(np.float32)
 
 
 def _gaussian_blur(image: np.ndarray, sigma: float) -> np.ndarray:
@@ -78,8 +60,39 @@ def _bilinear(image: np.ndarray, uv: np.ndarray) -> np.ndarray:
             + fu * fv * image[v1, u1])
 
 
+def _triangle_means(uv: np.ndarray, faces: np.ndarray, image: np.ndarray, weight: np.ndarray):
+    """For each face projected to pixel coordinates uv [V, 2]: the weighted mean of image [H, W, C] over the pixel
+    centres inside its triangle, and the weight summed ([F, C], [F])."""
+    h, w = image.shape[:2]
+    total, count = np.zeros((len(faces), image.shape[-1])), np.zeros(len(faces))
+    for f, tri in enumerate(uv[faces]):
+        lo = np.maximum(np.floor(tri.min(0)).astype(int), 0)
+        hi = np.minimum(np.ceil(tri.max(0)).astype(int), [w - 1, h - 1])
+        if np.any(hi < lo):
+            continue
+        cols, rows = np.meshgrid(np.arange(lo[0], hi[0] + 1), np.arange(lo[1], hi[1] + 1))
+        p = np.stack([cols.ravel(), rows.ravel()], -1).astype(np.float64)
+        a, b, c = tri
+        det = (b[0] - a[0]) * (c[1] - a[1]) - (c[0] - a[0]) * (b[1] - a[1])
+        if abs(det) < 1e-12:
+            continue
+        l1 = ((p[:, 0] - a[0]) * (c[1] - a[1]) - (c[0] - a[0]) * (p[:, 1] - a[1])) / det
+        l2 = ((b[0] - a[0]) * (p[:, 1] - a[1]) - (p[:, 0] - a[0]) * (b[1] - a[1])) / det
+        # Distances (pixels) of each pixel centre from the three edges: barycentric times the edge's height.
+        heights = abs(det) / np.maximum(np.linalg.norm([c - b, c - a, b - a], axis=1), 1e-12)
+        dist = np.stack([(1 - l1 - l2) * heights[0], l1 * heights[1], l2 * heights[2]], -1).min(-1)
+        inside = dist >= EDGE_MARGIN_PX
+        if not inside.any():  # a thin triangle: every pixel centre in it
+            inside = dist >= 0.0
+        r, cc = rows.ravel()[inside], cols.ravel()[inside]
+        wt = weight[r, cc]
+        total[f] = (image[r, cc] * wt[:, None]).sum(0)
+        count[f] = wt.sum()
+    return total, count
+
+
 def albedo_from_frame(camera: Camera, vertices, faces, frame, lights: Lights, read, base) -> np.ndarray:
-    """Per-vertex albedo [V, 3] read off one frame (module docstring).
+    """Per-face albedo [F, 3] read off one frame (module docstring).
 
     Args:
         camera: the camera that filmed the frame.
@@ -87,11 +100,11 @@ def albedo_from_frame(camera: Camera, vertices, faces, frame, lights: Lights, re
         faces: [F, 3] int, vertex indices of each face.
         frame: [H, W, 4] RGBA in [0, 1] at the camera's size (alpha: the object's mask; all ones when unknown).
         lights: the `Lights` the renderer shades with.
-        read: [V] bool, the vertices whose albedo is read from the frame (the others keep `base`).
-        base: [V, 3] RGB in [0, 1], the albedo of the vertices not read (and the fallback's shape).
+        read: [F] bool, the faces whose albedo is read from the frame (the others keep `base`).
+        base: [F, 3] RGB in [0, 1], the albedo of the faces not read.
 
     Returns:
-        [V, 3] float32 albedo in [ALBEDO_MIN, 1 - ALBEDO_MIN] where read, `base` elsewhere.
+        [F, 3] float32 albedo in [ALBEDO_MIN, 1 - ALBEDO_MIN] where read, `base` elsewhere.
     """
     x = np.asarray(vertices, np.float64)
     faces = np.asarray(faces)
@@ -100,24 +113,38 @@ def albedo_from_frame(camera: Camera, vertices, faces, frame, lights: Lights, re
     if not read.any():
         return out
     uv, z = (np.asarray(a, np.float64) for a in project_pixels(camera, x.astype(np.float32)))
-    edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
-    edges = edges[read[edges].all(axis=1)]
-    spacing = float(np.median(np.linalg.norm(uv[edges[:, 0]] - uv[edges[:, 1]], axis=1))) if len(edges) else 1.0
     frame = np.asarray(frame, np.float64)
-    inside = (frame[..., 3:4] >= INSIDE_ALPHA).astype(np.float64)  # edge pixels mix in the background
-    blurred = _gaussian_blur(np.concatenate([frame[..., :3] * inside, inside], axis=-1), 0.5 * spacing)
-    sample = _bilinear(blurred, uv)
-    h, w = frame.shape[:2]
-    seen = (read & (z > float(camera.near)) & (uv[:, 0] >= -0.5) & (uv[:, 0] <= w - 0.5) & (uv[:, 1] >= -0.5)
-            & (uv[:, 1] <= h - 0.5) & (sample[:, 3] > 0.1))
-    color = sample[:, :3] / np.maximum(sample[:, 3:4], 1e-6)
+    inside = (frame[..., 3] >= INSIDE_ALPHA).astype(np.float64)  # edge pixels mix in the background
+    total, count = _triangle_means(uv, faces, frame[..., :3], inside)
+    # A face smaller than a pixel, or on the mask's rim: the frame around its centroid, over a pixel's footprint.
+    centre = uv[faces].mean(axis=1)
+    near = _bilinear(_gaussian_blur(np.concatenate([frame[..., :3] * inside[..., None], inside[..., None]], -1),
+                                    0.7), centre)
+    in_front = (z[faces] > float(camera.near)).all(axis=1)
+    seen_inside = read & in_front & (count >= 1.0)
+    seen_near = read & in_front & ~seen_inside & (near[:, 3] > 0.25)
+    color = np.where(seen_inside[:, None], total / np.maximum(count, 1e-9)[:, None],
+                     near[:, :3] / np.maximum(near[:, 3:4], 1e-9))
     light = np.asarray(face_light_factor(lights, x[faces].astype(np.float32), np.asarray(camera.eye, np.float32)),
                        np.float64)
-    per_vertex = vertex_colors_of_faces(faces, light, len(x)).astype(np.float64)
-    albedo = color / np.maximum(per_vertex, 1e-3)
-    albedo = _filled(albedo, seen, edges)
+    albedo = color / np.maximum(light, 1e-3)
+    albedo = _filled(albedo, seen_inside | seen_near, _face_pairs(faces[read], np.flatnonzero(read)))
     out[read] = np.clip(albedo[read], ALBEDO_MIN, 1.0 - ALBEDO_MIN)
     return out
+
+
+def _face_pairs(faces: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Pairs [P, 2] of the faces (numbered by `index`) that share an edge."""
+    edges = {}
+    pairs = []
+    for f, tri in zip(index, faces):
+        for a, b in ((tri[0], tri[1]), (tri[1], tri[2]), (tri[2], tri[0])):
+            key = (min(a, b), max(a, b))
+            if key in edges:
+                pairs.append((edges[key], f))
+            else:
+                edges[key] = f
+    return np.asarray(pairs, int).reshape(-1, 2)
 
 
 def _filled(values: np.ndarray, known: np.ndarray, edges: np.ndarray, passes: int = 8) -> np.ndarray:

@@ -76,8 +76,8 @@ APPEARANCES = ("flat", "video")
 
 def appearance_theta(spec, exp, first_frame) -> dict:
     """The appearance quantities a fit of [render] appearance = "video" starts from: every cloth and soft-body
-    vertex's albedo read off the target's first frame (`render.video_appearance.albedo_from_frame`), the other
-    parts' colours per vertex, and [render]'s lights; {} for "flat".
+    face's albedo read off the target's first frame (`render.video_appearance.albedo_from_frame`), the other
+    parts' colours as the file gives them, and [render]'s lights; {} for "flat".
 
     Args:
         spec: the validated scene file (`SceneSpec`).
@@ -85,12 +85,12 @@ def appearance_theta(spec, exp, first_frame) -> dict:
         first_frame: [H, W, 4] RGBA in [0, 1], the target's first frame at the render size.
 
     Returns:
-        {"albedo": [V, 3], "ambient", "directional", "light_direction": [3]} or {}.
+        {"albedo": [F, 3], "ambient", "directional", "light_direction": [3]} or {}.
 
     Raises:
         SceneFileError: for another [render] appearance.
     """
-    from gradsim_jax.render.video_appearance import albedo_from_frame, vertex_colors_of_faces
+    from gradsim_jax.render.video_appearance import albedo_from_frame
 
     mode = read_render(spec).appearance
     if mode not in APPEARANCES:
@@ -98,16 +98,16 @@ def appearance_theta(spec, exp, first_frame) -> dict:
                              f"got {mode!r}")
     if mode == "flat":
         return {}
-    x0 = np.asarray(scene_vertices(exp.topology, exp.params, exp.state0))
     faces = np.asarray(exp.faces)
     first, end = face_ranges(exp.topology)["particles"]
-    read = np.zeros(len(x0), bool)
-    read[faces[first:end].reshape(-1)] = True
+    read = np.zeros(len(faces), bool)
+    read[first:end] = True
     if not read.any():
         raise SceneFileError(f"{spec.path}: [render] appearance = \"video\" reads the albedo of a cloth or soft "
                              "body from the video, and the scene has none")
-    base = vertex_colors_of_faces(faces, np.asarray(exp.colors.rgb), len(x0))
-    albedo = albedo_from_frame(exp.camera, x0, faces, np.asarray(first_frame), exp.lights, read, base)
+    x0 = np.asarray(scene_vertices(exp.topology, exp.params, exp.state0))
+    albedo = albedo_from_frame(exp.camera, x0, faces, np.asarray(first_frame), exp.lights, read,
+                               np.asarray(exp.colors.rgb))
     lights = exp.lights
     return {"albedo": jnp.asarray(albedo, exp.dtype), "ambient": jnp.asarray(lights.ambient, exp.dtype),
             "directional": jnp.asarray(lights.directional, exp.dtype),

@@ -85,7 +85,7 @@ for _q in (
              "camera pose (rvec [3] rad, tvec [3] m; OpenCV world-to-camera) when only roughly known",
              container="camera", key=""),
     Quantity("albedo", "render.albedo", "1", Bounded(0.0, 1.0), ("albedo", "texture"),
-             "albedo RGB of every render vertex [V, 3] (the renderer's colours before shading), read from the "
+             "albedo RGB of every face [F, 3] (the renderer's colours before shading), read from the "
              "video's first frame and refined ([render] appearance = \"video\"; a nuisance quantity)",
              container="render", key="", auto=False),
     Quantity("ambient", "render.ambient", "1", "log", ("ambient", "light_ambient"),

@@ -305,7 +305,7 @@ APPEARANCE_QUANTITIES = ("albedo", "ambient", "directional", "light_direction")
 
 def polished(free) -> tuple:
     """The free quantities the Levenberg-Marquardt polish and the identifiability report take: all but the
-    per-vertex albedo, a nuisance of hundreds of values that Adam fits and they hold at its estimate.
+    per-face albedo, a nuisance of hundreds of values that Adam fits and they hold at its estimate.
 
     Args:
         free: the fitted quantities' canonical names.
@@ -322,15 +322,14 @@ def appearance_for(exp, theta: dict):
 
     Args:
         exp: the experiment (its colours and `Lights`).
-        theta: {canonical quantity name: value}; "albedo" [V, 3], "ambient", "directional", "light_direction" [3].
+        theta: {canonical quantity name: value}; "albedo" [F, 3], "ambient", "directional", "light_direction" [3].
 
     Returns:
-        (colours record: `VertexColors` of theta's albedo or the experiment's, `Lights`).
+        (colours record: `FaceColors` of theta's albedo or the experiment's, `Lights`).
     """
-    from gradsim_jax.render import Lights
-    from gradsim_jax.render.shading import VertexColors
+    from gradsim_jax.render import FaceColors, Lights
 
-    colors = VertexColors(theta["albedo"]) if "albedo" in theta else exp.colors
+    colors = FaceColors(theta["albedo"]) if "albedo" in theta else exp.colors
     lights = exp.lights
     if any(n in theta for n in APPEARANCE_QUANTITIES[1:]):
         lights = Lights(ambient=theta.get("ambient", lights.ambient),
