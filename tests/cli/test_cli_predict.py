@@ -76,6 +76,7 @@ def test_predicting_from_the_true_quantities_reproduces_the_held_out_frames(run,
     assert pred["summary"]["initial"]["held_out"]["vertex_error"] > 0.005
     assert pred["summary"]["frozen"]["fitted"]["vertex_error"] < 1e-6  # the fitted frames are the fit's own
     assert len(pred["per_frame"]["fit"]["iou"]) == 12
+    assert pred["summary"]["reference"]["held_out"]["iou"] == 1.0  # the reference is this scene's own motion
     for name in ("prediction.mp4", "prediction.png", "report.html"):
         assert (fit / name).is_file(), name
     page = (fit / "report.html").read_text()

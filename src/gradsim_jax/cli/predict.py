@@ -95,7 +95,8 @@ def summary_lines(entry: dict) -> list[str]:
     Returns:
         One line per motion and span.
     """
-    names = {"fit": "fitted quantities", "initial": "initial guess", "frozen": "last fitted frame held"}
+    names = {"fit": "fitted quantities", "initial": "initial guess", "frozen": "last fitted frame held",
+             "reference": "reference, drawn here"}
     lines = []
     for motion, spans in entry["summary"].items():
         for span, values in spans.items():

@@ -77,6 +77,10 @@ for _q in (
     Quantity("lift", "cloth.tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift", "cloth.tri_lift"),
              "aerodynamic lift coefficient", read=_read_path("cloth.tri_lift"), expand=_broadcast("cloth.tri_lift"),
              key="tri_lift"),
+    Quantity("air_damping", "particles.damping", "1/s", "log", ("air_damping", "particles.damping"),
+             "linear air damping of every particle's velocity (acceleration -c v, the same for every mass): a "
+             "viscous medium, as Blender's cloth damps with air; drag is the quadratic, per-face kind",
+             read=_read_path("particles.damping"), expand=_broadcast("particles.damping"), key="air_damping"),
     Quantity("friction", "contact.mu", "1", "log", ("friction", "contact_mu", "contact.mu", "mu"),
              "ground friction coefficient of the particles",
              read=lambda topology, params, state0: float(np.asarray(params.contact.mu)),

@@ -14,7 +14,9 @@ target:
   (the largest side of its first frame's bounding box).
 
 The same scores are given for two baselines: the initial guess (what the fit started from) and the frozen last
-fitted frame (the fitted motion's frame at the end of the fit, held: a prediction that nothing moves any more).
+fitted frame (the fitted motion's frame at the end of the fit, held: a prediction that nothing moves any more);
+and, with a reference, for the reference motion itself drawn by this renderer with the fitted appearance: the
+scores a perfect motion would get, the bound the prediction's IoU and PSNR are to be read against.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.sysid.experiment import Experiment, simulate_video
+from gradsim_jax.sysid.experiment import Experiment, frames_for, simulate_video
 
 #: The threshold of the silhouettes' IoU (coverage and alpha in [0, 1]).
 IOU_THRESHOLD = 0.5
@@ -70,7 +74,8 @@ class Prediction:
         video: [T, H, W, 4] RGBA, the predicted video (T = all frames predicted, the initial one included).
         vertices: [T, V, 3] m, the predicted render vertices.
         scores: {"fit": the prediction's, "initial": the initial guess's, "frozen": the frozen last fitted
-            frame's `FrameScores`}.
+            frame's `FrameScores`; with a reference of every frame, "reference": the reference positions drawn by
+            this renderer with the fitted appearance (the best a motion can score here)}.
         size: m, the reference's size (the vertex errors' scale), or None without a reference.
         target_frames: how many frames the target has (scores beyond it are NaN).
     """
@@ -256,5 +261,8 @@ def predict(exp: Experiment, theta: dict, initial: dict, target, alpha_observed:
         "frozen": frame_scores(frozen(video, fitted, count), target, alpha_observed,
                                frozen(vertices, fitted, count), ref),
     }
+    if ref is not None and ref.shape[0] >= count:  # the best our renderer can do with the true motion
+        drawn = jax.jit(lambda x, th: frames_for(exp, x, th))(jnp.asarray(ref[:count], exp.dtype), theta)
+        scores["reference"] = frame_scores(np.asarray(drawn), target, alpha_observed, ref[:count], ref)
     return Prediction(fitted_frames=fitted, video=video, vertices=vertices, scores=scores,
                       size=None if ref is None else reference_size(ref), target_frames=int(np.shape(target)[0]))

@@ -223,7 +223,8 @@ def _curves(folder: Path, report: dict) -> str:
 _PREDICTION_COLUMNS = (("iou", "IoU", "{:.3f}"), ("psnr_mask", "PSNR in mask, dB", "{:.1f}"),
                        ("psnr", "PSNR, dB", "{:.1f}"), ("vertex_error_relative", "vertex error, % of size",
                                                          "{:.2%}"))
-_MOTIONS = (("fit", "fitted quantities"), ("initial", "initial guess"), ("frozen", "last fitted frame held"))
+_MOTIONS = (("fit", "fitted quantities"), ("initial", "initial guess"), ("frozen", "last fitted frame held"),
+            ("reference", "reference motion, drawn here"))
 
 
 def _prediction(folder: Path, report: dict) -> str:
@@ -237,6 +238,8 @@ def _prediction(folder: Path, report: dict) -> str:
     head = "".join(f"<th>{_e(label)}</th>" for _, label, _ in columns)
     rows = []
     for motion, label in _MOTIONS:
+        if motion not in summary:
+            continue
         for span, span_label in (("fitted", "fitted frames"), ("held_out", "held-out frames")):
             values = (summary.get(motion) or {}).get(span) or {}
             cells = "".join(f'<td class="num">{_e("-" if values.get(k) is None else fmt.format(values[k]))}</td>'

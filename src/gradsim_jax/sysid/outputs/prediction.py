@@ -61,10 +61,12 @@ def plot_prediction(path, prediction: Prediction) -> Path:
     FigureCanvasAgg(fig)
     frames = np.arange(prediction.video.shape[0])
     styles = {"fit": ("fitted quantities", "C0", "-"), "initial": ("initial guess", "C7", "--"),
-              "frozen": ("last fitted frame held", "C3", ":")}
+              "frozen": ("last fitted frame held", "C3", ":"), "reference": ("reference, drawn here", "C2", "-.")}
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for motion, (name, color, style) in styles.items():
+            if motion not in prediction.scores:
+                continue
             values = getattr(prediction.scores[motion], key)
             ax.plot(frames, values, style, color=color, label=name)
         ax.axvline(prediction.fitted_frames - 0.5, color="k", lw=0.8)
