@@ -61,6 +61,20 @@ class BodyKind(abc.ABC):
             A Python bool.
         """
 
+    def moves(self, topology, params, state) -> bool:
+        """Whether the scene's body of this kind can move (host side, concrete values): a recording of a scene where
+        no kind moves films nothing (`sysid.experiment.Experiment` refuses it). The base: `present`.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            state: the initial `State`.
+
+        Returns:
+            A Python bool.
+        """
+        return self.present(topology, params, state)
+
     def check(self, topology, params, state, options: RolloutOptions) -> None:
         """Raise ValueError or TypeError naming the field of a bad branch (the base checks nothing).
 
@@ -138,6 +152,19 @@ class OwnStepKind(BodyKind):
             `branch(state) is not None`.
         """
         return self.branch(state) is not None
+
+    def moves(self, topology, params, state) -> bool:
+        """Whether the topology has the kind's branch (its own rollout moves it).
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            state: the initial `State`.
+
+        Returns:
+            `branch(topology) is not None`.
+        """
+        return self.branch(topology) is not None
 
     @abc.abstractmethod
     def rollout(self, topology, params, state0, options: RolloutOptions, substeps: int):
