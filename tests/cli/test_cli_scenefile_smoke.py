@@ -187,3 +187,17 @@ def test_the_smoke_look_and_substeps_are_held_by_kind_and_the_old_keywords_still
         Experiment(**fields, smoke_look="grey")
     with pytest.raises(ValueError, match="the experiment has smoke: give its density"):
         render_frames(exp, jnp.zeros((1, 0, 3)))
+
+
+def test_a_gradient_check_of_smoke_notes_its_pressure_solve(tmp_path):
+    """`diagnostics.problem.gradcheck_notes`: the smoke's word when its gradient check disagrees (its own module's
+    `pressure_solve_note`), none for a solve tight enough."""
+    from gradsim_jax.diagnostics.problem import gradcheck_notes
+
+    exp = load_scene(write_scene(tmp_path, PLUME)).experiment()
+    assert gradcheck_notes(exp) == ["note: the smoke's pressure solve stops at a relative residual of 1e-05; finite "
+                                    "differences see that truncation (the gradient is the exact solve's). Check "
+                                    "with [smoke] tolerance = 1e-10 (float64 reaches it)"]
+    tight = load_scene(write_scene(tmp_path, PLUME.replace("scale = 0.5", "scale = 0.5\ntolerance = 1e-10"),
+                                   "tight.toml")).experiment()
+    assert gradcheck_notes(tight) == []
