@@ -33,13 +33,17 @@ class RolloutOptions:
     """What `simulate` was asked for, as its kinds see it (static except frame_dt).
 
     frames: the number of frames; frame_dt: s per frame (a float, may be traced); ode_solver: how an ODE body is
-    solved (`physics.ode.OdeSolver`); smoke_substeps: the smoke's solver steps a frame (checked by the smoke kind).
+    solved (`physics.ode.OdeSolver`); smoke_substeps: the smoke's solver steps a frame (checked by the smoke kind);
+    first: the frame index of the rollout's first state (its time first * frame_dt; may be traced): 0 for
+    `simulate`, a window's first frame for a run resumed mid-recording (`sysid.windows.runs.run_from`); a kind
+    whose motion does not depend on the time may ignore it.
     """
 
     frames: int
     frame_dt: Any
     ode_solver: OdeSolver = OdeSolver()
     smoke_substeps: Any = 1
+    first: Any = 0
 
 
 class BodyKind(abc.ABC):

@@ -53,14 +53,14 @@ class OdeBodies(OwnStepKind):
             topology: the scene's `Topology`.
             params: the scene's `Params`.
             state0: y at frame 0.
-            options: the rollout's `RolloutOptions` (frames, frame_dt, ode_solver).
+            options: the rollout's `RolloutOptions` (frames, frame_dt, ode_solver, first).
             substeps: the solver's fixed steps a frame.
 
         Returns:
             y at every frame (leaves [frames + 1, ...]).
         """
         return ode_trajectory(topology.ode, params.ode, params.world, state0, options.frames, options.frame_dt,
-                              substeps, options.ode_solver)
+                              substeps, options.ode_solver, first=options.first)
 
 
 class Smoke(OwnStepKind):

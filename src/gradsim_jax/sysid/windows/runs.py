@@ -9,7 +9,6 @@ START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax
@@ -19,7 +18,8 @@ import numpy as np
 from gradsim_jax.fit.windows import Windows
 from gradsim_jax.physics import State
 from gradsim_jax.physics.checkpointing import PerFrame
-from gradsim_jax.physics.ode import ode_trajectory
+from gradsim_jax.physics.component import OwnStepKind, RolloutOptions
+from gradsim_jax.physics.components import COMPONENTS
 from gradsim_jax.physics.rollout import push_control
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, trajectory
 from gradsim_jax.sysid.windows.kinds import (  # noqa: F401  (movable: re-exported for sysid.windows.starts)
@@ -138,8 +138,8 @@ def _advance(exp: Experiment, params, state: State, frame, push) -> State:
 def run_from(exp: Experiment, params, state0: State, first, frames: int, push, cuts: tuple = ()) -> State:
     """States [frames + 1, ...] from `state0` at absolute frame `first` (traced); `cuts`: frames (from `first`,
     host ints) where the gradient of the carried state is stopped (truncated backpropagation). One
-    `jax.checkpoint` per frame, as `simulate`; an ODE body is solved apart over the same frames, one solve per
-    stretch between cuts.
+    `jax.checkpoint` per frame, as `simulate`; a kind that moves by its own rollout (`physics.component.OwnStepKind`:
+    an ODE body) is rolled out apart over the same frames (`own_rollout`), one rollout per stretch between cuts.
 
     Args:
       exp: the experiment (topology, integrator, frame_dt, substeps, push frames).
@@ -153,8 +153,10 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
     Returns:
       the states, leaves [frames + 1, ...] (state0 first).
     """
-    y0 = state0.ode
-    state0 = dataclasses.replace(state0, ode=None)
+    own = [(kind, kind.branch(state0)) for kind in COMPONENTS
+           if isinstance(kind, OwnStepKind) and kind.branch(state0) is not None]
+    for kind, _ in own:
+        state0 = kind.with_branch(state0, None)
     cut = np.zeros(frames, bool)
     cut[[c for c in cuts if 0 < c < frames]] = True
     cut = jnp.asarray(cut)
@@ -168,18 +170,36 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
 
     _, traj = jax.lax.scan(one_frame, state0, jnp.arange(frames))
     traj = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
-    if y0 is None or exp.topology.ode is None:
-        return traj
     bounds = [0] + sorted(c for c in set(cuts) if 0 < c < frames) + [frames]
+    for kind, y0 in own:
+        traj = kind.with_branch(traj, own_rollout(exp, params, kind, y0, first, bounds))
+    return traj
+
+
+def own_rollout(exp: Experiment, params, kind: OwnStepKind, y0, first, bounds: list):
+    """An own-step kind's branch over a run's frames, rolled out by the kind (`OwnStepKind.rollout`) stretch by
+    stretch between `bounds`, its gradient stopped at each stretch's start but the first.
+
+    Args:
+      exp: the experiment (topology, frame_dt, substeps, the kinds' options `kind_options`).
+      params: the assembled parameters.
+      kind: the `physics.component.OwnStepKind`.
+      y0: the kind's branch of the state at frame `first`.
+      first: int (may be traced), the absolute frame index of y0.
+      bounds: host ints, 0, the cuts, then the run's frame count.
+
+    Returns:
+      the branch, leaves [bounds[-1] + 1, ...] (y0 first).
+    """
     y, pieces = y0, []
     for a, b in zip(bounds[:-1], bounds[1:]):
         if a:
             y = jax.lax.stop_gradient(y)
-        piece = ode_trajectory(exp.topology.ode, params.ode, params.world, y, b - a, exp.frame_dt, exp.substeps,
-                               first=first + a)
+        options = RolloutOptions(frames=b - a, frame_dt=exp.frame_dt, first=first + a, **exp.kind_options)
+        piece = kind.rollout(exp.topology, params, y, options, exp.substeps)
         pieces.append(piece if not a else jax.tree.map(lambda v: v[1:], piece))
         y = jax.tree.map(lambda v: v[-1], piece)
-    return dataclasses.replace(traj, ode=jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces))
+    return jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces)
 
 
 def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict, windows: Windows, push):
