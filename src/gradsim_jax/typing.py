@@ -9,6 +9,7 @@ part of the compiled program's identity).
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 from typing import Any, Iterator
 
@@ -170,3 +171,30 @@ def grouped_options(where: str, groups: dict, flat: dict, shorthands: dict, *, o
                             "or as keywords, not both")
         out[group] = dataclasses.replace(given, **routed[group]) if routed[group] else given
     return out
+
+
+class FrozenMap(collections.abc.Mapping):
+    """A read-only, hashable mapping {name: hashable value}, e.g. an experiment's looks and options of its body kinds
+    (`sysid.experiment.Experiment`), which key its compiled functions. Equal when their items are.
+
+    Args:
+        items: a mapping or (name, value) pairs; values must be hashable.
+    """
+
+    def __init__(self, items=()):
+        self._items = dict(items)
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __hash__(self):
+        return hash(tuple(sorted(self._items.items(), key=lambda kv: kv[0])))
+
+    def __repr__(self):
+        return f"FrozenMap({self._items!r})"

@@ -6,6 +6,7 @@ section, plugin loading) are checked one by one below."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -15,15 +16,23 @@ import numpy as np
 import pytest
 
 from gradsim_jax.cli import main
+from gradsim_jax.fit.windows import Windows
 from gradsim_jax.physics.components import COMPONENTS
 from gradsim_jax.render.camera import project_pixels
 from gradsim_jax.render.drawings import DRAWINGS
+from gradsim_jax.render.overlays import OVERLAYS, Overlay
 from gradsim_jax.render.mesh import scene_faces, scene_vertices
 from gradsim_jax.scenefile import SCHEMA, SceneFileError, help_text, load_scene
-from gradsim_jax.scenefile.extensions import BODY_SECTIONS, LOADED_PLUGINS, unregister_body_kind
+from gradsim_jax.scenefile.extensions import (BODY_SECTIONS, LOADED_PLUGINS, BodyKindParts, register_body_kind,
+                                              unregister_body_kind)
 from gradsim_jax.scenefile.sections import SECTION_TYPES
 from gradsim_jax.sysid import QUANTITIES
+from gradsim_jax.sysid.config import SysIdResult
 from gradsim_jax.sysid.experiment import simulate_video, trajectory
+from gradsim_jax.sysid.outputs.report import build_report
+from gradsim_jax.sysid.outputs.sections import REPORT_SECTIONS, ReportSection
+from gradsim_jax.sysid.windows.kinds import WINDOW_REFUSALS, WindowRefusal
+from gradsim_jax.sysid.windows.runs import check_windowed
 from gradsim_jax.sysid.quantities import assemble, default_theta
 from gradsim_jax.typing import get_path, named_leaves
 
@@ -144,3 +153,88 @@ def test_bad_plugins_and_sections_name_the_file_and_key(chain_dir):
     not_finite = edited(scene, "mass = 0.5", "mass = nan")
     with pytest.raises(SceneFileError, match=r"\[chain\] mass must be finite"):
         load_scene(not_finite)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# More hooks a kind defined outside the package may add, without editing the package: what it composites over
+# the meshes (an overlay: here a red tint as strong as the chain is long), a section of report.json, and a
+# refusal of windowed fits. Registered from this test module, the way a plugin registers them.
+
+
+@dataclasses.dataclass(frozen=True)
+class Tint:
+    """How the chain's tint is filmed: red added per metre of the chain's length."""
+
+    gain: float = 1.0
+
+
+class ChainTint(Overlay):
+    name = "chain"
+    data_name = "length"
+    field = "bodies.chain.x"
+
+    def present(self, topology):
+        return "chain" in (topology.bodies or {})
+
+    def filmed(self, topology, trajectory):
+        x = trajectory.bodies["chain"].x  # [T, m, 3]
+        return x[:, -1, 0] - x[:, 0, 0]  # [T] m, from the first mass to the last
+
+    def default_look(self):
+        return Tint()
+
+    def check_look(self, look):
+        if not isinstance(look, Tint):
+            raise TypeError(f"the chain's look must be a Tint, got {type(look).__name__}")
+
+    def over(self, camera, topology, data, image, look):
+        return image.at[..., 0].add(look.gain * data)
+
+
+def chain_length_section(exp, theta):
+    x = np.asarray(trajectory(exp, theta).bodies["chain"].x)
+    return {"first_m": float(x[0, -1, 0] - x[0, 0, 0]), "last_m": float(x[-1, -1, 0] - x[-1, 0, 0])}
+
+
+EXTRAS = dict(overlay=ChainTint(),
+              report_sections=(ReportSection("chain_length", lambda exp: "chain" in (exp.topology.bodies or {}),
+                                             chain_length_section),),
+              window_refusal=WindowRefusal("chain", "Topology.bodies['chain']", "no start part reads a chain",
+                                           "a chain's start is not read off the video"))
+
+
+def test_a_kind_adds_an_overlay_a_report_section_and_a_window_refusal(chain_dir):
+    scene = chain_dir / "chain.toml"
+    plain = load_scene(scene).experiment()
+    _, before = simulate_video(plain, plain.theta)
+    kind = next(k for k in COMPONENTS if k.name == "chain")
+    register_body_kind(BodyKindParts(kind=kind, drawing=DRAWINGS["chain"], quantities=(QUANTITIES["chain_ke"],),
+                                     section=BODY_SECTIONS["chain"], **EXTRAS))
+    assert OVERLAYS["chain"] is EXTRAS["overlay"] and "chain" in WINDOW_REFUSALS
+    assert [s.name for s in REPORT_SECTIONS][:1] == ["energy"] and REPORT_SECTIONS[-1].name == "chain_length"
+    exp = load_scene(scene).experiment()
+    assert exp.looks == {"chain": Tint()} and plain.looks == {}  # the overlay's default look
+    # The overlay composites over the meshes: red grows by the chain's length, the rest as without it.
+    _, after = simulate_video(exp, exp.theta)
+    x = np.asarray(trajectory(exp, exp.theta).bodies["chain"].x)
+    length = x[:, -1, 0] - x[:, 0, 0]
+    np.testing.assert_allclose(after[..., 0] - before[..., 0], np.broadcast_to(length[:, None, None],
+                                                                                before.shape[:3]), atol=1e-5)
+    np.testing.assert_array_equal(after[..., 1:], before[..., 1:])
+    _, twice = simulate_video(dataclasses.replace(exp, looks={"chain": Tint(2.0)}), exp.theta)
+    np.testing.assert_allclose(twice[..., 0] - before[..., 0], 2 * (after[..., 0] - before[..., 0]), atol=1e-5)
+    with pytest.raises(TypeError, match="must be a Tint"):
+        dataclasses.replace(exp, looks={"chain": "red"})
+    # Its report section, after the built-in ones (the ODE energy: None, no ODE body here).
+    result = SysIdResult(theta=dict(exp.theta), history={}, report=None, wall_time=0.0, adam_iterations=0,
+                         lm_iterations=0, loss=0.0)
+    report = build_report(exp, ["chain_ke"], None, dict(exp.theta), result)
+    keys = list(report)
+    assert report["energy"] is None and keys.index("energy") < keys.index("chain_length") < keys.index("inputs")
+    assert report["chain_length"] == pytest.approx({"first_m": length[0], "last_m": length[-1]})
+    # Its refusal of windowed fits.
+    with pytest.raises(ValueError, match=r"not available for chain \(Topology.bodies\['chain'\]\): no start part"):
+        check_windowed(exp, Windows(exp.frames, 6), "multiple")
+    unregister_body_kind("chain")
+    assert "chain" not in OVERLAYS and "chain" not in WINDOW_REFUSALS
+    assert "chain_length" not in [s.name for s in REPORT_SECTIONS]

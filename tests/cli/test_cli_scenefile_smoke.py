@@ -164,3 +164,40 @@ frames = 2
 [fit]
 free = ["mass"]
 """)).experiment()
+
+
+def test_the_smoke_look_and_substeps_are_held_by_kind_and_the_old_keywords_still_work(tmp_path):
+    """`Experiment.looks` / `kind_options` hold the smoke's look and solver steps by the kind's name; the old
+    keywords `smoke_look=` / `smoke_substeps=` map onto them and read back as before."""
+    import dataclasses
+
+    from gradsim_jax.sysid import Experiment, render_frames
+
+    exp = load_scene(write_scene(tmp_path, PLUME)).experiment()
+    assert exp.looks == {"smoke": exp.smoke_look} and exp.kind_options == {"smoke_substeps": exp.smoke_substeps}
+    bare = dataclasses.replace(exp, looks={}, kind_options={})  # the overlay's default look, simulate's default steps
+    assert bare.smoke_look == SmokeLook() and bare.smoke_substeps == 1
+    fields = {f.name: getattr(exp, f.name) for f in dataclasses.fields(exp) if f.name not in ("looks", "kind_options")}
+    old = Experiment(**fields, smoke_look=SmokeLook(scale=2.0), smoke_substeps=3)
+    assert old.looks == {"smoke": SmokeLook(scale=2.0)} and old.kind_options == {"smoke_substeps": 3}
+    assert old.smoke_look == SmokeLook(scale=2.0) and old.smoke_substeps == 3
+    with pytest.raises(ValueError, match="smoke_substeps must be a whole number >= 1"):
+        Experiment(**fields, smoke_substeps=0)
+    with pytest.raises(TypeError, match="smoke_look must be a render.SmokeLook"):
+        Experiment(**fields, smoke_look="grey")
+    with pytest.raises(ValueError, match="the experiment has smoke: give its density"):
+        render_frames(exp, jnp.zeros((1, 0, 3)))
+
+
+def test_a_gradient_check_of_smoke_notes_its_pressure_solve(tmp_path):
+    """`diagnostics.problem.gradcheck_notes`: the smoke's word when its gradient check disagrees (its own module's
+    `pressure_solve_note`), none for a solve tight enough."""
+    from gradsim_jax.diagnostics.problem import gradcheck_notes
+
+    exp = load_scene(write_scene(tmp_path, PLUME)).experiment()
+    assert gradcheck_notes(exp) == ["note: the smoke's pressure solve stops at a relative residual of 1e-05; finite "
+                                    "differences see that truncation (the gradient is the exact solve's). Check "
+                                    "with [smoke] tolerance = 1e-10 (float64 reaches it)"]
+    tight = load_scene(write_scene(tmp_path, PLUME.replace("scale = 0.5", "scale = 0.5\ntolerance = 1e-10"),
+                                   "tight.toml")).experiment()
+    assert gradcheck_notes(tight) == []

@@ -9,6 +9,7 @@ conservation of its momentum. docs/architecture.md ("Adding a body kind") walks 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -201,3 +202,17 @@ def test_a_branch_of_an_unregistered_kind_is_refused():
     top, par, st = chain_scene([[0.0, 0.0, 0.0], [0.6, 0.0, 0.0]], np.zeros((2, 3)), [1.0, 1.0], [100.0], [0.5])
     with pytest.raises(ValueError, match=r"State.bodies has \['chain'\].*register_component"):
         simulate(top, par, st, frames=2, substeps=1)
+
+
+def test_each_kind_says_whether_it_moves(chain_kind):
+    """`BodyKind.moves`: what `sysid.Experiment` asks to refuse a recording where nothing moves."""
+    kinds = {kind.name: kind for kind in COMPONENTS}
+    top, par, st = chain_scene([[0.0, 0.0, 0.0], [0.6, 0.0, 0.0]], np.zeros((2, 3)), [1.0, 1.0], [100.0], [0.5],
+                               others=np.zeros((1, 3)))
+    moving = {name: kind.moves(top, par, st) for name, kind in kinds.items()}
+    assert moving == {"ode": False, "smoke": False, "particles": True, "rigid": False, "colliders": False,
+                      "chain": True}
+    pinned = dataclasses.replace(top, particles=dataclasses.replace(top.particles,
+                                                                    pinned=jnp.ones_like(top.particles.pinned)))
+    assert not kinds["particles"].moves(pinned, par, st)
+    assert not kinds["chain"].moves(dataclasses.replace(top, bodies=None), par, st)

@@ -126,6 +126,7 @@ def cmd_gradcheck(args) -> int:
         The exit status: 0 when every check agrees, 1 when one fails, 2 after a one-line error.
     """
     from gradsim_jax.diagnostics.gradcheck import AD_RTOL, F32_RTOL, FD_RTOL, gradcheck
+    from gradsim_jax.diagnostics.problem import gradcheck_notes
 
     problem, status = _load(args, args.perturb)
     if problem is None:
@@ -135,11 +136,8 @@ def cmd_gradcheck(args) -> int:
                        float32=not args.no_float32, ad_rtol=args.ad_rtol or AD_RTOL, fd_rtol=args.fd_rtol or FD_RTOL,
                        f32_rtol=args.f32_rtol or F32_RTOL, progress=True)
     print(result.table())
-    smoke = problem.experiment.topology.smoke
-    if not result.ok and smoke is not None and smoke.solver == "cg" and smoke.tolerance > 1e-9:
-        print(f"note: the smoke's pressure solve stops at a relative residual of {smoke.tolerance:g}; finite "
-              "differences see that truncation (the gradient is the exact solve's). Check with [smoke] tolerance = "
-              "1e-10 (float64 reaches it)")
+    for note in gradcheck_notes(problem.experiment) if not result.ok else ():  # a kind's word (the smoke's solve)
+        print(note)
     path = Path(args.out) / "gradcheck.json"
     report = {**result.as_dict(), "scene": problem.path, "notes": list(problem.notes),
               "at": {n: problem.theta[n].tolist() for n in problem.free},

@@ -9,13 +9,14 @@ the whole scene and its target with it (`diagnostics.precision`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.sysid import Experiment, split_data, with_data, frames_at, image_loss, make_loss
+from gradsim_jax.sysid.smoke import pressure_solve_note
 
 Array = Any
 
@@ -96,3 +97,20 @@ class SceneProblem:
         """
         per_frame = self.frame_losses(params, dense)
         return jnp.cumsum(per_frame) / jnp.arange(1, per_frame.shape[0] + 1, dtype=per_frame.dtype)
+
+
+#: What a body kind says when a gradient check of a scene with it disagrees: `note(exp) -> str or None`, one per
+#: kind that has something to say (the smoke: its pressure solve's tolerance, `sysid.smoke.pressure_solve_note`).
+GRADCHECK_NOTES: list[Callable] = [pressure_solve_note]
+
+
+def gradcheck_notes(exp: Experiment) -> list[str]:
+    """The notes of `GRADCHECK_NOTES` that apply to the experiment, in registry order.
+
+    Args:
+        exp: the experiment whose gradient was checked.
+
+    Returns:
+        The notes (none: empty).
+    """
+    return [note for note in (fn(exp) for fn in GRADCHECK_NOTES) if note]

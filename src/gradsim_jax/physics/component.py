@@ -33,13 +33,17 @@ class RolloutOptions:
     """What `simulate` was asked for, as its kinds see it (static except frame_dt).
 
     frames: the number of frames; frame_dt: s per frame (a float, may be traced); ode_solver: how an ODE body is
-    solved (`physics.ode.OdeSolver`); smoke_substeps: the smoke's solver steps a frame (checked by the smoke kind).
+    solved (`physics.ode.OdeSolver`); smoke_substeps: the smoke's solver steps a frame (checked by the smoke kind);
+    first: the frame index of the rollout's first state (its time first * frame_dt; may be traced): 0 for
+    `simulate`, a window's first frame for a run resumed mid-recording (`sysid.windows.runs.run_from`); a kind
+    whose motion does not depend on the time may ignore it.
     """
 
     frames: int
     frame_dt: Any
     ode_solver: OdeSolver = OdeSolver()
     smoke_substeps: Any = 1
+    first: Any = 0
 
 
 class BodyKind(abc.ABC):
@@ -60,6 +64,20 @@ class BodyKind(abc.ABC):
         Returns:
             A Python bool.
         """
+
+    def moves(self, topology, params, state) -> bool:
+        """Whether the scene's body of this kind can move (host side, concrete values): a recording of a scene where
+        no kind moves films nothing (`sysid.experiment.Experiment` refuses it). The base: `present`.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            state: the initial `State`.
+
+        Returns:
+            A Python bool.
+        """
+        return self.present(topology, params, state)
 
     def check(self, topology, params, state, options: RolloutOptions) -> None:
         """Raise ValueError or TypeError naming the field of a bad branch (the base checks nothing).
@@ -138,6 +156,19 @@ class OwnStepKind(BodyKind):
             `branch(state) is not None`.
         """
         return self.branch(state) is not None
+
+    def moves(self, topology, params, state) -> bool:
+        """Whether the topology has the kind's branch (its own rollout moves it).
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            state: the initial `State`.
+
+        Returns:
+            `branch(topology) is not None`.
+        """
+        return self.branch(topology) is not None
 
     @abc.abstractmethod
     def rollout(self, topology, params, state0, options: RolloutOptions, substeps: int):

@@ -53,14 +53,14 @@ class OdeBodies(OwnStepKind):
             topology: the scene's `Topology`.
             params: the scene's `Params`.
             state0: y at frame 0.
-            options: the rollout's `RolloutOptions` (frames, frame_dt, ode_solver).
+            options: the rollout's `RolloutOptions` (frames, frame_dt, ode_solver, first).
             substeps: the solver's fixed steps a frame.
 
         Returns:
             y at every frame (leaves [frames + 1, ...]).
         """
         return ode_trajectory(topology.ode, params.ode, params.world, state0, options.frames, options.frame_dt,
-                              substeps, options.ode_solver)
+                              substeps, options.ode_solver, first=options.first)
 
 
 class Smoke(OwnStepKind):
@@ -132,6 +132,19 @@ class Particles(BodyKind):
         """
         validate_scene(*integrated(topology, params, state))
 
+    def moves(self, topology, params, state) -> bool:
+        """Whether a particle is free: not pinned, with a positive mass.
+
+        Args:
+            topology: the scene's `Topology` (the pins).
+            params: the scene's `Params` (the masses, kg).
+            state: the initial `State`.
+
+        Returns:
+            A Python bool.
+        """
+        return bool((~np.asarray(topology.particles.pinned) & (np.asarray(params.particles.mass) > 0)).any())
+
     def start_checks(self, topology, params, state, dt, integrator) -> list[tuple[type, str]]:
         """`physics.substeps.start_checks`: deep starts and steps too long for contacts and elastic elements.
 
@@ -167,6 +180,19 @@ class RigidBodies(BodyKind):
         """
         return state.rigid.x.shape[0] > 0
 
+    def moves(self, topology, params, state) -> bool:
+        """Whether a body has a positive mass (a mass-0 body is kinematic).
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params` (the bodies' masses, kg).
+            state: the initial `State`.
+
+        Returns:
+            A Python bool.
+        """
+        return bool((np.asarray(params.rigid.mass) > 0).any())
+
 
 class Colliders(BodyKind):
     """Static or keyframed obstacles (`physics.colliders`, `physics.collider_motion`): branches
@@ -186,6 +212,19 @@ class Colliders(BodyKind):
             A Python bool.
         """
         return topology.colliders is not None or params.colliders is not None
+
+    def moves(self, topology, params, state) -> bool:
+        """Never: a collider is an obstacle, kept still or moved as keyframed, not a motion a recording films.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            state: the initial `State`.
+
+        Returns:
+            False.
+        """
+        return False
 
     def initial(self, topology, params, state):
         """`state` with the keyframed colliders' pose at time 0 (None: none moves).

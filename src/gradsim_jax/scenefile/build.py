@@ -260,7 +260,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
             f"{frames} frames ({frames / fps:.3g} s); give at most {frames} (the push then lasts throughout)")
     faces, colors, lights, settings = read_look(spec, topology, params, state0, body_colors, collider_colors, ode)
     camera = spec.camera(native_size)
-    look, smoke_substeps = (smoke.look, smoke.substeps) if smoke is not None else (None, 1)
+    looks, kind_options = (smoke.looks, smoke.kind_options) if smoke is not None else ({}, {})
     return Experiment(topology=topology, params=params, state0=state0, camera=camera, faces=faces,
                       colors=colors, lights=lights,
                       background=jnp.asarray(read_render(spec).background if background_image is None
@@ -270,4 +270,4 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
                       substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,
                       push_frames=push.frames if push.particles else 0, name=path.stem,
                       integrator=SemiImplicitEuler(implicit_contact=sim.contact == "implicit"),
-                      smoke_look=look, smoke_substeps=smoke_substeps)
+                      looks=looks, kind_options=kind_options)

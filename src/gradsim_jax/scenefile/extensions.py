@@ -5,7 +5,9 @@ reader checks a registered section's keys as it checks the built-in sections' (`
 
 A `BodyKindParts` record bundles what each layer looks up by the kind's name: its physics (`physics.component.
 ExtraBodyKind`, registry `physics.components.COMPONENTS`), its drawing (`render.drawings.Drawing`, registry
-`render.drawings.DRAWINGS`), its quantities (`sysid.registry.Quantity`, registry `QUANTITIES`; their fields
+`render.drawings.DRAWINGS`), what it composites over the meshes (`render.overlays.Overlay`, registry `OVERLAYS`),
+its sections of report.json (`sysid.outputs.sections.ReportSection`, registry `REPORT_SECTIONS`), why windowed
+fits refuse it (`sysid.windows.kinds.WindowRefusal`, registry `WINDOW_REFUSALS`), its quantities (`sysid.registry.Quantity`, registry `QUANTITIES`; their fields
 address `Params.bodies[name]`, e.g. "bodies.chain.ke"; [material] and [initial] take their keys) and its
 scene-file section (`BodySection`: its keys, typed like the built-in sections by `sections.section_type`, and a
 reader that turns the section into the kind's branches, `KindBranches`). `scenefile.build` adds the branches of
@@ -25,9 +27,12 @@ from typing import Any, Callable
 from gradsim_jax.physics.component import ExtraBodyKind
 from gradsim_jax.physics.components import register_component, unregister_component
 from gradsim_jax.render.drawings import Drawing, register_drawing, unregister_drawing
+from gradsim_jax.render.overlays import Overlay, register_overlay, unregister_overlay
 from gradsim_jax.scenefile.schema import BODY_SECTIONS, SCHEMA, Field, SceneFileError, refresh_quantity_fields
 from gradsim_jax.scenefile.sections import refresh_section_types, section_type
+from gradsim_jax.sysid.outputs.sections import register_report_section, unregister_report_section
 from gradsim_jax.sysid.registry import Quantity, register, unregister
+from gradsim_jax.sysid.windows.kinds import WINDOW_REFUSALS, WindowRefusal, register_window_refusal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,22 +82,32 @@ class BodyKindParts:
         drawing: what it is drawn as (`render.drawings.Drawing` of the same name), or None (not drawn).
         quantities: the `sysid.registry.Quantity`s a fit may identify of it.
         section: its scene-file section (`BodySection` of the same name), or None (no scene-file section).
+        overlay: what it composites over the meshes (`render.overlays.Overlay` of the same name), or None.
+        report_sections: its `sysid.outputs.sections.ReportSection`s (report.json keys of their own).
+        window_refusal: why windowed fits refuse it (`sysid.windows.kinds.WindowRefusal` of the same kind), or
+            None (they take it).
     """
 
     kind: ExtraBodyKind
     drawing: Drawing | None = None
     quantities: tuple = ()
     section: BodySection | None = None
+    overlay: Overlay | None = None
+    report_sections: tuple = ()
+    window_refusal: WindowRefusal | None = None
 
 
 #: {resolved plugin file: its module}: each file is imported once.
 LOADED_PLUGINS: dict[Path, types.ModuleType] = {}
 #: {kind name: the names of its registered quantities} (for `unregister_body_kind`).
 _KIND_QUANTITIES: dict[str, tuple] = {}
+#: {kind name: the names of its registered report sections} (for `unregister_body_kind`).
+_KIND_SECTIONS: dict[str, tuple] = {}
 
 
 def register_body_kind(body: BodyKindParts) -> BodyKindParts:
-    """Register a body kind in every layer: its physics, drawing, quantities and scene-file section.
+    """Register a body kind in every layer: its physics, drawing, overlay, report sections, window refusal,
+    quantities and scene-file section.
 
     Args:
         body: the `BodyKindParts` record (its drawing and section named as its kind).
@@ -102,15 +117,17 @@ def register_body_kind(body: BodyKindParts) -> BodyKindParts:
 
     Raises:
         TypeError: for a kind that is no `ExtraBodyKind`, a drawing that is no `Drawing`, a quantity that is no
-            `Quantity`.
+            `Quantity` (likewise an overlay, a report section, a window refusal).
         ValueError: for names that disagree, a section named as a built-in one, or a quantity name taken.
     """
     name = body.kind.name if isinstance(body.kind, ExtraBodyKind) else None
     if name is None:
         raise TypeError(f"a body kind must be a physics.component.ExtraBodyKind, got {type(body.kind).__name__}")
-    for part in (body.drawing, body.section):
+    for part in (body.drawing, body.section, body.overlay):
         if part is not None and part.name != name:
             raise ValueError(f"{type(part).__name__} {part.name!r} of the body kind {name!r} must have its name")
+    if body.window_refusal is not None and body.window_refusal.kind != name:
+        raise ValueError(f"the window refusal of the body kind {name!r} must name it, got {body.window_refusal.kind!r}")
     if body.section is not None and body.section.name in SCHEMA:
         raise ValueError(f"[{name}] is a built-in section of scene files; give the kind another name")
     if not all(isinstance(q, Quantity) for q in body.quantities):
@@ -118,6 +135,13 @@ def register_body_kind(body: BodyKindParts) -> BodyKindParts:
     register_component(body.kind)
     if body.drawing is not None:
         register_drawing(body.drawing)
+    if body.overlay is not None:
+        register_overlay(body.overlay)
+    for section in body.report_sections:
+        register_report_section(section)
+    _KIND_SECTIONS[name] = tuple(s.name for s in body.report_sections)
+    if body.window_refusal is not None:
+        register_window_refusal(body.window_refusal)
     for q in body.quantities:
         register(q)
     _KIND_QUANTITIES[name] = tuple(q.name for q in body.quantities)
@@ -136,6 +160,10 @@ def unregister_body_kind(name: str) -> None:
     """
     unregister_component(name)
     unregister_drawing(name)
+    unregister_overlay(name)
+    for section in _KIND_SECTIONS.pop(name, ()):
+        unregister_report_section(section)
+    WINDOW_REFUSALS.pop(name, None)
     for quantity in _KIND_QUANTITIES.pop(name, ()):
         unregister(quantity)
     BODY_SECTIONS.pop(name, None)

@@ -11,6 +11,7 @@ import numpy as np
 
 from gradsim_jax.fit.image_losses import IMAGE_LOSSES, loss_kind
 from gradsim_jax.sysid import Experiment, FitConfig, check_config
+from gradsim_jax.sysid.windows.kinds import refusal
 from gradsim_jax.scenefile.build import read_simulation
 from gradsim_jax.scenefile.camera import calibration_file
 from gradsim_jax.scenefile.fit import read_fit_settings
@@ -189,10 +190,10 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     edges = {k: v for k, v in edges.items() if k not in settings.edges_given and k not in given}
     config = dataclasses.replace(base, loss=loss, scene_file_sha256=spec.content_sha256(), **edges, **given)
     check_config(config)  # combinations of settings (e.g. window with horizon), before anything compiles
-    if config.window is not None and exp.topology.smoke is not None:
-        raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) are not available for [smoke]: a "
-                             "window's start would be a whole velocity field, which the video does not show; fit the "
-                             "whole recording")
+    refused = refusal(exp) if config.window is not None else None  # a kind windows cannot take (the smoke)
+    if refused is not None:
+        raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) are not available for "
+                             f"[{refused.kind}]: {refused.file_reason}")
     initial = spec.initial_theta(exp)
     appearance = appearance_theta(spec, exp, video_.frames[0])
     if appearance:  # [render] appearance = "video": nuisances read off the first frame, fitted with the rest

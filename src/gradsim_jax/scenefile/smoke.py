@@ -26,6 +26,16 @@ class SmokeParts:
     look: SmokeLook
     substeps: int
 
+    @property
+    def looks(self) -> dict:
+        """{"smoke": look}: the experiment's looks of its overlay kinds (`sysid.experiment.Experiment.looks`)."""
+        return {"smoke": self.look}
+
+    @property
+    def kind_options(self) -> dict:
+        """{"smoke_substeps": substeps}: the smoke's keyword of `physics.simulate` (`Experiment.kind_options`)."""
+        return {"smoke_substeps": self.substeps}
+
 
 def read_smoke(spec):
     """The file's smoke, or None without a [smoke] table (its required key, cells, not given); the one reader

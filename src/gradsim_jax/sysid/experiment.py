@@ -15,19 +15,22 @@ import collections
 import copy
 import functools
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.compilation import jit
+from gradsim_jax.typing import FrozenMap
 from gradsim_jax.physics import (Params, SemiImplicitEuler, SimulationDiverged, State, Topology, check_finite,
                                 particle_state, simulate)
 from gradsim_jax.physics.checks import validate_traced
+from gradsim_jax.physics.components import COMPONENTS
 from gradsim_jax.physics.rollout import leading_push
-from gradsim_jax.render import Camera, Lights, RenderSettings, SmokeLook, composite, render, smoke_over
+from gradsim_jax.render import Camera, Lights, RenderSettings, SmokeLook, composite, render
 from gradsim_jax.render.coverage_models import coverage_model
+from gradsim_jax.render.overlays import overlay_data, present_overlays, scene_looks
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
 from gradsim_jax.sysid.quantities import (appearance_for, assemble, blur_for, camera_for, canonical_theta, check_masses,
@@ -47,9 +50,14 @@ class Experiment:
     push_frames: number of leading frames during which theta["push"] acts.
     integrator: the time integrator of the rollout (static; `SemiImplicitEuler()`: the contact's damping and
       friction taken backward; `SemiImplicitEuler(implicit_contact=False)`: Warp's explicit contact).
-    smoke_look: how the scene's smoke (Topology.smoke) is filmed (static `render.SmokeLook`: a slab in front of
-      the meshes; None: the default look, the slab's corner at the origin); smoke_substeps: its solver steps a
-      frame (static).
+    looks: {kind name: how the recording films that kind} for the kinds composited over the meshes
+      (`render.overlays.OVERLAYS`; static, hashable), e.g. {"smoke": render.SmokeLook(...)}: the smoke as a slab in
+      front of the meshes; a present kind without one gets its overlay's default look (the smoke's: the slab's
+      corner at the origin).
+    kind_options: {keyword: value}, the body kinds' own keywords of `physics.simulate` (static, hashable), e.g.
+      {"smoke_substeps": 2}: the smoke's solver steps a frame; absent: simulate's default.
+    The old keywords `smoke_look=` (looks["smoke"]) and `smoke_substeps=` (kind_options["smoke_substeps"], a
+    whole number >= 1) are still taken, and read back as the properties of those names.
     Derived on construction: free_particles ([n] bool, host), mass_ref (kg, the mean mass of the free
     particles: "mass" scales every mass by mass / mass_ref), area_ratio (tri_ka / tri_ke per triangle).
     """
@@ -70,20 +78,15 @@ class Experiment:
     push_frames: int = 0
     name: str = "experiment"
     integrator: Any = SemiImplicitEuler()
-    smoke_look: Optional[SmokeLook] = None
-    smoke_substeps: int = 1
+    looks: Mapping[str, Any] = FrozenMap()
+    kind_options: Mapping[str, Any] = FrozenMap()
 
     def __post_init__(self):
         derived = derived_values(self.topology, self.params, self.dtype)
-        if (not derived["free_particles"].any() and not (np.asarray(self.params.rigid.mass) > 0).any()
-                and self.topology.ode is None and self.topology.smoke is None and not self.topology.bodies):
+        if not any(kind.moves(self.topology, self.params, self.state0) for kind in COMPONENTS):
             raise ValueError("the experiment has no free particle, rigid body, ODE body or smoke: nothing moves")
-        if self.topology.smoke is not None and self.smoke_look is None:
-            object.__setattr__(self, "smoke_look", SmokeLook())
-        if self.smoke_look is not None and not isinstance(self.smoke_look, SmokeLook):
-            raise TypeError(f"Experiment.smoke_look must be a render.SmokeLook, got {type(self.smoke_look).__name__}")
-        if not (isinstance(self.smoke_substeps, (int, np.integer)) and self.smoke_substeps >= 1):
-            raise ValueError(f"Experiment.smoke_substeps must be a whole number >= 1, got {self.smoke_substeps!r}")
+        object.__setattr__(self, "looks", FrozenMap(scene_looks(self.topology, self.looks)))
+        object.__setattr__(self, "kind_options", FrozenMap(self.kind_options))
         for name, value in derived.items():
             object.__setattr__(self, name, value)
         check_masses(self)
@@ -93,6 +96,35 @@ class Experiment:
         """The scene's float dtype (that of the initial particle positions)."""
         return jnp.result_type(self.state0.particles.x)
 
+    @property
+    def smoke_look(self) -> Optional[SmokeLook]:
+        """The smoke's look, `looks["smoke"]` (None: the experiment films no smoke)."""
+        return self.looks.get("smoke")
+
+    @property
+    def smoke_substeps(self) -> int:
+        """The smoke's solver steps a frame, `kind_options["smoke_substeps"]` (1 when not given)."""
+        return self.kind_options.get("smoke_substeps", 1)
+
+
+def _taking_old_keywords(init):
+    """The dataclass's __init__, also taking the old keywords smoke_look= and smoke_substeps= (class docstring)."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, smoke_look=None, smoke_substeps=None, **kwargs):
+        if smoke_look is not None:
+            kwargs["looks"] = {**dict(kwargs.get("looks") or {}), "smoke": smoke_look}
+        if smoke_substeps is not None:
+            if not (isinstance(smoke_substeps, (int, np.integer)) and smoke_substeps >= 1):
+                raise ValueError(f"Experiment.smoke_substeps must be a whole number >= 1, got {smoke_substeps!r}")
+            kwargs["kind_options"] = {**dict(kwargs.get("kind_options") or {}), "smoke_substeps": smoke_substeps}
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+Experiment.__init__ = _taking_old_keywords(Experiment.__init__)
+
 
 #: The Experiment attributes that hold arrays. Compiled functions take them as arguments (`compiled`,
 #: `_DATA`), so that index arrays and per-element values are data of the program, never constants captured
@@ -101,8 +133,8 @@ ARRAY_FIELDS = ("topology", "params", "state0", "area_ratio", "camera", "faces",
                 "theta")
 #: The Experiment attributes a compiled function may read besides its arrays: hashable values, the key of
 #: the compiled-function cache with the arrays' shapes (which `jax.jit` keys on itself).
-STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref", "integrator", "smoke_look",
-                 "smoke_substeps")
+STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref", "integrator", "looks",
+                 "kind_options")
 
 
 def experiment_arrays(exp: Experiment) -> dict:
@@ -264,7 +296,7 @@ def vertices(exp: Experiment, theta: dict) -> Array:
     return motion(exp, theta)[0]
 
 
-def motion(exp: Experiment, theta: dict) -> tuple[Array, Optional[Array]]:
+def motion(exp: Experiment, theta: dict) -> tuple[Array, Any]:
     """What the camera films of the motion for theta; plain function.
 
     Args:
@@ -272,11 +304,30 @@ def motion(exp: Experiment, theta: dict) -> tuple[Array, Optional[Array]]:
         theta: {canonical quantity name: value}, the quantities.
 
     Returns:
-        (render vertices [frames + 1, V, 3] m (`vertices`), the smoke's density [frames + 1, ny, nx], or None for a
-        scene without smoke).
+        (render vertices [frames + 1, V, 3] m (`vertices`), what is composited over them: None for a scene without
+        an overlay kind (`render.overlays`), that kind's filmed data for a scene with one (the smoke's density
+        [frames + 1, ny, nx]), {kind name: data} for a scene with several).
+    """
+    x, overlays = filmed_motion(exp, theta)
+    if not overlays:
+        return x, None
+    return x, next(iter(overlays.values())) if len(overlays) == 1 else overlays
+
+
+def filmed_motion(exp: Experiment, theta: dict) -> tuple[Array, dict]:
+    """What the camera films of the motion for theta, every overlay kind's data by name; plain function.
+
+    Args:
+        exp: the experiment (scene, time grid, known inputs).
+        theta: {canonical quantity name: value}, the quantities.
+
+    Returns:
+        (render vertices [frames + 1, V, 3] m (`vertices`), {kind name: its filmed data [frames + 1, ...]} of the
+        overlay kinds the scene has (`render.overlays.Overlay.filmed`; empty: none)).
     """
     params, traj = rollout(exp, theta)
-    return trajectory_vertices(exp.topology, params, traj), None if traj.smoke is None else traj.smoke.density
+    overlays = {o.name: o.filmed(exp.topology, traj) for o in present_overlays(exp.topology)}
+    return trajectory_vertices(exp.topology, params, traj), overlays
 
 
 def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
@@ -299,17 +350,17 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
 
     return params, simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
                             frame_dt=exp.frame_dt, control=leading_push(push, exp.push_frames),
-                            integrator=exp.integrator, smoke_substeps=exp.smoke_substeps)
+                            integrator=exp.integrator, **exp.kind_options)
 
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,
-                  blur=None, density: Optional[Array] = None, *, colors=None, lights=None) -> Array:
+                  blur=None, overlays=None, *, colors=None, lights=None) -> Array:
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s). A frame whose vertices are not all
     finite (a simulation that blew up) is NaN (the renderer's own rule), so a loss of it is NaN too.
 
     Args:
-        exp: the experiment (faces, colours, lights, background, render settings, smoke look).
+        exp: the experiment (faces, colours, lights, background, render settings, looks).
         x: [T, V, 3] m, render vertices of each frame.
         dense: forward-mode differentiable, for Jacobians (the same tiled renderer with its per-pixel kernel
             differentiated by JAX, `render(autodiff=True)`: the same image; its JVP is 3.6 times quicker than that
@@ -317,8 +368,10 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
             demo).
         camera: the camera filming; None: the experiment's.
         blur: a Gaussian point spread of that many pixels over each frame (`render.blur`); None: none.
-        density: [T, ny, nx], the scene's smoke at those frames, filmed as `exp.smoke_look` says in front of the
-            meshes (`render.smoke_over`); required exactly when the experiment has smoke.
+        overlays: what is composited in front of the meshes at those frames, as `motion` gives it: None, the data
+            [T, ...] of the experiment's one overlay kind (the smoke's density [T, ny, nx]), or {kind name: data};
+            each filmed as `exp.looks` says (`render.overlays.Overlay.over`); required exactly for the overlay kinds
+            the experiment has.
         colors: the colours record to render with (`render.FaceColors`, `VertexColors`, ...); None: the
             experiment's.
         lights: the `render.Lights`; None: the experiment's.
@@ -330,35 +383,31 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     camera = exp.camera if camera is None else camera
     colors = exp.colors if colors is None else colors
     lights = exp.lights if lights is None else lights
-    if density is not None and exp.topology.smoke is None:
-        raise ValueError("render_frames: a density was given but the experiment has no smoke (Topology.smoke)")
-    if density is None and exp.topology.smoke is not None:
-        raise ValueError("render_frames: the experiment has smoke: give its density (`motion`) with the vertices")
+    kinds = present_overlays(exp.topology)
+    overlays = overlay_data(kinds, overlays)
     faces = np.shape(exp.faces)[0]
 
     @jax.checkpoint
     def one(frame):
-        vertices, rho = frame
+        vertices, data = frame
         if faces:
             image = renderer(camera, vertices, exp.faces, colors, lights=lights,
                              background=exp.background, settings=exp.settings)
             if not coverage_model(exp.settings.coverage).blends_background:
                 image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
-        else:  # nothing but smoke: the background, uncovered
+        else:  # nothing but overlays (smoke): the background, uncovered
             bg = jnp.broadcast_to(jnp.asarray(exp.background, x.dtype), (camera.height, camera.width, 3))
             image = jnp.concatenate([bg, jnp.zeros(bg.shape[:2] + (1,), bg.dtype)], axis=-1)
-        if rho is not None:
-            ny, nx = exp.topology.smoke.shape
-            h = exp.topology.smoke.spacing
-            image = smoke_over(camera, rho, image, exp.smoke_look, (nx * h, ny * h))
+        for kind in kinds:
+            image = kind.over(camera, exp.topology, data[kind.name], image, exp.looks[kind.name])
         return image if blur is None else gaussian_blur(image, blur)
 
-    return jax.lax.map(one, (x, density))
+    return jax.lax.map(one, (x, overlays))
 
 
-def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, density: Optional[Array] = None) -> Array:
-    """`render_frames` of render vertices x [T, V, 3] (and the smoke's density [T, ny, nx], for a scene with
-    smoke) with theta's camera pose and blur, when it has them.
+def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, overlays=None) -> Array:
+    """`render_frames` of render vertices x [T, V, 3] (and the overlay kinds' data, e.g. the smoke's density
+    [T, ny, nx], for a scene with them) with theta's camera pose and blur, when it has them.
 
     Args:
         exp: the experiment.
@@ -366,18 +415,19 @@ def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, dens
         theta: {canonical quantity name: value}; its "camera_pose", "blur" (pixels) and appearance ("albedo",
             "ambient", "directional", "light_direction"), when present, are applied.
         dense: forward-mode differentiable rendering (see `render_frames`).
-        density: [T, ny, nx], the smoke's density at those frames; None for a scene without smoke.
+        overlays: what is composited over the meshes at those frames (`render_frames`): None for a scene without an
+            overlay kind, else {kind name: data [T, ...]} (`filmed_motion`) or the one kind's data (`motion`).
 
     Returns:
         [T, H, W, 4] RGBA video.
     """
     colors, lights = appearance_for(exp, theta)
-    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), density, colors=colors,
+    return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), overlays, colors=colors,
                          lights=lights)
 
 
 def frames_at(exp: Experiment, theta: dict, idx, dense: bool = False) -> Array:
-    """The rendered frames idx [k] of theta's motion (meshes and smoke) [k, H, W, 4]; plain function.
+    """The rendered frames idx [k] of theta's motion (meshes and overlays) [k, H, W, 4]; plain function.
 
     Args:
         exp: the experiment.
@@ -388,8 +438,8 @@ def frames_at(exp: Experiment, theta: dict, idx, dense: bool = False) -> Array:
     Returns:
         [k, H, W, 4] RGBA frames.
     """
-    x, density = motion(exp, theta)
-    return frames_for(exp, x[idx], theta, dense, None if density is None else density[idx])
+    x, overlays = filmed_motion(exp, theta)
+    return frames_for(exp, x[idx], theta, dense, {name: data[idx] for name, data in overlays.items()})
 
 
 def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
@@ -407,8 +457,8 @@ def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
 
 
 def _positions_and_video(exp: Experiment, theta: dict, dense: bool = False):
-    x, density = motion(exp, theta)
-    return x, frames_for(exp, x, theta, dense, density)
+    x, overlays = filmed_motion(exp, theta)
+    return x, frames_for(exp, x, theta, dense, overlays)
 
 
 def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
@@ -444,8 +494,9 @@ def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray
     traj = check_finite(particle_state(x, x))
     frames = np.asarray(frames)
     bad = ~np.isfinite(frames).reshape(frames.shape[0], -1).all(axis=1)
-    if exp.topology.smoke is not None and bad.any():  # the smoke, seen through its video
-        raise SimulationDiverged(int(np.argmax(bad)), "smoke.density", -1)
+    kinds = present_overlays(exp.topology)
+    if kinds and bad.any():  # an overlay kind (the smoke), seen through its video
+        raise SimulationDiverged(int(np.argmax(bad)), kinds[0].field, -1)
     return np.asarray(traj.particles.x), frames
 
 

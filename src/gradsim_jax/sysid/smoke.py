@@ -487,3 +487,21 @@ def _summary(a) -> Any:
         return float(a)
     return {"shape": list(a.shape), "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max()),
             "rms": float(np.sqrt(np.mean(a * a)))}
+
+
+def pressure_solve_note(exp) -> Optional[str]:
+    """Why finite differences may disagree with the gradient of a scene with smoke: its pressure solve (conjugate
+    gradients) stops at a relative residual finite differences see (the gradient is the exact solve's).
+
+    Args:
+        exp: the `sysid.Experiment` whose gradient was checked.
+
+    Returns:
+        The note, or None (no smoke, or a solve tight enough).
+    """
+    smoke = exp.topology.smoke
+    if smoke is None or smoke.solver != "cg" or not smoke.tolerance > 1e-9:
+        return None
+    return (f"note: the smoke's pressure solve stops at a relative residual of {smoke.tolerance:g}; finite "
+            "differences see that truncation (the gradient is the exact solve's). Check with [smoke] tolerance = "
+            "1e-10 (float64 reaches it)")

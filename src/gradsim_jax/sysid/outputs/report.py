@@ -1,5 +1,6 @@
 """The report of a fit: report.json (values, errors against the truth, convergence, identifiability, inputs,
-versions, energy of ODE bodies, gradient norms), written atomically with report.html beside it."""
+versions, gradient norms, the body kinds' own sections: `sysid.outputs.sections`, e.g. an ODE body's energy),
+written atomically with report.html beside it."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ import platform
 from pathlib import Path
 from typing import Optional
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.files import atomic_file
 from gradsim_jax.sysid.outputs.html import write_html
 from gradsim_jax.render.camera import rotation_from_rvec
-from gradsim_jax.physics.ode import EDRIFT, energy_drift, ode_trajectory
-from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, rollout
+from gradsim_jax.sysid.experiment import Experiment
 from gradsim_jax.sysid.config import SysIdResult
+from gradsim_jax.sysid.outputs.sections import section_values
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, canonical_theta
 
 
@@ -148,47 +148,14 @@ def build_report(exp: Experiment, free, truth: Optional[dict], initial: dict, re
     report["gradient_norms"] = gradient_norms(result.history)
     # Iterations whose update reached a non-finite loss or gradient and was redone at half length (gs.fit).
     report["backoffs"] = [int(i) for i in result.history.get("backoffs", [])]
-    # An ODE body's energy over the fitted motion and its solver's drift (gradSim's check), or None.
-    report["energy"] = energy_report(result.experiment or exp, result.theta)
+    # Each body kind's own sections (`sysid.outputs.sections`), None where the scene has not that kind: "energy", an
+    # ODE body's energy over the fitted motion and its solver's drift (gradSim's check).
+    report.update(section_values(result.experiment or exp, result.theta))
     report["inputs"] = result.inputs
     report["resume"] = result.resume
     if extra:
         report.update(extra)
     return report
-
-
-def _ode_motions(exp: Experiment, theta: dict):
-    """(ODE params, world, its motion [frames + 1], the conservative twin's params and motion, or None twice)."""
-    params, traj = rollout(exp, theta)
-    twin = exp.topology.ode.system.conservative(params.ode)
-    if twin is None:
-        return params.ode, params.world, traj.ode, None, None
-    y0 = jax.tree.map(lambda a: a[0], traj.ode)
-    return (params.ode, params.world, traj.ode, twin,
-            ode_trajectory(exp.topology.ode, twin, params.world, y0, exp.frames, exp.frame_dt, exp.substeps))
-
-
-def energy_report(exp: Experiment, theta: dict) -> Optional[dict]:
-    """The energy of an ODE body's motion at `theta`, the way gradSim checks its double pendulum: per body the
-    initial and final energy and max_t |E(t) - E(0)| of the fitted motion (joint damping, lost restitution and
-    friction included: it falls by design), and the same of its conservative twin (`OdeSystem.conservative`:
-    the same start with no dissipation), whose drift is the solver's alone, with gradSim's limit `EDRIFT`
-    (0.05 J). None when the scene has no ODE body or its system has no energy.
-
-    Args:
-        exp: the experiment.
-        theta: {quantity name: value}, missing entries from the experiment's defaults."""
-    if exp.topology.ode is None or exp.topology.ode.system.energy is None:
-        return None
-    ode_params, world, motion, twin, twin_motion = compiled(exp, _ode_motions, "energy_report")(as_theta(exp, theta))
-    system = exp.topology.ode.system
-    out = energy_drift(system, ode_params, world, motion)
-    if twin is not None:
-        conservative = energy_drift(system, twin, world, twin_motion)
-        out.update({"conservative_max_drift": conservative["max_drift"],
-                    "conservative_relative": conservative["relative"], "edrift": EDRIFT,
-                    "within_edrift": bool(max(conservative["max_drift"]) <= EDRIFT)})
-    return out
 
 
 def gradient_norms(history: dict) -> Optional[dict]:

@@ -1,5 +1,5 @@
 """The window start states of multiple shooting (`sysid.windows.windowed`): which parts of the state a window start frees
-(particles, an ODE body) and their theta entries, the runs from them (`run_from`, `run_windows`,
+(particles, an ODE body: `sysid.windows.kinds.START_PARTS`) and their theta entries, the runs from them (`run_from`, `run_windows`,
 `window_states`), and the joins between windows (`join_gap`: an angle's on the circle). Reading the start
 states off the video: `sysid.windows.starts`.
 
@@ -9,7 +9,6 @@ START_QD (an ODE body's pose and rate, `physics.ode.ode_coordinates`, [count - 1
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax
@@ -19,24 +18,21 @@ import numpy as np
 from gradsim_jax.fit.windows import Windows
 from gradsim_jax.physics import State
 from gradsim_jax.physics.checkpointing import PerFrame
-from gradsim_jax.physics.ode import ode_coordinates, ode_trajectory, with_ode_coordinates
+from gradsim_jax.physics.component import OwnStepKind, RolloutOptions
+from gradsim_jax.physics.components import COMPONENTS
 from gradsim_jax.physics.rollout import push_control
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, trajectory
+from gradsim_jax.sysid.windows.kinds import (  # noqa: F401  (movable: re-exported for sysid.windows.starts)
+    PARTS, START_PARTS, START_Q, START_QD, START_V, START_X, movable, refusal)
 
 Array = Any
 
 #: How a windowed fit treats the windows (`sysid.windows.windowed`): free start states, or one run cut by stop_gradient.
 SHOOTING = ("multiple", "truncated")
 
-#: theta entries of the free window start states (windows 1, 2, ...): particle positions and velocities
-#: [count - 1, n, 3] m, m/s; an ODE body's pose and rate [count - 1, ...] (its own units).
-START_X = "_window_x"
-START_V = "_window_v"
-START_Q = "_window_q"
-START_QD = "_window_qd"
+#: theta entries of the built-in free window start states (`sysid.windows.kinds`: START_X, START_V, START_Q,
+#: START_QD); PARTS: (pose, rate) entries per part of the state ("x" the particles, "q" the ODE body).
 STARTS = (START_X, START_V, START_Q, START_QD)
-#: (pose, rate) entries per part of the state: "x" the particles, "q" the ODE body.
-PARTS = {"x": (START_X, START_V), "q": (START_Q, START_QD)}
 
 
 def has_ode(exp: Experiment) -> bool:
@@ -48,11 +44,12 @@ def has_ode(exp: Experiment) -> bool:
     Returns:
       True when window starts have an ODE part "q".
     """
-    return exp.topology.ode is not None and exp.state0.ode is not None
+    return START_PARTS["q"].present(exp)
 
 
 def state_parts(exp: Experiment) -> tuple[str, ...]:
-    """The parts of the state that a window start frees: "x" (particles, when there are any), "q" (an ODE body).
+    """The parts of the state that a window start frees (`START_PARTS` the experiment has): "x" (particles, when
+    there are any), "q" (an ODE body).
 
     Args:
       exp: the experiment.
@@ -60,7 +57,7 @@ def state_parts(exp: Experiment) -> tuple[str, ...]:
     Returns:
       ("x", "q"), ("x",), ("q",) or ().
     """
-    return (("x",) if int(np.shape(exp.state0.particles.x)[0]) else ()) + (("q",) if has_ode(exp) else ())
+    return tuple(key for key, part in START_PARTS.items() if part.present(exp))
 
 
 def start_names(exp: Experiment) -> tuple[str, ...]:
@@ -73,18 +70,6 @@ def start_names(exp: Experiment) -> tuple[str, ...]:
       the names (`PARTS` of each of `state_parts(exp)`: pose then rate).
     """
     return tuple(name for part in state_parts(exp) for name in PARTS[part])
-
-
-def movable(exp: Experiment) -> Array:
-    """[n, 1] bool: particles a start state may move (not pinned, positive mass); traceable.
-
-    Args:
-      exp: the experiment (its particles' pins and masses).
-
-    Returns:
-      [n, 1] bool.
-    """
-    return (~exp.topology.particles.pinned & (exp.params.particles.mass > 0))[:, None]
 
 
 def pose_rate(exp: Experiment, state: State) -> tuple[dict, dict]:
@@ -100,10 +85,7 @@ def pose_rate(exp: Experiment, state: State) -> tuple[dict, dict]:
     """
     pose, rate = {}, {}
     for part in state_parts(exp):
-        if part == "x":
-            pose["x"], rate["x"] = state.particles.x, state.particles.v
-        else:
-            pose["q"], rate["q"] = ode_coordinates(exp.topology.ode.system, state.ode)
+        pose[part], rate[part] = START_PARTS[part].pose_rate(exp, state)
     return pose, rate
 
 
@@ -119,14 +101,9 @@ def with_pose_rate(exp: Experiment, state: State, pose: dict, rate: dict) -> Sta
     Returns:
       the state with those parts replaced.
     """
-    if "x" in pose:
-        keep = movable(exp)
-        particles = dataclasses.replace(state.particles, x=jnp.where(keep, pose["x"], state.particles.x),
-                                        v=jnp.where(keep, rate["x"], state.particles.v))
-        state = dataclasses.replace(state, particles=particles)
-    if "q" in pose:
-        state = dataclasses.replace(state, ode=with_ode_coordinates(exp.topology.ode.system, state.ode, pose["q"],
-                                                                    rate["q"]))
+    for key, part in START_PARTS.items():
+        if key in pose:
+            state = part.with_pose_rate(exp, state, pose[key], rate[key])
     return state
 
 
@@ -161,8 +138,8 @@ def _advance(exp: Experiment, params, state: State, frame, push) -> State:
 def run_from(exp: Experiment, params, state0: State, first, frames: int, push, cuts: tuple = ()) -> State:
     """States [frames + 1, ...] from `state0` at absolute frame `first` (traced); `cuts`: frames (from `first`,
     host ints) where the gradient of the carried state is stopped (truncated backpropagation). One
-    `jax.checkpoint` per frame, as `simulate`; an ODE body is solved apart over the same frames, one solve per
-    stretch between cuts.
+    `jax.checkpoint` per frame, as `simulate`; a kind that moves by its own rollout (`physics.component.OwnStepKind`:
+    an ODE body) is rolled out apart over the same frames (`own_rollout`), one rollout per stretch between cuts.
 
     Args:
       exp: the experiment (topology, integrator, frame_dt, substeps, push frames).
@@ -176,8 +153,10 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
     Returns:
       the states, leaves [frames + 1, ...] (state0 first).
     """
-    y0 = state0.ode
-    state0 = dataclasses.replace(state0, ode=None)
+    own = [(kind, kind.branch(state0)) for kind in COMPONENTS
+           if isinstance(kind, OwnStepKind) and kind.branch(state0) is not None]
+    for kind, _ in own:
+        state0 = kind.with_branch(state0, None)
     cut = np.zeros(frames, bool)
     cut[[c for c in cuts if 0 < c < frames]] = True
     cut = jnp.asarray(cut)
@@ -191,18 +170,36 @@ def run_from(exp: Experiment, params, state0: State, first, frames: int, push, c
 
     _, traj = jax.lax.scan(one_frame, state0, jnp.arange(frames))
     traj = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), state0, traj)
-    if y0 is None or exp.topology.ode is None:
-        return traj
     bounds = [0] + sorted(c for c in set(cuts) if 0 < c < frames) + [frames]
+    for kind, y0 in own:
+        traj = kind.with_branch(traj, own_rollout(exp, params, kind, y0, first, bounds))
+    return traj
+
+
+def own_rollout(exp: Experiment, params, kind: OwnStepKind, y0, first, bounds: list):
+    """An own-step kind's branch over a run's frames, rolled out by the kind (`OwnStepKind.rollout`) stretch by
+    stretch between `bounds`, its gradient stopped at each stretch's start but the first.
+
+    Args:
+      exp: the experiment (topology, frame_dt, substeps, the kinds' options `kind_options`).
+      params: the assembled parameters.
+      kind: the `physics.component.OwnStepKind`.
+      y0: the kind's branch of the state at frame `first`.
+      first: int (may be traced), the absolute frame index of y0.
+      bounds: host ints, 0, the cuts, then the run's frame count.
+
+    Returns:
+      the branch, leaves [bounds[-1] + 1, ...] (y0 first).
+    """
     y, pieces = y0, []
     for a, b in zip(bounds[:-1], bounds[1:]):
         if a:
             y = jax.lax.stop_gradient(y)
-        piece = ode_trajectory(exp.topology.ode, params.ode, params.world, y, b - a, exp.frame_dt, exp.substeps,
-                               first=first + a)
+        options = RolloutOptions(frames=b - a, frame_dt=exp.frame_dt, first=first + a, **exp.kind_options)
+        piece = kind.rollout(exp.topology, params, y, options, exp.substeps)
         pieces.append(piece if not a else jax.tree.map(lambda v: v[1:], piece))
         y = jax.tree.map(lambda v: v[-1], piece)
-    return dataclasses.replace(traj, ode=jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces))
+    return jax.tree.map(lambda *v: jnp.concatenate(v, axis=0), *pieces)
 
 
 def run_windows(exp: Experiment, params, state0: State, poses: dict, rates: dict, windows: Windows, push):
@@ -276,10 +273,7 @@ def pose_periods(exp: Experiment) -> dict:
     Returns:
       {"x": None[, "q": the period or None]}.
     """
-    periods = {"x": None}
-    if has_ode(exp):
-        periods["q"] = exp.topology.ode.system.pose_period
-    return periods
+    return {"x": None, **{part: START_PARTS[part].period(exp) for part in state_parts(exp) if part != "x"}}
 
 
 def join_gap(end, start, period):
@@ -315,14 +309,15 @@ def check_windowed(exp: Experiment, windows: Windows, shooting: str) -> None:
         raise ValueError(f"unknown shooting {shooting!r}; choose from {SHOOTING}")
     if windows.frames != exp.frames:
         raise ValueError(f"the windows cut {windows.frames} frames but the experiment has {exp.frames}")
-    if exp.topology.smoke is not None:
-        raise ValueError("windowed fits (window, shooting) are not available for smoke (Topology.smoke): its state is "
-                         "a whole velocity field, which a window's start cannot be estimated for from the video; fit "
-                         "the whole recording (no window)")
+    refused = refusal(exp)
+    if refused is not None:
+        raise ValueError(f"windowed fits (window, shooting) are not available for {refused.kind} ({refused.where}): "
+                         f"{refused.reason}")
     if shooting == "multiple" and np.shape(exp.state0.rigid.x)[0]:
         raise ValueError("multiple shooting estimates particle and ODE-body start states only; this experiment has "
                          "rigid bodies: use shooting='truncated'")
-    if shooting == "multiple" and has_ode(exp):
-        ode_coordinates(exp.topology.ode.system, exp.state0.ode)  # ValueError when it names none
+    if shooting == "multiple":
+        for part in state_parts(exp):
+            START_PARTS[part].check_multiple(exp)  # an ODE body: ValueError when it names no coordinates
     if shooting == "truncated" and windows.overlap:
         raise ValueError("truncated backpropagation cuts one forward run and takes no overlap (overlap=0)")

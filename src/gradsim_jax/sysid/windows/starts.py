@@ -49,14 +49,14 @@ from gradsim_jax.fit.least_squares import forward_jacobian
 from gradsim_jax.fit.transforms import resolve_transform
 from gradsim_jax.fit.windows import Windows
 from gradsim_jax.physics import State
-from gradsim_jax.physics.ode import ode_coordinates
 from gradsim_jax.render.mesh import scene_vertices
 from gradsim_jax.render.camera import with_image_size
 from gradsim_jax.sysid.experiment import Experiment, as_theta, compiled, frames_for, render_frames, trajectory
 from gradsim_jax.sysid.losses import image_loss, residual_channels
 from gradsim_jax.sysid.quantities import QUANTITIES, assemble, blur_for, camera_for, canonical
+from gradsim_jax.sysid.windows.kinds import START_PARTS
 from gradsim_jax.sysid.windows.runs import (
-    PARTS, has_ode, movable, pose_periods, pose_rate, push_of, run_from, start_names, state_parts, unwrap,
+    PARTS, movable, pose_periods, pose_rate, push_of, run_from, start_names, state_parts, unwrap,
     with_pose_rate
 )
 
@@ -135,7 +135,7 @@ def pose_search_period(exp: Experiment):
     period = pose_periods(exp).get("q")
     if period is None:
         return None
-    pose, _ = ode_coordinates(exp.topology.ode.system, exp.state0.ode)
+    pose, _ = START_PARTS["q"].pose_rate(exp, exp.state0)
     return period if 0 < np.size(pose) <= SEARCH_MAX_COORDINATES else None
 
 
@@ -316,13 +316,7 @@ def default_pose_scales(exp: Experiment) -> dict:
     Returns:
       {part: scale}.
     """
-    scales = {}
-    if "x" in state_parts(exp):
-        x = np.asarray(exp.state0.particles.x, np.float64)
-        scales["x"] = 0.01 * max(float(np.linalg.norm(x.max(0) - x.min(0))), 1e-6)
-    if has_ode(exp):
-        scales["q"] = 0.01
-    return scales
+    return {part: START_PARTS[part].scale(exp) for part in state_parts(exp)}
 
 
 def _checked_target(exp: Experiment, target: Array, windows: Windows, neighbours, steps):
