@@ -13,10 +13,11 @@ grid order (particle (i, j) = j (dim_x + 1) + i, two triangles per cell as `clot
 Blender's cloth modifier; its evaluated vertices are recorded per frame, then the cloth's mesh is set to them
 for the renders (so that the pictures show exactly vertices.npy).
 
-Gravity: Blender's cloth solver scales the scene's gravity by 0.9 (measured by `measure_free_fall`: an unpinned
-cloth with no air damping falls with a constant second difference of 0.9 g per frame^2, at any quality and any
-fps). The scene's gravity is therefore set to 9.81 / 0.9 = 10.9 m/s^2 (`SCENE_GRAVITY`), which gives an effective
-gravity of 9.81 m/s^2; every case re-measures it with its own cloth settings and writes it to case.json.
+Gravity: Blender's cloth works in frame units: an unpinned cloth with no air damping falls by a constant second
+difference of 0.001 g m per frame^2 whatever the fps (measured by `measure_free_fall`, the same at quality 5, 8
+and 10; 24, 25, 30 and 60 fps tried), so its effective gravity is 0.001 fps^2 g = 0.9 g at 30 fps. The scene's
+gravity is therefore set to 9.81 / 0.9 = 10.9 m/s^2 (`SCENE_GRAVITY`), which gives an effective 9.81 m/s^2;
+every case re-measures it with its own cloth settings and writes it to case.json.
 
 Per case, in OUT/<case>/: frames/0000.png... (RGB), masks/0000.png... (8-bit grey, the cloth's visible coverage,
 linear), background.png (cloth hidden), camera.json (Blender's camera, not converted), vertices.npy
@@ -36,8 +37,8 @@ from mathutils import Matrix, Vector
 
 FPS = 30
 G = 9.81
-BLENDER_CLOTH_GRAVITY_FACTOR = 0.9  # measured: Blender's cloth accelerates at 0.9 x the scene's gravity
-SCENE_GRAVITY = G / BLENDER_CLOTH_GRAVITY_FACTOR  # 10.9 m/s^2 -> an effective 9.81 m/s^2
+BLENDER_CLOTH_GRAVITY_FACTOR = 0.001 * FPS**2  # measured: Blender's cloth falls 0.001 g m per frame^2 (0.9 g at 30 fps)
+SCENE_GRAVITY = round(G / BLENDER_CLOTH_GRAVITY_FACTOR, 6) # 10.9 m/s^2 -> an effective 9.81 m/s^2
 DIM = 16  # cells per side
 CELL = 0.05  # m -> a 0.8 m x 0.8 m cloth
 
@@ -733,7 +734,7 @@ def case_json(name, case, rest, pins, verts, cloth, ball_ob, free_fall, frame0_d
                   "collision": rna_values(bpy.data.objects["floor"].collision)},
         "wind": None,
         "gravity": {"scene_gravity": [0.0, 0.0, -SCENE_GRAVITY],
-                    "note": "Blender's cloth uses 0.9 x the scene's gravity: the scene's 10.9 gives 9.81",
+                    "note": "Blender's cloth falls 0.001 g m per frame^2, 0.9 g at 30 fps: the scene's 10.9 gives 9.81",
                     "effective_measured": free_fall},
         "blender_cloth": {"settings": rna_values(mod.settings),
                           "collision_settings": rna_values(mod.collision_settings),
