@@ -63,6 +63,12 @@ CASES = {
                  hand=[(1, (0.0, 0.0, 0.0)), (14, (0.28, -0.22, 0.06)), (28, (-0.12, 0.12, 0.0)),
                        (40, (0.12, -0.05, 0.1))],
                  camera=dict(location=(1.3, -1.9, 1.5), target=(0.05, -0.02, 0.9), lens=35.0)),
+    # cloth hanging in the plane y = 0 from a rod (top row pinned), blown by a wind force field towards +Y (turned
+    # 15 deg towards +X) whose strength ramps from 0 (Blender frame 1) to 1500 (frame 10), then holds
+    "wind": dict(frames=45, origin=(-0.4, 0.0, 0.45), u=(1, 0, 0), v=(0, 0, 1), pin="top", ball=None, rod=True,
+                 hand=None, wind=dict(direction=(math.sin(math.radians(15)), math.cos(math.radians(15)), 0.0),
+                                      location=(0.0, -1.0, 0.85), strength=[(1, 0.0), (10, 1500.0)]),
+                 camera=dict(location=(1.75, -1.45, 1.5), target=(0.0, 0.2, 0.85), lens=35.0)),
 }
 
 
@@ -454,6 +460,27 @@ def build_cloth(sc, rest, pins, hand):
     return ob, empty
 
 
+def build_wind(wind):
+    """A wind force field (Blender's effector, shape PLANE, no falloff, no noise) at wind["location"] blowing
+    along wind["direction"] (its local +Z), its strength keyframed by wind["strength"] [(frame, strength)].
+
+    Args:
+        wind: dict(direction=[3], location=[3] m, strength=[(Blender frame, Blender's strength)]).
+
+    Returns:
+        the field's object.
+    """
+    bpy.ops.object.effector_add(type="WIND", location=wind["location"])
+    ob = bpy.context.object
+    ob.name = "wind"
+    ob.rotation_euler = Vector(wind["direction"]).normalized().to_track_quat("Z", "Y").to_euler()
+    ob.field.flow, ob.field.noise = 0.0, 0.0
+    for frame, strength in wind["strength"]:
+        ob.field.strength = strength
+        ob.field.keyframe_insert("strength", frame=frame)
+    return ob
+
+
 def look_at_camera(sc, location, target, lens):
     """A perspective camera at `location` looking at `target` (its local -Z forward, +Y up), `lens` mm on
     Blender's default 36 mm sensor, sensor fit AUTO.
@@ -776,12 +803,25 @@ def write_case(name, out_dir, width, height, frames, samples):
         ends = rest[pins[0]], rest[pins[-1]]
         direction = (ends[1] - ends[0]) / np.linalg.norm(ends[1] - ends[0])
         build_rod(sc, ends[0] - 0.05 * direction + [0, 0, 0.014], ends[1] + 0.05 * direction + [0, 0, 0.014])
+    wind_ob = build_wind(case["wind"]) if case.get("wind") else None
     cloth, _ = build_cloth(sc, rest, pins, case["hand"])
     cam = look_at_camera(sc, **case["camera"])
     verts = simulate(sc, cloth, sim_frames)[:frames]
     frame0_diff = float(np.abs(verts[0] - rest).max())
     info = case_json(name, case, rest, pins, verts, cloth, ball_ob, free_fall, frame0_diff, None, (width, height),
                      samples)
+    if wind_ob is not None:
+        info["wind"] = {"direction": list(case["wind"]["direction"]), "location": list(case["wind"]["location"]),
+                        "strength_keyframes": [{"blender_frame": f, "strength": w} for f, w in case["wind"]["strength"]],
+                        "note": "Blender's wind field (effector), shape PLANE, no falloff, noise 0, flow 0; strength "
+                                "in Blender's units, Bezier-eased between keyframes, held after; it pushes "
+                                "faces along their normals (the direction's in-plane part has no visible effect)",
+                        "blender_field": rna_values(wind_ob.field)}
+        strengths = []
+        for k in range(frames):
+            sc.frame_set(sc.frame_start + k)
+            strengths.append(wind_ob.field.strength)
+        info["wind"]["strength_per_frame"] = strengths
     folder = os.path.join(out_dir, name)
     os.makedirs(os.path.join(folder, "frames"), exist_ok=True)
     os.makedirs(os.path.join(folder, "masks"), exist_ok=True)
