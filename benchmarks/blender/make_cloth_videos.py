@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import struct
 import sys
 import time
 
@@ -43,7 +44,8 @@ DIM = 16  # cells per side
 CELL = 0.05  # m -> a 0.8 m x 0.8 m cloth
 
 # Blender's cloth settings shared by every case (Blender's own units: mass in kg per vertex, stiffness and
-# damping in Blender's cloth units). Close to Blender's "Cotton" preset (Blender defaults; a mass under ~0.15 kg/vertex makes its solver lose gravity).
+# damping in Blender's cloth units): Blender's defaults. A mass under ~0.15 kg per vertex makes its solver lose
+# gravity (a free fall at 0.05 kg: 9.16 m/s^2, at 0.002 kg: 1.0), so the default 0.3 stays.
 CLOTH = dict(quality=5, mass=0.3, air_damping=1.0, tension_stiffness=15.0, compression_stiffness=15.0,
              shear_stiffness=5.0, bending_stiffness=0.5, tension_damping=5.0, compression_damping=5.0,
              shear_damping=5.0, bending_damping=0.5)
@@ -594,9 +596,29 @@ def set_cloth_vertices(ob, x):
     ob.data.update()
 
 
+def strip_png_text(path):
+    """Drop a PNG's tEXt chunks in place (Blender's and Cycles' metadata: date, render times), so that a
+    re-run writes the same bytes; the pixels are untouched.
+
+    Args:
+        path: a PNG file.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    out, pos = [data[:8]], 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind != b"tEXt":
+            out.append(data[pos:pos + 12 + length])
+        pos += 12 + length
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
 def render_to(sc, path):
     sc.render.filepath = path
     bpy.ops.render.render(write_still=True)
+    strip_png_text(path)
 
 
 def colour_mode(sc, samples):
@@ -812,7 +834,8 @@ def write_case(name, out_dir, width, height, frames, samples):
                      samples)
     if wind_ob is not None:
         info["wind"] = {"direction": list(case["wind"]["direction"]), "location": list(case["wind"]["location"]),
-                        "strength_keyframes": [{"blender_frame": f, "strength": w} for f, w in case["wind"]["strength"]],
+                        "strength_keyframes": [{"blender_frame": f, "strength": w}
+                                               for f, w in case["wind"]["strength"]],
                         "note": "Blender's wind field (effector), shape PLANE, no falloff, noise 0, flow 0; strength "
                                 "in Blender's units, Bezier-eased between keyframes, held after; it pushes "
                                 "faces along their normals (the direction's in-plane part has no visible effect)",
