@@ -8,14 +8,14 @@ interpreter that has the `bpy` module (see benchmarks/blender/README.md):
     /work/bpy-venv/bin/python benchmarks/blender/make_cloth_videos.py --case all --small --out tests/data/blender
 
 Every scene is built from code (procedural textures only, no downloaded asset): a checker fabric, a slate-tile
-floor, a plaster wall, a sun with soft shadows and a sky. The cloth is a 16 x 16-cell grid built in gradsim-jax's
+floor, a plaster wall, a sun with soft shadows and a sky gradient. The cloth is a 16 x 16-cell grid built in gradsim-jax's
 grid order (particle (i, j) = j (dim_x + 1) + i, two triangles per cell as `cloth_grid` splits them), simulated by
 Blender's cloth modifier; its evaluated vertices are recorded per frame, then the cloth's mesh is set to them
 for the renders (so that the pictures show exactly vertices.npy).
 
 Gravity: Blender's cloth works in frame units: an unpinned cloth with no air damping falls by a constant second
-difference of 0.001 g m per frame^2 whatever the fps (measured by `measure_free_fall`, the same at quality 5, 8
-and 10; 24, 25, 30 and 60 fps tried), so its effective gravity is 0.001 fps^2 g = 0.9 g at 30 fps. The scene's
+difference of 0.001 g m per frame^2 whatever the fps (`measure_free_fall` at 30 fps; the same free fall at 24, 25
+and 60 fps and at quality 8 and 10 was tried by hand: the same positions per frame), so its effective gravity is 0.001 fps^2 g = 0.9 g at 30 fps. The scene's
 gravity is therefore set to 9.81 / 0.9 = 10.9 m/s^2 (`SCENE_GRAVITY`), which gives an effective 9.81 m/s^2;
 every case re-measures it with its own cloth settings and writes it to case.json.
 
@@ -696,21 +696,21 @@ def camera_json(sc, cam):
             "matrix_world": [list(map(float, r)) for r in cam.matrix_world], "fps": FPS}
 
 
-def rna_values(struct):
+def rna_values(settings):
     """The simple (number, bool, enum, string, short array) properties of a Blender settings struct.
 
     Args:
-        struct: a bpy struct (ClothSettings, ClothCollisionSettings, CollisionSettings...).
+        settings: a bpy struct (ClothSettings, ClothCollisionSettings, CollisionSettings, FieldSettings).
 
     Returns:
         dict name -> value.
     """
     out = {}
-    for prop in struct.bl_rna.properties:
+    for prop in settings.bl_rna.properties:
         key = prop.identifier
         if key == "rna_type" or prop.type in {"POINTER", "COLLECTION"}:
             continue
-        value = getattr(struct, key)
+        value = getattr(settings, key)
         if prop.type in {"FLOAT", "INT", "BOOLEAN"} and getattr(prop, "array_length", 0):
             value = [v for v in value]
         if isinstance(value, set):
