@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gradsim_jax import sysid
-from gradsim_jax.fit.convergence import edge_advice
+from gradsim_jax.fit.convergence import appearance_advice, assess, edge_advice
 from gradsim_jax.render.blur import gaussian_blur
 from gradsim_jax.scenes.demos import hanging_cloth
 
@@ -113,3 +113,20 @@ def test_another_rasterizers_edges_switch_the_edge_model():
     assert result.experiment.settings.coverage == "softras"
     for name in ("mass", "stiffness"):
         assert sysid.relative_error(name, result.theta[name], truth[name]) < 1e-3
+
+
+def test_appearance_advice_when_the_loss_lies_inside_the_object():
+    """Issue 54: a cloth's texture and shading against a flat colour left 60 % of the loss inside the cloth, and the
+    advice named the camera, the start and the horizon. Inside the silhouette, the advice names the appearance."""
+    assert appearance_advice(None) == [] and appearance_advice({}) == []
+    spread = {"inside_share": 0.3, "inside_pixel_share": 0.2, "appearance": False}
+    assert appearance_advice(spread) == []
+    inside = {"inside_share": 0.6, "inside_pixel_share": 0.1, "appearance": False}
+    (tip,) = appearance_advice(inside)
+    assert tip.startswith("60 % of the loss left lies inside the object (10 % of the pixels)")
+    assert '[render] appearance = "video"' in tip
+    (tip,) = appearance_advice({**inside, "appearance": True})
+    assert "with its appearance fitted" in tip and "shadows" in tip
+    verdict = assess(initial_loss=1.0, final_loss=0.5, floor=1e-3, grad_norm=1e-3, last_step=1.0,
+                     edges={**inside, "residual_share": 0.1, "pixel_share": 0.05})
+    assert any("inside the object" in a for a in verdict.advice)

@@ -177,6 +177,33 @@ def edge_advice(edges) -> list:
             f"(another soft rasterizer's edges, e.g. PyTorch3D's, are SoftRas's; a camera's are \"box\"), or {blur_tip}"]
 
 
+def appearance_advice(edges) -> list:
+    """What to try when the loss left lies inside the object (at least EDGE_SHARE of it inside the target's
+    silhouette, off its outlines, on at most a third as large a share of the pixels): its colours are not the
+    render's. `edges`: `sysid.edges.edge_residual`'s numbers ("inside_share", "inside_pixel_share",
+    "appearance": whether the fit estimated one).
+
+    Args:
+        edges: the dict above, or None / {}.
+
+    Returns:
+        [str], the advice (empty unless the loss left lies inside the object).
+    """
+    if not edges or not edges.get("inside_pixel_share"):
+        return []
+    share, pixels = edges.get("inside_share", 0.0), edges["inside_pixel_share"]
+    if not (share >= EDGE_SHARE and share >= 3.0 * pixels):
+        return []
+    where = f"{100 * share:.0f} % of the loss left lies inside the object ({100 * pixels:.0f} % of the pixels)"
+    if not edges.get("appearance"):
+        return [f"{where}: its appearance is not the render's (a texture, shading): [render] appearance = \"video\" "
+                "reads each face's albedo off the first frame and fits it with the lights"]
+    return [f"{where}, with its appearance fitted (an albedo per face under ambient and one directional light): "
+            "what remains is what that model lacks: shadows cast on the object, highlights, a texture finer than "
+            "the mesh (a finer [scene] grid), or a motion that differs inside the outline (folds: bending, "
+            "stiffness)"]
+
+
 def _drops_alpha(loss_name) -> bool:
     """Whether the loss `loss_name` compares the target's colours and its alpha (so that, the alpha not observed,
     a loss of the colours alone remains: --loss rgb)."""
@@ -211,6 +238,7 @@ def assess(*, initial_loss: float, final_loss: float, floor: float, grad_norm: f
         advice.append("run more iterations (--iterations) or more Levenberg-Marquardt steps (--polish)")
     if not explained:
         advice.extend(edge_advice(edges))
+        advice.extend(appearance_advice(edges))
         reasons.append(
             f"the final loss {final_loss:.3g} is {final_loss / max(floor, 1e-300):.3g} x the target's noise floor "
             f"{floor:.3g} and {final_loss / max(initial_loss, 1e-300):.3g} x the initial loss: the video is not "

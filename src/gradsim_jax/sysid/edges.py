@@ -65,7 +65,9 @@ def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig
     """Where the loss left at theta lies: {"residual_share": the fraction of the squared residual on the target's
     outlines (`render.blur.edge_mask`), "pixel_share": the fraction of the pixels they are, "coverage": the
     render's edge model, "blur": the blur applied (pixels) or None, "edge_model" and "blur_mode": the config's
-    `edge_model` and `blur`}; {} when the scene does not simulate at theta.
+    `edge_model` and `blur`, "inside_share" and "inside_pixel_share": the same inside the target's silhouette
+    off its outlines (0 without an observed alpha), "appearance": whether theta fits one (an albedo)}; {} when the
+    scene does not simulate at theta.
 
     Args:
         exp: the experiment.
@@ -88,9 +90,13 @@ def edge_residual(exp: Experiment, target: Array, theta: dict, config: FitConfig
     loss = loss_kind(config.loss)
     r2 = np.sum(np.square(pred[..., loss.channels] - tgt[..., loss.channels]), axis=-1)
     mask = edge_mask(edge_channel(tgt, loss.uses_alpha))
+    inside = (tgt[..., 3] > 0.5) & ~mask if loss.uses_alpha else np.zeros_like(mask)
     total = float(r2.sum())
     blur = theta.get("blur")
     return {"residual_share": float(r2[mask].sum() / total) if total > 0 else 0.0,
             "pixel_share": float(mask.mean()), "coverage": exp.settings.coverage,
             "blur": None if blur is None else float(np.asarray(blur)), "edge_model": config.edge_model,
-            "blur_mode": config.blur}
+            "blur_mode": config.blur,
+            # The object's inside (the target's silhouette, off its outlines): what its appearance explains.
+            "inside_share": float(r2[inside].sum() / total) if total > 0 else 0.0,
+            "inside_pixel_share": float(inside.mean()), "appearance": "albedo" in theta}

@@ -305,7 +305,8 @@ APPEARANCE_QUANTITIES = ("albedo", "ambient", "directional", "light_direction")
 
 def polished(free) -> tuple:
     """The free quantities the Levenberg-Marquardt polish and the identifiability report take: all but the
-    per-face albedo, a nuisance of hundreds of values that Adam fits and they hold at its estimate.
+    appearance's (`APPEARANCE_QUANTITIES`: the per-face albedo, hundreds of values, and the lights), nuisances
+    that Adam fits and they hold at its estimate (the polish's Jacobian costs a render of the video per column).
 
     Args:
         free: the fitted quantities' canonical names.
@@ -313,7 +314,7 @@ def polished(free) -> tuple:
     Returns:
         The names, in their order.
     """
-    return tuple(n for n in free if n != "albedo")
+    return tuple(n for n in free if n not in APPEARANCE_QUANTITIES)
 
 
 def appearance_for(exp, theta: dict):
