@@ -88,3 +88,26 @@ def test_blender_vertices_drawn_through_the_imported_camera_fill_blenders_masks(
     # Blender's masks against its own projected triangles: IoU >= 0.975 at 80 x 60 (benchmarks/blender/README.md);
     # our box coverage thresholded at one half draws the same triangles, less the rod's or the ball's occlusion.
     assert min(iou) > 0.93 and np.mean(iou) > 0.96, (case, np.round(iou, 3))
+
+
+def test_a_hand_moves_the_pinned_vertices_along_blenders_path(tmp_path):
+    """[scene] pin_key_times / pin_key_offsets: Blender's hook carried the top row along a keyframed path; given
+    per frame, our pinned vertices follow it to float32 rounding, and the free ones hang from them."""
+    case = DATA / "hand"
+    info = json.loads((case / "case.json").read_text())
+    offsets = np.asarray(info["pinned"]["offset_per_frame"])[:20]
+    times = np.arange(len(offsets)) / 30.0
+    text = scene_text(case).replace(
+        "[camera]", f"pin_key_times = {times.tolist()}\npin_key_offsets = {offsets.reshape(-1).tolist()}\n\n"
+                    "[material]\nmass = 0.3\ntri_ke = 2.0e4\ntri_ka = 2.0e4\ntri_kd = 20.0\n\n[camera]")
+    text = text.replace("[simulation]\nfps = 30.0", "[simulation]\nfps = 30.0\nsubsteps = 32")
+    job = load_fit_job(write_scene(tmp_path, text))
+    from gradsim_jax import sysid
+
+    x = sysid.simulate_vertices(job.experiment, job.initial)
+    reference = np.load(case / "vertices.npy")
+    pins = info["pinned"]["indices"]
+    np.testing.assert_allclose(x[:, pins], reference[: len(x), pins], atol=2e-5)
+    assert np.abs(x[-1, pins] - x[0, pins]).max() > 0.1  # the hand moved them by a decimetre
+    free = np.setdiff1d(np.arange(x.shape[1]), pins)
+    assert np.linalg.norm(x[-1, free] - reference[len(x) - 1, free], axis=-1).mean() < 0.05  # roughly Blender's

@@ -28,7 +28,8 @@ from gradsim_jax.scenefile.extensions import (BODY_SECTIONS, LOADED_PLUGINS, Bod
 from gradsim_jax.scenefile.sections import SECTION_TYPES
 from gradsim_jax.sysid import QUANTITIES
 from gradsim_jax.sysid.config import SysIdResult
-from gradsim_jax.sysid.experiment import simulate_video, trajectory
+from gradsim_jax.sysid.simulated import simulate_video
+from gradsim_jax.sysid.experiment import trajectory
 from gradsim_jax.sysid.outputs.report import build_report
 from gradsim_jax.sysid.outputs.sections import REPORT_SECTIONS, ReportSection
 from gradsim_jax.sysid.windows.kinds import WINDOW_REFUSALS, WindowRefusal

@@ -289,20 +289,51 @@ def push_control(force, frames: int, frame) -> Optional[Control]:
     return Control(particles=ParticleControl(force=jnp.where(frame < frames, force, jnp.zeros_like(force))))
 
 
-def leading_push(force, frames: int) -> Callable:
+def path_velocities(times, offsets, frames: int, frame_dt: float, pinned, dtype):
+    """The pinned particles' velocity during each frame [frames, n, 3] m/s along a keyframed path of offsets (all
+    alike; linear between keys, at rest outside them): the offset's change over the frame divided by its length,
+    so that the substeps carry them exactly to the path's next frame; zero for the free particles.
+
+    Args:
+        times: [K] s, the key times, increasing.
+        offsets: [K, 3] m, the pinned particles' offset from where they start at each key.
+        frames: how many frames are simulated.
+        frame_dt: s, the length of a frame.
+        pinned: [n] bool, the pinned particles (may be traced).
+        dtype: the float dtype of the result.
+
+    Returns:
+        [frames, n, 3] velocities.
+    """
+    times, offsets = np.asarray(times, np.float64), np.asarray(offsets, np.float64).reshape(-1, 3)
+    t = np.arange(frames + 1) * frame_dt
+    path = np.stack([np.interp(t, times, offsets[:, k]) for k in range(3)], axis=-1)  # [frames + 1, 3]
+    velocity = jnp.asarray(np.diff(path, axis=0) / frame_dt, dtype)  # [frames, 3]
+    return jnp.where(jnp.asarray(pinned)[None, :, None], velocity[:, None, :], jnp.zeros((), dtype))
+
+
+def leading_push(force, frames: int, pinned_velocity=None) -> Callable:
     """`control(frame, state)` for `simulate`: `push_control` of each frame (a known push during the first
-    `frames` frames, as the system-identification scenes apply it).
+    `frames` frames, as the system-identification scenes apply it), and the pinned particles' velocities of each
+    frame when they move (a kinematic pin: a hand, a hook).
 
     Args:
         force: [n, 3] N, the push on each particle (None: no push).
         frames: how many frames it lasts.
+        pinned_velocity: [F, n, 3] m/s, the velocity of each pinned particle during each frame (held over its
+            substeps; frames past F hold the last), or None: the pinned particles stay where they are.
 
     Returns:
         A `ControlFunction`.
     """
 
     def control(frame, state):
-        return push_control(force, frames, frame)
+        pushed = push_control(force, frames, frame)
+        if pinned_velocity is None:
+            return pushed
+        v = jnp.asarray(pinned_velocity)[jnp.minimum(frame, jnp.shape(pinned_velocity)[0] - 1)]
+        push = None if pushed is None else pushed.particles.force
+        return Control(particles=ParticleControl(force=push, pinned_velocity=v))
 
     return control
 

@@ -270,4 +270,35 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
                       substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,
                       push_frames=push.frames if push.particles else 0, name=path.stem,
                       integrator=SemiImplicitEuler(implicit_contact=sim.contact == "implicit"),
-                      looks=looks, kind_options=kind_options)
+                      looks=looks, kind_options=kind_options, pin_path=read_pin_path(spec, topology))
+
+
+def read_pin_path(spec, topology) -> Optional[tuple]:
+    """[scene] pin_key_times and pin_key_offsets as `Experiment.pin_path` ((times), ((x, y, z) per key)), checked;
+    None when the pinned vertices stay.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        topology: the built scene's `Topology` (whether it pins any particle).
+
+    Returns:
+        The hashable path, or None.
+
+    Raises:
+        SceneFileError: naming the key, for times that do not increase, offsets that are not 3 per key, or a
+            path with nothing pinned.
+    """
+    layout, path = read_scene(spec).cloth, spec.path
+    times, offsets = list(layout.pin_key_times), list(layout.pin_key_offsets)
+    if not times and not offsets:
+        return None
+    if len(offsets) != 3 * len(times):
+        raise SceneFileError(f"{path}: [scene] pin_key_offsets needs x, y, z per key time: {3 * len(times)} numbers "
+                             f"for {len(times)} pin_key_times, got {len(offsets)}")
+    if any(b <= a for a, b in zip(times, times[1:])) or not np.all(np.isfinite(times + offsets)):
+        raise SceneFileError(f"{path}: [scene] pin_key_times must be finite and increasing, got {times}")
+    if not np.asarray(topology.particles.pinned).any():
+        raise SceneFileError(f"{path}: [scene] pin_key_times moves the pinned vertices, but none is pinned: give "
+                             "pinned or fix")
+    return tuple(float(t) for t in times), tuple(tuple(float(v) for v in offsets[3 * k:3 * k + 3])
+                                                 for k in range(len(times)))

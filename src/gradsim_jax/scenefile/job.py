@@ -194,6 +194,9 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     if refused is not None:
         raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) are not available for "
                              f"[{refused.kind}]: {refused.file_reason}")
+    if config.window is not None and exp.pin_path is not None:
+        raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) do not move pinned vertices along "
+                             "[scene] pin_key_times yet: fit the whole recording")
     initial = spec.initial_theta(exp)
     appearance = appearance_theta(spec, exp, video_.frames[0])
     if appearance:  # [render] appearance = "video": nuisances read off the first frame, fitted with the rest

@@ -50,6 +50,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "pinned": Field("int[]", [], "indices of pinned (fixed) vertices"),
         "fix": Field("str[]", [], "grid sides to pin: any of left, right, top, bottom"),
         "velocity": Field("float[3]", [0.0, 0.0, 0.0], "initial velocity of every particle, m/s"),
+        "pin_key_times": Field("float[]", [], "the pinned vertices move (a hand, a hook): keyframe times, s, "
+                                              "increasing (empty: they stay); linear between keys, at rest outside"),
+        "pin_key_offsets": Field("float[]", [], "the pinned vertices' offset from where they start at each key "
+                                                "time: x, y, z per key, m (3 x the keys)"),
         "ground": Field("bool", None, "collide with the ground plane y = ground_height: every component (cloth, "
                                       "soft bodies, rigid bodies); default: true when the file has [[body]] tables"),
         "ground_height": Field("float", 0.0, "height of the ground plane, m: its offset along ground_normal"),

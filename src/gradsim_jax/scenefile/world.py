@@ -38,6 +38,8 @@ class ClothLayout:
         pinned: indices of pinned vertices.
         fix: grid sides to pin (left, right, top, bottom).
         velocity: [3] initial velocity of every particle, m/s.
+        pin_key_times: keyframe times of the pinned vertices' path, s (empty: they stay).
+        pin_key_offsets: their offset from the start at each key, x, y, z per key, m.
     """
 
     grid: Optional[list]
@@ -50,6 +52,8 @@ class ClothLayout:
     pinned: list
     fix: list
     velocity: list
+    pin_key_times: list = dataclasses.field(default_factory=list)
+    pin_key_offsets: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +159,8 @@ def read_scene(spec) -> SceneOptions:
     sc = spec.sections.scene
     cloth = ClothLayout(grid=sc.grid, cell=sc.cell, mesh=sc.mesh,
                         mesh_path=None if sc.mesh is None else spec.resolve(sc.mesh), scale=sc.scale, pos=sc.pos,
-                        rot=sc.rot, pinned=sc.pinned, fix=sc.fix, velocity=sc.velocity)
+                        rot=sc.rot, pinned=sc.pinned, fix=sc.fix, velocity=sc.velocity,
+                        pin_key_times=sc.pin_key_times, pin_key_offsets=sc.pin_key_offsets)
     up = sc.up
     if up not in UP_ROTATIONS:
         raise SceneFileError(f"{spec.path}: [scene] up must be one of {', '.join(map(repr, UP_ROTATIONS))}, got "

@@ -32,27 +32,11 @@ outputs/      what a fit leaves: `report` (report.json), `html` (report.html), `
 from gradsim_jax.fit import gauss_newton_report
 from gradsim_jax.sysid.control import control_loss, final_position_error, fit_control, silhouette_moments
 from gradsim_jax.sysid.experiment import (
-    ARRAY_FIELDS,
-    STATIC_FIELDS,
-    Experiment,
-    as_theta,
-    split_data,
-    with_data,
-    compiled,
-    experiment_arrays,
-    frames_at,
-    frames_for,
-    motion,
-    render_frames,
-    simulate_vertices,
-    simulate_video,
-    static_structure,
-    rollout,
-    trajectory,
-    vertices,
-    video,
-    with_arrays,
+    ARRAY_FIELDS, STATIC_FIELDS, Experiment, as_theta, split_data, with_data, compiled, experiment_arrays,
+    frames_at, frames_for, motion, render_frames, static_structure, rollout, trajectory, vertices, video,
+    with_arrays
 )
+from gradsim_jax.sysid.simulated import simulate_vertices, simulate_video
 from gradsim_jax.sysid.config import (
     AdamOptions,
     CheckpointOptions,

@@ -12,8 +12,8 @@ import optax
 from gradsim_jax.fit import cosine_schedule
 from gradsim_jax.fit import fit as run_fit
 from gradsim_jax.fit import rgba_mse
-from gradsim_jax.sysid.experiment import (Experiment, as_theta, split_data, with_data, render_frames,
-                                          simulate_video, trajectory)
+from gradsim_jax.sysid.experiment import Experiment, as_theta, split_data, with_data, render_frames, trajectory
+from gradsim_jax.sysid.simulated import simulate_video
 from gradsim_jax.sysid.config import FitConfig, fit_inputs
 
 Array = Any

@@ -13,7 +13,8 @@ import numpy as np
 from gradsim_jax.fit.image_losses import loss_kind
 from gradsim_jax.render.blur import edge_channel, edge_mask, matching_blur
 from gradsim_jax.sysid.config import BLUR_AUTO, BLUR_MODES, BLUR_START, FitConfig
-from gradsim_jax.sysid.experiment import Experiment, simulate_video
+from gradsim_jax.sysid.experiment import Experiment
+from gradsim_jax.sysid.simulated import simulate_video
 from gradsim_jax.sysid.losses import loss_frames
 
 

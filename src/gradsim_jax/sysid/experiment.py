@@ -23,11 +23,10 @@ import numpy as np
 
 from gradsim_jax.compilation import jit
 from gradsim_jax.typing import FrozenMap
-from gradsim_jax.physics import (Params, SemiImplicitEuler, SimulationDiverged, State, Topology, check_finite,
-                                particle_state, simulate)
+from gradsim_jax.physics import Params, SemiImplicitEuler, State, Topology, simulate
 from gradsim_jax.physics.checks import validate_traced
 from gradsim_jax.physics.components import COMPONENTS
-from gradsim_jax.physics.rollout import leading_push
+from gradsim_jax.physics.rollout import leading_push, path_velocities
 from gradsim_jax.render import Camera, Lights, RenderSettings, SmokeLook, composite, render
 from gradsim_jax.render.coverage_models import coverage_model
 from gradsim_jax.render.overlays import overlay_data, present_overlays, scene_looks
@@ -56,6 +55,8 @@ class Experiment:
       corner at the origin).
     kind_options: {keyword: value}, the body kinds' own keywords of `physics.simulate` (static, hashable), e.g.
       {"smoke_substeps": 2}: the smoke's solver steps a frame; absent: simulate's default.
+    pin_path: how the pinned particles move, all alike (a hand, a hook; static): (key times [K] s, offsets [K]
+      of (x, y, z) m from where they start), linear between keys and at rest outside them; None: they stay.
     The old keywords `smoke_look=` (looks["smoke"]) and `smoke_substeps=` (kind_options["smoke_substeps"], a
     whole number >= 1) are still taken, and read back as the properties of those names.
     Derived on construction: free_particles ([n] bool, host), mass_ref (kg, the mean mass of the free
@@ -80,6 +81,7 @@ class Experiment:
     integrator: Any = SemiImplicitEuler()
     looks: Mapping[str, Any] = FrozenMap()
     kind_options: Mapping[str, Any] = FrozenMap()
+    pin_path: Optional[tuple] = None
 
     def __post_init__(self):
         derived = derived_values(self.topology, self.params, self.dtype)
@@ -134,7 +136,7 @@ ARRAY_FIELDS = ("topology", "params", "state0", "area_ratio", "camera", "faces",
 #: The Experiment attributes a compiled function may read besides its arrays: hashable values, the key of
 #: the compiled-function cache with the arrays' shapes (which `jax.jit` keys on itself).
 STATIC_FIELDS = ("settings", "frames", "substeps", "frame_dt", "push_frames", "mass_ref", "integrator", "looks",
-                 "kind_options")
+                 "kind_options", "pin_path")
 
 
 def experiment_arrays(exp: Experiment) -> dict:
@@ -349,7 +351,9 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
     push = None if push is None else jnp.asarray(push, exp.dtype)
 
     return params, simulate(exp.topology, params, state0, frames=exp.frames, substeps=exp.substeps,
-                            frame_dt=exp.frame_dt, control=leading_push(push, exp.push_frames),
+                            frame_dt=exp.frame_dt,
+                            control=leading_push(push, exp.push_frames, None if exp.pin_path is None else path_velocities(
+                                *exp.pin_path, exp.frames, exp.frame_dt, exp.topology.particles.pinned, exp.dtype)),
                             integrator=exp.integrator, **exp.kind_options)
 
 
@@ -453,51 +457,22 @@ def video(exp: Experiment, theta: dict, dense: bool = False) -> Array:
     Returns:
         [frames + 1, H, W, 4] RGBA video.
     """
-    return _positions_and_video(exp, theta, dense)[1]
+    return positions_and_video(exp, theta, dense)[1]
 
 
-def _positions_and_video(exp: Experiment, theta: dict, dense: bool = False):
+def positions_and_video(exp: Experiment, theta: dict, dense: bool = False):
+    """(render vertices [frames + 1, V, 3] m, RGBA video [frames + 1, H, W, 4]) of theta's motion; plain function.
+
+    Args:
+        exp: the experiment.
+        theta: {canonical quantity name: value}, the quantities.
+        dense: forward-mode differentiable rendering (see `render_frames`).
+
+    Returns:
+        (vertices, video).
+    """
     x, overlays = filmed_motion(exp, theta)
     return x, frames_for(exp, x, theta, dense, overlays)
-
-
-def simulate_vertices(exp: Experiment, theta: dict) -> np.ndarray:
-    """Host-side render vertices [frames + 1, V, 3] of the motion for theta, as one compiled program (an ODE
-    body's solve run op by op compiles hundreds of small programs: 11.5 s instead of 2 s for the double
-    pendulum's scene).
-
-    Args:
-        exp: the experiment.
-        theta: {quantity name: value}, missing entries from the experiment's defaults (`as_theta`).
-
-    Returns:
-        numpy [frames + 1, V, 3] m, the render vertices.
-
-    Raises:
-        SimulationDiverged: naming the first frame and vertex that is not finite (an unstable step).
-    """
-    x = compiled(exp, vertices, "vertices")(as_theta(exp, theta))
-    return np.asarray(check_finite(particle_state(x, x)).particles.x)
-
-
-def simulate_video(exp: Experiment, theta: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Host-side: (render vertices [T, V, 3], video [T, H, W, 4]); raises SimulationDiverged if unstable.
-
-    Args:
-        exp: the experiment.
-        theta: {quantity name: value}, missing entries from the experiment's defaults (`as_theta`).
-
-    Returns:
-        (numpy [T, V, 3] m render vertices, numpy [T, H, W, 4] RGBA video), T = frames + 1.
-    """
-    x, frames = compiled(exp, _positions_and_video, "video")(as_theta(exp, theta))
-    traj = check_finite(particle_state(x, x))
-    frames = np.asarray(frames)
-    bad = ~np.isfinite(frames).reshape(frames.shape[0], -1).all(axis=1)
-    kinds = present_overlays(exp.topology)
-    if kinds and bad.any():  # an overlay kind (the smoke), seen through its video
-        raise SimulationDiverged(int(np.argmax(bad)), kinds[0].field, -1)
-    return np.asarray(traj.particles.x), frames
 
 
 def traced_checks(exp: Experiment):

@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.sysid.experiment import Experiment, frames_for, simulate_video
+from gradsim_jax.sysid.experiment import Experiment, frames_for
+from gradsim_jax.sysid.simulated import simulate_video
 
 #: The threshold of the silhouettes' IoU (coverage and alpha in [0, 1]).
 IOU_THRESHOLD = 0.5

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.fit import check_resume, checkpoint_path
-from gradsim_jax.sysid.experiment import Experiment, as_theta, simulate_video
+from gradsim_jax.sysid.experiment import Experiment, as_theta
+from gradsim_jax.sysid.simulated import simulate_video
 from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
 from gradsim_jax.sysid.identify import identify, prepare
 from gradsim_jax.sysid.quantities import canonical, canonical_theta, with_camera_pose
