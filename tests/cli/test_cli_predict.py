@@ -91,10 +91,10 @@ def test_more_frames_than_the_target_and_refusals(run, capsys, tmp_path):
     assert pred["per_frame"]["fit"]["iou"][12:] == [None, None]  # no target to score against
     assert main(["predict", str(scene), "--fit", str(tmp_path)]) == 2
     assert "no report.json: pass --fit the folder a fit wrote" in capsys.readouterr().err
-    np.save(tmp_path / "bad.npy", np.zeros((3, 4, 3)))
+    np.save(tmp_path / "bad.npy", np.zeros((3, 10, 3)))
     assert main(["predict", str(scene), "--fit", str(fit), "--reference", str(tmp_path / "bad.npy"),
                  "--out", str(tmp_path / "q")]) == 2
-    assert "must be [frames, 9, 3]" in capsys.readouterr().err
+    assert "must be [frames, V, 3] for the scene's first V <= 9 render vertices" in capsys.readouterr().err
 
 
 def test_scores_on_small_images():

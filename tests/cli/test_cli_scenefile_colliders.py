@@ -51,6 +51,18 @@ def test_colliders_are_built_drawn_in_their_colours_and_their_coefficients_are_q
     assert "[[collider]]" in help_text()
 
 
+def test_a_collider_not_drawn_still_collides(tmp_path):
+    """[[collider]] drawn = false: a ball already in the background picture (or left out by the video's mask)
+    leaves the render's faces, colours and all, and stays in the physics."""
+    spec = load_scene(write_scene(tmp_path, DRAPE.replace("color = [0.9, 0.1, 0.1]", "color = [0.9, 0.1, 0.1]\n"
+                                                                                    "drawn = false")))
+    exp = spec.experiment()
+    assert exp.topology.colliders.kinds == ("sphere", "box", "plane")
+    assert exp.faces.shape[0] == 8 + 12  # the cloth and the box
+    np.testing.assert_allclose(np.asarray(exp.colors.rgb)[8:], 0.6, atol=1e-7)
+    assert int(np.asarray(exp.faces).max()) >= 9 + 162  # the box's vertices still follow the sphere's
+
+
 @pytest.mark.parametrize("table,message", [
     ('shape = "cylinder"\nradius = 0.1', "shape must be one of plane, sphere, box, capsule"),
     ('shape = "sphere"', "a sphere needs radius"),

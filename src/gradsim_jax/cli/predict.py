@@ -34,8 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("--frames", type=int, default=None, metavar="N",
                    help="frames to predict after the fitted ones (default: to the end of the target)")
     p.add_argument("--reference", default=None, metavar="FILE.npy",
-                   help="reference positions [frames, V, 3] m of the scene's render vertices (another engine's, "
-                        "a motion capture), in the scene's world: the mean vertex error per frame")
+                   help="reference positions [frames, V, 3] m of the scene's first V render vertices (the cloth's, "
+                        "in its order: another engine's, a motion capture), in the scene's world: the mean vertex "
+                        "error per frame")
     p.add_argument("--out", default=None, help="output folder (default: the fit's folder, whose report it extends)")
 
 

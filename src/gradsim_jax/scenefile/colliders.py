@@ -25,6 +25,8 @@ class Colliders(NamedTuple):
     pieces: list
     #: One entry per collider: [3] RGB in [0, 1], or None (grey).
     colors: tuple
+    #: One entry per collider: whether the render draws it.
+    drawn: tuple = ()
 
 
 def read_colliders(spec) -> Colliders:
@@ -71,7 +73,7 @@ def read_colliders(spec) -> Colliders:
         except ValueError as e:
             raise SceneFileError(f"{where}: {str(e).replace('colliders.', '').replace(' of collider 0', '')}") from None
         pieces.append(piece)
-    return Colliders(pieces, tuple(t["color"] for t in tables))
+    return Colliders(pieces, tuple(t["color"] for t in tables), tuple(bool(t["drawn"]) for t in tables))
 
 
 def _keyframes(where: str, t: dict):
@@ -88,6 +90,27 @@ def _keyframes(where: str, t: dict):
         raise SceneFileError(f"{where}: key_rot must hold w, x, y, z for each of the {len(times)} key_times "
                              f"({4 * len(times)} numbers), got {len(rot)}")
     return [(times[i], pos[3 * i:3 * i + 3]) + ((rot[4 * i:4 * i + 4],) if rot else ()) for i in range(len(times))]
+
+
+def hidden_collider_faces(drawn, topology, first: int) -> np.ndarray:
+    """The faces of the colliders the render does not draw ([[collider]] drawn = false).
+
+    Args:
+        drawn: one bool per collider (`Colliders.drawn`).
+        topology: the built scene's `Topology` (its colliders' meshes).
+        first: the index of the colliders' first face.
+
+    Returns:
+        int array of face indices.
+    """
+    hidden = []
+    for i, shown in enumerate(drawn):
+        one = ColliderTopology((topology.colliders.kinds[i],), (topology.colliders.meshes[i],))
+        count = len(collider_faces(one))
+        if not shown:
+            hidden.append(np.arange(first, first + count))
+        first += count
+    return np.concatenate(hidden) if hidden else np.zeros(0, int)
 
 
 def collider_face_colors(colors, topology, rgb: np.ndarray, first: int) -> int:

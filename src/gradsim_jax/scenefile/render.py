@@ -13,7 +13,7 @@ from gradsim_jax.render import FaceColors, Lights, RenderSettings
 from gradsim_jax.render.colors import checker_colors
 from gradsim_jax.render.coverage_models import COVERAGE_MODELS
 from gradsim_jax.render.mesh import face_ranges, scene_faces, scene_vertices
-from gradsim_jax.scenefile.colliders import collider_face_colors
+from gradsim_jax.scenefile.colliders import collider_face_colors, hidden_collider_faces, read_colliders
 from gradsim_jax.scenefile.ode import ode_face_colors
 from gradsim_jax.scenefile.schema import SceneFileError
 from gradsim_jax.scenefile.world import Y_UP_LIGHT, world_vector
@@ -192,6 +192,10 @@ def read_look(spec, topology, params, state0, body_colors, collider_colors, ode)
             rgb[ranges["rigid"][0] + np.flatnonzero(body_of_face == i)] = color
     collider_face_colors(collider_colors, topology, rgb, ranges["colliders"][0])
     ode_face_colors(ode, topology, rgb, ranges["ode"][0])
+    hidden = hidden_collider_faces(read_colliders(spec).drawn, topology, ranges["colliders"][0])
+    if hidden.size:  # [[collider]] drawn = false: its faces leave the render (it still collides)
+        keep = np.setdiff1d(np.arange(faces.shape[0]), hidden)
+        faces, rgb = faces[keep], rgb[keep]
     colors = FaceColors(jnp.asarray(rgb))
     lights = ren.lights
     num_faces = int(faces.shape[0])

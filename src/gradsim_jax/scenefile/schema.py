@@ -200,6 +200,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "kf": Field("float", 10.0, "friction stiffness, N s/m (quantity collider_kf)"),
         "mu": Field("float", 0.5, "Coulomb friction coefficient (quantity collider_mu)"),
         "color": Field("float[3]", None, "RGB of its faces (default grey 0.6; planes are not drawn)"),
+        "drawn": Field("bool", True, "whether the render draws it (false: it is in the background picture already, "
+                                     "or a mask leaves it out); it collides either way"),
         "key_times": Field("float[]", [], "a kinematic collider's keyframe times, s, increasing (empty: static); "
                                           "linear motion between keys, at rest outside them"),
         "key_pos": Field("float[]", [], "its position at each key time: x, y, z per key, m (3 x the keys)"),

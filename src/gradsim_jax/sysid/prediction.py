@@ -158,7 +158,7 @@ def frame_scores(video, target, alpha_observed: bool, vertices=None, reference=N
         target: [T', H, W, 4] RGBA in [0, 1], the target video (frames past T' score NaN).
         alpha_observed: whether the target's alpha carries information (IoU and PSNR inside the mask need it).
         vertices: [T, V, 3] m, the predicted render vertices, or None.
-        reference: [T'', V, 3] m, reference positions of the same vertices, or None.
+        reference: [T'', V', 3] m, reference positions of the first V' <= V vertices, or None.
 
     Returns:
         The `FrameScores`.
@@ -176,7 +176,8 @@ def frame_scores(video, target, alpha_observed: bool, vertices=None, reference=N
     if reference is not None and vertices is not None:
         error = nan.copy()
         n = min(count, reference.shape[0])
-        error[:n] = np.linalg.norm(np.asarray(vertices[:n], np.float64) - reference[:n], axis=-1).mean(axis=-1)
+        v = reference.shape[1]  # the first v render vertices (the particles) have reference positions
+        error[:n] = np.linalg.norm(np.asarray(vertices[:n, :v], np.float64) - reference[:n], axis=-1).mean(axis=-1)
     return FrameScores(iou=iou if alpha_observed else None, psnr_mask=psnr_mask if alpha_observed else None,
                        psnr=full, vertex_error=error)
 
@@ -201,8 +202,9 @@ def check_reference(reference, vertices: int) -> np.ndarray:
     """Reference positions as float64 [T, V, 3], checked against the scene's render vertex count.
 
     Args:
-        reference: [T, V, 3] (or [V, 3] for one frame) m, positions of the scene's render vertices.
-        vertices: V, the scene's render vertex count.
+        reference: [T, V, 3] (or [V, 3] for one frame) m, positions of the scene's first V render vertices (its
+            particles come first: the cloth's, then the soft bodies'; drawn colliders and bodies after them).
+        vertices: the scene's render vertex count (V may be fewer).
 
     Returns:
         [T, V, 3] float64.
@@ -213,9 +215,10 @@ def check_reference(reference, vertices: int) -> np.ndarray:
     ref = np.asarray(reference, np.float64)
     if ref.ndim == 2:
         ref = ref[None]
-    if ref.ndim != 3 or ref.shape[1:] != (vertices, 3):
-        raise ValueError(f"the reference positions must be [frames, {vertices}, 3] (the scene's render vertices "
-                         f"in their order, m), got shape {list(np.shape(reference))}")
+    if ref.ndim != 3 or ref.shape[2] != 3 or not 1 <= ref.shape[1] <= vertices:
+        raise ValueError(f"the reference positions must be [frames, V, 3] for the scene's first V <= {vertices} "
+                         f"render vertices in their order (the cloth's, the soft bodies'), m; got shape "
+                         f"{list(np.shape(reference))}")
     if not np.all(np.isfinite(ref)):
         raise ValueError("the reference positions hold a non-finite value")
     return ref
@@ -263,7 +266,9 @@ def predict(exp: Experiment, theta: dict, initial: dict, target, alpha_observed:
                                frozen(vertices, fitted, count), ref),
     }
     if ref is not None and ref.shape[0] >= count:  # the best our renderer can do with the true motion
-        drawn = jax.jit(lambda x, th: frames_for(exp, x, th))(jnp.asarray(ref[:count], exp.dtype), theta)
-        scores["reference"] = frame_scores(np.asarray(drawn), target, alpha_observed, ref[:count], ref)
+        x = np.array(vertices)  # the other drawn parts (a collider, a body) as predicted
+        x[:, : ref.shape[1]] = ref[:count]
+        drawn = jax.jit(lambda x, th: frames_for(exp, x, th))(jnp.asarray(x, exp.dtype), theta)
+        scores["reference"] = frame_scores(np.asarray(drawn), target, alpha_observed, x, ref)
     return Prediction(fitted_frames=fitted, video=video, vertices=vertices, scores=scores,
                       size=None if ref is None else reference_size(ref), target_frames=int(np.shape(target)[0]))
