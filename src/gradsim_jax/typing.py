@@ -173,6 +173,30 @@ def grouped_options(where: str, groups: dict, flat: dict, shorthands: dict, *, o
     return out
 
 
+def registered(table: dict, key: str, entry, kind: type, what: str, *, last: bool = False):
+    """Put `entry` in the registry `table` under `key` after checking its type; the one way every registry of
+    the package (drawings, overlays, window parts and refusals) takes a new entry.
+
+    Args:
+        table: the registry, {key: entry}, changed in place.
+        key: the entry's key (a body kind's name, a part's key).
+        entry: the entry.
+        kind: the type every entry must have.
+        what: what the entry is, with where its type lives, for the TypeError ("a drawing must be a
+            render.drawings.Drawing").
+        last: move the key to the end (registries whose order matters) instead of keeping its place.
+
+    Returns:
+        `entry`.
+    """
+    if not isinstance(entry, kind):
+        raise TypeError(f"{what}, got {type(entry).__name__}")
+    if last:
+        table.pop(key, None)
+    table[key] = entry
+    return entry
+
+
 class FrozenMap(collections.abc.Mapping):
     """A read-only, hashable mapping {name: hashable value}, e.g. an experiment's looks and options of its body kinds
     (`sysid.experiment.Experiment`), which key its compiled functions. Equal when their items are.

@@ -13,6 +13,8 @@ import abc
 
 import numpy as np
 
+from gradsim_jax.typing import registered
+
 
 class Drawing(abc.ABC):
     """The mesh a body kind is drawn as (module docstring); subclass it."""
@@ -69,10 +71,7 @@ def register_drawing(drawing: Drawing) -> Drawing:
     Returns:
         `drawing`.
     """
-    if not isinstance(drawing, Drawing):
-        raise TypeError(f"a drawing must be a render.drawings.Drawing, got {type(drawing).__name__}")
-    DRAWINGS[drawing.name] = drawing
-    return drawing
+    return registered(DRAWINGS, drawing.name, drawing, Drawing, "a drawing must be a render.drawings.Drawing")
 
 
 def unregister_drawing(name: str) -> None:

@@ -18,6 +18,7 @@ import collections.abc
 from typing import Any
 
 from gradsim_jax.render.density import SmokeLook, smoke_over
+from gradsim_jax.typing import registered
 
 Array = Any
 
@@ -165,11 +166,8 @@ def register_overlay(overlay: Overlay) -> Overlay:
     Returns:
         `overlay`.
     """
-    if not isinstance(overlay, Overlay):
-        raise TypeError(f"an overlay must be a render.overlays.Overlay, got {type(overlay).__name__}")
-    OVERLAYS.pop(overlay.name, None)
-    OVERLAYS[overlay.name] = overlay
-    return overlay
+    return registered(OVERLAYS, overlay.name, overlay, Overlay, "an overlay must be a render.overlays.Overlay",
+                      last=True)
 
 
 def unregister_overlay(name: str) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from gradsim_jax.physics.components import COMPONENTS
 from gradsim_jax.physics.ode import ode_coordinates, with_ode_coordinates
 from gradsim_jax.sysid.experiment import Experiment
+from gradsim_jax.typing import registered
 
 #: theta entries of the free window start states (windows 1, 2, ...): particle positions and velocities
 #: [count - 1, n, 3] m, m/s; an ODE body's pose and rate [count - 1, ...] (its own units).
@@ -269,9 +270,7 @@ def register_start_part(part: StartPart) -> StartPart:
     Returns:
         `part`.
     """
-    if not isinstance(part, StartPart):
-        raise TypeError(f"a start part must be a sysid.windows.kinds.StartPart, got {type(part).__name__}")
-    START_PARTS[part.key] = part
+    registered(START_PARTS, part.key, part, StartPart, "a start part must be a sysid.windows.kinds.StartPart")
     PARTS[part.key] = tuple(part.entries)
     return part
 
@@ -310,10 +309,8 @@ def register_window_refusal(refusal: WindowRefusal) -> WindowRefusal:
     Returns:
         `refusal`.
     """
-    if not isinstance(refusal, WindowRefusal):
-        raise TypeError(f"a window refusal must be a sysid.windows.kinds.WindowRefusal, got {type(refusal).__name__}")
-    WINDOW_REFUSALS[refusal.kind] = refusal
-    return refusal
+    return registered(WINDOW_REFUSALS, refusal.kind, refusal, WindowRefusal,
+                      "a window refusal must be a sysid.windows.kinds.WindowRefusal")
 
 
 def refusal(exp: Experiment) -> Optional[WindowRefusal]:
