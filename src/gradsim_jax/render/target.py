@@ -244,7 +244,7 @@ def _limit_frames(raw: list, path, max_frames: int | None, expected_frames: int 
     if len(raw) > expected_frames:
         warnings.warn(
             f"{path} holds {len(raw)} frames; using the first {expected_frames} and dropping the last "
-            f"{len(raw) - expected_frames}",
+            f"{len(raw) - expected_frames} (`gradsim-jax predict` scores a fit on them)",
             stacklevel=3,
         )
     return raw[:expected_frames]
