@@ -26,7 +26,10 @@ from typing import Mapping, NamedTuple, Optional, Union
 # Bytes (float32) and seconds per element, measured as the module docstring says.
 _SIM_BYTES = {"triangles": 221.0, "bend_edges": 281.0, "springs": 100.0, "particles": 100.0}
 _SIM_GRAD_BYTES_PER_SUBSTEP = {"triangles": 370.0, "bend_edges": 550.0, "springs": 150.0, "particles": 150.0}
-_SIM_SECONDS_PER_SUBSTEP = {"triangles": 2.0e-7, "bend_edges": 4.0e-7, "springs": 1.0e-7, "particles": 5.0e-8}
+# bend_edges: 1.2e-7, measured on the photoreal swing (examples/blender_cloth) with and without its 736 bending
+# edges (0.43 s more a fit iteration for 706,560 edge-substeps, forward and gradient); it was 4.0e-7 (a 45 % high
+# estimate of that fit).
+_SIM_SECONDS_PER_SUBSTEP = {"triangles": 2.0e-7, "bend_edges": 1.2e-7, "springs": 1.0e-7, "particles": 5.0e-8}
 _SIM_GRAD_TIME_FACTOR = 6.0  # forward, recomputation of each checkpointed frame, backward
 _BIN_BYTES = 5.0  # per (tile, face): the binning scores and their top-k
 _BIN_GRAD_BYTES = 18.0
