@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -25,6 +26,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "photoreal.json"
 CASES = ("swing", "hand", "drape")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's machine."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def run_case(case: str, iterations, out: Path) -> dict:
@@ -51,7 +63,7 @@ def run_case(case: str, iterations, out: Path) -> dict:
             "reference_size_m": pred["reference_size_m"], "summary": pred["summary"],
             "per_frame": {m: {k: s[k] for k in ("iou", "vertex_error")} for m, s in pred["per_frame"].items()},
             "plot": str(run / "prediction.png"),
-            "machine": f"{platform.processor() or platform.machine()}, {platform.platform()}",
+            "machine": f"{cpu_name()}, {os.cpu_count()} cores, {platform.platform()}",
             "date": time.strftime("%Y-%m-%d")}
 
 

@@ -111,3 +111,13 @@ def test_a_hand_moves_the_pinned_vertices_along_blenders_path(tmp_path):
     assert np.abs(x[-1, pins] - x[0, pins]).max() > 0.1  # the hand moved them by a decimetre
     free = np.setdiff1d(np.arange(x.shape[1]), pins)
     assert np.linalg.norm(x[-1, free] - reference[len(x) - 1, free], axis=-1).mean() < 0.05  # roughly Blender's
+
+
+def test_the_how_to_shows_the_example_scene_file_as_it_is():
+    """docs/howto/real-cloth.md prints examples/blender_cloth/swing.toml without its comments: the same lines."""
+    root = Path(__file__).parents[2]
+    page = (root / "docs" / "howto" / "real-cloth.md").read_text()
+    block = page.split("# examples/blender_cloth/swing.toml, its comments left out\n", 1)[1].split("```", 1)[0]
+    text = (root / "examples" / "blender_cloth" / "swing.toml").read_text()
+    file_lines = [line.split("#", 1)[0].rstrip() for line in text.splitlines()]
+    assert [line for line in block.splitlines() if line] == [line for line in file_lines if line]
