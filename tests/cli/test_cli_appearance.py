@@ -3,6 +3,7 @@ as nuisance quantities. A target rendered with a checkerboard under other lights
 the flat grey the file gives misses its colours, the albedo read off frame 0 reproduces frame 0, and the job
 frees the appearance's quantities beside the physics (the polish and the identifiability report hold them)."""
 
+import numpy as np
 import pytest
 
 from gradsim_jax import sysid
@@ -79,3 +80,16 @@ def test_the_albedo_read_off_frame_0_reproduces_it(target):
 def test_a_bad_appearance_is_refused(target):
     with pytest.raises(SceneFileError, match=r"\[render\] appearance must be one of 'flat', 'video', got 'photo'"):
         job(target, "photo")
+
+
+def test_shadows_add_their_nuisances_and_start_from_the_files_light(target):
+    """[render] shadows = true: the shadow's strength and softness and the light's direction are fitted; a video
+    with no shadow to read (this one: a black background) starts the light where [render] puts it."""
+    look = 'color = [0.6, 0.6, 0.6]\nshadows = true\nlight_direction = [0.2, 1.0, 0.3]'
+    path = write_scene(target, TRUTH.format(look=look) + '\n[target]\nvideo = "target"\n', "shadows.toml")
+    j = load_fit_job(path)
+    assert tuple(j.config.free) == ("mass", "shadow", "shadow_blur", "light_direction")
+    assert polished(j.config.free) == ("mass",)
+    assert float(j.initial["shadow"]) == 0.5 and float(j.initial["shadow_blur"]) == 1.0
+    np.testing.assert_array_equal(j.initial["light_direction"], np.float32([0.2, 1.0, 0.3]))
+    assert "appearance: the shadow on the ground fitted" in j.notes

@@ -205,7 +205,9 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
             n for n in appearance if n not in config.free))
     notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]
     if appearance:
-        notes.append("appearance: albedo read from the first frame, fitted with the lights")
+        notes.append("appearance: " + ", ".join(
+            (["albedo read from the first frame, fitted with the lights"] if "albedo" in appearance else [])
+            + (["the shadow on the ground fitted"] if "shadow" in appearance else [])))
     if undistort is not None:
         notes.append("frames undistorted with the [camera] distortion coefficients")
     if background is not None:

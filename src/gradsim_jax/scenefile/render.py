@@ -35,6 +35,7 @@ class RenderOptions:
         pixel_capacity: faces kept per pixel, or None for every face.
         coverage: the edge model ("box", "softras" or "dibr"; checked by `read_look`).
         appearance: "flat" or "video" (checked by `appearance_theta`).
+        shadows: draw the meshes' shadow on the ground (`render.shadows`).
     """
 
     height: int
@@ -47,6 +48,7 @@ class RenderOptions:
     pixel_capacity: Optional[int]
     coverage: str
     appearance: str = "flat"
+    shadows: bool = False
 
 
 def read_render(spec) -> RenderOptions:
@@ -67,17 +69,44 @@ def read_render(spec) -> RenderOptions:
     return RenderOptions(height=ren.height, width=ren.width, background=ren.background,
                          background_image=ren.background_image, color=ren.color, lights=lights,
                          tile_capacity=ren.tile_capacity, pixel_capacity=ren.pixel_capacity, coverage=ren.coverage,
-                         appearance=ren.appearance)
+                         appearance=ren.appearance, shadows=ren.shadows)
 
 
 #: [render] appearance's values.
 APPEARANCES = ("flat", "video")
 
+#: Where a fit of [render] shadows starts: the share of the light the shadow holds back, its softness in pixels.
+SHADOW_START = (0.5, 1.0)
+
+
+def shadow_start(exp, first_frame) -> dict:
+    """Where a fit of the shadow starts (`SHADOW_START`), its light's direction read off the first frame
+    (`render.shadows.light_from_shadow`: from the shadow's centre on the ground to the meshes' centre) when the
+    frame shows a shadow, else [render]'s light.
+
+    Args:
+        exp: the built `Experiment` (camera, background, ground, lights, first render vertices).
+        first_frame: [H, W, 4] RGBA in [0, 1], the target's first frame at the render size.
+
+    Returns:
+        {"shadow", "shadow_blur", "light_direction": [3]}.
+    """
+    from gradsim_jax.render.shadows import light_from_shadow
+
+    world = exp.params.world
+    x0 = np.asarray(scene_vertices(exp.topology, exp.params, exp.state0))
+    towards = light_from_shadow(exp.camera, np.asarray(first_frame), np.asarray(exp.background), x0,
+                                np.asarray(world.ground_normal), float(np.asarray(world.ground_height)))
+    direction = np.asarray(exp.lights.direction) if towards is None else towards
+    return {"shadow": jnp.asarray(SHADOW_START[0], exp.dtype), "shadow_blur": jnp.asarray(SHADOW_START[1], exp.dtype),
+            "light_direction": jnp.asarray(direction, exp.dtype)}
+
 
 def appearance_theta(spec, exp, first_frame) -> dict:
     """The appearance quantities a fit of [render] appearance = "video" starts from: every cloth and soft-body
     face's albedo read off the target's first frame (`render.video_appearance.albedo_from_frame`), the other
-    parts' colours as the file gives them, and [render]'s lights; {} for "flat".
+    parts' colours as the file gives them, and [render]'s lights; with [render] shadows, the shadow's strength and
+    softness (`SHADOW_START`) and the light's direction; {} for "flat" without shadows.
 
     Args:
         spec: the validated scene file (`SceneSpec`).
@@ -85,19 +114,22 @@ def appearance_theta(spec, exp, first_frame) -> dict:
         first_frame: [H, W, 4] RGBA in [0, 1], the target's first frame at the render size.
 
     Returns:
-        {"albedo": [F, 3], "ambient", "directional", "light_direction": [3]} or {}.
+        {"albedo": [F, 3], "ambient", "directional", "light_direction": [3], "shadow", "shadow_blur"}, the part
+        that applies, or {}.
 
     Raises:
         SceneFileError: for another [render] appearance.
     """
     from gradsim_jax.render.video_appearance import albedo_from_frame
 
-    mode = read_render(spec).appearance
+    ren = read_render(spec)
+    mode = ren.appearance
     if mode not in APPEARANCES:
         raise SceneFileError(f"{spec.path}: [render] appearance must be one of {', '.join(map(repr, APPEARANCES))}, "
                              f"got {mode!r}")
+    shadow = shadow_start(exp, first_frame) if ren.shadows else {}
     if mode == "flat":
-        return {}
+        return shadow
     faces = np.asarray(exp.faces)
     first, end = face_ranges(exp.topology)["particles"]
     read = np.zeros(len(faces), bool)
@@ -111,7 +143,7 @@ def appearance_theta(spec, exp, first_frame) -> dict:
     lights = exp.lights
     return {"albedo": jnp.asarray(albedo, exp.dtype), "ambient": jnp.asarray(lights.ambient, exp.dtype),
             "directional": jnp.asarray(lights.directional, exp.dtype),
-            "light_direction": jnp.asarray(lights.direction, exp.dtype)}
+            "light_direction": jnp.asarray(lights.direction, exp.dtype), **shadow}
 
 
 def read_background_image(spec, target_frames=None, undistort=None):

@@ -274,6 +274,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                            "cloth and soft-body vertex's albedo read from the target's first frame, "
                                            "then fitted with the lights (quantities albedo, ambient, directional, "
                                            "light_direction) as nuisances: for footage of a textured, lit object"),
+        "shadows": Field("bool", False, "draw the meshes' shadow on the ground plane (the light's direction; "
+                                        "quantities shadow, shadow_blur, fitted as nuisances): for a video whose "
+                                        "background photo lacks the object's shadow"),
         "ambient": Field("float", 0.45, "ambient light"),
         "directional": Field("float", 0.6, "directional light"),
         "light_direction": Field("float[3]", None, "direction towards the light (default [0.4, 1.0, -0.6] with "

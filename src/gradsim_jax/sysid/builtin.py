@@ -101,6 +101,12 @@ for _q in (
     Quantity("light_direction", "render.light_direction", "1", "identity", ("light_direction",),
              "direction towards the directional light [3] (normalized on use; fitted with [render] appearance "
              "= \"video\")", container="render", key="", auto=False),
+    Quantity("shadow", "render.shadow", "1", Bounded(0.0, 1.0), ("shadow", "shadow_strength"),
+             "the share of the light the meshes' shadow on the ground holds back (render.shadows; [render] "
+             "shadows = true, with appearance = \"video\")", container="render", key="", auto=False),
+    Quantity("shadow_blur", "render.shadow_blur", "px", "log", ("shadow_blur",),
+             "the softness of that shadow, a Gaussian's standard deviation in pixels (a sun's disc, a rough floor)",
+             container="render", key="", auto=False),
     Quantity("blur", "render.blur", "px", "log", ("blur", "psf"),
              "Gaussian blur of the rendered frames, standard deviation in pixels of the render: a lens's point "
              "spread, or another renderer's softer edges (a nuisance quantity; [fit] blur)", container="render",

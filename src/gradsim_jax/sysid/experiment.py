@@ -32,8 +32,9 @@ from gradsim_jax.render.coverage_models import coverage_model
 from gradsim_jax.render.overlays import overlay_data, present_overlays, scene_looks
 from gradsim_jax.render.mesh import trajectory_vertices
 from gradsim_jax.render.blur import gaussian_blur
+from gradsim_jax.render.shadows import shadow_coverage, shadowed_background
 from gradsim_jax.sysid.quantities import (appearance_for, assemble, blur_for, camera_for, canonical_theta, check_masses,
-                                          derived_values)
+                                          derived_values, shadow_for)
 
 Array = Any
 
@@ -358,7 +359,7 @@ def rollout(exp: Experiment, theta: dict) -> tuple[Params, State]:
 
 
 def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Optional[Camera] = None,
-                  blur=None, overlays=None, *, colors=None, lights=None) -> Array:
+                  blur=None, overlays=None, *, colors=None, lights=None, shadow=None) -> Array:
     """RGBA video [T, H, W, 4] of render vertices x [T, V, 3] (`vertices`), colours blended over the background by
     the coverage (the renderer's own with `coverage="box"`, else `composite`'s). A frame whose vertices are not all
     finite (a simulation that blew up) is NaN (the renderer's own rule), so a loss of it is NaN too.
@@ -379,6 +380,8 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
         colors: the colours record to render with (`render.FaceColors`, `VertexColors`, ...); None: the
             experiment's.
         lights: the `render.Lights`; None: the experiment's.
+        shadow: (strength in [0, 1], softness in pixels or None, direction towards the light [3]): the meshes'
+            shadow on the ground plane (`render.shadows`), or None for none.
 
     Returns:
         [T, H, W, 4] RGBA video: colours (as the experiment's colours and background give them) and coverage.
@@ -394,11 +397,18 @@ def render_frames(exp: Experiment, x: Array, dense: bool = False, camera: Option
     @jax.checkpoint
     def one(frame):
         vertices, data = frame
+        background = exp.background
+        if faces and shadow is not None:  # the mesh's shadow on the ground darkens the picture behind it
+            strength, softness, towards = shadow
+            world = exp.params.world
+            cover = shadow_coverage(camera, vertices, exp.faces, towards, world.ground_normal, world.ground_height,
+                                    exp.settings, softness, autodiff=dense)
+            background = shadowed_background(background, cover, strength)
         if faces:
             image = renderer(camera, vertices, exp.faces, colors, lights=lights,
-                             background=exp.background, settings=exp.settings)
+                             background=background, settings=exp.settings)
             if not coverage_model(exp.settings.coverage).blends_background:
-                image = composite(image, exp.background)  # edges as a camera sees them (see `composite`)
+                image = composite(image, background)  # edges as a camera sees them (see `composite`)
         else:  # nothing but overlays (smoke): the background, uncovered
             bg = jnp.broadcast_to(jnp.asarray(exp.background, x.dtype), (camera.height, camera.width, 3))
             image = jnp.concatenate([bg, jnp.zeros(bg.shape[:2] + (1,), bg.dtype)], axis=-1)
@@ -427,7 +437,7 @@ def frames_for(exp: Experiment, x: Array, theta: dict, dense: bool = False, over
     """
     colors, lights = appearance_for(exp, theta)
     return render_frames(exp, x, dense, camera_for(exp, theta), blur_for(theta), overlays, colors=colors,
-                         lights=lights)
+                         lights=lights, shadow=shadow_for(exp, theta))
 
 
 def frames_at(exp: Experiment, theta: dict, idx, dense: bool = False) -> Array:

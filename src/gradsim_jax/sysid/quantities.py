@@ -300,7 +300,7 @@ def blur_for(theta: dict):
 
 
 #: The appearance's quantities (`appearance_for`): a fit of [render] appearance = "video" frees them.
-APPEARANCE_QUANTITIES = ("albedo", "ambient", "directional", "light_direction")
+APPEARANCE_QUANTITIES = ("albedo", "ambient", "directional", "light_direction", "shadow", "shadow_blur")
 
 
 def polished(free) -> tuple:
@@ -337,6 +337,22 @@ def appearance_for(exp, theta: dict):
                         directional=theta.get("directional", lights.directional),
                         direction=theta.get("light_direction", lights.direction))
     return colors, lights
+
+
+def shadow_for(exp, theta: dict):
+    """The meshes' shadow on the ground of theta's "shadow" (strength) and "shadow_blur" (pixels), cast from
+    its "light_direction" (else the experiment's light), or None when theta has no "shadow"; traceable.
+
+    Args:
+        exp: the experiment (its lights).
+        theta: {canonical quantity name: value}.
+
+    Returns:
+        (strength, softness in pixels or None, direction towards the light [3]) or None.
+    """
+    if "shadow" not in theta:
+        return None
+    return theta["shadow"], theta.get("shadow_blur"), theta.get("light_direction", exp.lights.direction)
 
 
 def with_camera_pose(exp, theta: dict) -> dict:
