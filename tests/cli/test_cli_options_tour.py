@@ -32,6 +32,7 @@ from gradsim_jax.cli import build_parser, main
 from gradsim_jax.cli.app import subcommands
 from gradsim_jax.cli.args import fit_flags, force_flag, progress_flags
 from gradsim_jax.cli.demo import runner_of
+from gradsim_jax.scenefile import load_scene
 
 from cli_scenes import SMALL_CLOTH, small_run
 
@@ -53,7 +54,8 @@ mass = 0.03
 class Row:
     """One row of the tour.
 
-    argv: the words after `gradsim-jax`, {scene}, {target}, {target_rgb}, {mask}, {picture} (`inputs`) and
+    argv: the words after `gradsim-jax`, {scene}, {target}, {target_rgb}, {mask}, {picture}, {reference}
+      (`inputs`) and
       {out} (a fresh folder) filled in; check(out, printed): what the run wrote to {out} and printed;
     first: a run before it in the same {out} (the checkpoint a --resume continues);
     slow: why the row is `slow` (None: it runs in `make test`);
@@ -168,6 +170,11 @@ TOUR: dict[str, Row] = {
     "fit --shooting multiple": Row(FIT + " --blur 0.5 --window 2 --shooting multiple "
                                    "--iterations 2 --polish 0", finite_report("report.json", "estimated"),
                                    slow="the start states' programs: 70 s of CPU cold"),
+    # predict after the fit: the scene's 4 frames and 2 more (unscored), against the reference positions.
+    "predict": Row("predict {scene} --fit {out} --target {target} --mask {mask} --key-color 1 1 1 --frames 4 "
+                   "--reference {reference} --out {out}/predicted",
+                   both(finite_report("predicted/report.json", "prediction"), printed("held-out frames")),
+                   first=FIT + " " + FIT_FLAGS),
     "gradcheck": Row("gradcheck {scene} --target {target} --mask {mask} --perturb 0.1 --seed 1 --out {out} "
                      "--force --ad-rtol 1 --fd-rtol 1 --f32-rtol 1 --no-float32",
                      both(finite_report("gradcheck.json"), printed("all gradients agree"))),
@@ -296,7 +303,11 @@ def inputs(tmp_path_factory):
     square = np.zeros((16, 16, 3), np.uint8)
     square[4:12, 4:12] = 255
     imageio.imwrite(picture, square)
-    return {"scene": scene, "target": target, "mask": mask, "target_rgb": rgb, "picture": picture}
+    reference = folder / "reference.npy"  # the cloth's 9 vertices where the scene starts them, held
+    spec = load_scene(scene)
+    np.save(reference, np.repeat(np.asarray(spec.experiment().state0.particles.x)[None], 4, axis=0))
+    return {"scene": scene, "target": target, "mask": mask, "target_rgb": rgb, "picture": picture,
+            "reference": reference}
 
 
 def _argv(text: str, **values) -> list[str]:

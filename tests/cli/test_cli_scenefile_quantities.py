@@ -90,8 +90,11 @@ source = [0.5, 0.2, 0.2]
 #: Quantities with no key in scene files, and why: the camera's pose is [camera]'s; the blur of the edges is
 #: [fit] blur's; a body's shape offsets are fitted from its template (`demo rigid-shape`), never given;
 #: gravity is [material] gravity's (a vector; the quantity is its y component); the smoke's initial velocity
-#: field is a whole grid of face values (fitted, as `demo smoke-shape` does, never typed in).
-WITHOUT_KEYS = {"camera_pose", "blur", "shape", "gravity", "smoke_velocity"}
+#: field is a whole grid of face values (fitted, as `demo smoke-shape` does, never typed in); the appearance's
+#: nuisances (albedo, lights, shadow) are read off the video and [render] ([render] appearance, shadows, ambient,
+#: directional, light_direction start them).
+WITHOUT_KEYS = {"camera_pose", "blur", "shape", "gravity", "smoke_velocity", "albedo", "ambient", "directional",
+                "light_direction", "shadow", "shadow_blur"}
 
 
 def _keyed():
@@ -103,6 +106,8 @@ def _other_value(q, own):
     own = np.asarray(own, np.float64)
     if q.name == "restitution":
         return 0.3
+    if q.name == "air_damping":  # the scenes' own is 0 (none), which a log-space quantity cannot start from
+        return 0.8
     if q.name == "velocity":
         return [0.1, -0.2, 0.3]
     if q.name == "density_field":

@@ -251,6 +251,7 @@ def test_documented_render_runs(scene, tmp_path, monkeypatch):
 
     c = RENDERS[scene]
     (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / "benchmarks").symlink_to(ROOT / "benchmarks")  # examples/blender_cloth reads its videos there
     for file, text in saved_files(c.page).items():
         (tmp_path / file).write_text(text)
     monkeypatch.chdir(tmp_path)
