@@ -23,20 +23,11 @@ import platform
 import time
 from pathlib import Path
 
+from bench_spread import machine
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "photoreal.json"
 CASES = ("swing", "hand", "drape")
-
-
-def cpu_name() -> str:
-    """The CPU's model name (/proc/cpuinfo), or the platform's machine."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_case(case: str, iterations, out: Path) -> dict:
@@ -63,7 +54,7 @@ def run_case(case: str, iterations, out: Path) -> dict:
             "reference_size_m": pred["reference_size_m"], "summary": pred["summary"],
             "per_frame": {m: {k: s[k] for k in ("iou", "vertex_error")} for m, s in pred["per_frame"].items()},
             "plot": str(run / "prediction.png"),
-            "machine": f"{cpu_name()}, {os.cpu_count()} cores, {platform.platform()}",
+            "machine": f"{machine()}, {os.cpu_count()} cores, {platform.platform()}",
             "date": time.strftime("%Y-%m-%d")}
 
 
