@@ -50,10 +50,11 @@ def test_the_shadow_moves_with_the_casting_vertices():
     light = jnp.asarray([0.6, 1.0, 0.2])
     ramp = jnp.linspace(0.0, 1.0, 48)[None, :]  # weights the shadow's left-right position
 
+    @jax.jit
     def score(x):
         return jnp.sum(shadow_coverage(camera, x, faces, light, UP, 0.0, settings, blur=1.0) * ramp)
 
-    g = np.asarray(jax.grad(score)(x))
+    g = np.asarray(jax.jit(jax.grad(score))(x))
     assert np.all(np.isfinite(g)) and np.abs(g).max() > 1e-3
     # Raising the square moves its shadow away from the light (along -x): the central difference agrees.
     step = 1e-2
