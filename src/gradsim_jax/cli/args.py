@@ -328,7 +328,8 @@ def preflight(exp, args, config=None):
         dense = ((config.polish > 0 and scalars <= LM_MAX_SCALARS)
                  or (config.report and scalars <= REPORT_MAX_SCALARS))
         kw = dict(gradient=True, iterations=config.iterations, frames_rendered=loss_frames,
-                  dense_frames=loss_frames if dense else 0, dense_columns=scalars if dense else 0)
+                  dense_frames=loss_frames if dense else 0, dense_columns=scalars if dense else 0,
+                  dense_passes=max(config.polish, 0) + bool(config.report))
     itemsize = np.dtype(exp.dtype).itemsize
     est = estimate_cost(exp.topology, exp.frames, exp.substeps, render_size=(exp.camera.height, exp.camera.width),
                         tile_capacity=exp.settings.tile_capacity, pixel_capacity=exp.settings.pixel_capacity,

@@ -26,10 +26,11 @@ from typing import Mapping, NamedTuple, Optional, Union
 # Bytes (float32) and seconds per element, measured as the module docstring says.
 _SIM_BYTES = {"triangles": 221.0, "bend_edges": 281.0, "springs": 100.0, "particles": 100.0}
 _SIM_GRAD_BYTES_PER_SUBSTEP = {"triangles": 370.0, "bend_edges": 550.0, "springs": 150.0, "particles": 150.0}
-# bend_edges: 1.2e-7, measured on the photoreal swing (examples/blender_cloth) with and without its 736 bending
-# edges (0.43 s more a fit iteration for 706,560 edge-substeps, forward and gradient); it was 4.0e-7 (a 45 % high
-# estimate of that fit).
-_SIM_SECONDS_PER_SUBSTEP = {"triangles": 2.0e-7, "bend_edges": 1.2e-7, "springs": 1.0e-7, "particles": 5.0e-8}
+# Forward seconds per element and substep, measured on a 2-core AMD EPYC (2026-12-07) from fits of the photoreal
+# swing (examples/blender_cloth: 289 particles, 512 triangles; 0.10 s for the forward and gradient of 960
+# substeps) and the same with its 736 bending edges (0.43 s more a fit iteration): a bending edge costs five
+# triangles. (Earlier values, 2e-7 a triangle and 4e-7 a bending edge, made those fits' estimates 40-60 % high.)
+_SIM_SECONDS_PER_SUBSTEP = {"triangles": 2.0e-8, "bend_edges": 1.0e-7, "springs": 2.0e-8, "particles": 1.0e-8}
 _SIM_GRAD_TIME_FACTOR = 6.0  # forward, recomputation of each checkpointed frame, backward
 _BIN_BYTES = 5.0  # per (tile, face): the binning scores and their top-k
 _BIN_GRAD_BYTES = 18.0
@@ -178,6 +179,7 @@ def estimate_cost(
     pixel_capacity: Optional[int] = None,
     dense_frames: int = 0,
     dense_columns: int = 0,
+    dense_passes: int = 1,
     itemsize: int = 4,
 ) -> CostEstimate:
     """Memory and time of simulating `frames` frames of `substeps` substeps (and rendering them).
@@ -195,6 +197,7 @@ def estimate_cost(
       pixel_capacity: the renderer's faces per pixel (None: as many as per tile).
       dense_frames: frames a forward-mode Jacobian renders (Levenberg-Marquardt, identifiability); 0: not used.
       dense_columns: that Jacobian's columns (free scalars).
+      dense_passes: how many such Jacobians a run makes (a Levenberg-Marquardt step each, and the report's).
       itemsize: bytes per float (8 for float64).
     Returns:
       CostEstimate(memory_bytes, seconds, text).
@@ -214,7 +217,8 @@ def estimate_cost(
     peak = max([evaluation] + [b for name, (b, _) in parts.items() if name == "Jacobian render"])
     memory = int(peak + resident + _FIXED_BYTES)
     per_evaluation = sum(s for name, (_, s) in parts.items() if name != "Jacobian render")
-    seconds = max(1, iterations) * per_evaluation + parts.get("Jacobian render", (0, 0.0))[1]
+    seconds = (max(1, iterations) * per_evaluation
+               + max(1, dense_passes) * parts.get("Jacobian render", (0, 0.0))[1])
     detail = ", ".join(f"{name} {human_bytes(b)} / {human_seconds(s)}" for name, (b, s) in parts.items())
     text = (f"{n} particles, {faces} triangles, {counts['bend_edges']} bending edges: about "
             f"{human_bytes(memory)} of memory and {human_seconds(seconds)} of run time ({detail}; measured on "
