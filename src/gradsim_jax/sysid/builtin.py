@@ -81,6 +81,11 @@ for _q in (
              "linear air damping of every particle's velocity (acceleration -c v, the same for every mass): a "
              "viscous medium, as Blender's cloth damps with air; drag is the quadratic, per-face kind",
              read=_read_path("particles.damping"), expand=_broadcast("particles.damping"), key="air_damping"),
+    Quantity("particle_radius", "particles.radius", "m", "log", ("particle_radius", "contact_thickness",
+                                                                  "particles.radius"),
+             "the particles' contact radius: how far off the ground and the colliders contact holds them (another "
+             "engine's collision distance; starts at [scene] particle_radius)",
+             read=_read_path("particles.radius"), expand=_broadcast("particles.radius"), key=""),
     Quantity("friction", "contact.mu", "1", "log", ("friction", "contact_mu", "contact.mu", "mu"),
              "ground friction coefficient of the particles",
              read=lambda topology, params, state0: float(np.asarray(params.contact.mu)),
