@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gradsim_jax.physics.quaternion import quat_to_matrix
 from gradsim_jax.render.calibration import Calibration, CalibrationError, check_rotation, make_calibration
 
 #: OpenCV's camera axes in Blender's camera frame: x kept, y and z flipped.
@@ -216,13 +217,6 @@ def _colmap_binary(folder: Path):
     return cameras, images
 
 
-def _quaternion_matrix(q) -> np.ndarray:
-    w, x, y, z = np.asarray(q, np.float64) / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def read_colmap_camera(folder, image=None) -> Calibration:
     """One registered image's camera of a COLMAP sparse model as a `Calibration` with its pose.
 
@@ -264,5 +258,5 @@ def read_colmap_camera(folder, image=None) -> Calibration:
     fx, fy, cx, cy, dist = COLMAP_MODELS[model][2](params)
     cal = make_calibration(fx, fy, cx - 0.5, cy - 0.5, dist, (width, height), source=f"{folder}: camera {cam_id}")
     pose = np.eye(4)
-    pose[:3, :3], pose[:3, 3] = _quaternion_matrix(q), t
+    pose[:3, :3], pose[:3, 3] = np.asarray(quat_to_matrix(np.asarray(q) / np.linalg.norm(q)), np.float64), t
     return dataclasses.replace(cal, world_to_camera=pose)

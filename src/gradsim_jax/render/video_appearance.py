@@ -18,10 +18,12 @@ about 7 x: its aggregation is differentiated by autodiff, which is why it is not
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.render.blur import blur_host
 from gradsim_jax.render.camera import Camera, project_pixels
-from gradsim_jax.render.shading import Lights, face_light_factor
+from gradsim_jax.render.shading import Lights, face_light_factor, sample_bilinear
 
 #: Pixels whose alpha is at least this are the object's own colour; the others (its edges) are left out.
 INSIDE_ALPHA = 0.95
@@ -32,32 +34,6 @@ EDGE_MARGIN_PX = 0.75
 
 #: The albedo read is kept inside (ALBEDO_MIN, 1 - ALBEDO_MIN), the open interval its fit's transform needs.
 ALBEDO_MIN = 0.02
-
-
-def _gaussian_blur(image: np.ndarray, sigma: float) -> np.ndarray:
-    """A separable Gaussian blur of an [H, W, C] image (edges clamped), numpy."""
-    if sigma <= 0.25:
-        return image
-    radius = int(np.ceil(3 * sigma))
-    t = np.arange(-radius, radius + 1)
-    kernel = np.exp(-0.5 * (t / sigma) ** 2)
-    kernel /= kernel.sum()
-    out = image
-    for axis in (0, 1):
-        padded = np.pad(out, [(radius, radius) if a == axis else (0, 0) for a in range(3)], mode="edge")
-        out = sum(w * np.take(padded, np.arange(k, k + image.shape[axis]), axis=axis) for k, w in enumerate(kernel))
-    return out
-
-
-def _bilinear(image: np.ndarray, uv: np.ndarray) -> np.ndarray:
-    """image [H, W, C] at pixel coordinates uv [N, 2] (column, row; pixel centres at whole numbers), clamped."""
-    h, w = image.shape[:2]
-    u, v = np.clip(uv[:, 0], 0, w - 1), np.clip(uv[:, 1], 0, h - 1)
-    u0, v0 = np.floor(u).astype(int), np.floor(v).astype(int)
-    u1, v1 = np.minimum(u0 + 1, w - 1), np.minimum(v0 + 1, h - 1)
-    fu, fv = (u - u0)[:, None], (v - v0)[:, None]
-    return ((1 - fu) * (1 - fv) * image[v0, u0] + fu * (1 - fv) * image[v0, u1] + (1 - fu) * fv * image[v1, u0]
-            + fu * fv * image[v1, u1])
 
 
 def _triangle_means(uv: np.ndarray, faces: np.ndarray, image: np.ndarray, weight: np.ndarray):
@@ -118,8 +94,12 @@ def albedo_from_frame(camera: Camera, vertices, faces, frame, lights: Lights, re
     total, count = _triangle_means(uv, faces, frame[..., :3], inside)
     # A face smaller than a pixel, or on the mask's rim: the frame around its centroid, over a pixel's footprint.
     centre = uv[faces].mean(axis=1)
-    near = _bilinear(_gaussian_blur(np.concatenate([frame[..., :3] * inside[..., None], inside[..., None]], -1),
-                                    0.7), centre)
+    stack = np.concatenate([frame[..., :3] * inside[..., None], inside[..., None]], -1)  # [H, W, 4]
+    blurred = np.moveaxis(blur_host(np.moveaxis(stack, -1, 0), 0.7), 0, -1)
+    h, w = frame.shape[:2]
+    texel = np.stack([(centre[:, 0] + 0.5) / w, 1.0 - (centre[:, 1] + 0.5) / h], -1)  # pixel -> texture coords
+    near = np.asarray(sample_bilinear(jnp.asarray(blurred, jnp.float32), jnp.asarray(texel, jnp.float32)),
+                      np.float64)
     in_front = (z[faces] > float(camera.near)).all(axis=1)
     seen_inside = read & in_front & (count >= 1.0)
     seen_near = read & in_front & ~seen_inside & (near[:, 3] > 0.25)

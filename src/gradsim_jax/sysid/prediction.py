@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.sysid.experiment import Experiment, frames_for
+from gradsim_jax.sysid.renderer_fits.shape import silhouette_iou as views_iou
 from gradsim_jax.sysid.simulated import simulate_video
 
 #: The threshold of the silhouettes' IoU (coverage and alpha in [0, 1]).
@@ -145,9 +146,9 @@ def silhouette_iou(a, b) -> float:
     Returns:
         |A and B| / |A or B|, 1.0 when both are empty.
     """
-    sa, sb = np.asarray(a) > IOU_THRESHOLD, np.asarray(b) > IOU_THRESHOLD
-    union = np.count_nonzero(sa | sb)
-    return 1.0 if union == 0 else float(np.count_nonzero(sa & sb) / union)
+    if not (np.any(np.asarray(a) > IOU_THRESHOLD) or np.any(np.asarray(b) > IOU_THRESHOLD)):
+        return 1.0  # both empty: they agree
+    return float(views_iou(np.asarray(a)[None], np.asarray(b)[None], IOU_THRESHOLD)[0])
 
 
 def frame_scores(video, target, alpha_observed: bool, vertices=None, reference=None) -> FrameScores:
