@@ -75,6 +75,38 @@ def load_target_video(spec: SceneSpec, *, target=None, mask=None, key_color=None
     return video_, undistort
 
 
+def filmed_experiment(spec: SceneSpec, video, background, frames: int) -> Experiment:
+    """The experiment of `spec` as the target video films it: `frames` simulated frames, the intrinsics of the
+    video's own size, the background picture behind it.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        video: the loaded `TargetVideo` (its native size).
+        background: [H, W, 3] the background picture at the render size (`SceneSpec.background_image`), or None.
+        frames: frames simulated after the initial state.
+
+    Returns:
+        The `Experiment`.
+    """
+    return spec.experiment(frames=frames, native_size=video.native_size, background_image=background)
+
+
+def start_theta(spec: SceneSpec, exp: Experiment, video) -> tuple[dict, dict]:
+    """Where a fit of `spec` starts: the scene file's quantities with the appearance's nuisances read off the
+    video's first frame ([render] appearance, shadows; `scenefile.render.appearance_theta`).
+
+    Args:
+        spec: the validated scene file (`SceneSpec`).
+        exp: the built `Experiment`.
+        video: the loaded `TargetVideo`.
+
+    Returns:
+        (the start {quantity: value}, the appearance's part of it, {} without one).
+    """
+    appearance = appearance_theta(spec, exp, video.frames[0])
+    return {**spec.initial_theta(exp), **appearance}, appearance
+
+
 def resolve_loss(requested, target) -> str:
     """The image loss: as asked, or rgba where the target's alpha was observed and rgb otherwise.
 
@@ -178,8 +210,7 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
         check_inputs_kept(out_dir, input_paths(spec, target=target, mask=mask))
     video_, undistort = load_target_video(spec, target=target, mask=mask, key_color=key_color)
     background = spec.background_image(video_.frames, undistort)
-    exp = spec.experiment(frames=video_.frames.shape[0] - 1, native_size=video_.native_size,
-                          background_image=background)
+    exp = filmed_experiment(spec, video_, background, video_.frames.shape[0] - 1)
     settings = read_fit_settings(spec)
     base = settings.config
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -197,10 +228,8 @@ def load_fit_job(scene, *, target=None, mask=None, key_color=None, true_values: 
     if config.window is not None and exp.pin_path is not None:
         raise SceneFileError(f"{spec.path}: windowed fits ([fit] window, --window) do not move pinned vertices along "
                              "[scene] pin_key_times yet: fit the whole recording")
-    initial = spec.initial_theta(exp)
-    appearance = appearance_theta(spec, exp, video_.frames[0])
+    initial, appearance = start_theta(spec, exp, video_)
     if appearance:  # [render] appearance = "video": nuisances read off the first frame, fitted with the rest
-        initial = {**initial, **appearance}
         config = dataclasses.replace(config, free=tuple(config.free) + tuple(
             n for n in appearance if n not in config.free))
     notes = [f"alpha: {video_.alpha_source or 'not observed'}", f"loss: {loss}"]

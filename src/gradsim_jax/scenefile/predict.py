@@ -11,9 +11,8 @@ from typing import Optional
 
 import numpy as np
 
-from gradsim_jax.scenefile.job import load_target_video
+from gradsim_jax.scenefile.job import filmed_experiment, load_target_video, start_theta
 from gradsim_jax.scenefile.reader import SceneSpec, load_scene
-from gradsim_jax.scenefile.render import appearance_theta
 from gradsim_jax.scenefile.schema import SceneFileError
 from gradsim_jax.sysid import Experiment, canonical
 
@@ -121,13 +120,12 @@ def load_prediction_job(scene, fit_dir, *, target=None, mask=None, key_color=Non
     if count <= fitted:
         raise ValueError(f"the target has {video.frames.shape[0]} frames and the fit used {fitted}: no frame is "
                          "left to predict; pass --frames N to simulate N more (scored where the target has them)")
-    background = spec.background_image(video.frames, undistort)
-    exp = spec.experiment(frames=count - 1, native_size=video.native_size, background_image=background)
+    exp = filmed_experiment(spec, video, spec.background_image(video.frames, undistort), count - 1)
     exp = dataclasses.replace(exp, frames=count - 1)  # past [simulation] frames, which bounded the fit
     coverage = (report.get("edges") or {}).get("coverage")
     if coverage and coverage != exp.settings.coverage:  # the fit's edge model chose the other coverage
         exp = dataclasses.replace(exp, settings=dataclasses.replace(exp.settings, coverage=coverage))
-    initial = {**spec.initial_theta(exp), **appearance_theta(spec, exp, video.frames[0])}
+    initial, _ = start_theta(spec, exp, video)
     ref = None
     if reference is not None:
         try:
