@@ -3,6 +3,7 @@
 import os
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -49,3 +50,64 @@ def test_options_from_the_environment_are_checked():
     for bad in ("xla_cpu_use_fusion_emitters=false", "[1, 2]", '{"a": [1]}'):
         with pytest.raises(ValueError, match="GRADSIM_JAX_COMPILER_OPTIONS"):
             options_from_environment(bad)
+
+
+HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
+
+
+def _dot_precisions(fn, *args) -> set:
+    """The precision of every dot_general in fn's jaxpr (nested jaxprs included)."""
+    found = set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                found.add(eqn.params["precision"])
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
+def test_products_are_traced_at_highest_precision_unless_the_caller_chose():
+    from gradsim_jax.compilation import MATMUL_PRECISION, accurate
+
+    a = jnp.ones((3, 3))
+    product = accurate(lambda x: x @ x)
+    assert MATMUL_PRECISION == "highest"
+    assert _dot_precisions(product, a) == {HIGHEST}
+    # Under the caller's own jit and grad too: the precision is read when the product is traced.
+    assert _dot_precisions(jax.jit(jax.grad(lambda x: jnp.sum(product(x)))), a) == {HIGHEST}
+    compiled = jit(lambda x: x @ x).lower(a).compiler_ir("hlo").as_hlo_text()
+    assert "operand_precision={highest,highest}" in compiled
+    # A caller's choice is kept.
+    with jax.default_matmul_precision("bfloat16"):
+        assert _dot_precisions(product, a) == {(jax.lax.Precision.DEFAULT, jax.lax.Precision.DEFAULT)}
+    assert _dot_precisions(lambda x: x @ x, a) == {None}
+
+
+def test_the_public_entry_points_trace_their_products_at_highest_precision():
+    # A rigid box's rollout (rotations: 3 x 3 products) and a render (the camera's 4 x 4 projection).
+    from gradsim_jax.geometry.primitives import box_mesh
+
+    top, par, st = gs.rigid_body(*box_mesh(0.1, 0.1, 0.1), mass=1.0, pos=(0.0, 1.0, 0.0), omega=(1.0, 2.0, 0.5)).build()
+    rollout = lambda p: gs.simulate(top, p, st, frames=1, substeps=2).rigid.q[-1]  # noqa: E731
+    found = _dot_precisions(rollout, par)
+    assert found and found <= {HIGHEST}, found
+    cam = gs.look_at_camera(2.0, 20.0, 30.0, width=16, height=16)
+    verts = jnp.asarray([[0.0, 0.0, 0.0], [0.5, 0.0, 0.0], [0.0, 0.5, 0.0]])
+    faces = jnp.asarray([[0, 1, 2]])
+    found = _dot_precisions(lambda v: gs.render(cam, v, faces), verts)
+    assert found and found <= {HIGHEST}, found
+
+
+def test_the_precision_changes_nothing_on_a_cpu():
+    # XLA's CPU multiplies float32 at full precision whatever the setting: bit-identical results.
+    loss, v0 = _hanging_cloth_loss()
+    ours = jax.jit(jax.value_and_grad(loss))(v0)
+    with jax.default_matmul_precision("bfloat16"):
+        theirs = jax.jit(jax.value_and_grad(loss))(v0)
+    if jax.default_backend() == "cpu":
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        np.testing.assert_array_equal(ours[1], theirs[1])

@@ -13,6 +13,7 @@ from typing import Protocol
 import jax
 import jax.numpy as jnp
 
+from gradsim_jax.compilation import accurate_products
 from gradsim_jax.control.policies import Policy
 from gradsim_jax.physics.integrators import Integrator, SemiImplicitEuler
 from gradsim_jax.physics.rollout import simulate
@@ -72,12 +73,13 @@ def simulate_policy(
     Returns:
         A `State` with leading axis frames + 1 (as `simulate`).
     """
+    with accurate_products():
 
-    def control(frame_index, state):
-        return actuator.control(policy(policy_params, frame_index * frame_dt, state))
+        def control(frame_index, state):
+            return actuator.control(policy(policy_params, frame_index * frame_dt, state))
 
-    return simulate(topology, params, state0, frames=frames, substeps=substeps, frame_dt=frame_dt,
-                    control=control, checkpoint=checkpoint, integrator=integrator)
+        return simulate(topology, params, state0, frames=frames, substeps=substeps, frame_dt=frame_dt,
+                        control=control, checkpoint=checkpoint, integrator=integrator)
 
 
 def policy_outputs(policy_params, policy: Policy, trajectory: State, *, frame_dt: float = 1.0 / 60.0):

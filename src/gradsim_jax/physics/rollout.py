@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import accurate_products
 from gradsim_jax.physics.checkpointing import CheckpointLike, CheckpointPolicy, checkpoint_policy
 from gradsim_jax.physics.component import OwnStepKind, RolloutOptions
 from gradsim_jax.physics.components import COMPONENTS, integrated, present_kinds
@@ -139,19 +140,20 @@ def simulate(
     the wrong shape or dtype, out-of-range indices, and non-finite or negative values (`validate_scene`);
     lists and integer leaves are converted first (`as_arrays`).
     """
-    _check_arguments(frames, substeps, frame_dt, integrator)
-    policy = checkpoint_policy(checkpoint)
-    options = RolloutOptions(frames=frames, frame_dt=frame_dt, ode_solver=ode_solver, smoke_substeps=smoke_substeps)
-    scene = checked_scene(topology, params, state0, options)
-    kinds = present_kinds(*scene)
-    loop = integrated(*scene)  # own-step kinds (ODE, smoke, ...) roll apart, below
-    if substeps is None:
-        substeps = chosen_substeps(*loop, frame_dt, integrator)
-    for category, message in kinds_start_checks(kinds, *loop, frame_dt / substeps, integrator):
-        warnings.warn(message, category, stacklevel=2)
-    traj = integrate(*loop, frames=frames, substeps=substeps, frame_dt=frame_dt, control=control,
-                     integrator=integrator, policy=policy)
-    return with_own_rollouts(kinds, *scene, traj, options, substeps)
+    with accurate_products():
+        _check_arguments(frames, substeps, frame_dt, integrator)
+        policy = checkpoint_policy(checkpoint)
+        options = RolloutOptions(frames=frames, frame_dt=frame_dt, ode_solver=ode_solver, smoke_substeps=smoke_substeps)
+        scene = checked_scene(topology, params, state0, options)
+        kinds = present_kinds(*scene)
+        loop = integrated(*scene)  # own-step kinds (ODE, smoke, ...) roll apart, below
+        if substeps is None:
+            substeps = chosen_substeps(*loop, frame_dt, integrator)
+        for category, message in kinds_start_checks(kinds, *loop, frame_dt / substeps, integrator):
+            warnings.warn(message, category, stacklevel=2)
+        traj = integrate(*loop, frames=frames, substeps=substeps, frame_dt=frame_dt, control=control,
+                         integrator=integrator, policy=policy)
+        return with_own_rollouts(kinds, *scene, traj, options, substeps)
 
 
 def _check_arguments(frames, substeps, frame_dt, integrator) -> None:

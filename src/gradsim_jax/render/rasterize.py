@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.compilation import jit
+from gradsim_jax.compilation import accurate_products, jit
 from gradsim_jax.physics.validate import check_index_rows, is_concrete
 from gradsim_jax.render.aggregate import KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.appearance import appearance, appearance_of, as_colors
@@ -334,11 +334,12 @@ def render_with_stats(
     Returns:
         (image [H, W, 4], or [H, W] without color; `RenderStats`).
     """
-    height = camera.height  # sigma follows the output size, also when supersampling
-    camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
-    image, stats = _run(_render_tiled, (camera, vertices, faces, colors, lights, background), settings=settings,
-                        with_color=with_color, height=height, autodiff=autodiff)
-    return _nan_unless_finite(image, vertices), stats
+    with accurate_products():
+        height = camera.height  # sigma follows the output size, also when supersampling
+        camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
+        image, stats = _run(_render_tiled, (camera, vertices, faces, colors, lights, background), settings=settings,
+                            with_color=with_color, height=height, autodiff=autodiff)
+        return _nan_unless_finite(image, vertices), stats
 
 
 def _nan_unless_finite(image, vertices):
@@ -537,11 +538,12 @@ def render(
     Returns:
         [H, W, 4] RGBA.
     """
-    image, _ = render_with_stats(
-        camera, vertices, faces, colors, lights=lights, background=background, settings=settings,
-        autodiff=autodiff,
-    )
-    return image
+    with accurate_products():
+        image, _ = render_with_stats(
+            camera, vertices, faces, colors, lights=lights, background=background, settings=settings,
+            autodiff=autodiff,
+        )
+        return image
 
 
 def silhouette(camera: Camera, vertices, faces, *, settings: RenderSettings = RenderSettings()):
@@ -588,17 +590,18 @@ def render_video(
     Returns:
         [T, H, W, 4] RGBA.
     """
-    frames = jnp.asarray(frames)
-    if frames.ndim != 3 or frames.shape[-1] != 3:
-        raise ValueError(f"frames must be [T, N, 3], got shape {frames.shape}")
+    with accurate_products():
+        frames = jnp.asarray(frames)
+        if frames.ndim != 3 or frames.shape[-1] != 3:
+            raise ValueError(f"frames must be [T, N, 3], got shape {frames.shape}")
 
-    def one_frame(vertices):
-        return render(camera, vertices, faces, colors, lights=lights, background=background, settings=settings)
+        def one_frame(vertices):
+            return render(camera, vertices, faces, colors, lights=lights, background=background, settings=settings)
 
-    if settings.checkpoint_frames:
-        one_frame = jax.checkpoint(one_frame)
+        if settings.checkpoint_frames:
+            one_frame = jax.checkpoint(one_frame)
 
-    return jax.lax.map(one_frame, frames)
+        return jax.lax.map(one_frame, frames)
 
 
 def render_dense(
@@ -629,11 +632,12 @@ def render_dense(
     Returns:
         [H, W, 4] RGBA, or [H, W] alpha without color.
     """
-    height = camera.height
-    camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
-    image = _run(_render_dense, (camera, vertices, faces, colors, lights, background), settings=settings,
-                 with_color=with_color, height=height)
-    return _nan_unless_finite(image, vertices)
+    with accurate_products():
+        height = camera.height
+        camera, vertices, faces, colors, background = _prepare(camera, vertices, faces, colors, background, settings)
+        image = _run(_render_dense, (camera, vertices, faces, colors, lights, background), settings=settings,
+                     with_color=with_color, height=height)
+        return _nan_unless_finite(image, vertices)
 
 
 def _render_dense(camera, vertices, faces, colors, lights, background, *, settings, with_color, height):
