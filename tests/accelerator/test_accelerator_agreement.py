@@ -56,3 +56,28 @@ def test_the_demo_cloth_agrees_with_the_cpu():
     acc, cpu = _on_both(lambda p: gs.simulate(top, p, st, frames=10, substeps=32).particles.x, par)
     assert np.isfinite(acc).all()
     assert np.max(np.abs(acc - cpu)) <= 1e-5
+
+
+def test_float64_work_runs_on_the_host_where_the_backend_lacks_it():
+    from gradsim_jax.compilation import Float64OnHost, native_float64
+    from gradsim_jax.diagnostics.precision import at_precision
+
+    if native_float64():
+        pytest.skip(f"the {jax.default_backend()} backend has float64")
+    with pytest.warns(Float64OnHost) if not _warned() else _nothing():
+        with at_precision(64):
+            x = jnp.fft.fft(jnp.arange(4.0))  # no float64 FFT on a TPU
+    assert x.dtype == jnp.complex128
+    np.testing.assert_allclose(np.asarray(x), np.fft.fft(np.arange(4.0)), atol=1e-12)
+
+
+def _warned() -> bool:
+    from gradsim_jax import compilation
+
+    return bool(compilation._WARNED_HOST)
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()

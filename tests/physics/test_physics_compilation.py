@@ -111,3 +111,27 @@ def test_the_precision_changes_nothing_on_a_cpu():
     if jax.default_backend() == "cpu":
         np.testing.assert_array_equal(ours[0], theirs[0])
         np.testing.assert_array_equal(ours[1], theirs[1])
+
+
+def test_float64_goes_to_the_host_where_the_backend_lacks_it(monkeypatch):
+    import warnings
+
+    from gradsim_jax import compilation
+    from gradsim_jax.diagnostics.precision import at_precision
+
+    assert compilation.native_float64("cpu") and compilation.native_float64("gpu")
+    assert not compilation.native_float64("tpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with at_precision(64) as dtype:  # a CPU: nothing moves, nothing said
+            assert jnp.ones(2).dtype == dtype == jnp.float64
+    monkeypatch.setattr(compilation, "native_float64", lambda backend=None: False)
+    monkeypatch.setattr(compilation, "_WARNED_HOST", [])
+    with pytest.warns(compilation.Float64OnHost, match="float64 side of a precision check runs on the host CPU"):
+        with at_precision(64):
+            x = jnp.fft.fft(jnp.ones(4))  # what a TPU cannot do in float64
+            assert x.dtype == jnp.complex128 and x.devices() == {jax.devices("cpu")[0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        with at_precision(64):
+            pass

@@ -3,7 +3,8 @@
 A loss that should be checked in both precisions must compute in the dtype of its parameters: every array it
 uses either travels in the parameter tree (the system-identification losses carry the scene and the target
 video there, `sysid.with_data`) or is created from it. `at_precision(bits)` is the one place the x64 flag is
-switched, as a context (`jax.enable_x64`), so nothing leaks into the caller's code.
+switched, as a context (`jax.enable_x64`), so nothing leaks into the caller's code. On a backend without native
+float64 (a TPU) the float64 side runs on the host CPU (`compilation.on_host`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Iterator
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from gradsim_jax.compilation import on_host
 
 Array = Any
 
@@ -30,8 +33,12 @@ def at_precision(bits: int) -> Iterator[Any]:
     """
     if bits not in (32, 64):
         raise ValueError(f"bits must be 32 or 64, got {bits!r}")
-    with jax.enable_x64(bits == 64):
-        yield jnp.float64 if bits == 64 else jnp.float32
+    if bits == 32:
+        with jax.enable_x64(False):
+            yield jnp.float32
+        return
+    with jax.enable_x64(True), on_host("the float64 side of a precision check"):
+        yield jnp.float64
 
 
 def cast_floats(tree: Any, dtype) -> Any:

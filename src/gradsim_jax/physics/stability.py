@@ -42,6 +42,7 @@ from typing import Optional
 import jax
 import numpy as np
 
+from gradsim_jax.compilation import on_host
 from gradsim_jax.physics.cloth import bending_directions
 from gradsim_jax.physics.cloth import rest_shapes as membrane_rest_shapes
 from gradsim_jax.physics.fem import rest_shapes as fem_rest_shapes
@@ -125,7 +126,7 @@ def _root(k: float, c: float) -> float:
 
 def _free_inverse_sqrt_mass(topology, params) -> np.ndarray:
     """[n] 1 / sqrt(m) of the free particles, 0 for pinned and massless ones (`free_inverse_mass`)."""
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+    with jax.enable_x64(True), on_host(), jax.ensure_compile_time_eval():
         inverse = eager_if_concrete(free_inverse_mass, topology.particles, params.particles)
         return np.sqrt(np.asarray(inverse, np.float64))
 
@@ -133,7 +134,7 @@ def _free_inverse_sqrt_mass(topology, params) -> np.ndarray:
 def _tet_gradients(rest_x, tets):
     """Shape-function gradients [k, 4, 3] (1/m) and rest volumes [k] (m^3) of the tets: the rows of
     `fem.rest_shapes`' Dm are those of x1, x2, x3 (0 for a degenerate tet)."""
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():  # on the host in float64, also inside a trace
+    with jax.enable_x64(True), on_host(), jax.ensure_compile_time_eval():  # on the host in float64, also inside a trace
         dm, volume = (np.asarray(a, np.float64) for a in eager_if_concrete(fem_rest_shapes, rest_x, tets))
     return np.concatenate([-dm.sum(axis=1, keepdims=True), dm], axis=1), volume
 
@@ -161,7 +162,7 @@ def _membrane_matrices(rest_x, tris, cloth):
     """Per-triangle (K, C) [t, 6, 6] on the edge displacements (de_q, de_r) = (u_q - u_p, u_r - u_p), at rest
     (`physics.cloth`): K = A0 ke G^-1 (x) I + ka (g g^T / A0 + c Hess(area)), C = A0 kd (G^-1 (x) I + g g^T / A0^2)
     with g = grad(area) and c = 1 - alpha + activation the area term's value at rest."""
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+    with jax.enable_x64(True), on_host(), jax.ensure_compile_time_eval():
         shapes = eager_if_concrete(membrane_rest_shapes, rest_x, tris)
         gram_inv, area = (np.asarray(a, np.float64) for a in shapes)
     p, q, r = (rest_x[tris[:, k]] for k in range(3))
@@ -193,7 +194,7 @@ def _membrane_matrices(rest_x, tris, cloth):
 def _hinge_gradients(x, edges):
     """The bending forces' direction d [e, 4, 3] per hinge and |e| [e] at positions x
     (`cloth.bending_directions`; 0 for a degenerate hinge)."""
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+    with jax.enable_x64(True), on_host(), jax.ensure_compile_time_eval():
         d, e_len, valid, _ = eager_if_concrete(_hinge_directions, np.asarray(x, np.float64), edges)
         return np.asarray(d, np.float64) * np.asarray(valid)[:, None, None], np.asarray(e_len, np.float64)
 
