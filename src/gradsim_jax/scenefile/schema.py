@@ -295,8 +295,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "directional": Field("float", 0.6, "directional light"),
         "light_direction": Field("float[3]", None, "direction towards the light (default [0.4, 1.0, -0.6] with "
                                                    "y up, the same turned with the world for z up)"),
-        "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
-        "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
+        "tile_capacity": Field("int", None, "faces kept per 8x8 tile, the nearest (default: all faces, exact; "
+                                            "fit prints a hint with measured numbers for more than 256 faces)"),
+        "pixel_capacity": Field("int", None, "faces kept per pixel, the nearest (default: all faces, exact)"),
         "coverage": Field("str", "box", "edge model: \"box\" (the covered fraction of each pixel, as a camera "
                                         "sees it), \"softras\" (SoftRas's soft silhouette) or \"dibr\" "
                                         "(DIB-R: exact colours inside, soft silhouette outside)"),
