@@ -92,9 +92,10 @@ source = [0.5, 0.2, 0.2]
 #: gravity is [material] gravity's (a vector; the quantity is its y component); the smoke's initial velocity
 #: field is a whole grid of face values (fitted, as `demo smoke-shape` does, never typed in); the appearance's
 #: nuisances (albedo, lights, shadow) are read off the video and [render] ([render] appearance, shadows, ambient,
-#: directional, light_direction start them); the contact radius is [scene] particle_radius's.
+#: directional, light_direction start them); the contact radius is [scene] particle_radius's; the wind's
+#: pressure is [wind] strength's.
 WITHOUT_KEYS = {"camera_pose", "blur", "shape", "gravity", "smoke_velocity", "albedo", "ambient", "directional",
-                "light_direction", "shadow", "shadow_blur", "particle_radius"}
+                "light_direction", "shadow", "shadow_blur", "particle_radius", "wind"}
 
 
 def _keyed():

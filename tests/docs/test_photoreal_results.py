@@ -33,3 +33,18 @@ def test_the_readme_figures_are_the_recorded_ones():
         error_text, frozen_text = f"{100 * error:.2f} %", f"{100 * frozen:.1f} %"
         assert error_text in row and frozen_text in row, (case, row, error_text, frozen_text)
         assert f"{ROWS[case]['fit_wall_s']:.0f} s" in row, (case, row)
+
+
+def test_the_wind_row_and_the_how_tos_wind_figures_are_the_recorded_ones():
+    """The wind case (issue 54, a wind field in scene files): its row on the benchmarks page, and the figures the
+    how-to quotes for it."""
+    row = ROWS["wind"]
+    assert any(line.startswith("| wind |") for line in bench_photoreal.table(ROWS))
+    summary = row["summary"]["fit"]
+    page = (ROOT / "docs" / "howto" / "real-cloth.md").read_text()
+    for text in (f"{100 * summary['fitted']['vertex_error_relative']:.2f} %",
+                 f"{100 * summary['held_out']['vertex_error_relative']:.2f} %",
+                 f"IoU {summary['fitted']['iou']:.3f}", f"IoU {summary['held_out']['iou']:.3f}",
+                 f"{100 * row['summary']['initial']['held_out']['vertex_error_relative']:.2f} %",
+                 f"{row['estimated']['wind']:.0f} Pa"):
+        assert text in page, text

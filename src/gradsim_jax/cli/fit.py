@@ -65,6 +65,7 @@ def run(args) -> int:
     """
     from gradsim_jax import sysid
     from gradsim_jax.scenefile import SceneFileError, load_fit_job
+    from gradsim_jax.scenefile.capacities import capacity_hint
 
     try:
         _start_distributed(args)
@@ -97,6 +98,9 @@ def run(args) -> int:
           f"at {frames.shape[2]} x {frames.shape[1]} px ({'; '.join(job.notes)})")
     for warning in job.warnings:
         print(f"WARNING: {warning}")
+    hint = capacity_hint(job.experiment)
+    if hint:  # a large scene rendered exactly: what smaller capacities are worth
+        print(f"hint: {hint}")
     status = preflight(job.experiment, args, config)
     if status is not None:
         return status

@@ -1,4 +1,4 @@
-"""Differentiable physics of cloth (membrane, bending, springs, aerodynamics), rigid bodies and FEM soft bodies, with
+"""Differentiable physics of cloth (membrane, bending, springs, aerodynamics, wind), rigid bodies and FEM soft bodies, with
 ground contact, colliders (planes, spheres, boxes, capsules, triangle meshes; static or keyframed), contact
 between rigid bodies and between particles, and ODE bodies (pendulums, a bouncing
 ball, a user's system): the containers (Topology, Params, State, Control: one branch per component), force
@@ -47,6 +47,9 @@ from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopolo
 from gradsim_jax.physics.springs import SpringParams, SpringTopology, spring_energy, spring_forces
 from gradsim_jax.physics.types import Control, Params, State, Topology, particle_state
 from gradsim_jax.physics.validate import validate_scene
+from gradsim_jax.physics.wind import (
+    WindParams, blender_pressure, face_wind_forces, wind_factor, wind_forces, wind_params, with_wind,
+)
 from gradsim_jax.physics.world import World
 from gradsim_jax.typing import get_path, named_leaves, replace_paths
 
@@ -70,4 +73,5 @@ __all__ = [
     "angular_momentum", "get_path", "ground_contact", "kinetic_energy", "membrane_energy", "membrane_forces", "named_leaves",
     "particle_forces", "particle_state", "penalty_force", "raise_if_error", "register_force", "replace_paths", "rigid_step", "scene_checks",
     "simulate", "spring_energy", "spring_forces", "trajectory_checks", "validate_scene", "validate_traced", "world_vertices",
+    "WindParams", "blender_pressure", "face_wind_forces", "wind_factor", "wind_forces", "wind_params", "with_wind",
 ]

@@ -22,6 +22,7 @@ from gradsim_jax.physics.particle_body import has_particle_body_contact, particl
 from gradsim_jax.physics.particles import free_inverse_mass, particle_euler
 from gradsim_jax.physics.rigid import rigid_step
 from gradsim_jax.physics.types import Control, State
+from gradsim_jax.physics.wind import wind_forces
 
 
 class Integrator(abc.ABC):
@@ -105,6 +106,8 @@ class SemiImplicitEuler(Integrator):
             params = dataclasses.replace(params, colliders=posed(params.colliders, t))
         particles = state.particles
         f = particle_forces(topology, params, particles.x, particles.v, control, prepared)
+        if topology.wind:  # keyed in time: evaluated at the step's start
+            f = f + wind_forces(topology, params, particles.x, t)
         rc = None if control is None else control.rigid
         body_force, body_torque = (None, None) if rc is None else (rc.force, rc.torque)
         touch_bodies = has_particle_body_contact(topology) and state.rigid.x.shape[0] and particles.x.shape[0]

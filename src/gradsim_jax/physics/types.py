@@ -15,6 +15,7 @@ Each is a tree with one branch per component, each branch defined beside its phy
 | smoke     | `SmokeTopology`       | `SmokeParams`             | `SmokeState`    |                   |
 | colliders | `ColliderTopology`    | `ColliderParams`          | `ColliderState` |                   |
 | bodies    | {kind name: branch}   | {kind name: branch}       | {kind: branch}  |                   |
+| wind      | `wind` (a flag)       | `WindParams`              |                 |                   |
 
 A scene without a component carries an empty branch (zero-length arrays) and pays nothing for it: force
 terms are summed only for the elements a scene has (`gradsim_jax.physics.forces`). FEM tetrahedra, like
@@ -56,18 +57,20 @@ from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopolo
 from gradsim_jax.physics.rigid import RigidControl, RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.particles import ParticleControl, ParticleParams, ParticleState, ParticleTopology
 from gradsim_jax.physics.springs import SpringParams, SpringTopology
+from gradsim_jax.physics.wind import WindParams
 from gradsim_jax.physics.world import World
 from gradsim_jax.typing import pytree_dataclass
 
 
-@pytree_dataclass(meta=("ground", "smoke", "colliders"))
+@pytree_dataclass(meta=("ground", "smoke", "colliders", "wind"))
 class Topology:
     """Static structure: particles (pinned flags), springs (pairs), cloth (triangles, bending edges,
     aerodynamics flag), rigid (hull vertices' bodies, faces, pushes' bodies, contact model), fem (tets,
     surface triangles); `ground` (static): whether particles collide with the ground plane (bodies:
     `RigidTopology.contact`); ode (an ODE body, None: none); smoke (static `SmokeTopology`, None: none);
     colliders (None: none); self_contact (None: none); bodies ({kind name: branch} of kinds defined outside the
-    package, None: none)."""
+    package, None: none); `wind` (static): whether a wind pushes the cloth's faces (`physics.wind`; its
+    `Params.wind`)."""
 
     particles: ParticleTopology
     springs: SpringTopology
@@ -80,6 +83,7 @@ class Topology:
     colliders: Optional[ColliderTopology] = None
     self_contact: Optional[SelfContactTopology] = None
     bodies: Optional[dict] = None
+    wind: bool = False
 
     @property
     def num_particles(self) -> int:
@@ -96,7 +100,7 @@ class Params:
     (Lame k_mu, k_lambda [k] Pa, damping k_damp [k] Pa s, activation, rest shape, particle volumes); ode (the
     system's parameters, None: none); smoke (`SmokeParams`: buoyancy, dissipation, vorticity, inflow; None:
     none); colliders, self_contact (None: none); bodies ({kind name: branch} of kinds defined outside the
-    package, None: none)."""
+    package, None: none); wind (`WindParams`: direction, strength Pa, keyframes; None: none)."""
 
     world: World
     particles: ParticleParams
@@ -110,6 +114,7 @@ class Params:
     colliders: Optional[ColliderParams] = None
     self_contact: Optional[SelfContactParams] = None
     bodies: Optional[dict] = None
+    wind: Optional[WindParams] = None
 
 
 @pytree_dataclass

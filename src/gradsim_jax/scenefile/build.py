@@ -22,6 +22,7 @@ from gradsim_jax.scenefile.quantities import material_quantities
 from gradsim_jax.scenefile.render import read_look, read_render
 from gradsim_jax.scenefile.schema import RIGID_CONTACTS, SceneFileError
 from gradsim_jax.scenefile.smoke import read_smoke
+from gradsim_jax.scenefile.wind import add_wind
 from gradsim_jax.scenefile.world import read_material, read_scene
 
 
@@ -144,6 +145,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
     except ValueError as e:
         raise SceneFileError(f"{path}: [material]/[scene]: {e}") from e
     topology, params, state0 = with_body_branches(spec, topology, params, state0)
+    topology, params = add_wind(spec, topology, params)
     params, state0 = material_quantities(spec, topology, params, state0)
     theta = default_theta(topology, params, state0)
     check_free(spec, topology, params)

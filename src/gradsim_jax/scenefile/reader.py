@@ -18,6 +18,7 @@ test_cli_scenefile_readers.py checks it with `ast`):
     [[ball]]       `ode.read_ode_body` -> OdeBody
     [[collider]]   `colliders.read_colliders` (its colours go to `render.read_look` through `Colliders.colors`)
     [smoke]        `smoke.read_smoke` -> SmokeParts (the grid, its look, its substeps)
+    [wind]         `wind.read_wind` -> WindOptions (direction, strength, keyframes), or None
     [camera]       `camera.read_camera_keys` -> (CameraIntrinsics, CameraPlacement)
     [render]       `render.read_render` -> RenderOptions
     [simulation]   `build.read_simulation` -> SimulationOptions
@@ -51,6 +52,7 @@ SECTION_READERS = {"scene": "world.read_scene", "material": "world.read_material
                    "body": "bodies.read_bodies", "soft_body": "bodies.read_soft_bodies",
                    "body_push": "bodies.add_body_pushes", "pendulum": "ode.read_ode_body", "ball": "ode.read_ode_body",
                    "collider": "colliders.read_colliders", "smoke": "smoke.read_smoke",
+                   "wind": "wind.read_wind",
                    "camera": "camera.read_camera_keys", "render": "render.read_render",
                    "simulation": "build.read_simulation", "target": "target.read_target",
                    "fit": "fit.read_fit_settings", "initial": "quantities.read_initial"}

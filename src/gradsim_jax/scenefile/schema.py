@@ -231,6 +231,20 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "colormap": Field("str", "smoke", "colour map of the density: \"smoke\", \"grey\" or \"fire\""),
         "scale": Field("float", 1.0, "the density whose opacity is 1 - 1/e (head-on)"),
     },
+    "wind": {
+        "strength": Field("float", None, "a wind pushing the cloth's faces along their normals: the pressure on a "
+                                         "face square to it, Pa (force p (w . n) A n per face; quantity wind); "
+                                         "given, the file has a wind. A Blender wind field of strength S: "
+                                         "0.02 fps S (900 Pa for 1500 at 30 fps)"),
+        "direction": Field("float[3]", None, "where the wind blows to, in the scene's world axes ([scene] up: z "
+                                             "for Blender's); normalized; required with strength"),
+        "key_times": Field("float[]", [], "keyframe times of the strength, s, increasing (empty: the strength "
+                                          "throughout); held before the first key and after the last"),
+        "key_factors": Field("float[]", [], "the strength's factor at each key time (one per key; e.g. [0, 1] "
+                                            "ramps it up)"),
+        "ease": Field("str", "smooth", "between two keys: \"smooth\" (3 u^2 - 2 u^3, Blender's default Bezier "
+                                       "keyframes between two keys) or \"linear\""),
+    },
     "camera": {
         "distance": Field("float", None, "look-at camera: distance from the look-at point, m (default 2)"),
         "elevation": Field("float", None, "look-at camera: elevation, degrees (default 20)"),
@@ -281,8 +295,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "directional": Field("float", 0.6, "directional light"),
         "light_direction": Field("float[3]", None, "direction towards the light (default [0.4, 1.0, -0.6] with "
                                                    "y up, the same turned with the world for z up)"),
-        "tile_capacity": Field("int", None, "faces kept per 8x8 tile (default: all faces, exact)"),
-        "pixel_capacity": Field("int", None, "faces kept per pixel (default: all faces, exact)"),
+        "tile_capacity": Field("int", None, "faces kept per 8x8 tile, the nearest (default: all faces, exact; "
+                                            "fit prints a hint with measured numbers for more than 256 faces)"),
+        "pixel_capacity": Field("int", None, "faces kept per pixel, the nearest (default: all faces, exact)"),
         "coverage": Field("str", "box", "edge model: \"box\" (the covered fraction of each pixel, as a camera "
                                         "sees it), \"softras\" (SoftRas's soft silhouette) or \"dibr\" "
                                         "(DIB-R: exact colours inside, soft silhouette outside)"),
@@ -438,6 +453,9 @@ def help_text() -> str:
             lines.append(f"  [{section}]{req}")
             if section == "pendulum":
                 lines.append("    a pendulum of len(lengths) links (an ODE in its angles): it touches nothing else")
+            if section == "wind":
+                lines.append("    a uniform wind on the cloth (physics.wind): each face feels p(t) (w . n) A n, a third "
+                             "on each vertex; p(t) = strength x the keyed factor")
         for key, f in fields.items():
             default = "required" if f.required else ("-" if f.default is None else repr(f.default))
             lines.append(f"    {key:<16} {f.type:<9} {default:<22} {f.doc}")

@@ -81,6 +81,10 @@ for _q in (
              "linear air damping of every particle's velocity (acceleration -c v, the same for every mass): a "
              "viscous medium, as Blender's cloth damps with air; drag is the quadratic, per-face kind",
              read=_read_path("particles.damping"), expand=_broadcast("particles.damping"), key="air_damping"),
+    Quantity("wind", "wind.strength", "Pa", "log", ("wind", "wind_strength", "wind.strength"),
+             "the wind's pressure on a face square to it ([wind] strength; its keyed factors and direction stay)",
+             read=_read_path("wind.strength"), expand=lambda exp, value: {"wind.strength": value},
+             applies=lambda topology: topology.wind, key=""),
     Quantity("particle_radius", "particles.radius", "m", "log", ("particle_radius", "contact_thickness",
                                                                   "particles.radius"),
              "the particles' contact radius: how far off the ground and the colliders contact holds them (another "
