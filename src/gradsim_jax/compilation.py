@@ -100,7 +100,65 @@ def jit(fn: Callable, **kwargs) -> Callable:
         The compiled function, as `jax.jit` returns it.
     """
     options = {**COMPILER_OPTIONS, **(kwargs.pop("compiler_options", None) or {})}
-    return jax.jit(accurate(fn), compiler_options=options, **kwargs)
+    return AccurateJit(jax.jit(fn, compiler_options=options, **kwargs))
+
+
+class AccurateJit:
+    """A `jax.jit` function that is traced (called, lowered, traced, shape-evaluated) in `accurate_products()`.
+
+    The context is entered around the jitted function rather than inside `fn`, so `fn` is still called by JAX
+    (no frame of this module between them); every other attribute is the jitted function's.
+    """
+
+    def __init__(self, jitted):
+        self.jitted = jitted
+        functools.update_wrapper(self, jitted)
+
+    def __call__(self, *args, **kwargs):
+        with accurate_products():
+            return self.jitted(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        """`jitted.lower(*args, **kwargs)` in `accurate_products()`.
+
+        Args:
+            *args: the arguments (or `jax.ShapeDtypeStruct`s) to lower for.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            JAX's `Lowered`.
+        """
+        with accurate_products():
+            return self.jitted.lower(*args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        """`jitted.trace(*args, **kwargs)` in `accurate_products()`.
+
+        Args:
+            *args: the arguments to trace for.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            JAX's `Traced`.
+        """
+        with accurate_products():
+            return self.jitted.trace(*args, **kwargs)
+
+    def eval_shape(self, *args, **kwargs):
+        """`jitted.eval_shape(*args, **kwargs)` in `accurate_products()`.
+
+        Args:
+            *args: the arguments.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            the output's shapes and dtypes.
+        """
+        with accurate_products():
+            return self.jitted.eval_shape(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.jitted, name)
 
 
 def accurate(fn: Callable) -> Callable:
