@@ -3,9 +3,10 @@
 uninterrupted run; the same for a two-process job (`jax.distributed` on localhost, one CPU device each), where a
 process killed with -9 makes the other stop with a message naming it instead of hanging in a collective.
 
-Each run is a fresh interpreter (signals, kill -9, `jax.distributed`) fitting 6 members of a mass on a spring
-(`gs.simulate` inside `lax.map`); a `jax.debug.callback` sleeps a few milliseconds per member and iteration so
-that a run lasts long enough to be stopped in the middle, whatever the machine's load (it changes no number).
+Each run is a fresh interpreter (signals, kill -9, `jax.distributed`) fitting 6 members of a small analytic loss
+with a PRNG key (`lax.map` over members); a `jax.debug.callback` sleeps a few milliseconds per member and
+iteration so that a run lasts long enough to be stopped in the middle, whatever the machine's load (it changes no
+number). (The physics inside a batched fit is `test_fit_sharding.py`'s: checkpoints do not depend on the loss.)
 The parent polls the checkpoint file instead of sleeping fixed times.
 """
 
@@ -35,26 +36,20 @@ SCRIPT = textwrap.dedent(
         parallel.initialize_distributed(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                                         watchdog_s=float(sys.argv[6]))
     import jax, jax.numpy as jnp
-    import gradsim_jax as gs
     from gradsim_jax.fit.batched import fit_batched
     from gradsim_jax.fit.checkpoint import EXIT_PREEMPTED, Preempted, preemptible
-    from gradsim_jax.physics import replace_paths
 
-    scene = gs.particles([[0, 0, 0], [0.5, 0, 0]], v=[[0, 0, 0], [1.0, 0, 0]], mass=[0.0, 1.0])
-    topology, params, state0 = scene.add_springs([[0, 1]], ke=100.0).build(gravity=(0.0, 0.0, 0.0))
-    target = np.linspace(0.5, 0.6, 9).astype(np.float32)
-
-    def spring(p, key):
+    def wavy(p, key):
         jax.debug.callback(lambda: time.sleep(0.004))  # slow enough to be stopped midway; no number changes
-        q = replace_paths(params, {"springs.ke": jnp.reshape(p["ke"], (1,))})
-        x = gs.simulate(topology, q, state0, frames=8, substeps=2, frame_dt=1 / 30).particles.x[:, 1, 0]
-        return jnp.mean((x - p["target"]) ** 2) + 1e-6 * jax.random.normal(key)
+        return (jnp.sum((jnp.sin(3.0 * p["a"]) - 0.5) ** 2) + (p["ke"] - p["target"]) ** 2
+                + 1e-3 * jax.random.normal(key))
 
     mesh = parallel.batch_mesh() if jax.process_count() > 1 else None
     try:
         with preemptible():
-            r = fit_batched(spring, {"ke": jnp.float32(100.0), "target": jnp.asarray(target)},
-                            batch={"ke": jnp.geomspace(20.0, 400.0, 6).astype(jnp.float32)}, free=("ke",),
+            r = fit_batched(wavy, {"a": jnp.zeros(2), "ke": jnp.float32(1.0), "target": jnp.float32(2.0)},
+                            batch={"ke": jnp.geomspace(0.5, 4.0, 6).astype(jnp.float32),
+                                   "a": jnp.linspace(-1, 1, 12).reshape(6, 2)}, free=("a", "ke"),
                             transforms={"ke": "log"}, steps=%(steps)d, learning_rate=0.1, mode="map", mesh=mesh,
                             progress=False, uses_key=True, key=jax.random.key(3), checkpoint_dir=out + "/ckpt",
                             checkpoint_every=%(every)d, resume=what == "resume", metadata={"case": "spring"})
@@ -63,7 +58,8 @@ SCRIPT = textwrap.dedent(
         sys.exit(EXIT_PREEMPTED)
     if jax.process_index() == 0:
         np.savez(out + "/result.npz", loss=r.loss, history=r.history["loss"], grad=r.history["grad_norm"],
-                 ke=r.history["params"]["ke"], final=r.history["final"]["ke"])
+                 ke=r.history["params"]["ke"], a=r.history["params"]["a"], final=r.history["final"]["ke"],
+                 final_a=r.history["final"]["a"])
     print("resumed from", None if r.resume is None else r.resume["from_iteration"], flush=True)
     """
 ) % {"steps": STEPS, "every": EVERY}
