@@ -230,13 +230,14 @@ def _client():
     return distributed.global_state.client
 
 
-def _report_lost(me: int, count: int, lost: int, silent_s: float) -> None:
+def _report_lost(me: int, count: int, lost: int, silent_s: float, what: Optional[str] = None) -> None:
     """Print the line naming the lost process and end this one (`EXIT_PROCESS_LOST`)."""
     who = "the coordinator (process 0)" if lost == 0 else f"process {lost}"
     silence = f"no heartbeat for {silent_s:.1f} s" if silent_s else "its coordination service is gone"
-    print(f"gradsim-jax: {who} of the {count}-process job stopped responding ({silence}): it "
-          f"died or was killed; process {me} stops too (exit status {EXIT_PROCESS_LOST}). Rerun the job with --resume "
-          "to continue from the last checkpoint.", file=sys.stderr, flush=True)
+    happened = what or f"stopped responding ({silence}): it died or was killed"
+    print(f"gradsim-jax: {who} of the {count}-process job {happened}; process {me} stops too (exit status "
+          f"{EXIT_PROCESS_LOST}). Rerun the job with --resume to continue from the last checkpoint.", file=sys.stderr,
+          flush=True)
     _LOST["process"] = lost
     _LOST["event"].set()
     os._exit(EXIT_PROCESS_LOST)  # not sys.exit: jax's shutdown would wait in a barrier for the dead process
@@ -246,8 +247,11 @@ def watchdog(timeout_s: float = WATCHDOG_TIMEOUT_S, interval_s: float = WATCHDOG
     """Start the daemon thread that watches the other processes of a `jax.distributed` job (module docstring).
 
     Every `interval_s` it increments this process's counter "gradsim/heartbeat/<id>" in the coordination
-    service and reads every other's; a counter unchanged for `timeout_s` seconds, or a coordination service that
-    does not answer for as long, ends this process with a line naming the lost one and `EXIT_PROCESS_LOST`.
+    service and reads every other's (one directory read); a counter unchanged for `timeout_s` seconds, or a
+    coordination service that does not answer for as long, ends this process with a line naming the lost one
+    and `EXIT_PROCESS_LOST`. A process that ends says so first ("gradsim/exit/<id>": "ok", or "error" after an
+    uncaught exception): one that ended well is no longer watched (once process 0 has, nothing is), one that
+    failed stops the others at once.
 
     Args:
         timeout_s: seconds of silence that mean a process is lost (> interval_s; long enough for the longest
@@ -260,22 +264,23 @@ def watchdog(timeout_s: float = WATCHDOG_TIMEOUT_S, interval_s: float = WATCHDOG
     if not timeout_s > interval_s > 0:
         raise ValueError(f"the watchdog needs timeout_s > interval_s > 0; got {timeout_s}, {interval_s}")
     client, me, count = _client(), jax.process_index(), jax.process_count()
+    _say_how_this_process_ends(client, me)
 
     def watch():
         seen = {j: (None, time.monotonic()) for j in range(count) if j != me}
         reached = time.monotonic()
-        while True:
-            try:
-                client.key_value_increment(f"gradsim/heartbeat/{me}", 1)
-                reached = time.monotonic()
-            except Exception:  # the coordination service does not answer: process 0 died
-                pass
+        while seen:
+            beats, exits = _read_peers(client, me)
             now = time.monotonic()
-            for j, (value, since) in seen.items():
-                try:
-                    current = client.key_value_try_get(f"gradsim/heartbeat/{j}")
-                except Exception:  # not written yet, or no coordination service
-                    current = value
+            reached = now if beats is not None else reached
+            for j, how in (exits or {}).items():
+                if how == "error" and j in seen:
+                    _report_lost(me, count, j, 0.0, "stopped with an error")
+                seen.pop(j, None)
+            if 0 in (exits or {}):  # the coordinator ended well: its service is going away, nothing to watch
+                return
+            for j, (value, since) in list(seen.items()):
+                current = (beats or {}).get(j, value)
                 seen[j] = (current, now) if current != value else (value, since)
             if now - reached > timeout_s:
                 _report_lost(me, count, 0, now - reached)
@@ -287,6 +292,42 @@ def watchdog(timeout_s: float = WATCHDOG_TIMEOUT_S, interval_s: float = WATCHDOG
     thread = threading.Thread(target=watch, name="gradsim-watchdog", daemon=True)
     thread.start()
     return thread
+
+
+def _read_peers(client, me: int) -> tuple:
+    """One heartbeat of this process and a read of every process's heartbeat and exit word: ({process: counter},
+    {process: "ok" | "error"}), (None, None) when the coordination service does not answer."""
+    try:
+        client.key_value_increment(f"gradsim/heartbeat/{me}", 1)
+        beats = {int(k.rsplit("/", 1)[1]): v for k, v in client.key_value_dir_get("gradsim/heartbeat/")}
+        exits = {int(k.rsplit("/", 1)[1]): v for k, v in client.key_value_dir_get("gradsim/exit/")}
+        return beats, exits
+    except Exception:  # the coordination service does not answer: process 0 died
+        return None, None
+
+
+def _say_how_this_process_ends(client, me: int) -> None:
+    """At exit, write "gradsim/exit/<me>": "error" after an uncaught exception, else "ok" (not after `os._exit`:
+    a process the watchdog ends, or one killed, says nothing)."""
+    import atexit
+
+    failed = {"error": False}
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        if isinstance(value, Exception):
+            await_watchdog(value)  # a collective that failed because another process died: name that one
+        failed["error"] = True
+        previous(kind, value, traceback)
+
+    def say():
+        try:
+            client.key_value_set(f"gradsim/exit/{me}", "error" if failed["error"] else "ok", allow_overwrite=True)
+        except Exception:  # the coordination service is gone already
+            pass
+
+    sys.excepthook = hook
+    atexit.register(say)  # after jax's own handler was registered, so it runs before jax shuts the client down
 
 
 def await_watchdog(error: BaseException, timeout_s: float = WATCHDOG_TIMEOUT_S + 2 * WATCHDOG_INTERVAL_S) -> None:

@@ -378,25 +378,25 @@ def _run_lifted(lifted: Callable, carry, batched_values, params, mesh, steps: in
     outs, times, start = list(outs), [], len(outs)
     bar = tqdm(total=steps, initial=start, disable=not progress or jax.process_index() != 0,
                desc="fit x%d" % n_members, unit="it", dynamic_ncols=True)
-    with bar:
-        for it in range(start, steps + 1):  # the last pass only evaluates the loss at the final parameters
-            at_boundary(saver, it, start, resumed, carry, outs)
-            tick = time.perf_counter()
-            try:
+    try:
+        with bar:
+            for it in range(start, steps + 1):  # the last pass only evaluates the loss at the final parameters
+                at_boundary(saver, it, start, resumed, carry, outs)
+                tick = time.perf_counter()
                 new_carry, out = compiled(carry, batched_values, shared)
                 out = parallel.fetch(out)  # the one host transfer of the iteration
-            except Exception as error:
-                parallel.await_watchdog(error)  # another process died: the watchdog names it and ends this one
-                raise
-            times.append(time.perf_counter() - tick)
-            outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], out))
-            if len(outs) <= steps:
-                carry = new_carry
-                live = ~outs[-1]["frozen_before"] & np.all(outs[-1]["finite"], axis=-1)
-                best = np.min(outs[-1]["loss"][live]) if live.any() else float("nan")
-                bar.set_postfix(best=f"{best:.4e}", live=int(live.sum()), refresh=False)
-                bar.update(1)
-    carry = parallel.fetch(carry)
+                times.append(time.perf_counter() - tick)
+                outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], out))
+                if len(outs) <= steps:
+                    carry = new_carry
+                    live = ~outs[-1]["frozen_before"] & np.all(outs[-1]["finite"], axis=-1)
+                    best = np.min(outs[-1]["loss"][live]) if live.any() else float("nan")
+                    bar.set_postfix(best=f"{best:.4e}", live=int(live.sum()), refresh=False)
+                    bar.update(1)
+        carry = parallel.fetch(carry)
+    except Exception as error:
+        parallel.await_watchdog(error)  # a collective failed: when another process died, the watchdog names it
+        raise
     carry = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], carry)
     return outs, carry, times
 
