@@ -26,14 +26,15 @@ The caller's extras may hold `metadata`: what the fit was made for (content hash
 Preemption: `preemptible()` installs a SIGTERM handler that only sets a flag; the fit loops
 (`fit`, `fit_batched`) look at it at every iteration boundary (`stop_requested`), write their checkpoint there and
 raise `Preempted`, which the command line turns into exit status `EXIT_PREEMPTED` (143, as a process killed by
-SIGTERM reports). Without the handler installed nothing changes.
+SIGTERM reports); the Levenberg-Marquardt polishes stop before their next step (`stop_polish_if_asked`) and are
+redone on resume. Without the handler installed nothing changes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import contextlib
 import os
 import signal
 import tempfile
@@ -130,7 +131,7 @@ def stop_polish_if_asked(step: int) -> None:
     signum = stop_requested()
     if signum is not None:
         raise Preempted(None, step, signum, what="Levenberg-Marquardt polish",
-                        where="the Adam stage's checkpoint is complete and a resumed run redoes the polish")
+                        where="a resumed run redoes the polish from the checkpoint of the Adam stage before it")
 
 
 def request_stop(signum: int = signal.SIGTERM) -> None:
