@@ -4,6 +4,10 @@ exit with status 143; `--resume` then ends with the report of an uninterrupted r
 
 The reference runs in this process; the stopped run is a subprocess (a real SIGTERM), polled for its first
 checkpoint rather than waited on for a fixed time. A 2 x 2 cloth at 16 px, 3 frames, 40 Adam iterations.
+
+Marked slow (suite time: three end-to-end runs with their videos and report, about 50 s on the shared 2-core
+machine; `make test-all` runs it): the batched stage's checkpoints and resume are in the default suite through
+`fit_batched` itself (tests/fit/test_fit_preemption.py).
 """
 
 import json
@@ -42,6 +46,7 @@ def _iteration(path) -> int:
         return -1
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_gives_the_uninterrupted_report(tmp_path):
     (tmp_path / "truth.toml").write_text(SCENE.format(mass=0.012))
     (tmp_path / "scene.toml").write_text(SCENE.format(mass=0.01))

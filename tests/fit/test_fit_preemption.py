@@ -128,22 +128,25 @@ def reference(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_stopped_batched_fit_resumes_bit_for_bit(reference, tmp_path, sig):
+def test_batched_fit_stopped_by_sigterm_then_killed_resumes_bit_for_bit(reference, tmp_path):
+    # SIGTERM: the checkpoint of the next boundary, a message, status 143.
     proc = start(tmp_path, "run")
     wait_for_checkpoint(tmp_path, [proc])
-    proc.send_signal(sig)
+    proc.send_signal(signal.SIGTERM)
     rc, log = finish(proc)
-    stopped_at = checkpoint_iteration(tmp_path)
-    assert 0 < stopped_at < STEPS, log
-    if sig == signal.SIGTERM:  # a clean stop: the checkpoint of the next boundary, a message, status 143
-        assert rc == 143, log
-        assert f"batched fit stopped by signal SIGTERM at iteration {stopped_at}" in log
-        assert "Traceback" not in log
-    else:
-        assert rc == -signal.SIGKILL
+    first_stop = checkpoint_iteration(tmp_path)
+    assert rc == 143 and 0 < first_stop < STEPS, log
+    assert f"batched fit stopped by signal SIGTERM at iteration {first_stop}" in log and "Traceback" not in log
+
+    # Resumed, then kill -9 after a later checkpoint: the next resume starts from that one.
+    proc = start(tmp_path, "resume")
+    wait_for_checkpoint(tmp_path, [proc], least=first_stop + EVERY)
+    proc.kill()
+    rc, log = finish(proc)
+    second_stop = checkpoint_iteration(tmp_path)
+    assert rc == -signal.SIGKILL and first_stop < second_stop < STEPS, log
     rc, log = finish(start(tmp_path, "resume"))
-    assert rc == 0 and f"resumed from {stopped_at}" in log, log
+    assert rc == 0 and f"resumed from {second_stop}" in log, log
     same_result(reference, tmp_path)
 
 
@@ -180,3 +183,48 @@ def test_two_process_job_stopped_by_sigterm_resumes_and_a_killed_process_stops_t
     assert [rc for rc, _ in results] == [0, 0], results
     assert f"resumed from {second_stop}" in results[0][1]
     same_result(reference, tmp_path)
+
+
+def test_checkpoint_arrays_and_members_round_trip_bit_for_bit(tmp_path):
+    from gradsim_jax.fit.checkpoint import FitState, load_checkpoint, save_checkpoint
+
+    state = FitState(u={"a": np.arange(6, dtype=np.float32).reshape(3, 2)}, opt_state=(np.zeros(3, np.float32),),
+                     key=None, iteration=np.int32(5))
+    arrays = {"frozen": np.array([True, False, True]), 'out:["loss"]': np.float32([[np.nan, 1e-30, -0.0]])}
+    path = save_checkpoint(str(tmp_path / "c.npz"), state, None, {"x": 1}, arrays=arrays, members=3)
+    loaded = load_checkpoint(path, like=state)
+    assert loaded.members == 3 and int(loaded.state.iteration) == 5 and sorted(loaded.arrays) == sorted(arrays)
+    for name, value in arrays.items():
+        assert loaded.arrays[name].dtype == value.dtype
+        assert loaded.arrays[name].tobytes() == value.tobytes(), name
+    single = load_checkpoint(save_checkpoint(str(tmp_path / "d.npz"), state), like=state)
+    assert single.arrays == {} and single.members is None
+
+
+def test_a_single_fit_stops_at_the_boundary_after_sigterm_and_resumes_bit_for_bit(tmp_path):
+    import jax.numpy as jnp
+
+    from gradsim_jax.fit import Preempted, fit, preemptible
+
+    def loss(p):
+        return jnp.sum((jnp.sin(3.0 * p["a"]) - 0.5) ** 2)
+
+    kw = dict(steps=12, learning_rate=0.1, progress=False, checkpoint_dir=str(tmp_path), checkpoint_every=5)
+    reference = fit(loss, {"a": jnp.float32([0.1, -0.4])}, **dict(kw, checkpoint_dir=str(tmp_path / "ref")))
+
+    def callback(it, params, value, aux):
+        if it == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with preemptible(), pytest.raises(Preempted) as stopped:
+        fit(loss, {"a": jnp.float32([0.1, -0.4])}, callback=callback, **kw)
+    assert stopped.value.iteration == 7 and checkpoint_iteration_of(tmp_path / "checkpoint.npz") == 7
+    resumed = fit(loss, {"a": jnp.float32([0.1, -0.4])}, resume=True, **kw)
+    assert resumed.resume["from_iteration"] == 7
+    assert resumed.history["loss"] == reference.history["loss"] and resumed.loss == reference.loss
+    assert np.array_equal(resumed.params["a"], reference.params["a"])
+
+
+def checkpoint_iteration_of(path) -> int:
+    with np.load(path) as z:
+        return int(json.loads(str(z["meta"][()]))["iteration"])
