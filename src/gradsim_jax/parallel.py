@@ -25,6 +25,7 @@ watchdog's verdict instead of printing the collective's error.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -70,6 +71,8 @@ def initialize_distributed(coordinator: Optional[str] = None, num_processes: Opt
       timeout_s: seconds to wait for every process to join.
       watchdog_s: seconds without a heartbeat of another process after which this one stops with a message
         naming it (`watchdog`); None starts no watchdog.
+    A SIGTERM handler set in Python before the call (`gradsim_jax.fit.preemptible`) is set again after it: jax's
+    preemption notifier installs its own when the job starts.
     The three main arguments default to the environment variables GRADSIM_COORDINATOR,
     GRADSIM_NUM_PROCESSES and GRADSIM_PROCESS_ID; when none is given there either, jax detects the cluster
     itself (SLURM: SLURM_JOB_ID, SLURM_NTASKS, SLURM_PROCID, the first node of SLURM_STEP_NODELIST as the
@@ -96,8 +99,11 @@ def initialize_distributed(coordinator: Optional[str] = None, num_processes: Opt
             raise ValueError(f"num_processes must be an integer >= 1, got {num_processes!r}")
         if not (isinstance(process_id, (int, np.integer)) and 0 <= process_id < num_processes):
             raise ValueError(f"process_id must be an integer in [0, {num_processes}), got {process_id!r}")
+    handler = signal.getsignal(signal.SIGTERM)
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
                                local_device_ids=local_device_ids, initialization_timeout=timeout_s)
+    if callable(handler):  # jax's preemption notifier took SIGTERM over: give it back to the Python handler set
+        signal.signal(signal.SIGTERM, handler)
     if watchdog_s is not None and jax.process_count() > 1:
         watchdog(watchdog_s)
     return {"process_index": jax.process_index(), "process_count": jax.process_count(),

@@ -32,12 +32,15 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     out, what = sys.argv[1], sys.argv[2]
     from gradsim_jax import parallel
+    from gradsim_jax.fit.checkpoint import EXIT_PREEMPTED, Preempted, preemptible
+    handler = preemptible()  # kept: the block ends when the object goes
+    handler.__enter__()  # before jax.distributed starts, which takes SIGTERM over: initialize_distributed gives it
+    # back (the command line joins the job first)
     if len(sys.argv) > 3:  # coordinator, number of processes, this process, watchdog seconds
         parallel.initialize_distributed(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                                         watchdog_s=float(sys.argv[6]))
     import jax, jax.numpy as jnp
     from gradsim_jax.fit.batched import fit_batched
-    from gradsim_jax.fit.checkpoint import EXIT_PREEMPTED, Preempted, preemptible
 
     def wavy(p, key):
         jax.debug.callback(lambda: time.sleep(0.004))  # slow enough to be stopped midway; no number changes
@@ -46,13 +49,12 @@ SCRIPT = textwrap.dedent(
 
     mesh = parallel.batch_mesh() if jax.process_count() > 1 else None
     try:
-        with preemptible():
-            r = fit_batched(wavy, {"a": jnp.zeros(2), "ke": jnp.float32(1.0), "target": jnp.float32(2.0)},
-                            batch={"ke": jnp.geomspace(0.5, 4.0, 6).astype(jnp.float32),
-                                   "a": jnp.linspace(-1, 1, 12).reshape(6, 2)}, free=("a", "ke"),
-                            transforms={"ke": "log"}, steps=%(steps)d, learning_rate=0.1, mode="map", mesh=mesh,
-                            progress=False, uses_key=True, key=jax.random.key(3), checkpoint_dir=out + "/ckpt",
-                            checkpoint_every=%(every)d, resume=what == "resume", metadata={"case": "spring"})
+        r = fit_batched(wavy, {"a": jnp.zeros(2), "ke": jnp.float32(1.0), "target": jnp.float32(2.0)},
+                        batch={"ke": jnp.geomspace(0.5, 4.0, 6).astype(jnp.float32),
+                               "a": jnp.linspace(-1, 1, 12).reshape(6, 2)}, free=("a", "ke"),
+                        transforms={"ke": "log"}, steps=%(steps)d, learning_rate=0.1, mode="map", mesh=mesh,
+                        progress=False, uses_key=True, key=jax.random.key(3), checkpoint_dir=out + "/ckpt",
+                        checkpoint_every=%(every)d, resume=what == "resume", metadata={"case": "spring"})
     except Preempted as e:
         print(e, flush=True)
         sys.exit(EXIT_PREEMPTED)

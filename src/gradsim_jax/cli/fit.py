@@ -68,6 +68,10 @@ def run(args) -> int:
     from gradsim_jax.fit.checkpoint import EXIT_PREEMPTED, Preempted, preemptible
 
     try:
+        _start_distributed(args)  # first: jax's preemption notifier takes SIGTERM over when it starts
+    except (ValueError, RuntimeError) as e:
+        return fail(str(e))
+    try:
         with preemptible():
             return _run(args)
     except Preempted as e:
@@ -76,14 +80,10 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    """`run` under the SIGTERM handler."""
+    """`run` under the SIGTERM handler, after joining a multi-host job."""
     from gradsim_jax import sysid
     from gradsim_jax.scenefile import SceneFileError, load_fit_job
 
-    try:
-        _start_distributed(args)
-    except (ValueError, RuntimeError) as e:
-        return fail(str(e))
     try:
         try:
             sysid.ensure_writable_folder(args.out)

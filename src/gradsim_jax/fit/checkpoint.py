@@ -91,7 +91,9 @@ class Preempted(Exception):
 def preemptible(signals: tuple = (signal.SIGTERM,)):
     """Within the block, SIGTERM (or the given signals) only sets a flag that the fit loops read at their next
     iteration boundary (`stop_requested`): they write their checkpoint and raise `Preempted`. The previous
-    handlers come back on exit. Must be entered in the main thread (Python delivers signals there only).
+    handlers come back on exit. Must be entered in the main thread (Python delivers signals there only), and
+    after `jax.distributed.initialize` (`parallel.initialize_distributed`) in a multi-process job: jax's
+    preemption notifier installs its own SIGTERM handler when it starts, in place of this one.
 
     Args:
         signals: the signal numbers to catch.
