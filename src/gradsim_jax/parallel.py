@@ -11,11 +11,24 @@ same key), after `initialize_distributed`; `jax.devices()` then lists every proc
 `batch_mesh` spans them all, and `put_batch` hands each process the rows of its own devices. On a CPU,
 jax's cross-process collectives go through gloo (`jax_cpu_collectives_implementation`, the default since
 jax 0.4.3x); on GPUs through NCCL. docs/howto/scaling.md has the recipes for one multi-GPU node and for SLURM.
+
+A process that dies: the others would wait in their next collective (NCCL waits for ever; gloo fails at
+once with a bare "connection reset"), and jax's own coordination service only notices after its heartbeat
+timeout (100 s by default) and then aborts with a stack trace. `initialize_distributed` therefore starts a
+`watchdog`: a thread in every process that bumps this process's counter in the coordination service's
+key-value store every `WATCHDOG_INTERVAL_S` and reads the others'; when one stops changing for `watchdog_s`
+seconds (or the coordinator, process 0, stops answering), it prints a line naming that process and ends
+this one with status `EXIT_PROCESS_LOST`. `await_watchdog` lets a caller whose collective failed wait for the
+watchdog's verdict instead of printing the collective's error.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
+import time
 from typing import Any, Optional, Sequence
 
 import jax
@@ -32,10 +45,22 @@ ENV_COORDINATOR = "GRADSIM_COORDINATOR"
 ENV_NUM_PROCESSES = "GRADSIM_NUM_PROCESSES"
 ENV_PROCESS_ID = "GRADSIM_PROCESS_ID"
 
+#: Exit status of a process that stops because another process of its job died (BSD's EX_SOFTWARE + 1: 71 is
+#: "system error"; 75, EX_TEMPFAIL, "try again later": a requeued job can resume from its checkpoint).
+EXIT_PROCESS_LOST = 75
+
+#: Seconds between two heartbeats of the watchdog.
+WATCHDOG_INTERVAL_S = 0.5
+
+#: Seconds without a heartbeat after which the watchdog declares a process dead (`initialize_distributed`).
+WATCHDOG_TIMEOUT_S = 30.0
+
+_LOST = {"process": None, "event": threading.Event()}  # what the watchdog found
+
 
 def initialize_distributed(coordinator: Optional[str] = None, num_processes: Optional[int] = None,
                            process_id: Optional[int] = None, *, local_device_ids: Optional[Sequence[int]] = None,
-                           timeout_s: int = 300) -> dict:
+                           timeout_s: int = 300, watchdog_s: Optional[float] = WATCHDOG_TIMEOUT_S) -> dict:
     """Join a multi-process JAX job (`jax.distributed.initialize`); call it before anything touches a device.
 
     Args:
@@ -44,6 +69,10 @@ def initialize_distributed(coordinator: Optional[str] = None, num_processes: Opt
       process_id: this process's index in [0, num_processes).
       local_device_ids: the local devices this process uses (default: all it sees).
       timeout_s: seconds to wait for every process to join.
+      watchdog_s: seconds without a heartbeat of another process after which this one stops with a message
+        naming it (`watchdog`); None starts no watchdog.
+    A SIGTERM handler set in Python before the call (`gradsim_jax.fit.preemptible`) is set again after it: jax's
+    preemption notifier installs its own when the job starts.
     The three main arguments default to the environment variables GRADSIM_COORDINATOR,
     GRADSIM_NUM_PROCESSES and GRADSIM_PROCESS_ID; when none is given there either, jax detects the cluster
     itself (SLURM: SLURM_JOB_ID, SLURM_NTASKS, SLURM_PROCID, the first node of SLURM_STEP_NODELIST as the
@@ -70,8 +99,13 @@ def initialize_distributed(coordinator: Optional[str] = None, num_processes: Opt
             raise ValueError(f"num_processes must be an integer >= 1, got {num_processes!r}")
         if not (isinstance(process_id, (int, np.integer)) and 0 <= process_id < num_processes):
             raise ValueError(f"process_id must be an integer in [0, {num_processes}), got {process_id!r}")
+    handler = signal.getsignal(signal.SIGTERM)
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
                                local_device_ids=local_device_ids, initialization_timeout=timeout_s)
+    if callable(handler):  # jax's preemption notifier took SIGTERM over: give it back to the Python handler set
+        signal.signal(signal.SIGTERM, handler)
+    if watchdog_s is not None and jax.process_count() > 1:
+        watchdog(watchdog_s)
     return {"process_index": jax.process_index(), "process_count": jax.process_count(),
             "local_devices": jax.local_device_count(), "devices": jax.device_count()}
 
@@ -167,5 +201,164 @@ def fetch(tree: Any) -> Any:
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-__all__ = ["BATCH_AXIS", "batch_mesh", "fetch", "initialize_distributed", "padded_size", "put_batch",
-           "put_replicated"]
+def any_process(flag: bool) -> bool:
+    """Whether `flag` is true in any process of the job (a collective: every process must call it at the same
+    point; in a single process, `flag` itself).
+
+    Args:
+        flag: this process's value.
+
+    Returns:
+        bool, the logical or over the processes.
+    """
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.asarray([bool(flag)]), tiled=True)))
+
+
+def barrier(name: str) -> None:
+    """Wait until every process of the job reaches the barrier `name` (nothing in a single process).
+
+    Args:
+        name: the barrier's name, the same in every process.
+    """
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def _client():
+    from jax._src import distributed  # the coordination service's client: no public accessor in jax 0.10
+
+    return distributed.global_state.client
+
+
+def _report_lost(me: int, count: int, lost: int, silent_s: float, what: Optional[str] = None) -> None:
+    """Print the line naming the lost process and end this one (`EXIT_PROCESS_LOST`)."""
+    who = "the coordinator (process 0)" if lost == 0 else f"process {lost}"
+    silence = f"no heartbeat for {silent_s:.1f} s" if silent_s else "its coordination service is gone"
+    happened = what or f"stopped responding ({silence}): it died or was killed"
+    print(f"gradsim-jax: {who} of the {count}-process job {happened}; process {me} stops too (exit status "
+          f"{EXIT_PROCESS_LOST}). Rerun the job with --resume to continue from the last checkpoint.", file=sys.stderr,
+          flush=True)
+    _LOST["process"] = lost
+    _LOST["event"].set()
+    os._exit(EXIT_PROCESS_LOST)  # not sys.exit: jax's shutdown would wait in a barrier for the dead process
+
+
+def watchdog(timeout_s: float = WATCHDOG_TIMEOUT_S, interval_s: float = WATCHDOG_INTERVAL_S) -> threading.Thread:
+    """Start the daemon thread that watches the other processes of a `jax.distributed` job (module docstring).
+
+    Every `interval_s` it increments this process's counter "gradsim/heartbeat/<id>" in the coordination
+    service and reads every other's (one directory read); a counter unchanged for `timeout_s` seconds, or a
+    coordination service that does not answer for as long, ends this process with a line naming the lost one
+    and `EXIT_PROCESS_LOST`. A process that ends says so first ("gradsim/exit/<id>": "ok", or "error" after an
+    uncaught exception): one that ended well is no longer watched (once process 0 has, nothing is), one that
+    failed stops the others at once.
+
+    Args:
+        timeout_s: seconds of silence that mean a process is lost (> interval_s; long enough for the longest
+            pause of a live process: a compilation holds no lock the thread needs, but a loaded machine may be slow).
+        interval_s: seconds between heartbeats.
+
+    Returns:
+        The started thread.
+    """
+    if not timeout_s > interval_s > 0:
+        raise ValueError(f"the watchdog needs timeout_s > interval_s > 0; got {timeout_s}, {interval_s}")
+    client, me, count = _client(), jax.process_index(), jax.process_count()
+    _say_how_this_process_ends(client, me)
+
+    def watch():
+        seen = {j: (None, time.monotonic()) for j in range(count) if j != me}
+        reached = time.monotonic()
+        while seen:
+            beats, exits = _read_peers(client, me)
+            now = time.monotonic()
+            reached = now if beats is not None else reached
+            for j, how in (exits or {}).items():
+                if how == "error" and j in seen:
+                    _report_lost(me, count, j, 0.0, "stopped with an error")
+                seen.pop(j, None)
+            if 0 in (exits or {}):  # the coordinator ended well: its service is going away, nothing to watch
+                return
+            for j, (value, since) in list(seen.items()):
+                current = (beats or {}).get(j, value)
+                seen[j] = (current, now) if current != value else (value, since)
+            if now - reached > timeout_s:
+                _report_lost(me, count, 0, now - reached)
+            for j, (value, since) in seen.items():
+                if now - since > timeout_s:
+                    _report_lost(me, count, j, now - since)
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=watch, name="gradsim-watchdog", daemon=True)
+    thread.start()
+    return thread
+
+
+def _read_peers(client, me: int) -> tuple:
+    """One heartbeat of this process and a read of every process's heartbeat and exit word: ({process: counter},
+    {process: "ok" | "error"}), (None, None) when the coordination service does not answer."""
+    try:
+        client.key_value_increment(f"gradsim/heartbeat/{me}", 1)
+        beats = {int(k.rsplit("/", 1)[1]): v for k, v in client.key_value_dir_get("gradsim/heartbeat/")}
+        exits = {int(k.rsplit("/", 1)[1]): v for k, v in client.key_value_dir_get("gradsim/exit/")}
+        return beats, exits
+    except Exception:  # the coordination service does not answer: process 0 died
+        return None, None
+
+
+def _say_how_this_process_ends(client, me: int) -> None:
+    """At exit, write "gradsim/exit/<me>": "error" after an uncaught exception, else "ok" (not after `os._exit`:
+    a process the watchdog ends, or one killed, says nothing)."""
+    import atexit
+
+    failed = {"error": False}
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        if isinstance(value, Exception):
+            await_watchdog(value)  # a collective that failed because another process died: name that one
+        failed["error"] = True
+        previous(kind, value, traceback)
+
+    def say():
+        try:
+            client.key_value_set(f"gradsim/exit/{me}", "error" if failed["error"] else "ok", allow_overwrite=True)
+        except Exception:  # the coordination service is gone already
+            pass
+
+    sys.excepthook = hook
+    atexit.register(say)  # after jax's own handler was registered, so it runs before jax shuts the client down
+
+
+def await_watchdog(error: BaseException, timeout_s: float = WATCHDOG_TIMEOUT_S + 2 * WATCHDOG_INTERVAL_S) -> None:
+    """After `error` in a collective of a multi-process job: when it is a runtime error (a failed collective, not a
+    tracing error), wait up to `timeout_s` seconds for the watchdog to name a lost process (it then ends this
+    process); return at once otherwise, or when it names none in time (the caller re-raises `error`).
+
+    Args:
+        error: the exception the collective raised.
+        timeout_s: seconds to wait.
+    """
+    if jax.process_count() == 1 or not _collective_failure(error):
+        return
+    try:  # process 0's coordination service answers: wait for the heartbeats' verdict
+        _client().key_value_increment(f"gradsim/heartbeat/{jax.process_index()}", 1)
+    except Exception:  # it does not: process 0 died (jax itself aborts every process in a moment)
+        _report_lost(jax.process_index(), jax.process_count(), 0, 0.0)
+    _LOST["event"].wait(timeout_s)
+
+
+def _collective_failure(error: BaseException) -> bool:
+    """Whether `error` is the runtime's (a failed execution or collective: gloo's, NCCL's), not a Python one."""
+    return isinstance(error, jax.errors.JaxRuntimeError) or any(
+        word in str(error) for word in ("Gloo", "gloo", "NCCL", "collective", "UNAVAILABLE", "Connection reset"))
+
+
+__all__ = ["BATCH_AXIS", "EXIT_PROCESS_LOST", "any_process", "await_watchdog", "barrier", "batch_mesh", "fetch",
+           "initialize_distributed", "padded_size", "put_batch", "put_replicated", "watchdog"]

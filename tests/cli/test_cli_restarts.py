@@ -66,7 +66,6 @@ def scene(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--restarts", "3", "--resume"], "--resume continues a single fit"),
     (["--restarts", "3", "--coordinator", "localhost:1234"], "give all of coordinator"),
     (["--restarts", "3", "--coordinator", "localhost", "--num-processes", "2", "--process-id", "0"], "host:port"),
     (["--restarts", "3", "--coordinator", "localhost:1234", "--num-processes", "2", "--process-id", "2"],

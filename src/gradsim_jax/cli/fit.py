@@ -55,26 +55,37 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`).
+    """CLI arguments -> the scene-file loader (`load_fit_job`) -> preflight -> fit and report (`sysid.run`), with
+    SIGTERM turned into a checkpoint at the next iteration boundary and a clean stop (`fit.checkpoint.preemptible`).
 
     Args:
         args: the parsed command line (argparse.Namespace of the fit parser).
 
     Returns:
-        The exit status: 0 (also on a process other than 0 of a multi-host job), or 2 after a one-line error.
+        The exit status: 0 (also on a process other than 0 of a multi-host job), 2 after a one-line error, or
+        `EXIT_PREEMPTED` (143) after SIGTERM once the checkpoint is written.
     """
+    from gradsim_jax.fit.checkpoint import EXIT_PREEMPTED, Preempted, preemptible
+
+    try:
+        _start_distributed(args)  # first: jax's preemption notifier takes SIGTERM over when it starts
+    except (ValueError, RuntimeError) as e:
+        return fail(str(e))
+    try:
+        with preemptible():
+            return _run(args)
+    except Preempted as e:
+        print(f"gradsim-jax fit: {e}", flush=True)
+        return EXIT_PREEMPTED
+
+
+def _run(args) -> int:
+    """`run` under the SIGTERM handler, after joining a multi-host job."""
     from gradsim_jax import sysid
     from gradsim_jax.scenefile import SceneFileError, load_fit_job
     from gradsim_jax.scenefile.capacities import capacity_hint
 
     try:
-        _start_distributed(args)
-    except (ValueError, RuntimeError) as e:
-        return fail(str(e))
-    try:
-        if args.restarts > 1 and args.resume:
-            raise ValueError("--resume continues a single fit; with --restarts the starts are fitted again (leave "
-                             "out --resume, or --restarts)")
         try:
             sysid.ensure_writable_folder(args.out)
         except ValueError as e:
@@ -107,12 +118,15 @@ def run(args) -> int:
     started = time.perf_counter()
     initial, extra = job.initial, job.extra
     if args.restarts > 1:
+        from gradsim_jax.fit.checkpoint import CheckpointError
+
         try:
             initial, extra = _restarts(args, job)
-        except ValueError as e:
+        except (ValueError, CheckpointError) as e:
             return fail(str(e))
         if initial is None:  # not process 0 of a multi-host job: process 0 writes the outputs
             return 0
+        config = _refit_config(config)
     report = sysid.run(job.experiment, frames, initial, config, args.out, truth=job.truth, extra=extra)
     report["total_wall_time_s"] = time.perf_counter() - started
     rewrite_report(report)
@@ -137,6 +151,33 @@ def _start_distributed(args) -> None:
           f"{info['devices']} devices")
 
 
+def _refit_config(config):
+    """The refit's settings after --restarts: with --resume, it resumes only when it had written a checkpoint (a run
+    stopped during the restarts' stage had not: the refit then starts fresh)."""
+    import dataclasses
+
+    from gradsim_jax.fit.checkpoint import checkpoint_path
+
+    if config.resume and not Path(checkpoint_path(config.checkpoint_dir)).exists():
+        return dataclasses.replace(config, checkpoints=dataclasses.replace(config.checkpoints, resume=False))
+    return config
+
+
+def _restart_checkpoints(args, mode: str):
+    """The batched stage's `Checkpoints` (OUT/checkpoint/restarts), or None for mode "sequential" (one member
+    after another: no common iteration to checkpoint)."""
+    from gradsim_jax.fit.options import Checkpoints
+
+    if mode == "sequential":
+        print("note: --batch-mode sequential writes no checkpoint of the restarts' stage (--resume refits the starts)")
+        return None
+    folder = Path(args.out) / "checkpoint" / "restarts"
+    resume = args.resume and (folder / "checkpoint.npz").exists()
+    if args.resume and not resume:
+        print(f"note: no checkpoint of the restarts in {folder}: the starts are fitted from the beginning")
+    return Checkpoints(dir=str(folder), every=args.checkpoint_every, resume=resume, resume_anyway=args.resume_anyway)
+
+
 def _restarts(args, job):
     """--restarts N: fit N starts at once (over every device of every process), print the table and return
     (the best start, the report's extra entries with the restarts' summary); (None, None) on a process other
@@ -150,8 +191,15 @@ def _restarts(args, job):
     devices = f" over {jax.device_count()} devices" if mesh is not None else ""
     print(f"restarts: {args.restarts} starts within a factor {args.restart_spread:g} of [initial] (seed "
           f"{args.seed}){devices}")
+    from gradsim_jax.sysid.restarts import DEFAULT_MODE
+
+    mode = args.batch_mode or DEFAULT_MODE.get(jax.default_backend(), "vmap")
     result = fit_restarts(job.experiment, job.frames, job.initial, job.config, restarts=args.restarts,
-                          spread=args.restart_spread, key=jax.random.key(args.seed), mode=args.batch_mode, mesh=mesh)
+                          spread=args.restart_spread, key=jax.random.key(args.seed), mode=mode, mesh=mesh,
+                          checkpoints=_restart_checkpoints(args, mode))
+    if result.fit.resume is not None:
+        print(f"restarts: resumed from {result.fit.resume['checkpoint']} at iteration "
+              f"{result.fit.resume['from_iteration']}")
     for line in table_lines(result, job.truth):
         print(line)
     best = result.best

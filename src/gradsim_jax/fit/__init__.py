@@ -13,10 +13,15 @@ loss functions and parameter trees (the scenes' losses come from `sysid`).
 """
 
 from gradsim_jax.fit.checkpoint import (
+    EXIT_PREEMPTED,
     Checkpoint,
     CheckpointError,
     CheckpointMismatch,
     FitState,
+    Preempted,
+    preemptible,
+    request_stop,
+    stop_requested,
     check_resume,
     checkpoint_path,
     content_sha256,
@@ -40,6 +45,7 @@ from gradsim_jax.fit.transforms import Bounded, Identity, Log, Softplus, Transfo
 from gradsim_jax.fit.windows import Scaled, Windows, window_length_for
 
 __all__ = [
+    "EXIT_PREEMPTED", "Preempted", "preemptible", "request_stop", "stop_requested",
     "Checkpoints", "LossCall", "Optimization", "Stopping",
     "BatchedFitResult",
     "Bounded",

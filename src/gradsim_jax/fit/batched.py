@@ -26,7 +26,16 @@ member depends on another, so the result equals the single-device one (up to the
 of a different batch size). With several processes (`gradsim_jax.parallel.initialize_distributed`)
 every process calls `fit_batched` with the same arguments and gets the whole result.
 
-Not here (use `fit` for one member): checkpoints and resume, callbacks, traced `checks`, `has_aux`.
+Checkpoints (`checkpoints=Checkpoints(dir, every, resume, ...)`, modes "vmap" and "map"): every `every` iterations,
+at the end, and at the first iteration boundary after SIGTERM under `checkpoint.preemptible` (then `Preempted`),
+the batched loop writes `fit.checkpoint`'s file with a member axis: every member's state (parameters, optimizer
+state, key), the state before its last update and its frozen flag, and every iteration's outputs so far. A
+resumed fit continues from there and ends with the very bits of an uninterrupted one. With several processes,
+process 0 writes (after gathering every process's rows), all wait for it at a barrier, and on resume every
+process reads the same file: the checkpoint folder must be on a file system they share. Every process looks at
+the SIGTERM flag at every iteration boundary and they stop together (`parallel.any_process`).
+
+Not here (use `fit` for one member): callbacks, traced `checks`, `has_aux`.
 """
 
 from __future__ import annotations
@@ -41,10 +50,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gradsim_jax.compilation import jit
+from gradsim_jax.fit.batched_checkpoint import BatchedSaver, at_boundary, resume_batched
 from gradsim_jax.fit.checkpoint import FitState
+from gradsim_jax.fit.options import (BATCHED_SHORTHANDS, Checkpoints, LossCall, Optimization, Stopping, check_bounds,
+                                     check_checkpoints, check_key, check_steps)
 from gradsim_jax.fit.fit import free_transforms, make_step
-from gradsim_jax.fit.options import (BATCHED_SHORTHANDS, LossCall, Optimization, Stopping, check_bounds, check_key,
-                                     check_steps)
 from gradsim_jax.fit.transforms import (Bounded, Log, Softplus, TransformSpec, field_names, get_field, replace_fields,
                                         resolve_free)
 from gradsim_jax.typing import grouped_options
@@ -73,6 +83,8 @@ class BatchedFitResult:
     batched_fields: the fields that carry the member axis.
     timing: {"first_s": the first iteration, tracing and compilation included; "iteration_s": the median wall
       time of one later iteration of all members (sequential: of one member, times N)}.
+    resume: None for a fresh start; on resume {"checkpoint": file, "from_iteration": int, "checkpoint_inputs": its
+      metadata, "differences": {key: [the checkpoint's, this fit's]}, "resume_anyway": bool}.
     """
 
     params: Any
@@ -88,6 +100,7 @@ class BatchedFitResult:
     devices: int
     batched_fields: tuple
     timing: dict = dataclasses.field(default_factory=dict)
+    resume: Optional[dict] = None
 
     @property
     def members(self) -> int:
@@ -143,6 +156,7 @@ def fit_batched(
     optimization: Optional[Optimization] = None,
     stopping: Optional[Stopping] = None,
     loss_call: Optional[LossCall] = None,
+    checkpoints: Optional[Checkpoints] = None,
     key: Optional[Array] = None,
     mode: str = "vmap",
     map_batch_size: Optional[int] = None,
@@ -167,6 +181,8 @@ def fit_batched(
       stopping: `Stopping`: steps as for `fit`; its ftol is `fit`'s only (ValueError).
       loss_call: `LossCall`: uses_key, uses_iteration as for `fit`; has_aux and checks are `fit`'s only
         (ValueError).
+      checkpoints: `Checkpoints`: dir, every, resume, resume_anyway, metadata as for `fit` (module docstring; modes
+        "vmap" and "map" only).
       key: PRNG key, split into one key per member (each then split every iteration, as `fit` does).
       mode: "vmap" | "map" | "sequential" (module docstring).
       map_batch_size: with mode "map", members vmapped together inside `lax.map` (None: one at a time).
@@ -174,22 +190,29 @@ def fit_batched(
         split the members over its devices; None: the default device.
       progress: a tqdm bar (the best loss so far and the number of live members); process 0 only.
       **flat: the records' fields by flat name (`BATCHED_SHORTHANDS`): optimizer, learning_rate, clip_norm,
-        bounds, steps, uses_key, uses_iteration. TypeError for another name, or for one given together with its
-        record.
+        bounds, steps, uses_key, uses_iteration, checkpoint_dir, checkpoint_every, resume, resume_anyway, metadata.
+        TypeError for another name, or for one given together with its record.
     Returns:
       BatchedFitResult.
     Raises:
       ValueError: bad arguments (unknown field, members of different counts, a start outside its
         transform's domain, a mode that does not exist or cannot be sharded), before compilation.
+      CheckpointError: resume from a missing, unreadable or other problem's checkpoint (CheckpointMismatch: made
+        for other inputs, unless resume_anyway).
+      Preempted: SIGTERM under `checkpoint.preemptible`; the checkpoint of the iteration boundary is written.
     """
     from gradsim_jax import parallel
 
     started = time.perf_counter()
     options = grouped_options("fit_batched", {"optimization": (Optimization(), optimization),
-                                              "stopping": (Stopping(), stopping), "loss_call": (LossCall(), loss_call)},
+                                              "stopping": (Stopping(), stopping), "loss_call": (LossCall(), loss_call),
+                                              "checkpoints": (Checkpoints(), checkpoints)},
                               flat, BATCHED_SHORTHANDS)
-    opt, stop, call = options["optimization"], options["stopping"], options["loss_call"]
+    opt, stop, call, ckpt = (options[k] for k in ("optimization", "stopping", "loss_call", "checkpoints"))
     _check_batched(params, batch, opt, stop, call, key, mode, map_batch_size, mesh)
+    check_checkpoints(ckpt)
+    if ckpt.dir is not None and mode == "sequential":
+        raise ValueError("checkpoints of a batched fit need mode 'vmap' or 'map' (all members advance together)")
     n_members = _member_count(batch)
     batch = {n: jax.tree_util.tree_map(jnp.asarray, v) for n, v in batch.items()}
     tf = _member_transforms(params, batch, free, transforms)
@@ -200,16 +223,21 @@ def fit_batched(
     step = make_step(loss_fn, tf, optimizer, call.uses_key, call.uses_iteration, has_aux=False)
     member = _member_iteration(step, box, typed, None if not typed else jax.random.key_impl(key))
     n_pad = n_members if mesh is None else parallel.padded_size(n_members, mesh)
+    saver = BatchedSaver.make(ckpt, tf, opt.bounds, mode, map_batch_size, n_members, n_pad, stop.steps)
+    outs, resumed = [], None
+    if ckpt.resume:
+        carry, outs, resumed = resume_batched(saver, ckpt, carry)
     carry, batched_values = (_padded(tree, n_members, n_pad) for tree in (carry, batched_values))
     if mode == "sequential":
         outs, carry, times = _run_sequential(member, carry, batched_values, params, n_members, stop.steps, progress)
     else:
         outs, carry, times = _run_lifted(_lift(member, mode, map_batch_size, mesh), carry, batched_values, params,
-                                         mesh, n_members, stop.steps, progress)
+                                         mesh, stop.steps, progress, saver, outs, resumed is not None)
     result = _result(outs, carry, tf, params, batch, n_members, stop.steps, mode,
                      1 if mesh is None else mesh.devices.size, started)
-    timing = {"first_s": times[0], "iteration_s": float(np.median(times[1:])) if len(times) > 1 else float("nan")}
-    return dataclasses.replace(result, timing=timing)
+    timing = {"first_s": times[0] if times else float("nan"),
+              "iteration_s": float(np.median(times[1:])) if len(times) > 1 else float("nan")}
+    return dataclasses.replace(result, timing=timing, resume=resumed)
 
 
 def _padded(tree, n_members: int, n_pad: int):
@@ -332,11 +360,14 @@ def _lift(member: Callable, mode: str, map_batch_size, mesh) -> Callable:
     return lifted
 
 
-def _run_lifted(lifted: Callable, carry, batched_values, params, mesh, n_members: int, steps: int, progress: bool):
-    """Every member's iterations by one compiled program of all members: ([steps + 1] outputs, the final carry,
-    [seconds of each iteration])."""
+def _run_lifted(lifted: Callable, carry, batched_values, params, mesh, steps: int, progress: bool, saver: BatchedSaver,
+                outs: list, resumed: bool):
+    """Every member's iterations by one compiled program of all members, from iteration len(outs) (the outputs of
+    a resumed fit's earlier iterations; `resumed`: the carry is a checkpoint's): ([steps + 1] outputs, the final
+    carry, [seconds of each iteration])."""
     from gradsim_jax import parallel
 
+    n_members = saver.n_members
     if mesh is not None:
         carry = parallel.put_batch(carry, mesh)
         batched_values = parallel.put_batch(batched_values, mesh)
@@ -344,23 +375,28 @@ def _run_lifted(lifted: Callable, carry, batched_values, params, mesh, n_members
     else:
         shared = params
     compiled = jit(lifted)
-    outs, times = [], []
-    bar = tqdm(total=steps, disable=not progress or jax.process_index() != 0, desc="fit x%d" % n_members,
-               unit="it", dynamic_ncols=True)
-    with bar:
-        for _ in range(steps + 1):  # the last pass only evaluates the loss at the final parameters
-            tick = time.perf_counter()
-            new_carry, out = compiled(carry, batched_values, shared)
-            out = parallel.fetch(out)  # the one host transfer of the iteration
-            times.append(time.perf_counter() - tick)
-            outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], out))
-            if len(outs) <= steps:
-                carry = new_carry
-                live = ~outs[-1]["frozen_before"] & np.all(outs[-1]["finite"], axis=-1)
-                best = np.min(outs[-1]["loss"][live]) if live.any() else float("nan")
-                bar.set_postfix(best=f"{best:.4e}", live=int(live.sum()), refresh=False)
-                bar.update(1)
-    carry = parallel.fetch(carry)
+    outs, times, start = list(outs), [], len(outs)
+    bar = tqdm(total=steps, initial=start, disable=not progress or jax.process_index() != 0,
+               desc="fit x%d" % n_members, unit="it", dynamic_ncols=True)
+    try:
+        with bar:
+            for it in range(start, steps + 1):  # the last pass only evaluates the loss at the final parameters
+                at_boundary(saver, it, start, resumed, carry, outs)
+                tick = time.perf_counter()
+                new_carry, out = compiled(carry, batched_values, shared)
+                out = parallel.fetch(out)  # the one host transfer of the iteration
+                times.append(time.perf_counter() - tick)
+                outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], out))
+                if len(outs) <= steps:
+                    carry = new_carry
+                    live = ~outs[-1]["frozen_before"] & np.all(outs[-1]["finite"], axis=-1)
+                    best = np.min(outs[-1]["loss"][live]) if live.any() else float("nan")
+                    bar.set_postfix(best=f"{best:.4e}", live=int(live.sum()), refresh=False)
+                    bar.update(1)
+        carry = parallel.fetch(carry)
+    except Exception as error:
+        parallel.await_watchdog(error)  # a collective failed: when another process died, the watchdog names it
+        raise
     carry = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_members], carry)
     return outs, carry, times
 

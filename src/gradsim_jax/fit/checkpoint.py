@@ -6,7 +6,12 @@ A checkpoint is one numpy `.npz` file (no pickle) holding:
 - `u_<i>`: the unconstrained free parameters, in the order of `meta["free"]`;
 - `opt_<i>`: the leaves of the optimizer state (`jax.tree_util.tree_leaves` order);
 - `key`: the raw bits of the PRNG key (when the fit carries one);
-- `hist_*`: the history so far.
+- `hist_*`: the history so far;
+- `x_<i>`: further named arrays of the caller, in the order of `meta["arrays"]` (a batched fit's per-member
+  carry and its outputs so far: `fit.batched`; absent in a single fit's checkpoint).
+
+A batched fit's checkpoint is the same file with a member axis: `meta["members"]` is N, every `u_<i>` and
+`opt_<i>` leaf has a leading axis [N, ...], `meta["iteration"]` is the batched loop's iteration.
 
 Leaves are stored with their exact bits, so a resumed fit continues from the very same state as if it
 had never stopped. Writes go to a temporary file in the same directory, are fsynced, then renamed over
@@ -17,13 +22,21 @@ new one, never half a file. Loading checks the file against the current problem 
 The caller's extras may hold `metadata`: what the fit was made for (content hashes of its data from
 `content_sha256`, its settings). `check_resume` compares it with the current problem's and raises
 `CheckpointMismatch` listing each difference, so a run never continues a fit of another target.
+
+Preemption: `preemptible()` installs a SIGTERM handler that only sets a flag; the fit loops
+(`fit`, `fit_batched`) look at it at every iteration boundary (`stop_requested`), write their checkpoint there and
+raise `Preempted`, which the command line turns into exit status `EXIT_PREEMPTED` (143, as a process killed by
+SIGTERM reports); the Levenberg-Marquardt polishes stop before their next step (`stop_polish_if_asked`) and are
+redone on resume. Without the handler installed nothing changes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import tempfile
 from typing import Any, NamedTuple, Optional
 
@@ -40,6 +53,97 @@ CHECKPOINT_NAME = "checkpoint.npz"
 
 class CheckpointError(Exception):
     """A checkpoint file is missing, unreadable, or does not belong to the problem being resumed."""
+
+
+#: The exit status of a run stopped by SIGTERM after writing its checkpoint: 128 + SIGTERM, what a shell reports for
+#: a process SIGTERM killed, so schedulers that requeue on it (SLURM's --requeue) treat both alike.
+EXIT_PREEMPTED = 128 + signal.SIGTERM
+
+_STOP = {"signal": None}  # the signal number a `preemptible` handler received, or None
+
+
+class Preempted(Exception):
+    """A fit stopped at an iteration boundary because the process received SIGTERM (`preemptible`).
+
+    Attributes:
+      path: the checkpoint written before stopping (None when the fit writes none).
+      iteration: the iteration it holds (resume continues there).
+      signum: the signal received.
+
+    Args:
+      path: as the attribute.
+      iteration: as the attribute.
+      signum: as the attribute.
+      what: the loop that stopped, for the message ("fit", "batched fit", ...).
+      where: what was saved, for the message (default: the checkpoint and its iteration).
+    """
+
+    def __init__(self, path: Optional[str], iteration: int, signum: int, what: str = "fit",
+                 where: Optional[str] = None):
+        self.path, self.iteration, self.signum = path, iteration, signum
+        if where is None:
+            where = f"checkpoint {path} holds iteration {iteration}" if path else "no checkpoint was asked for"
+        super().__init__(f"{what} stopped by signal {signal.Signals(signum).name} at iteration {iteration}: {where}; "
+                         "run again with --resume (resume=True) to continue")
+
+
+@contextlib.contextmanager
+def preemptible(signals: tuple = (signal.SIGTERM,)):
+    """Within the block, SIGTERM (or the given signals) only sets a flag that the fit loops read at their next
+    iteration boundary (`stop_requested`): they write their checkpoint and raise `Preempted`. The previous
+    handlers come back on exit. Must be entered in the main thread (Python delivers signals there only), and
+    after `jax.distributed.initialize` (`parallel.initialize_distributed`) in a multi-process job: jax's
+    preemption notifier installs its own SIGTERM handler when it starts, in place of this one.
+
+    Args:
+        signals: the signal numbers to catch.
+
+    Yields:
+        None.
+    """
+    def handler(signum, frame):
+        _STOP["signal"] = signum
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    _STOP["signal"] = None
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        _STOP["signal"] = None
+
+
+def stop_requested() -> Optional[int]:
+    """The signal a `preemptible` handler received (the fit should checkpoint and stop), or None.
+
+    Returns:
+        int signal number, or None.
+    """
+    return _STOP["signal"]
+
+
+def stop_polish_if_asked(step: int) -> None:
+    """In a Levenberg-Marquardt polish (no state worth a checkpoint: it follows a completed Adam stage whose checkpoint
+    is written, and a resumed run redoes it bit for bit): raise `Preempted` when a stop was requested.
+
+    Args:
+        step: the polish's accepted steps so far.
+    """
+    signum = stop_requested()
+    if signum is not None:
+        raise Preempted(None, step, signum, what="Levenberg-Marquardt polish",
+                        where="a resumed run redoes the polish from the checkpoint of the Adam stage before it")
+
+
+def request_stop(signum: int = signal.SIGTERM) -> None:
+    """Set the flag `stop_requested` reads, as the handler of `preemptible` does (for callers that learn of a
+    preemption otherwise, e.g. another process of the job).
+
+    Args:
+        signum: the signal number to report.
+    """
+    _STOP["signal"] = signum
 
 
 class CheckpointMismatch(CheckpointError):
@@ -91,12 +195,15 @@ class FitState(NamedTuple):
 
 
 class Checkpoint(NamedTuple):
-    """What `load_checkpoint` returns: the state, the history up to it, the caller's extras, the file."""
+    """What `load_checkpoint` returns: the state, the history up to it, the caller's extras, the file, the
+    caller's further arrays ({name: np.ndarray}, {} when none) and the number of members (None: a single fit)."""
 
     state: FitState
     history: dict
     extra: dict
     path: str
+    arrays: Optional[dict] = None
+    members: Optional[int] = None
 
 
 def checkpoint_path(checkpoint_dir: str) -> str:
@@ -139,16 +246,24 @@ def _history_arrays(history: dict) -> tuple[dict, dict]:
     return arrays, layout
 
 
-def save_checkpoint(path: str, state: FitState, history: Optional[dict] = None, extra: Optional[dict] = None) -> str:
-    """Write `state` (and `history`, `extra`) to `path` atomically; return `path`.
+def save_checkpoint(path: str, state: FitState, history: Optional[dict] = None, extra: Optional[dict] = None,
+                    arrays: Optional[dict] = None, members: Optional[int] = None) -> str:
+    """Write `state` (and `history`, `extra`, `arrays`) to `path` atomically; return `path`.
 
     Args:
       path: file to write (its directory is created if needed).
-      state: the fit state; its arrays are copied to the host.
+      state: the fit state; its arrays are copied to the host (a batched fit's with a member axis, its iteration
+        the loop's scalar iteration).
       history: {"iteration": [int], "loss": [float], "params": {name: [float | np.ndarray]}}, or None.
       extra: JSON-serializable dict stored alongside (fit stores its transforms to check them on resume).
+      arrays: {name: array} further arrays stored with their exact bits (`Checkpoint.arrays`), or None.
+      members: the number of members of a batched fit's state (its leading axis), or None for a single fit.
+
+    Returns:
+      str, `path`.
     """
     history = history if history is not None else {"iteration": [], "loss": [], "params": {}}
+    further = jax.device_get(arrays) if arrays else {}
     state = jax.device_get(state)
     free = list(state.u)
     opt_leaves, opt_def = jax.tree_util.tree_flatten(state.opt_state)
@@ -161,6 +276,8 @@ def save_checkpoint(path: str, state: FitState, history: Optional[dict] = None, 
         key_meta = {"impl": str(jax.random.key_impl(state.key)) if typed else None}
     hist_arrays, hist_layout = _history_arrays(history)
     arrays.update(hist_arrays)
+    names = list(further or {})
+    arrays.update({f"x_{i}": np.asarray(further[n]) for i, n in enumerate(names)})
     meta = {
         "format": FORMAT,
         "version": VERSION,
@@ -173,6 +290,10 @@ def save_checkpoint(path: str, state: FitState, history: Optional[dict] = None, 
         "history": hist_layout,
         "extra": extra or {},
     }
+    if names:
+        meta["arrays"] = [[n, _leaf_spec(further[n])] for n in names]
+    if members is not None:
+        meta["members"] = int(members)
     arrays["meta"] = np.asarray(json.dumps(meta))
 
     directory = os.path.dirname(os.path.abspath(path))
@@ -317,7 +438,7 @@ def load_checkpoint(path: str, like: Optional[FitState] = None) -> Checkpoint:
         match it (free fields, leaf shapes and dtypes, optimizer tree structure, key presence) and the
         optimizer state comes back as that pytree; otherwise `opt_state` is the list of its leaves.
     Returns:
-      Checkpoint(state, history, extra, path); arrays are numpy (exact bits of what was saved).
+      Checkpoint(state, history, extra, path, arrays, members); arrays are numpy (exact bits of what was saved).
     Raises:
       CheckpointError: missing, truncated or corrupted file, or a checkpoint of a different problem.
     """
@@ -348,7 +469,9 @@ def load_checkpoint(path: str, like: Optional[FitState] = None) -> Checkpoint:
             values = arrays[f"hist_p{i}"]
             history["params"][name] = [float(v) for v in values] if kind == "float" else list(values)
         state = FitState(u=u, opt_state=opt_state, key=key, iteration=np.int32(meta["iteration"]))
-        return Checkpoint(state=state, history=history, extra=meta["extra"], path=path)
+        further = {n: _entry(path, arrays, f"x_{i}", spec) for i, (n, spec) in enumerate(meta.get("arrays", []))}
+        return Checkpoint(state=state, history=history, extra=meta["extra"], path=path, arrays=further,
+                          members=meta.get("members"))
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError) as e:

@@ -47,10 +47,12 @@ from gradsim_jax.compilation import jit
 from gradsim_jax.fit.checkpoint import (
     CheckpointError,
     FitState,
+    Preempted,
     check_resume,
     checkpoint_path,
     load_checkpoint,
     save_checkpoint,
+    stop_requested,
 )
 from gradsim_jax.fit.options import (FIT_SHORTHANDS, Checkpoints, LossCall, Optimization, Stopping, check_bounds,
                                      check_clip, check_fit_options)
@@ -314,6 +316,8 @@ def fit(
       TracedCheckError: a `checks` check failed (a ValueError).
       CheckpointError: resume from a missing, corrupt, or different problem's checkpoint, or from one
         past `steps`.
+      Preempted: SIGTERM arrived under `checkpoint.preemptible`: the checkpoint of the next iteration boundary is
+        written (when `checkpoints.dir` is set), then the fit stops.
       ValueError: bad arguments, detected before compilation.
     """
     options = grouped_options("fit", {"optimization": (Optimization(), optimization),
@@ -474,6 +478,7 @@ def _iterate(loop: _Loop, state: FitState, history: dict, start: int, resumed: b
                 _save(loop, state, history)
             if it == loop.steps or stop_reason != "steps":
                 break
+            _stop_if_asked(loop, state, history, it, saved_at)
             _append_record(history, it, loss, record)
             bar.set_postfix(loss=f"{float(loss):.4e}", refresh=False)
             bar.update(1)
@@ -481,6 +486,17 @@ def _iterate(loop: _Loop, state: FitState, history: dict, start: int, resumed: b
             it += 1
             stop_reason = _stop_reason(loop, history, it - 1, prev, float(loss), aux)
     return state, loss, record, aux, stop_reason
+
+
+def _stop_if_asked(loop: _Loop, state: FitState, history: dict, it: int, saved_at: Optional[int]) -> None:
+    """After SIGTERM under `checkpoint.preemptible`: write the checkpoint of iteration `it` (unless just written)
+    and raise `Preempted`."""
+    signum = stop_requested()
+    if signum is None:
+        return
+    if loop.ckpt_file is not None and it != saved_at:
+        _save(loop, state, history)
+    raise Preempted(loop.ckpt_file, it, signum)
 
 
 def _update_scale(schedule, i: int, backoffs: int) -> float:

@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.fit.checkpoint import stop_polish_if_asked
+
 
 @dataclasses.dataclass(frozen=True)
 class LeastSquaresResult:
@@ -110,6 +112,7 @@ def levenberg_marquardt(residual: Optional[Callable], linearize: Callable, z0, *
     rejected = False
     step = None  # the Gauss-Newton step at (r, J), once computed
     for _ in range(steps):
+        stop_polish_if_asked(len(records))
         g = J.T @ r
         H = J.T @ J
         diag = np.diag(H).copy()

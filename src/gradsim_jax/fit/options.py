@@ -83,7 +83,7 @@ class Stopping:
 
 @dataclasses.dataclass(frozen=True)
 class Checkpoints:
-    """Where `fit` saves its state and whether it resumes (`fit` only).
+    """Where `fit` (or `fit_batched`) saves its state and whether it resumes.
 
     Attributes:
         dir: directory for `checkpoint.npz`, written every `every` iterations and at the end; None writes
@@ -149,7 +149,8 @@ FIT_SHORTHANDS = {
 
 #: `fit_batched`'s flat keywords (those it has always taken).
 BATCHED_SHORTHANDS = {name: FIT_SHORTHANDS[name] for name in (
-    "optimizer", "learning_rate", "clip_norm", "bounds", "steps", "uses_key", "uses_iteration")}
+    "optimizer", "learning_rate", "clip_norm", "bounds", "steps", "uses_key", "uses_iteration", "checkpoint_dir",
+    "checkpoint_every", "resume", "resume_anyway", "metadata")}
 
 
 def check_steps(steps) -> None:
@@ -173,6 +174,18 @@ def check_key(call: LossCall, key) -> None:
         raise ValueError("uses_key=True needs an explicit key, e.g. key=jax.random.key(0)")
 
 
+def check_checkpoints(ckpt: Checkpoints) -> None:
+    """ValueError for a bad `Checkpoints` record (`fit`, `fit_batched`).
+
+    Args:
+        ckpt: the checkpoint options.
+    """
+    if not isinstance(ckpt.every, (int, np.integer)) or ckpt.every < 1:
+        raise ValueError(f"checkpoint_every must be a positive int; got {ckpt.every!r}")
+    if ckpt.resume and ckpt.dir is None:
+        raise ValueError("resume=True needs checkpoint_dir")
+
+
 def check_fit_options(opt: Optimization, stop: Stopping, ckpt: Checkpoints, call: LossCall, key) -> None:
     """`fit`'s ValueErrors for bad options, before anything is traced.
 
@@ -184,10 +197,7 @@ def check_fit_options(opt: Optimization, stop: Stopping, ckpt: Checkpoints, call
         key: the PRNG key given, or None.
     """
     check_steps(stop.steps)
-    if not isinstance(ckpt.every, (int, np.integer)) or ckpt.every < 1:
-        raise ValueError(f"checkpoint_every must be a positive int; got {ckpt.every!r}")
-    if ckpt.resume and ckpt.dir is None:
-        raise ValueError("resume=True needs checkpoint_dir")
+    check_checkpoints(ckpt)
     check_key(call, key)
     if stop.patience < 1:
         raise ValueError(f"patience must be >= 1; got {stop.patience}")

@@ -8,6 +8,10 @@ is the guess itself; positive quantities log-uniform within a factor `spread`), 
 divergence guard; split over devices with a mesh), and ranks them by final loss. `gradsim-jax fit
 --restarts N` then fits the best start again through the whole pipeline of `identify` (Adam, the
 Levenberg-Marquardt polish, the report), so its outputs are those of a single fit from that start.
+
+Checkpoints: with `checkpoints` (a `fit.options.Checkpoints`) the batched stage writes its checkpoint every
+`every` iterations, at its end and on SIGTERM (`fit.checkpoint.preemptible`), and resumes from it bit for bit;
+the command line keeps it in OUT/checkpoint/restarts, apart from the refit's OUT/checkpoint.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import numpy as np
 import optax
 
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
+from gradsim_jax.fit.checkpoint import content_sha256
+from gradsim_jax.fit.options import Checkpoints
 from gradsim_jax.sysid.experiment import Experiment, as_theta, with_data
 from gradsim_jax.sysid.bounds import stable_bounds
-from gradsim_jax.sysid.config import FitConfig, check_config
+from gradsim_jax.sysid.config import FitConfig, check_config, fit_inputs
 from gradsim_jax.sysid.rounds import fit_loss
 from gradsim_jax.sysid.quantities import focused
 from gradsim_jax.sysid.quantities import QUANTITIES, canonical, transforms_for, with_camera_pose
@@ -117,7 +123,8 @@ class RestartsResult:
 
 def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfig, *, restarts: int,
                  spread: float = 3.0, key: Optional[Array] = None, mode: Optional[str] = None,
-                 map_batch_size: Optional[int] = None, mesh: Any = None) -> RestartsResult:
+                 map_batch_size: Optional[int] = None, mesh: Any = None,
+                 checkpoints: Optional[Checkpoints] = None) -> RestartsResult:
     """The Adam stage of `identify` (same loss, horizon, frame stride, smoothness, cosine-decayed learning rate
     and iterations as `config`) run from `restarts` starts drawn around `initial` at once.
 
@@ -132,12 +139,18 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
         mode: the batching, as for `fit_batched`; None takes `DEFAULT_MODE` of the platform.
         map_batch_size: as for `fit_batched`.
         mesh: as for `fit_batched` (the devices to split the members over), or None.
+        checkpoints: where the batched stage writes its checkpoints and whether it resumes (dir, every, resume,
+            resume_anyway; its metadata is filled in here: the fit's inputs, the starts and the batching), or None
+            for none.
 
     Returns:
-        RestartsResult (no checkpoint is written: a batched stage is short, and `--resume` refits from scratch).
+        RestartsResult (`fit.resume` says where a resumed stage came from).
 
     Raises:
         ValueError: a bad setting, before compilation.
+        CheckpointError: resume from a missing or unreadable checkpoint, or (CheckpointMismatch) from one made for
+            other inputs without resume_anyway.
+        Preempted: SIGTERM under `fit.checkpoint.preemptible` (the checkpoint is written first).
     """
     free = tuple(canonical(n) for n in config.free)
     check_config(config)
@@ -164,11 +177,16 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
 
     if mode is None:
         mode = DEFAULT_MODE.get(jax.default_backend(), "vmap")
+    if checkpoints is not None:
+        metadata = {**fit_inputs(exp, target, theta0, config), "restarts": restarts, "spread": spread,
+                    "starts": content_sha256(starts), "key": content_sha256(jax.random.key_data(fit_key)),
+                    "mode": mode, "devices": 1 if mesh is None else int(mesh.devices.size)}
+        checkpoints = dataclasses.replace(checkpoints, metadata=metadata)
     schedule = optax.cosine_decay_schedule(config.learning_rate, max(config.iterations, 1), alpha=0.02)
     result = fit_batched(loss_fn, with_data(theta0, exp, target), batch=starts, free=free, transforms=tf,
                          optimizer=optax.adam(schedule), steps=config.iterations, uses_iteration=ramp is not None,
                          key=fit_key, mode=mode, map_batch_size=map_batch_size, mesh=mesh, progress=config.progress,
-                         bounds=bounds)
+                         bounds=bounds, checkpoints=checkpoints)
     return RestartsResult(starts={n: np.asarray(v) for n, v in starts.items()}, fit=result, free=free)
 
 

@@ -29,6 +29,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.fit.checkpoint import stop_polish_if_asked
 from gradsim_jax.fit.windows import Windows
 from gradsim_jax.fit.least_squares import JACOBIAN_BATCH
 from gradsim_jax.fit.transforms import resolve_transform
@@ -243,6 +244,7 @@ def _damped_steps(p: _Shooting, normal, trial_cost, zq, zs, steps: int, lam: flo
     records = []
     tries = 0
     while len(records) < steps and tries < 4 * steps:
+        stop_polish_if_asked(len(records))
         tries += 1
         damped = h + lam * np.diag(np.maximum(np.diag(h), 1e-12 * max(np.max(np.diag(h)), 1e-30)))
         try:
