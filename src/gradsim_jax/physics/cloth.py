@@ -28,8 +28,8 @@ import jax.numpy as jnp
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
 from gradsim_jax.physics.gather import (corner_major_layout, eager_if_concrete, gather_corners_major,
                                         scatter_corners_major)
-from gradsim_jax.physics.stencil import (ClothGrid, add_family_forces, bending_families, family_corners, family_values,
-                                         from_lattice, lattice_map, lattice_view, membrane_families,
+from gradsim_jax.physics.stencil import (ClothGrid, bending_families, family_corners, family_values, from_lattice,
+                                         lattice_forces, lattice_map, lattice_view, membrane_families,
                                          stencil_active)
 from gradsim_jax.typing import Array, pytree_dataclass
 from gradsim_jax.vectors import cross3, dot3, materialize, materialize_cotangent, sub3, unstack
@@ -193,8 +193,8 @@ def prepare_membrane(topology, params):
     the triangles' corners in corner-major order (`gather.corner_major_flat`) and their incidence table
     renumbered for it (`gather.corner_major_incidence`; None without a table). `simulate` computes it
     once, before the time loop. On a grid's stencil path (`stencil.stencil_active(topology.cloth.grid)`) it
-    is instead one `MembraneFamily` per triangle family: the rest shapes and the per-triangle coefficients
-    laid out on the lattice.
+    is instead the `stencil.MembraneFamilies`: the rest shapes and the per-triangle coefficients laid out
+    in the triangle families' slots.
 
     With concrete rest positions and triangles (a scene closed over by a jitted loss, rest shapes not
     differentiated) they are evaluated right away while tracing (`jax.ensure_compile_time_eval`): staged
@@ -206,7 +206,7 @@ def prepare_membrane(topology, params):
 
     Returns:
         (G^-1 [t, 2, 2] 1/m^2, A0 [t] m^2, flat [3 t] int, corner-major incidence [K, n] int or None); on the
-        stencil path a tuple of `MembraneFamily`, one per triangle family.
+        stencil path the `stencil.MembraneFamilies`.
     """
     tris = topology.cloth.triangles
     gram_inv, rest_area = eager_if_concrete(rest_shapes, params.cloth.rest_x, tris)
@@ -254,14 +254,14 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
 
 def grid_membrane_forces(grid, aerodynamics, families, x, v, activation=None):
     """`membrane_forces` of a grid cloth as stencil work (`physics.stencil`): each triangle family's
-    corners are slices of the lattice, `triangle_force` (and `triangle_air_force`) is mapped over them, and
-    the corner forces are summed per particle by padded adds. No gather or scatter, except a gather of
-    `activation` into the families when one is given.
+    corners are slices of the lattice, `triangle_force` (and `triangle_air_force`) is mapped over them (all
+    families in one call), and the corner forces are summed per particle by padded adds. No gather or
+    scatter, except a gather of `activation` into the families when one is given.
 
     Args:
         grid: the `ClothGrid` (`ClothTopology.grid`).
         aerodynamics: whether the triangles feel drag and lift (static).
-        families: `prepare_membrane`'s `MembraneFamily` per triangle family.
+        families: `prepare_membrane`'s `stencil.MembraneFamilies`.
         x: [n, 3] m, particle positions.
         v: [n, 3] m/s, particle velocities.
         activation: [t] dimensionless, added to the families' activation; None: nothing added.
@@ -270,17 +270,15 @@ def grid_membrane_forces(grid, aerodynamics, families, x, v, activation=None):
         [n, 3] N, the summed membrane (and aerodynamic) force on each particle.
     """
     lx, lv = lattice_view(x, grid), lattice_view(v, grid)
-    added = None if activation is None else family_values(activation, grid.tri_order, grid.tri_families, grid)
-    total = None
-    for i, (family, p) in enumerate(zip(grid.tri_families, families)):
-        xs, vs = family_corners(lx, family, grid), family_corners(lv, family, grid)
-        act = p.activation if added is None else p.activation + added[i]
-        f = lattice_map(triangle_force, grid)(*xs, *vs, p.gram_inv, p.rest_area, p.ke, p.ka, p.kd, act)
-        if aerodynamics:
-            air = lattice_map(triangle_air_force, grid)(*xs, *vs, p.drag, p.lift)
-            f = tuple(fc + air for fc in f)
-        total = add_family_forces(total, f, family, grid)
-    return from_lattice(total, grid, x.shape[0])
+    p = families
+    act = p.activation if activation is None else (
+        p.activation + family_values(activation, grid.tri_order, grid.tri_families, grid))
+    xs, vs = family_corners(lx, grid.tri_families, grid), family_corners(lv, grid.tri_families, grid)
+    f = lattice_map(triangle_force, grid)(*xs, *vs, p.gram_inv, p.rest_area, p.ke, p.ka, p.kd, act)
+    if aerodynamics:
+        air = lattice_map(triangle_air_force, grid)(*xs, *vs, p.drag, p.lift)
+        f = tuple(fc + air for fc in f)
+    return from_lattice(lattice_forces(f, grid.tri_families, grid), grid, x.shape[0])
 
 
 def membrane_energy(topology, params, x):
@@ -424,15 +422,15 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
 def prepare_bending(topology, params):
     """The bending edges' corners in corner-major order and their incidence table renumbered for it (None
     without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene. On a grid
-    (`topology.cloth.grid`) instead one `BendingFamily` per edge family: the coefficients on the lattice.
+    (`topology.cloth.grid`) instead the `stencil.BendingFamilies`: the coefficients in the edge families' slots.
 
     Args:
         topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence, grid).
         params: the scene's Params; on the stencil path uses `params.cloth` (bend_ke, bend_kd, bend_rest [e]).
 
     Returns:
-        (flat [4 e] int, corner-major incidence [K, n] int or None); on the stencil path a tuple of
-        `BendingFamily`.
+        (flat [4 e] int, corner-major incidence [K, n] int or None); on the stencil path the
+        `stencil.BendingFamilies`.
     """
     if stencil_active(topology.cloth.grid):
         return eager_if_concrete(bending_families, topology.cloth.grid, params.cloth)
@@ -477,7 +475,7 @@ def grid_bending_forces(grid, families, x, v, rest_offset=None):
 
     Args:
         grid: the `ClothGrid` (`ClothTopology.grid`).
-        families: `prepare_bending`'s `BendingFamily` per edge family.
+        families: `prepare_bending`'s `stencil.BendingFamilies`.
         x: [n, 3] m, particle positions.
         v: [n, 3] m/s, particle velocities.
         rest_offset: [e] rad, added to the families' rest angles; None: nothing added.
@@ -486,11 +484,8 @@ def grid_bending_forces(grid, families, x, v, rest_offset=None):
         [n, 3] N, the summed bending force on each particle.
     """
     lx, lv = lattice_view(x, grid), lattice_view(v, grid)
-    added = None if rest_offset is None else family_values(rest_offset, grid.bend_order, grid.bend_families, grid)
-    total = None
-    for i, (family, p) in enumerate(zip(grid.bend_families, families)):
-        rest = p.rest if added is None else p.rest + added[i]
-        corners = family_corners(lx, family, grid) + family_corners(lv, family, grid)
-        f = lattice_map(bending_force, grid)(*corners, p.ke, p.kd, rest)
-        total = add_family_forces(total, f, family, grid)
-    return from_lattice(total, grid, x.shape[0])
+    rest = families.rest if rest_offset is None else (
+        families.rest + family_values(rest_offset, grid.bend_order, grid.bend_families, grid))
+    corners = family_corners(lx, grid.bend_families, grid) + family_corners(lv, grid.bend_families, grid)
+    f = lattice_map(bending_force, grid)(*corners, families.ke, families.kd, rest)
+    return from_lattice(lattice_forces(f, grid.bend_families, grid), grid, x.shape[0])

@@ -4,12 +4,16 @@ On accelerators gathers and scatter-adds are slow (on a TPU a 128 x 128 cloth's 
 cloth built as a regular grid (`geometry.cloth_grid`) has its particles on a rows x cols lattice
 (particle (i, j) = offset + i cols + j) and its elements in a few families: every element of a family has
 the same shape on the lattice (corner k at the lattice offset (dr_k, dc_k) from the element's anchor) and
-the anchors of a family fill a rectangle. With the particles viewed as [3, rows, cols] (components first,
-so that the lattice is the minor pair of axes, as a TPU tiles them), corner k of a family is one static
-slice [3, Rf, Cf]; the per-element kernel (the same one the gather path vmaps) is vmapped over the
-family's two lattice axes; and each particle's force, the sum of its incident corners' forces, is the sum
-of every corner's force zero-padded back to [3, rows, cols] at its offset: the transpose of the slice.
-A gradient transposes slices into pads and pads into slices, so no pass gathers or scatters.
+the anchors of a family fill a rectangle. The lattice's particles are a contiguous run, viewed flat in
+row-major order ([rows cols, 3], or [3, rows cols] "planes", components first, so that the long axis is
+minor, as a TPU tiles it). A family's anchors (a, b) sit at flat slots a cols + b; corner k of the element
+at slot p is lattice particle r_k cols + c_k + p, so each corner of a family is one contiguous slice of
+the flat lattice. The slots with b >= Cf between the anchors hold no element: zero coefficients there make
+their forces exactly zero. The families' slices are concatenated along the element axis, so that the
+per-element kernel (the very one the gather path vmaps) runs once over every family; and each particle's
+force, the sum of its incident corners' forces, is the sum of every corner's part zero-padded back to the
+flat lattice at its shift: the transpose of the slice. A gradient transposes slices into pads and pads
+into slices, so no pass gathers or scatters.
 
 `find_cloth_grid` finds the lattice and the families of a mesh's triangles and bending edges, or says
 there are none: the families are read off the elements themselves and every element is placed in exactly
@@ -31,13 +35,13 @@ import numpy as np
 from gradsim_jax.typing import Array, pytree_dataclass
 
 #: The most families a grid's triangles (resp. bending edges) may form: a grid cloth's have 2 (resp. 3);
-#: a mesh whose elements need more is left to the gather path (each family costs a kernel launch).
+#: a mesh whose elements need more is left to the gather path (each family costs slices and pads).
 MAX_TRIANGLE_FAMILIES = 4
 MAX_BEND_FAMILIES = 6
 
 #: The backends on which a grid cloth takes the stencil path by default (`stencil_active`). Not the CPU: there
-#: XLA runs the gather path as fast or faster (benchmarks/bench_stencil.py, results/stencil.json: the demo
-#: cloth's step 4x, a 128 x 128 cloth's gradient 1.5x slower as stencil work, its forward 1.2x faster).
+#: XLA runs the gather path faster (benchmarks/bench_stencil.py, results/stencil.json: the stencil's step
+#: 1.2-1.5x slower, its gradient 1.6-1.8x, from the demo cloth to 128 x 128).
 STENCIL_BACKENDS = ("tpu", "gpu", "cuda", "rocm")
 
 #: The largest lattice span (rows or columns minus one) of one element: a bending hinge across a grid
@@ -306,50 +310,58 @@ def family_span(family: GridFamily, grid: ClothGrid) -> int:
     return (family.shape[0] - 1) * grid.cols + family.shape[1]
 
 
-def family_corners(lattice: Array, family: GridFamily, grid: ClothGrid) -> tuple:
-    """The corners of a family's elements, each a contiguous slice of the flat lattice: corner k of the
-    element at slot p is lattice particle r_k cols + c_k + p.
+def family_corners(lattice: Array, families: tuple, grid: ClothGrid) -> tuple:
+    """The corners of the families' elements, each a contiguous slice of the flat lattice per family (corner
+    k of the element at slot p of a family is lattice particle r_k cols + c_k + p), the families' slices
+    one after another along the element axis: one kernel call covers every family.
 
     Args:
         lattice: `lattice_view`'s flat lattice.
-        family: the `GridFamily`.
+        families: the elements' `GridFamily`s (each with as many corners).
         grid: the `ClothGrid`.
 
     Returns:
-        One [P, 3] (or [3, P] when `grid.planes`) array per corner (`family_span`), in `lattice`'s unit.
+        One [P, 3] (or [3, P] when `grid.planes`) array per corner, P the sum of the families' spans
+        (`family_span`), in `lattice`'s unit.
     """
-    span, axis = family_span(family, grid), _element_axis(grid) % lattice.ndim
-    return tuple(jax.lax.slice_in_dim(lattice, r * grid.cols + c, r * grid.cols + c + span, axis=axis)
-                 for r, c in family.starts)
+    axis = _element_axis(grid) % lattice.ndim
+    per_corner = zip(*[[jax.lax.slice_in_dim(lattice, r * grid.cols + c, r * grid.cols + c + family_span(f, grid),
+                                             axis=axis) for r, c in f.starts] for f in families])
+    return tuple(parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis) for parts in per_corner)
 
 
-def add_family_forces(total: Optional[Array], forces, family: GridFamily, grid: ClothGrid) -> Array:
-    """`total` plus each corner's forces zero-padded to the flat lattice at the corner's place: the
-    per-particle sum of the corner forces (the transpose of `family_corners`).
+def lattice_forces(forces, families: tuple, grid: ClothGrid) -> Array:
+    """The per-particle sum of the corner forces on the flat lattice: each family's part of each corner's
+    forces zero-padded to the lattice at the corner's place (the transpose of `family_corners`), added up.
 
     Args:
-        total: the flat lattice's sum so far ([rows cols, 3], or [3, rows cols] when `grid.planes`), or None.
-        forces: one [P, 3] (or [3, P]) array per corner of the family (forces N).
-        family: the `GridFamily`.
+        forces: one [P, 3] (or [3, P] when `grid.planes`) array per corner, in `family_corners`' layout
+            (forces N).
+        families: the elements' `GridFamily`s.
         grid: the `ClothGrid`.
 
     Returns:
-        The flat lattice's sum, in the forces' unit.
+        [rows cols, 3] (or [3, rows cols]), the sum, in the forces' unit.
     """
-    span, size = family_span(family, grid), grid.rows * grid.cols
-    for f, (r, c) in zip(forces, family.starts):
-        shift = r * grid.cols + c
-        width = [(0, 0)] * f.ndim
-        width[_element_axis(grid) % f.ndim] = (shift, size - shift - span)
-        padded = jnp.pad(f, width)
-        total = padded if total is None else total + padded
+    size, total, start = grid.rows * grid.cols, None, 0
+    for family in families:
+        span = family_span(family, grid)
+        for f, (r, c) in zip(forces, family.starts):
+            axis = _element_axis(grid) % f.ndim
+            part = jax.lax.slice_in_dim(f, start, start + span, axis=axis)
+            shift = r * grid.cols + c
+            width = [(0, 0)] * f.ndim
+            width[axis] = (shift, size - shift - span)
+            padded = jnp.pad(part, width)
+            total = padded if total is None else total + padded
+        start += span
     return total
 
 
-def family_values(values: Array, order: Array, families: tuple, grid: ClothGrid) -> tuple:
-    """Per-element values laid out in the families' flat anchor slots (`family_span`), zero in the slots
-    without an element: [E, ...] -> one [P, ...] per family ([..., P] when `grid.planes`). One gather of E
-    rows: do it once per rollout (a force term's `prepare`).
+def family_values(values: Array, order: Array, families: tuple, grid: ClothGrid) -> Array:
+    """Per-element values laid out in the families' flat anchor slots (`family_span`) as `family_corners`
+    lays out the elements, zero in the slots without an element: [E, ...] -> [P, ...] ([..., P] when
+    `grid.planes`). One gather of E rows: do it once per rollout (a force term's `prepare`).
 
     Args:
         values: [E, ...] per-element values (stiffness, rest shapes, ...), in element order.
@@ -358,17 +370,17 @@ def family_values(values: Array, order: Array, families: tuple, grid: ClothGrid)
         grid: the `ClothGrid`.
 
     Returns:
-        A tuple of arrays, one per family, in `values`' unit.
+        The laid-out values, in `values`' unit.
     """
     values = jnp.asarray(values)[jnp.asarray(order)]
     out, start = [], 0
     for f in families:
         block = values[start:start + f.size].reshape(f.shape + values.shape[1:])
         block = jnp.pad(block, ((0, 0), (0, grid.cols - f.shape[1])) + ((0, 0),) * (values.ndim - 1))
-        block = block.reshape((-1,) + values.shape[1:])[:family_span(f, grid)]
-        out.append(jnp.moveaxis(block, 0, -1) if lattice_planes(grid) else block)
+        out.append(block.reshape((-1,) + values.shape[1:])[:family_span(f, grid)])
         start += f.size
-    return tuple(out)
+    block = out[0] if len(out) == 1 else jnp.concatenate(out, 0)
+    return jnp.moveaxis(block, 0, -1) if lattice_planes(grid) else block
 
 
 def lattice_map(kernel, grid: ClothGrid):
@@ -387,10 +399,11 @@ def lattice_map(kernel, grid: ClothGrid):
 
 
 @pytree_dataclass
-class MembraneFamily:
-    """What the stencil membrane forces need of one triangle family (`GridFamily`), laid out on its anchors
-    (element axes last): gram_inv [2, 2, Rf, Cf] 1/m^2 (`cloth.rest_shapes`), rest_area [Rf, Cf] m^2, and
-    the family's `ClothParams` coefficients ke, ka, kd, activation, drag, lift, each [Rf, Cf]."""
+class MembraneFamilies:
+    """What the stencil membrane forces need of a grid's triangles, laid out in its families' slots
+    (`family_values`; P slots, the element axis last when `ClothGrid.planes`): gram_inv [P, 2, 2] 1/m^2
+    (`cloth.rest_shapes`), rest_area [P] m^2, and the `ClothParams` coefficients ke, ka, kd, activation,
+    drag, lift, each [P]."""
 
     gram_inv: Array
     rest_area: Array
@@ -402,7 +415,7 @@ class MembraneFamily:
     lift: Array
 
 
-def membrane_families(grid, gram_inv, rest_area, cloth) -> tuple:
+def membrane_families(grid, gram_inv, rest_area, cloth) -> MembraneFamilies:
     """The membrane's rest shapes and coefficients laid out in the grid's triangle families
     (`family_values`): what `cloth.prepare_membrane` gives the stencil forces.
 
@@ -413,25 +426,24 @@ def membrane_families(grid, gram_inv, rest_area, cloth) -> tuple:
         cloth: the `ClothParams` (tri_ke, tri_ka, tri_kd, tri_activation, tri_drag, tri_lift, each [t]).
 
     Returns:
-        One `MembraneFamily` per triangle family.
+        The `MembraneFamilies`.
     """
-    lay = [family_values(a, grid.tri_order, grid.tri_families, grid)
-           for a in (gram_inv, rest_area, cloth.tri_ke, cloth.tri_ka, cloth.tri_kd, cloth.tri_activation,
-                     cloth.tri_drag, cloth.tri_lift)]
-    return tuple(MembraneFamily(*values) for values in zip(*lay))
+    return MembraneFamilies(*(family_values(a, grid.tri_order, grid.tri_families, grid)
+                              for a in (gram_inv, rest_area, cloth.tri_ke, cloth.tri_ka, cloth.tri_kd,
+                                        cloth.tri_activation, cloth.tri_drag, cloth.tri_lift)))
 
 
 @pytree_dataclass
-class BendingFamily:
-    """What the stencil bending forces need of one bending-edge family, laid out on its anchors: the
-    `ClothParams` coefficients ke, kd and rest (rad), each [Rf, Cf]."""
+class BendingFamilies:
+    """What the stencil bending forces need of a grid's bending edges, laid out in its families' slots
+    (`family_values`): the `ClothParams` coefficients ke, kd and rest (rad), each [P]."""
 
     ke: Array
     kd: Array
     rest: Array
 
 
-def bending_families(grid, cloth) -> tuple:
+def bending_families(grid, cloth) -> BendingFamilies:
     """The bending coefficients laid out in the grid's edge families (`family_values`): what
     `cloth.prepare_bending` gives the stencil forces.
 
@@ -440,8 +452,7 @@ def bending_families(grid, cloth) -> tuple:
         cloth: the `ClothParams` (bend_ke, bend_kd, bend_rest, each [e]).
 
     Returns:
-        One `BendingFamily` per bending-edge family.
+        The `BendingFamilies`.
     """
-    lay = [family_values(a, grid.bend_order, grid.bend_families, grid) for a in (cloth.bend_ke, cloth.bend_kd,
-                                                                           cloth.bend_rest)]
-    return tuple(BendingFamily(*values) for values in zip(*lay))
+    return BendingFamilies(*(family_values(a, grid.bend_order, grid.bend_families, grid)
+                             for a in (cloth.bend_ke, cloth.bend_kd, cloth.bend_rest)))
