@@ -163,7 +163,7 @@ def test_gradient_matches_finite_differences_and_the_gather_path(x64):
     random directions of the initial velocities, the per-triangle stiffness and the per-edge bending
     stiffness, and against the gather path's gradient."""
     top, par, st = _scene(3, 5, False, dtype=jnp.float64)
-    top = _stencil(top)
+    top = _stencil(top, planes=True)  # the layout of an accelerator
     args = _args(par, st)
     loss = _loss(top, par, st)
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*args)
@@ -193,3 +193,14 @@ def test_unroll_gives_the_same_rollout():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="unroll"):
             gs.simulate(top, par, st, frames=1, substeps=2, unroll=bad)
+
+
+def test_vmap_over_scenes_equals_each_scene():
+    """A batch of parameters (a batched fit's) through the stencil path: each member as alone."""
+    top, par, st = _scene(3, 2, False)
+    loss = jax.jit(_loss(_stencil(top), par, st))
+    v0, tri_ke, bend_ke = _args(par, st)
+    scales = jnp.asarray([0.5, 1.0, 2.0], tri_ke.dtype)
+    batched = jax.jit(jax.vmap(lambda s: loss(v0, tri_ke * s, bend_ke * s)))(scales)
+    alone = np.asarray([loss(v0, tri_ke * s, bend_ke * s) for s in scales])
+    np.testing.assert_allclose(np.asarray(batched), alone, rtol=64 * EPS32)
