@@ -11,6 +11,10 @@ other "AxB" are A x B cells hanging from their top row, with bending.
     python benchmarks/bench_stencil.py                                   # 20x10, 64x64, 128x128 -> results/stencil.json
     python benchmarks/bench_stencil.py --sizes 20x10,128x128 --repeat 5 --json OUT.json
     python benchmarks/bench_stencil.py --sizes 128x128 --unroll 1,2,4    # substeps fused per scan iteration
+    python benchmarks/bench_stencil.py --checkpoint none --planes false  # gradient storage; the lattice's layout
+
+`--checkpoint` is simulate's (frame: its default, substep, none); `--planes` the stencil lattice's layout
+(`ClothGrid.planes`: auto = [3, n] planes off the CPU, [n, 3] rows on it).
 """
 
 from __future__ import annotations
@@ -51,9 +55,9 @@ def build(size: str):
     return top, par, st, frames, substeps, substeps / 1920.0
 
 
-def stencil_path(top):
-    """The topology on the stencil path whatever the backend (`ClothGrid.enabled`)."""
-    grid = dataclasses.replace(top.cloth.grid, enabled=True)
+def stencil_path(top, planes=None):
+    """The topology on the stencil path whatever the backend (`ClothGrid.enabled`), lattice layout `planes`."""
+    grid = dataclasses.replace(top.cloth.grid, enabled=True, planes=planes)
     return dataclasses.replace(top, cloth=dataclasses.replace(top.cloth, grid=grid))
 
 
@@ -62,7 +66,7 @@ def gather_path(top):
     return dataclasses.replace(top, cloth=dataclasses.replace(top.cloth, grid=None))
 
 
-def compiled_loss(top, par, st, frames, substeps, frame_dt, mode, unroll):
+def compiled_loss(top, par, st, frames, substeps, frame_dt, mode, unroll, checkpoint):
     """(compiled function of (v0, tri_ke), compile seconds)."""
     import gradsim_jax as gs
     from gradsim_jax.compilation import jit
@@ -71,7 +75,7 @@ def compiled_loss(top, par, st, frames, substeps, frame_dt, mode, unroll):
     def loss(v0, tri_ke):
         p = replace_paths(par, {"cloth.tri_ke": tri_ke})
         traj = gs.simulate(top, p, gs.particle_state(st.particles.x, v0), frames=frames, substeps=substeps,
-                           frame_dt=frame_dt, unroll=unroll)
+                           frame_dt=frame_dt, unroll=unroll, checkpoint=checkpoint)
         return jnp.mean(traj.particles.x[-1] ** 2)
 
     fn = jit(loss) if mode == "forward" else jit(jax.value_and_grad(loss, argnums=(0, 1)))
@@ -80,18 +84,19 @@ def compiled_loss(top, par, st, frames, substeps, frame_dt, mode, unroll):
     return compiled, time.perf_counter() - t0
 
 
-def measure(size: str, unroll, repeat: int) -> list:
+def measure(size: str, unroll, repeat: int, checkpoint="frame", planes=None) -> list:
     """Rows of one size: per mode, both paths (interleaved repeats, medians), per substep."""
     top, par, st, frames, substeps, frame_dt = build(size)
     if top.cloth.grid is None:
         raise ValueError(f"{size}: Scene.build found no grid")
     steps = frames * substeps
-    paths = {"stencil": stencil_path(top), "gather": gather_path(top)}
+    paths = {"stencil": stencil_path(top, planes), "gather": gather_path(top)}
     rows = []
     for mode in ("forward", "value_and_grad"):
         fns, compile_s, times, values = {}, {}, {k: [] for k in paths}, {}
         for name, t in paths.items():
-            fns[name], compile_s[name] = compiled_loss(t, par, st, frames, substeps, frame_dt, mode, unroll)
+            fns[name], compile_s[name] = compiled_loss(t, par, st, frames, substeps, frame_dt, mode, unroll,
+                                                       checkpoint)
             out = jax.block_until_ready(fns[name](st.particles.v, par.cloth.tri_ke))  # warm-up
             values[name] = float(out if mode == "forward" else out[0])
         for _ in range(repeat):
@@ -99,7 +104,8 @@ def measure(size: str, unroll, repeat: int) -> list:
                 t0 = time.perf_counter()
                 jax.block_until_ready(fn(st.particles.v, par.cloth.tri_ke))
                 times[name].append(time.perf_counter() - t0)
-        row = {"size": size, "mode": mode, "steps": steps, "unroll": unroll, "repeat": repeat}
+        row = {"size": size, "mode": mode, "steps": steps, "unroll": unroll, "repeat": repeat,
+               "checkpoint": checkpoint, "planes": planes}
         for name in paths:
             row[name] = {"compile_s": compile_s[name], "median_step_ms": 1e3 * statistics.median(times[name]) / steps,
                          "min_step_ms": 1e3 * min(times[name]) / steps, "loss": values[name]}
@@ -119,13 +125,19 @@ def main() -> None:
     parser.add_argument("--unroll", default="default",
                         help="comma-separated substeps per scan iteration (simulate's unroll); default: the "
                              "backend's default")
+    parser.add_argument("--checkpoint", default="frame", choices=("frame", "substep", "none"),
+                        help="simulate's checkpoint policy (default: frame, simulate's own)")
+    parser.add_argument("--planes", default="auto", choices=("auto", "true", "false"),
+                        help="the stencil lattice's layout (ClothGrid.planes; auto: planes off the CPU)")
     parser.add_argument("--json", type=Path, default=RESULTS / "stencil.json", help="where the results go")
     args = parser.parse_args()
     device = jax.devices()[0]
     print(f"backend {jax.default_backend()}, device {device.device_kind}, {len(jax.devices())} device(s)", flush=True)
     unrolls = [None if u == "default" else int(u) for u in args.unroll.split(",")]
     load0 = os.getloadavg()
-    rows = [row for size in args.sizes.split(",") for unroll in unrolls for row in measure(size, unroll, args.repeat)]
+    planes = {"auto": None, "true": True, "false": False}[args.planes]
+    rows = [row for size in args.sizes.split(",") for unroll in unrolls
+            for row in measure(size, unroll, args.repeat, args.checkpoint, planes)]
     out = {"backend": jax.default_backend(), "device_kind": device.device_kind,
            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}",
            "date": time.strftime("%Y-%m-%d"), "load_average_at_start": load0, "load_average_at_end": os.getloadavg(),
