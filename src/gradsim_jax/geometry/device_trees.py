@@ -22,6 +22,7 @@ from gradsim_jax.physics.colliders import ColliderParams, ColliderTopology, vali
 from gradsim_jax.physics.gather import corner_incidence
 from gradsim_jax.physics.rigid import RigidParams, RigidState, RigidTopology
 from gradsim_jax.physics.selfcontact import SelfContactParams, SelfContactTopology, table_size
+from gradsim_jax.physics.stencil import find_cloth_grid
 
 if TYPE_CHECKING:
     from gradsim_jax.geometry.scene import Scene
@@ -60,7 +61,8 @@ def incidence_table(elements, width: int, n: int, incidence, min_corners: int = 
 
 def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigid_contact: str,
               aerodynamics: bool) -> Topology:
-    """`Scene.build`'s stage one: the static structure (indices, flags, incidence tables).
+    """`Scene.build`'s stage one: the static structure (indices, flags, incidence tables, and a cloth's lattice
+    where its triangles are a grid: `physics.stencil.find_cloth_grid`).
 
     Args:
         scene: the host `Scene`.
@@ -81,7 +83,8 @@ def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigi
         cloth=ClothTopology(triangles=jnp.asarray(scene.triangles, jnp.int32),
                             bend_edges=jnp.asarray(scene.bend_edges, jnp.int32), aerodynamics=aerodynamics,
                             tri_incidence=table(scene.triangles, 3, min_corners=TRIANGLE_INCIDENCE_MIN_CORNERS),
-                            bend_incidence=table(scene.bend_edges, 4)),
+                            bend_incidence=table(scene.bend_edges, 4),
+                            grid=find_cloth_grid(scene.triangles, scene.bend_edges, n)),
         rigid=RigidTopology(vertex_body=jnp.asarray(scene.vertex_body, jnp.int32),
                             push_body=jnp.asarray(scene.push_body, jnp.int32),
                             faces=jnp.asarray(scene.body_faces, jnp.int32).reshape(-1, 3),

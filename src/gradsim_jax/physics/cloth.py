@@ -28,6 +28,9 @@ import jax.numpy as jnp
 from gradsim_jax.mathutil import safe_acos, safe_div, safe_norm, safe_normalize
 from gradsim_jax.physics.gather import (corner_major_layout, eager_if_concrete, gather_corners_major,
                                         scatter_corners_major)
+from gradsim_jax.physics.stencil import (ClothGrid, bending_families, family_corners, family_values, from_lattice,
+                                         lattice_forces, lattice_map, lattice_view, membrane_families,
+                                         stencil_active)
 from gradsim_jax.typing import Array, pytree_dataclass
 from gradsim_jax.vectors import cross3, dot3, materialize, materialize_cotangent, sub3, unstack
 
@@ -39,6 +42,11 @@ class ClothTopology:
     aerodynamics: static flag; when True triangles feel drag and lift (`ClothParams.tri_drag`, `tri_lift`).
     tri_incidence, bend_incidence: `corner_incidence` tables [K, n] int32 of the triangles and bending edges
     (None: their forces are summed by scatter-add; `Scene.build` makes them).
+    grid: the lattice and element families when the triangles and bending edges are a structured grid
+    (`physics.stencil.ClothGrid`, found by `stencil.find_cloth_grid`; `Scene.build` looks for one): the
+    membrane and bending forces are then computed as stencil work, without gathers or scatters, where
+    `stencil.stencil_active` says so (off the CPU by default). None: the gather path (and the
+    incidence tables).
     """
 
     triangles: Array
@@ -46,6 +54,7 @@ class ClothTopology:
     aerodynamics: bool = False
     tri_incidence: Optional[Array] = None
     bend_incidence: Optional[Array] = None
+    grid: Optional[ClothGrid] = None
 
 
 @pytree_dataclass
@@ -183,29 +192,38 @@ def prepare_membrane(topology, params):
     """What membrane forces need that does not change over a rollout: G^-1 [t, 2, 2] (1/m^2), A0 [t] (m^2),
     the triangles' corners in corner-major order (`gather.corner_major_flat`) and their incidence table
     renumbered for it (`gather.corner_major_incidence`; None without a table). `simulate` computes it
-    once, before the time loop.
+    once, before the time loop. On a grid's stencil path (`stencil.stencil_active(topology.cloth.grid)`) it
+    is instead the `stencil.MembraneFamilies`: the rest shapes and the per-triangle coefficients laid out
+    in the triangle families' slots.
 
     With concrete rest positions and triangles (a scene closed over by a jitted loss, rest shapes not
     differentiated) they are evaluated right away while tracing (`jax.ensure_compile_time_eval`): staged
     into the program, XLA would constant-fold them at compile time, which takes minutes on a large mesh.
 
     Args:
-        topology: the scene's Topology; uses `topology.cloth` (triangles [t, 3], tri_incidence).
-        params: the scene's Params; uses `params.cloth.rest_x` [n, 3] m.
+        topology: the scene's Topology; uses `topology.cloth` (triangles [t, 3], tri_incidence, grid).
+        params: the scene's Params; uses `params.cloth.rest_x` [n, 3] m (and on the stencil path the tri_* [t]).
 
     Returns:
-        (G^-1 [t, 2, 2] 1/m^2, A0 [t] m^2, flat [3 t] int, corner-major incidence [K, n] int or None).
+        (G^-1 [t, 2, 2] 1/m^2, A0 [t] m^2, flat [3 t] int, corner-major incidence [K, n] int or None); on the
+        stencil path the `stencil.MembraneFamilies`.
     """
     tris = topology.cloth.triangles
     gram_inv, rest_area = eager_if_concrete(rest_shapes, params.cloth.rest_x, tris)
+    if stencil_active(topology.cloth.grid):
+        return eager_if_concrete(membrane_families, topology.cloth.grid, gram_inv, rest_area, params.cloth)
     return (gram_inv, rest_area) + corner_major_layout(tris, topology.cloth.tri_incidence)
 
 
 def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     """Membrane forces (and aerodynamic ones if `topology.cloth.aerodynamics`) per particle: [n, 3] N.
 
+    On a grid's stencil path (`stencil.stencil_active(topology.cloth.grid)`) as stencil work
+    (`grid_membrane_forces`), else by gathers of the triangles' corners and a sum per particle.
+
     Args:
-        topology: the scene's Topology; uses `topology.cloth` (triangles [t, 3], aerodynamics, tri_incidence).
+        topology: the scene's Topology; uses `topology.cloth` (triangles [t, 3], aerodynamics, tri_incidence,
+            grid).
         params: the scene's Params; uses `params.cloth` (the tri_* coefficients, rest_x).
         x: [n, 3] m, particle positions.
         v: [n, 3] m/s, particle velocities.
@@ -218,7 +236,10 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
     tris = topology.cloth.triangles
     if tris.shape[0] == 0:
         return jnp.zeros_like(x)
-    gram_inv, rest_area, flat, table = prepare_membrane(topology, params) if prepared is None else prepared
+    prepared = prepare_membrane(topology, params) if prepared is None else prepared
+    if stencil_active(topology.cloth.grid):
+        return grid_membrane_forces(topology.cloth.grid, topology.cloth.aerodynamics, prepared, x, v, activation)
+    gram_inv, rest_area, flat, table = prepared
     topology, params = topology.cloth, params.cloth
     act = params.tri_activation if activation is None else params.tri_activation + activation
     # One corner-major gather per quantity (its transpose, in the gradient, is one sum of gathers or one
@@ -229,6 +250,35 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
         air = jax.vmap(triangle_air_force)(*xs, *vs, params.tri_drag, params.tri_lift)
         f = tuple(fc + air for fc in f)
     return scatter_corners_major(jnp.stack(f), tris, x.shape[0], table, flat)
+
+
+def grid_membrane_forces(grid, aerodynamics, families, x, v, activation=None):
+    """`membrane_forces` of a grid cloth as stencil work (`physics.stencil`): each triangle family's
+    corners are slices of the lattice, `triangle_force` (and `triangle_air_force`) is mapped over them (all
+    families in one call), and the corner forces are summed per particle by padded adds. No gather or
+    scatter, except a gather of `activation` into the families when one is given.
+
+    Args:
+        grid: the `ClothGrid` (`ClothTopology.grid`).
+        aerodynamics: whether the triangles feel drag and lift (static).
+        families: `prepare_membrane`'s `stencil.MembraneFamilies`.
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        activation: [t] dimensionless, added to the families' activation; None: nothing added.
+
+    Returns:
+        [n, 3] N, the summed membrane (and aerodynamic) force on each particle.
+    """
+    lx, lv = lattice_view(x, grid), lattice_view(v, grid)
+    p = families
+    act = p.activation if activation is None else (
+        p.activation + family_values(activation, grid.tri_order, grid.tri_families, grid))
+    xs, vs = family_corners(lx, grid.tri_families, grid), family_corners(lv, grid.tri_families, grid)
+    f = lattice_map(triangle_force, grid)(*xs, *vs, p.gram_inv, p.rest_area, p.ke, p.ka, p.kd, act)
+    if aerodynamics:
+        air = lattice_map(triangle_air_force, grid)(*xs, *vs, p.drag, p.lift)
+        f = tuple(fc + air for fc in f)
+    return from_lattice(lattice_forces(f, grid.tri_families, grid), grid, x.shape[0])
 
 
 def membrane_energy(topology, params, x):
@@ -371,25 +421,30 @@ def bending_force(x1, x2, x3, x4, v1, v2, v3, v4, ke, kd, rest):
 
 def prepare_bending(topology, params):
     """The bending edges' corners in corner-major order and their incidence table renumbered for it (None
-    without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene.
+    without a table), computed once per rollout (`simulate`), eagerly for a closed-over scene. On a grid
+    (`topology.cloth.grid`) instead the `stencil.BendingFamilies`: the coefficients in the edge families' slots.
 
     Args:
-        topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence).
-        params: the scene's Params (unused; the signature of every `prepare`).
+        topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence, grid).
+        params: the scene's Params; on the stencil path uses `params.cloth` (bend_ke, bend_kd, bend_rest [e]).
 
     Returns:
-        (flat [4 e] int, corner-major incidence [K, n] int or None).
+        (flat [4 e] int, corner-major incidence [K, n] int or None); on the stencil path the
+        `stencil.BendingFamilies`.
     """
-    del params
+    if stencil_active(topology.cloth.grid):
+        return eager_if_concrete(bending_families, topology.cloth.grid, params.cloth)
     return corner_major_layout(topology.cloth.bend_edges, topology.cloth.bend_incidence)
 
 
 def bending_forces(topology, params, x, v, rest_offset=None, prepared=None):
     """Dihedral bending forces per particle: [n, 3] N. `rest_offset` [e] rad is added to
     `params.cloth.bend_rest`; `prepared`: `prepare_bending(topology, params)` (computed here when None).
+    On a grid's stencil path (`stencil.stencil_active(topology.cloth.grid)`) as stencil work
+    (`grid_bending_forces`).
 
     Args:
-        topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence).
+        topology: the scene's Topology; uses `topology.cloth` (bend_edges [e, 4], bend_incidence, grid).
         params: the scene's Params; uses `params.cloth` (bend_ke, bend_kd, bend_rest [e] rad).
         x: [n, 3] m, particle positions.
         v: [n, 3] m/s, particle velocities.
@@ -402,9 +457,35 @@ def bending_forces(topology, params, x, v, rest_offset=None, prepared=None):
     edges = topology.cloth.bend_edges
     if edges.shape[0] == 0:
         return jnp.zeros_like(x)
-    flat, table = prepare_bending(topology, params) if prepared is None else prepared
+    prepared = prepare_bending(topology, params) if prepared is None else prepared
+    if stencil_active(topology.cloth.grid):
+        return grid_bending_forces(topology.cloth.grid, prepared, x, v, rest_offset)
+    flat, table = prepared
     params = params.cloth
     rest = params.bend_rest if rest_offset is None else params.bend_rest + rest_offset
     xs, vs = (unstack(gather_corners_major(a, edges, table, flat)) for a in (x, v))
     f = jax.vmap(bending_force)(*xs, *vs, params.bend_ke, params.bend_kd, rest)
     return scatter_corners_major(jnp.stack(f), edges, x.shape[0], table, flat)
+
+
+def grid_bending_forces(grid, families, x, v, rest_offset=None):
+    """`bending_forces` of a grid cloth as stencil work (`physics.stencil`): `bending_force` mapped over
+    each edge family's corner slices, the corner forces summed per particle by padded adds. No gather or
+    scatter, except a gather of `rest_offset` into the families when one is given.
+
+    Args:
+        grid: the `ClothGrid` (`ClothTopology.grid`).
+        families: `prepare_bending`'s `stencil.BendingFamilies`.
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities.
+        rest_offset: [e] rad, added to the families' rest angles; None: nothing added.
+
+    Returns:
+        [n, 3] N, the summed bending force on each particle.
+    """
+    lx, lv = lattice_view(x, grid), lattice_view(v, grid)
+    rest = families.rest if rest_offset is None else (
+        families.rest + family_values(rest_offset, grid.bend_order, grid.bend_families, grid))
+    corners = family_corners(lx, grid.bend_families, grid) + family_corners(lv, grid.bend_families, grid)
+    f = lattice_map(bending_force, grid)(*corners, families.ke, families.kd, rest)
+    return from_lattice(lattice_forces(f, grid.bend_families, grid), grid, x.shape[0])

@@ -94,6 +94,7 @@ def simulate(
     integrator: Integrator = SemiImplicitEuler(),
     ode_solver: OdeSolver = OdeSolver(),
     smoke_substeps: int = 1,
+    unroll: Optional[int] = None,
 ) -> State:
     """Roll the scene forward and return the state at every frame, the initial one included.
 
@@ -126,6 +127,9 @@ def simulate(
         of frame_dt / substeps.
       smoke_substeps: solver steps of the smoke a frame (static; `physics.smoke.smoke_rollout`), when the
         scene has smoke (State.smoke).
+      unroll: substeps fused into one iteration of the substep scan (static; `lax.scan`'s unroll: fewer
+        iterations, each with more work for the compiler to fuse, at a longer compile); None: `default_unroll()`
+        for the backend. Results are the same whatever it is.
 
     Returns:
       `State` whose leaves have a leading axis of length frames + 1: particles.x [frames + 1, n, 3], ...
@@ -141,7 +145,7 @@ def simulate(
     lists and integer leaves are converted first (`as_arrays`).
     """
     with accurate_products():
-        _check_arguments(frames, substeps, frame_dt, integrator)
+        _check_arguments(frames, substeps, frame_dt, integrator, unroll)
         policy = checkpoint_policy(checkpoint)
         options = RolloutOptions(frames=frames, frame_dt=frame_dt, ode_solver=ode_solver, smoke_substeps=smoke_substeps)
         scene = checked_scene(topology, params, state0, options)
@@ -152,17 +156,36 @@ def simulate(
         for category, message in kinds_start_checks(kinds, *loop, frame_dt / substeps, integrator):
             warnings.warn(message, category, stacklevel=2)
         traj = integrate(*loop, frames=frames, substeps=substeps, frame_dt=frame_dt, control=control,
-                         integrator=integrator, policy=policy)
+                         integrator=integrator, policy=policy, unroll=unroll)
         return with_own_rollouts(kinds, *scene, traj, options, substeps)
 
 
-def _check_arguments(frames, substeps, frame_dt, integrator) -> None:
-    """ValueError or TypeError for a bad frame count, substep count, frame length or integrator."""
+#: `simulate`'s substeps per iteration of the substep scan, by backend (`default_unroll`); others: 1. On a
+#: CPU fusing substeps gains nothing measurable (benchmarks/bench_stencil.py --unroll).
+DEFAULT_UNROLL = {"cpu": 1}
+
+
+def default_unroll(backend: Optional[str] = None) -> int:
+    """The substeps `simulate` fuses into one iteration of its substep scan when given no `unroll`.
+
+    Args:
+        backend: a JAX backend name ("cpu", "tpu", "gpu"); None: `jax.default_backend()`.
+
+    Returns:
+        `DEFAULT_UNROLL` of the backend, 1 when it has none.
+    """
+    return DEFAULT_UNROLL.get(jax.default_backend() if backend is None else backend, 1)
+
+
+def _check_arguments(frames, substeps, frame_dt, integrator, unroll=None) -> None:
+    """ValueError or TypeError for a bad frame count, substep count, frame length, integrator or unroll."""
     if not isinstance(frames, (int, np.integer)) or frames < 1:
         raise ValueError(f"frames must be a positive int, got {frames!r}")
     if substeps is not None and (not isinstance(substeps, (int, np.integer)) or substeps < 1):
         raise ValueError(f"substeps must be a positive int or None, got {substeps!r}")
     validate_dt(frame_dt, "frame_dt")
+    if unroll is not None and (not isinstance(unroll, (int, np.integer)) or isinstance(unroll, bool) or unroll < 1):
+        raise ValueError(f"unroll must be a positive int or None, got {unroll!r}")
     if not isinstance(integrator, Integrator):
         raise TypeError(f"integrator must be a physics.integrators.Integrator, got {type(integrator).__name__}")
 
@@ -214,7 +237,8 @@ def kinds_start_checks(kinds, topology: Topology, params: Params, state0: State,
 
 
 def integrate(topology: Topology, params: Params, state0: State, *, frames: int, substeps: int, frame_dt,
-              control: ControlLike, integrator: Integrator, policy: CheckpointPolicy) -> State:
+              control: ControlLike, integrator: Integrator, policy: CheckpointPolicy,
+              unroll: Optional[int] = None) -> State:
     """What the integrator steps, over the frames: a scan over frames (`policy.run`) of scans over substeps.
 
     What stays the same over the rollout (`integrator.prepare`: rest shapes) is computed once, before the loop
@@ -230,10 +254,12 @@ def integrate(topology: Topology, params: Params, state0: State, *, frames: int,
         control: None, a `Control`, or a `ControlFunction` called at the start of each frame.
         integrator: the `Integrator`.
         policy: the `CheckpointPolicy`.
+        unroll: substeps per iteration of the substep scan (static); None: `default_unroll()`.
 
     Returns:
         The `State` at every frame (leaves [frames + 1, ...], the first state0).
     """
+    unroll = default_unroll() if unroll is None else unroll
     prepared = integrator.prepare(topology, params)
     dt = frame_dt / substeps
 
@@ -244,7 +270,7 @@ def integrate(topology: Topology, params: Params, state0: State, *, frames: int,
         def substep(s, k):
             return integrator.step(topology, params, s, ctrl, t0 + k * dt, dt, prepared=prepared), None
 
-        state, _ = jax.lax.scan(policy.substep(substep), state, jnp.arange(substeps))
+        state, _ = jax.lax.scan(policy.substep(substep), state, jnp.arange(substeps), unroll=min(unroll, substeps))
         return state, state
 
     _, traj = policy.run(one_frame, state0, frames)

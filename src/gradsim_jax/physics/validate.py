@@ -14,6 +14,7 @@ import numpy as np
 
 from gradsim_jax.physics.gather import incidence_mismatch
 from gradsim_jax.physics.rigid import CONTACT_MODELS, RigidParams, RigidState, RigidTopology
+from gradsim_jax.physics.stencil import grid_mismatch
 from gradsim_jax.typing import get_path, is_concrete, named_leaves  # noqa: F401 (is_concrete re-exported)
 
 #: Params leaves (dotted paths) that must be >= 0.
@@ -214,6 +215,12 @@ def validate_scene(topology, params, state=None) -> None:
             if why is not None:
                 raise ValueError(f"Topology.{name} does not match Topology.{elements}: it {why} (a table made for "
                                  "other elements: build it again with corner_incidence, or set it to None)")
+    if topology.cloth.grid is not None:
+        why = grid_mismatch(topology.cloth.grid, np.asarray(topology.cloth.triangles),
+                            np.asarray(topology.cloth.bend_edges), n)
+        if why is not None:
+            raise ValueError(f"Topology.cloth.grid does not match the cloth's elements: it {why} (a grid made for "
+                             "other elements: find it again with physics.stencil.find_cloth_grid, or set it to None)")
 
     if state is not None:
         for name, value in named_leaves(state, "State"):
