@@ -25,8 +25,7 @@ Per-element parameters ([t] or [e] arrays, data) are laid out in the families on
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -49,9 +48,9 @@ STENCIL_BACKENDS = ("tpu", "gpu", "cuda", "rocm")
 MAX_SPAN = 2
 
 
-@dataclasses.dataclass(frozen=True)
-class GridFamily:
-    """Elements of one shape on the lattice, their anchors filling a rectangle (static, hashable).
+class GridFamily(NamedTuple):
+    """Elements of one shape on the lattice, their anchors filling a rectangle (static, hashable; a tuple, so
+    that JAX's cache compares it in C, not by a method of this module).
 
     Attributes:
         shape: (Rf, Cf), the rows and columns of anchors.
