@@ -49,6 +49,10 @@ def _cloth(kind):
     return cloth.build()
 
 
+#: simulate's `unroll` for every case (None: the package's default for the backend); set by --unroll.
+UNROLL = {"value": None}
+
+
 def _cloth_loss(kind, frames, substeps):
     """(loss(v0, tri_ke), trajectory(v0, tri_ke), v0, tri_ke) of a cloth case."""
     import gradsim_jax as gs
@@ -60,7 +64,7 @@ def _cloth_loss(kind, frames, substeps):
     def trajectory(v0, tri_ke):
         p = replace_paths(par, {"cloth.tri_ke": tri_ke})
         return gs.simulate(top, p, gs.particle_state(st.particles.x, v0), frames=frames, substeps=substeps,
-                           frame_dt=frame_dt).particles.x
+                           frame_dt=frame_dt, unroll=UNROLL["value"]).particles.x
 
     def loss(v0, tri_ke):
         return jnp.mean(trajectory(v0, tri_ke)[-1] ** 2)
@@ -193,14 +197,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 repeats, vmap over 64 scenes only")
     parser.add_argument("--repeats", type=int, default=None, help="calls timed per case (default 7, --quick 3)")
     parser.add_argument("--cpu-only", action="store_true", help="only the host CPU")
+    parser.add_argument("--unroll", type=int, default=None, help="simulate's unroll (default: the backend's)")
     parser.add_argument("--json", type=Path, default=RESULTS / "accelerator.json", help="where the results go")
     args = parser.parse_args()
     repeats = args.repeats or (3 if args.quick else 7)
+    UNROLL["value"] = args.unroll
     members = (64,) if args.quick else (64, 256)
     devices = {"cpu": jax.devices("cpu")[0]}
     if jax.default_backend() != "cpu" and not args.cpu_only:
         devices = {jax.default_backend(): jax.devices()[0], **devices}
-    result = {"machine": machine(), "repeats": repeats, "backends": {}, "outputs": {}}
+    result = {"machine": machine(), "repeats": repeats, "unroll": args.unroll, "backends": {}, "outputs": {}}
     outputs = {}
     for name, device in devices.items():
         with jax.default_device(device):
