@@ -33,20 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_physics import build_cloth  # noqa: E402
 from bench_render import grid_mesh  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _cloth(kind):
-    import gradsim_jax as gs
-    from gradsim_jax.scenes import gradsim_demo_cloth
-
-    if kind == "demo":
-        return gradsim_demo_cloth().build(gravity=(0.0, -9.8, 0.0))
-    cloth = gs.cloth_grid(kind, kind, 2.0 / kind, 2.0 / kind, pos=(-1.0, 0.0, 0.0), mass=0.01, fix_top=True,
-                          tri_ke=1e3, tri_ka=1e3, tri_kd=1.0, bend_ke=0.0)
-    return cloth.build()
 
 
 #: simulate's `unroll` for every case (None: the package's default for the backend); set by --unroll.
@@ -58,7 +48,7 @@ def _cloth_loss(kind, frames, substeps):
     import gradsim_jax as gs
     from gradsim_jax.physics import replace_paths
 
-    top, par, st = _cloth(kind)
+    top, par, st = build_cloth(kind)
     frame_dt = 1.0 / 60.0 if kind == "demo" else substeps / (60.0 * 32)
 
     def trajectory(v0, tri_ke):

@@ -33,7 +33,9 @@ CASES = {
 }
 
 
-def _build(kind):
+def build_cloth(kind):
+    """(topology, params, state0) of a case: "demo" (gradSim's demo cloth) or an int n (an n x n cloth of 2 m
+    hanging from its top edge)."""
     import gradsim_jax as gs
     from gradsim_jax.scenes import gradsim_demo_cloth
 
@@ -54,7 +56,7 @@ def measure(case: str, mode: str, checkpoint: bool, repeats: int) -> dict:
     import gradsim_jax as gs
 
     kind, frames, substeps = CASES[case]
-    top, par, st = _build(kind)
+    top, par, st = build_cloth(kind)
     frame_dt = 1.0 / 60.0 if kind == "demo" else substeps / (60.0 * 32)
 
     def loss(v0, tri_ke):
@@ -99,7 +101,7 @@ def measure_checkpoint_memory(policy: str, steps: int = 10_000, substeps: int = 
 
     import gradsim_jax as gs
 
-    top, par, st = _build("demo")
+    top, par, st = build_cloth("demo")
     frames = steps // substeps
 
     def loss(v0):
