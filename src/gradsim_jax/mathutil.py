@@ -72,3 +72,19 @@ def safe_acos(c, margin: float = 1e-7):
         rad, the angles, of `c`'s shape.
     """
     return jnp.arccos(jnp.clip(c, -1.0 + margin, 1.0 - margin))
+
+
+def key_segment(times, t):
+    """Which segment of increasing key times holds t, and how far along it t is (held before the first key
+    and after the last).
+
+    Args:
+        times: [K] increasing key times, K >= 2.
+        t: a time in the unit of `times` (a scalar, may be traced).
+
+    Returns:
+        (i, s): the segment's first key (int, 0 .. K - 2) and the fraction (t - times[i]) / (times[i + 1] -
+        times[i]) clipped to [0, 1].
+    """
+    i = jnp.clip(jnp.searchsorted(times, t, side="right") - 1, 0, times.shape[0] - 2)
+    return i, jnp.clip(safe_div(t - times[i], times[i + 1] - times[i]), 0.0, 1.0)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.mathutil import safe_div, safe_norm
+from gradsim_jax.mathutil import key_segment, safe_div, safe_norm
 from gradsim_jax.physics.quaternion import quat_conjugate, quat_multiply
 from gradsim_jax.typing import Array, pytree_dataclass
 
@@ -83,10 +83,8 @@ def collider_pose(params, t):
     if count == 1:
         zero = jnp.zeros_like(params.key_position[:, 0])
         return params.key_position[:, 0], _unit(params.key_rotation[:, 0]), zero, zero
-    i = jnp.clip(jnp.searchsorted(times, t, side="right") - 1, 0, count - 2)
-    t0, t1 = times[i], times[i + 1]
-    span = t1 - t0
-    s = jnp.clip(safe_div(t - t0, span), 0.0, 1.0)
+    i, s = key_segment(times, t)
+    span = times[i + 1] - times[i]
     moving = (t >= times[0]) & (t < times[-1])
     p0, p1 = params.key_position[:, i], params.key_position[:, i + 1]
     q0, q1 = _unit(params.key_rotation[:, i]), _unit(params.key_rotation[:, i + 1])

@@ -34,7 +34,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from gradsim_jax.mathutil import safe_div, safe_norm
+from gradsim_jax.mathutil import key_segment, safe_div, safe_norm
 from gradsim_jax.physics.gather import gather_corners, scatter_corners
 from gradsim_jax.typing import Array, pytree_dataclass
 
@@ -120,8 +120,7 @@ def wind_factor(wind: WindParams, t):
         return jnp.ones((), wind.strength.dtype)
     if times.shape[0] == 1:
         return factors[0]
-    i = jnp.clip(jnp.searchsorted(times, t, side="right") - 1, 0, times.shape[0] - 2)
-    u = jnp.clip((t - times[i]) / (times[i + 1] - times[i]), 0.0, 1.0)
+    i, u = key_segment(times, t)
     if wind.ease == "smooth":
         u = u * u * (3.0 - 2.0 * u)
     return factors[i] + (factors[i + 1] - factors[i]) * u
