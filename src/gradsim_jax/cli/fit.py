@@ -166,13 +166,14 @@ def _refit_config(config):
 def _restart_checkpoints(args, mode: str):
     """The batched stage's `Checkpoints` (OUT/checkpoint/restarts), or None for mode "sequential" (one member
     after another: no common iteration to checkpoint)."""
+    from gradsim_jax.fit.checkpoint import checkpoint_path
     from gradsim_jax.fit.options import Checkpoints
 
     if mode == "sequential":
         print("note: --batch-mode sequential writes no checkpoint of the restarts' stage (--resume refits the starts)")
         return None
     folder = Path(args.out) / "checkpoint" / "restarts"
-    resume = args.resume and (folder / "checkpoint.npz").exists()
+    resume = args.resume and Path(checkpoint_path(str(folder))).exists()
     if args.resume and not resume:
         print(f"note: no checkpoint of the restarts in {folder}: the starts are fitted from the beginning")
     return Checkpoints(dir=str(folder), every=args.checkpoint_every, resume=resume, resume_anyway=args.resume_anyway)
@@ -191,9 +192,9 @@ def _restarts(args, job):
     devices = f" over {jax.device_count()} devices" if mesh is not None else ""
     print(f"restarts: {args.restarts} starts within a factor {args.restart_spread:g} of [initial] (seed "
           f"{args.seed}){devices}")
-    from gradsim_jax.sysid.restarts import DEFAULT_MODE
+    from gradsim_jax.sysid.restarts import batch_mode
 
-    mode = args.batch_mode or DEFAULT_MODE.get(jax.default_backend(), "vmap")
+    mode = batch_mode(args.batch_mode)
     result = fit_restarts(job.experiment, job.frames, job.initial, job.config, restarts=args.restarts,
                           spread=args.restart_spread, key=jax.random.key(args.seed), mode=mode, mesh=mesh,
                           checkpoints=_restart_checkpoints(args, mode))

@@ -121,6 +121,18 @@ class RestartsResult:
         return out
 
 
+def batch_mode(mode=None) -> str:
+    """The batching a restarts' stage runs with: `mode` when given, else `DEFAULT_MODE` of the platform.
+
+    Args:
+        mode: "vmap", "map", "sequential", or None.
+
+    Returns:
+        The mode's name.
+    """
+    return mode if mode is not None else DEFAULT_MODE.get(jax.default_backend(), "vmap")
+
+
 def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfig, *, restarts: int,
                  spread: float = 3.0, key: Optional[Array] = None, mode: Optional[str] = None,
                  map_batch_size: Optional[int] = None, mesh: Any = None,
@@ -175,8 +187,7 @@ def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfi
 
     loss_fn = fit_loss(exp, config, ramp)
 
-    if mode is None:
-        mode = DEFAULT_MODE.get(jax.default_backend(), "vmap")
+    mode = batch_mode(mode)
     if checkpoints is not None:
         metadata = {**fit_inputs(exp, target, theta0, config), "restarts": restarts, "spread": spread,
                     "starts": content_sha256(starts), "key": content_sha256(jax.random.key_data(fit_key)),
@@ -229,4 +240,4 @@ def table_lines(result: RestartsResult, truth: Optional[dict] = None) -> list[st
     return lines
 
 
-__all__ = ["DEFAULT_MODE", "RestartsResult", "fit_restarts", "table_lines"]
+__all__ = ["DEFAULT_MODE", "RestartsResult", "batch_mode", "fit_restarts", "table_lines"]
