@@ -207,16 +207,33 @@ class Float64OnHost(UserWarning):
 _WARNED_HOST: list = []
 
 
+def current_backend() -> str:
+    """The backend that new computations run on: the platform of `jax.default_device` where one is set (a device
+    or a platform name), else JAX's default backend.
+
+    The library's choices per backend (stencils, one-hot rows, unrolling, float64 on the host) read it while
+    tracing, so that work placed on the host CPU of an accelerator's machine gets the CPU's choices (and is
+    compiled apart: the default device is part of JAX's compilation key).
+
+    Returns:
+        A backend name: "cpu", "tpu", "gpu", ...
+    """
+    device = jax.config.jax_default_device
+    if device is None:
+        return jax.default_backend()
+    return device if isinstance(device, str) else device.platform
+
+
 def native_float64(backend: str | None = None) -> bool:
     """Whether a backend computes float64 natively (`NATIVE_FLOAT64_BACKENDS`).
 
     Args:
-        backend: a backend name; None: JAX's default backend.
+        backend: a backend name; None: the current one (`current_backend`).
 
     Returns:
         A Python bool.
     """
-    return (backend or jax.default_backend()) in NATIVE_FLOAT64_BACKENDS
+    return (backend or current_backend()) in NATIVE_FLOAT64_BACKENDS
 
 
 @contextlib.contextmanager
@@ -237,7 +254,7 @@ def on_host(why: str = "") -> Iterator[None]:
         return
     if why and not _WARNED_HOST:
         _WARNED_HOST.append(why)
-        warnings.warn(f"{why} runs on the host CPU: the {jax.default_backend()} backend emulates float64 and has no "
+        warnings.warn(f"{why} runs on the host CPU: the {current_backend()} backend emulates float64 and has no "
                       "float64 LU decomposition or FFT", Float64OnHost, stacklevel=3)
     with jax.default_device(jax.devices("cpu")[0]):
         yield

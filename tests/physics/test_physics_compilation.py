@@ -121,10 +121,11 @@ def test_float64_goes_to_the_host_where_the_backend_lacks_it(monkeypatch):
 
     assert compilation.native_float64("cpu") and compilation.native_float64("gpu")
     assert not compilation.native_float64("tpu")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with at_precision(64) as dtype:  # a CPU: nothing moves, nothing said
-            assert jnp.ones(2).dtype == dtype == jnp.float64
+    if compilation.native_float64():  # a CPU: nothing moves, nothing said
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with at_precision(64) as dtype:
+                assert jnp.ones(2).dtype == dtype == jnp.float64
     monkeypatch.setattr(compilation, "native_float64", lambda backend=None: False)
     monkeypatch.setattr(compilation, "_WARNED_HOST", [])
     with pytest.warns(compilation.Float64OnHost, match="float64 side of a precision check runs on the host CPU"):
@@ -135,3 +136,26 @@ def test_float64_goes_to_the_host_where_the_backend_lacks_it(monkeypatch):
         warnings.simplefilter("error")  # said once
         with at_precision(64):
             pass
+
+
+def test_choices_per_backend_follow_the_default_device(monkeypatch):
+    """On an accelerator's machine, work placed on its host CPU (`jax.default_device`) gets the CPU's choices:
+    gathers instead of stencils and one-hot rows, the CPU's unrolling, native float64."""
+    from gradsim_jax import compilation
+    from gradsim_jax.physics import stencil
+    from gradsim_jax.physics.rollout import DEFAULT_UNROLL, default_unroll
+    from gradsim_jax.render import RenderSettings, rasterize
+
+    assert compilation.current_backend() == jax.default_backend()
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")  # as on a TPU machine
+    grid = stencil.ClothGrid(jnp.zeros(0, jnp.int32), jnp.zeros(0, jnp.int32), rows=3, cols=3)
+    assert compilation.current_backend() == "tpu" and not compilation.native_float64()
+    assert stencil.stencil_active(grid) and stencil.lattice_planes(grid)
+    assert rasterize.one_hot_rows(RenderSettings())
+    with jax.default_device(jax.devices("cpu")[0]):
+        assert compilation.current_backend() == "cpu" and compilation.native_float64()
+        assert not stencil.stencil_active(grid) and not stencil.lattice_planes(grid)
+        assert not rasterize.one_hot_rows(RenderSettings())
+        assert default_unroll() == DEFAULT_UNROLL["cpu"]
+    with jax.default_device("cpu"):  # a platform's name
+        assert compilation.current_backend() == "cpu"

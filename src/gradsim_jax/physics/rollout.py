@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.compilation import accurate_products
+from gradsim_jax.compilation import accurate_products, current_backend
 from gradsim_jax.physics.checkpointing import CheckpointLike, CheckpointPolicy, checkpoint_policy
 from gradsim_jax.physics.component import OwnStepKind, RolloutOptions
 from gradsim_jax.physics.components import COMPONENTS, integrated, present_kinds
@@ -169,12 +169,12 @@ def default_unroll(backend: Optional[str] = None) -> int:
     """The substeps `simulate` fuses into one iteration of its substep scan when given no `unroll`.
 
     Args:
-        backend: a JAX backend name ("cpu", "tpu", "gpu"); None: `jax.default_backend()`.
+        backend: a JAX backend name ("cpu", "tpu", "gpu"); None: the current one (`compilation.current_backend`).
 
     Returns:
         `DEFAULT_UNROLL` of the backend, 1 when it has none.
     """
-    return DEFAULT_UNROLL.get(jax.default_backend() if backend is None else backend, 1)
+    return DEFAULT_UNROLL.get(current_backend() if backend is None else backend, 1)
 
 
 def _check_arguments(frames, substeps, frame_dt, integrator, unroll=None) -> None:

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradsim_jax.compilation import current_backend
 from gradsim_jax.typing import Array, pytree_dataclass
 
 #: The most families a grid's triangles (resp. bending edges) may form: a grid cloth's have 2 (resp. 3);
@@ -235,7 +236,7 @@ def grid_mismatch(grid: ClothGrid, triangles, bend_edges, num_particles: int) ->
 
 def stencil_active(grid: Optional[ClothGrid]) -> bool:
     """Whether a cloth's forces take the stencil path: a grid (not None) whose `enabled` is True, or None with
-    `jax.default_backend()` in `STENCIL_BACKENDS`. Read while tracing (static).
+    `compilation.current_backend()` in `STENCIL_BACKENDS`. Read while tracing (static).
 
     Args:
         grid: `ClothTopology.grid`, or None.
@@ -245,7 +246,7 @@ def stencil_active(grid: Optional[ClothGrid]) -> bool:
     """
     if grid is None:
         return False
-    return jax.default_backend() in STENCIL_BACKENDS if grid.enabled is None else bool(grid.enabled)
+    return current_backend() in STENCIL_BACKENDS if grid.enabled is None else bool(grid.enabled)
 
 
 def lattice_planes(grid: ClothGrid) -> bool:
@@ -257,7 +258,7 @@ def lattice_planes(grid: ClothGrid) -> bool:
     Returns:
         True for [3, rows cols] planes, False for [rows cols, 3] rows.
     """
-    return jax.default_backend() != "cpu" if grid.planes is None else bool(grid.planes)
+    return current_backend() != "cpu" if grid.planes is None else bool(grid.planes)
 
 
 def _element_axis(grid: ClothGrid) -> int:

@@ -3,8 +3,10 @@
 Shapes: pixels `px, py: [..., P, 1]` (screen coordinates); a per-face table `[F, D]` of screen-space
 columns (`FACE_COLUMNS`) and colors `[F, C]`; the candidate faces of each pixel as indices `[..., P, K]`
 into them with a selection mask `[..., P, K]` (a size-1 pixel axis, [..., 1, K], shares one face list
-among all pixels: the dense reference). The kernel gathers the rows itself, so that its VJP can
-scatter the gradient straight back into the faces. The background is one RGB `[3]` for all pixels or
+among all pixels: the dense reference). The tables may also be a tile's own rows, `[..., Kt, D]` and
+`[..., Kt, C]`, with indices `[..., P, K]` into those Kt rows, or None when every pixel takes all Kt
+(`pair_rows`). The kernel gathers the rows itself, so that its VJP can scatter the gradient straight back
+into the faces. The background is one RGB `[3]` for all pixels or
 one per pixel, `[..., P, 3]` (anything that broadcasts against the output's RGB); its cotangent has
 the background's own shape (summed over the pixels that share a value). Output: RGBA `[..., P, 4]` or
 alpha `[..., P]`.
@@ -39,6 +41,7 @@ coordinate moves with the vertices as d u_i / d v_j = -u_j (a_i, b_i). Texture c
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -63,6 +66,62 @@ class KernelConfig(NamedTuple):
     cutoff_sq: float
     gamma: float
     background_eps: float
+    one_hot: bool = False  # select a tile's rows by one-hot products (`pair_rows`)
+
+
+def pair_rows(table, index, one_hot: bool = False):
+    """The table rows of each pixel-face pair, [..., P or 1, K, D].
+
+    Three forms: `table` [F, D] with `index` [..., P or 1, K] into its rows; a tile's own rows [..., Kt, D]
+    with `index` [..., P, K] into them; or those with `index` None, every pixel taking all Kt rows
+    ([..., 1, Kt, D], no selection at all).
+
+    Args:
+        table: [F, D] or [..., Kt, D].
+        index: int indices as above, or None.
+        one_hot: select a tile's rows by a one-hot product (matrix units, exact at the highest precision)
+            instead of a gather, which is slow on a TPU (`RenderSettings.one_hot_rows`). A tile's rows must
+            then be finite: 0 times inf is NaN.
+
+    Returns:
+        [..., P or 1, K, D].
+    """
+    if index is None:
+        return table[..., None, :, :]
+    if table.ndim == 2:
+        return table[index]
+    if one_hot:
+        hot = jax.nn.one_hot(index, table.shape[-2], dtype=table.dtype)
+        return jnp.einsum("...pkt,...td->...pkd", hot, table, precision=jax.lax.Precision.HIGHEST)
+    return jnp.take_along_axis(table[..., None, :, :], index[..., None], axis=-2)
+
+
+def add_pair_rows(rows: tuple, index, per_pair, one_hot: bool = False):
+    """The transpose of `pair_rows`: per-pair rows [..., P, K, D] summed into the table's rows.
+
+    Args:
+        rows: the table's shape without its last axis: (F,) or (..., Kt).
+        index: as given to `pair_rows` (None: each of the Kt rows sums over the pixels).
+        per_pair: [..., P, K, D] cotangents of the pairs' rows.
+        one_hot: as in `pair_rows`.
+
+    Returns:
+        [F, D] or [..., Kt, D].
+    """
+    width = per_pair.shape[-1]
+    if index is None:
+        return jnp.sum(per_pair, axis=-3)
+    index = jnp.broadcast_to(index, per_pair.shape[:-1])
+    if len(rows) == 1:
+        return jnp.zeros((rows[0], width), per_pair.dtype).at[index].add(per_pair)
+    if one_hot:
+        hot = jax.nn.one_hot(index, rows[-1], dtype=per_pair.dtype)
+        return jnp.einsum("...pkt,...pkd->...td", hot, per_pair, precision=jax.lax.Precision.HIGHEST)
+    # One scatter-add over all tiles: each tile's indices offset into a flat [tiles Kt] table.
+    tiles = math.prod(rows[:-1])
+    flat = index.reshape(tiles, -1) + rows[-1] * jnp.arange(tiles, dtype=index.dtype)[:, None]
+    out = jnp.zeros((tiles * rows[-1], width), per_pair.dtype).at[flat.reshape(-1)].add(per_pair.reshape(-1, width))
+    return out.reshape(*rows, width)
 
 
 def pair_columns(table):
@@ -188,7 +247,8 @@ def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDep
 def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
              near, far):
     """Outputs and the per-pixel values the backward pass needs."""
-    table, color_table = face_table[pair_index], face_colors[pair_index]
+    table = pair_rows(face_table, pair_index, config.one_hot)
+    color_table = pair_rows(face_colors, pair_index, config.one_hot)
     cols = pair_columns(table)
     pairs = find_pairs(px, py, cols, mask, config)
     # 1 - D = sigmoid(-s), so prod_j (1 - D_j) = exp(-sum_j softplus(s_j)).
@@ -218,10 +278,10 @@ def aggregate_autodiff(config: KernelConfig, px, py, face_table, face_colors, te
         config: the static `KernelConfig`.
         px: [..., P, 1] screen units, pixel centres x.
         py: [..., P, 1] screen units, pixel centres y.
-        face_table: [F, D], rows of `FACE_COLUMNS`.
-        face_colors: [F, C], the colour columns of the appearance model `config.color_kind`.
+        face_table: [F, D] (or a tile's [..., Kt, D], `pair_rows`), rows of `FACE_COLUMNS`.
+        face_colors: [F, C] (or [..., Kt, C]), the colour columns of the appearance model `config.color_kind`.
         texture_image: [Ht, Wt, 3] or None, the image that model samples.
-        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces (rows of the tables; `pair_rows`).
         mask: [..., P or 1, K] bool, their selection.
         background: RGB [3] or per pixel [..., P, 3].
         near: the camera's near plane depth.
@@ -246,10 +306,10 @@ def aggregate(config: KernelConfig, px, py, face_table, face_colors, texture_ima
         config: the static `KernelConfig`.
         px: [..., P, 1] screen units, pixel centres x.
         py: [..., P, 1] screen units, pixel centres y.
-        face_table: [F, D], rows of `FACE_COLUMNS`.
-        face_colors: [F, C], the colour columns of the appearance model `config.color_kind`.
+        face_table: [F, D] (or a tile's [..., Kt, D], `pair_rows`), rows of `FACE_COLUMNS`.
+        face_colors: [F, C] (or [..., Kt, C]), the colour columns of the appearance model `config.color_kind`.
         texture_image: [Ht, Wt, 3] or None, the image that model samples.
-        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces (rows of the tables; `pair_rows`).
         mask: [..., P or 1, K] bool, their selection.
         background: RGB [3] or per pixel [..., P, 3].
         near: the camera's near plane depth.
@@ -283,7 +343,8 @@ def _sum_to_shape(x, shape):
 
 def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far, pixel_values = residuals
-    table, color_table = face_table[pair_index], face_colors[pair_index]
+    table = pair_rows(face_table, pair_index, config.one_hot)
+    color_table = pair_rows(face_colors, pair_index, config.one_hot)
     cols = pair_columns(table)
     pairs = find_pairs(px, py, cols, mask, config)
     dtype = pairs.s.dtype
@@ -357,16 +418,15 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     per_pair = jnp.stack(per_pair, axis=-1)
     if g_color_table is not None:
         per_pair = jnp.concatenate([per_pair, jnp.broadcast_to(g_color_table, (*t.shape, color_table.shape[-1]))], -1)
-    # One scatter-add of the per-pair rows into the faces.
-    index = jnp.broadcast_to(pair_index, t.shape)
-    per_face = jnp.zeros((face_table.shape[0], per_pair.shape[-1]), dtype).at[index].add(per_pair)
-    num_faces = face_table.shape[0]
+    # One scatter-add of the per-pair rows into the faces (or the tile's rows).
+    rows = face_table.shape[:-1]
+    per_face = add_pair_rows(rows, pair_index, per_pair, config.one_hot)
     g_face_table = jnp.concatenate(
-        [per_face[:, :6], jnp.zeros((num_faces, FACE_COLUMNS.index("iz0") - 6), dtype), per_face[:, 6:9],
-         jnp.zeros((num_faces, len(FACE_COLUMNS) - FACE_COLUMNS.index("iz2") - 1), dtype)],
-        axis=1,
+        [per_face[..., :6], jnp.zeros((*rows, FACE_COLUMNS.index("iz0") - 6), dtype), per_face[..., 6:9],
+         jnp.zeros((*rows, len(FACE_COLUMNS) - FACE_COLUMNS.index("iz2") - 1), dtype)],
+        axis=-1,
     )
-    g_face_colors = per_face[:, 9:] if g_color_table is not None else jnp.zeros_like(face_colors)
+    g_face_colors = per_face[..., 9:] if g_color_table is not None else jnp.zeros_like(face_colors)
     return (
         jnp.zeros_like(px),
         jnp.zeros_like(py),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from gradsim_jax.render.aggregate import FACE_COLUMNS
+from gradsim_jax.render.aggregate import FACE_COLUMNS, pair_rows
 
 _V = [FACE_COLUMNS.index(name) for name in ("v0x", "v0y", "v1x", "v1y", "v2x", "v2y")]
 _VALID = FACE_COLUMNS.index("valid")
@@ -79,22 +79,23 @@ def triangle_square_area(px, py, vertices, pixel: float, footprint: float = 1.0)
     return jnp.clip(jnp.where(orient > 0, total, -total), 0.0, 1.0)
 
 
-def area_coverage(px, py, face_table, pair_index, mask, pixel: float, footprint: float = 1.0):
+def area_coverage(px, py, face_table, pair_index, mask, pixel: float, footprint: float = 1.0, one_hot: bool = False):
     """Covered fraction [..., P] of each pixel by its candidate faces (summed, clipped to 1).
 
     Args:
         px: [..., P, 1] screen units, pixel centres x.
         py: [..., P, 1] screen units, pixel centres y.
-        face_table: [F, D], rows of `aggregate.FACE_COLUMNS`.
-        pair_index: [..., P or 1, K] int, each pixel's candidate faces.
+        face_table: [F, D] (or a tile's [..., Kt, D]), rows of `aggregate.FACE_COLUMNS`.
+        pair_index: [..., P or 1, K] int, each pixel's candidate faces, or None (`aggregate.pair_rows`).
         mask: [..., P or 1, K] bool, their selection.
         pixel: screen units, a pixel's width.
         footprint: pixels, the side of the square each pixel integrates.
+        one_hot: select a tile's rows by one-hot products (`aggregate.pair_rows`).
 
     Returns:
         [..., P] in [0, 1].
     """
-    rows = face_table[pair_index]  # [..., P or 1, K, D]
+    rows = pair_rows(face_table, pair_index, one_hot)  # [..., P or 1, K, D]
     area = triangle_square_area(px, py, rows[..., _V[0]:_V[5] + 1], pixel, footprint)
     keep = mask & (rows[..., _VALID] > 0)
     return jnp.minimum(jnp.sum(jnp.where(keep, area, 0.0), axis=-1), 1.0)

@@ -25,7 +25,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from gradsim_jax.render.aggregate import KernelConfig, pair_columns, pair_depth, PairDepth, pair_colors, find_pairs
+from gradsim_jax.render.aggregate import (KernelConfig, PairDepth, find_pairs, pair_colors, pair_columns, pair_depth,
+                                          pair_rows)
 
 #: 1 - exp(-d^2 / sigma) is floored here before its log: only a pixel centre exactly on an outside edge
 #: (d = 0 without being inside) reaches it; its alpha is then 1 to float precision.
@@ -35,7 +36,8 @@ _TRANSMIT_FLOOR = 1e-30
 def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
           near, far):
     del near, far  # the depth test needs no range
-    table, color_table = face_table[pair_index], face_colors[pair_index]
+    table = pair_rows(face_table, pair_index, config.one_hot)
+    color_table = pair_rows(face_colors, pair_index, config.one_hot)
     cols = pair_columns(table)
     pairs = find_pairs(px, py, cols, mask, config)
     # Closed faces (u >= 0), so that a pixel centre exactly on an edge two faces share is covered by both;
@@ -78,11 +80,12 @@ def dibr_aggregate(config: KernelConfig, px, py, face_table, face_colors, textur
         config: the static `KernelConfig` (color kind, sigma, cutoff, gamma, background eps).
         px: [..., P, 1] screen x of each pixel (pixels scaled by 2 / H about the image centre, right).
         py: [..., P, 1] screen y of each pixel (up).
-        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring).
+        face_table: [F, len(FACE_COLUMNS)] screen-space columns of every face (module docstring), or a
+            tile's own rows [..., Kt, len(FACE_COLUMNS)] (`aggregate.pair_rows`; so for the other tables).
         face_colors: [F, C] colors per face: [F, 3] face colors, [F, 9] vertex colors (3 corners x rgb) or,
             for textures, 3 corners x uv then the face's light factor.
         texture_image: [Ht, Wt, 3] the texture (color kind "texture"), else None.
-        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`).
+        pair_index: [..., P or 1, K] int, the candidate faces of each pixel (rows of `face_table`), or None.
         mask: [..., P or 1, K] bool, which candidates are selected.
         background: [3] RGB for every pixel, or [..., P, 3] one per pixel.
         near: the camera's near depth (unused: the depth test needs no range).

@@ -53,9 +53,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradsim_jax.compilation import accurate_products, jit
+from gradsim_jax.compilation import accurate_products, current_backend, jit
 from gradsim_jax.physics.validate import check_index_rows, is_concrete
-from gradsim_jax.render.aggregate import KernelConfig, aggregate, aggregate_autodiff
+from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.appearance import appearance, appearance_of, as_colors
 from gradsim_jax.render.camera import Camera, pixel_centers, with_image_size
 from gradsim_jax.render.coverage import area_coverage
@@ -65,6 +65,13 @@ from gradsim_jax.render.tiling import (ScreenFaces, bin_faces, pixel_candidates,
                                       tile_overlap, tile_pixels)
 
 Array = Any
+
+
+#: Backends on which the rasterizer selects each pixel's faces from its tile's by one-hot products instead of a
+#: gather (`RenderSettings.one_hot_rows`). On a TPU v5e the gathers and the gradient's scatter-add took half
+#: of a 256 px render's gradient (400 faces: a 16384-pair chunk's gather 134 us, its scatter-add 111 us).
+#: CPUs gather cheaply and keep the gather.
+ONE_HOT_BACKENDS = ("tpu",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +93,10 @@ class RenderSettings:
     or "dibr" (DIB-R).
     pixel_footprint: with "box", the side of the square each pixel integrates, in pixels (1: the
     sensor's pixel; up to 2 for a blurrier lens).
+    one_hot_rows: how a pixel takes its faces' rows from its tile's: None on the backends in
+    `ONE_HOT_BACKENDS` (TPU), where gathers and scatters are slow, by one-hot products (exact; the
+    gradient adds back the same way), elsewhere by a gather; True or False: always or never. The image
+    and gradient are the same either way (to float rounding of the sums' order).
     """
 
     sigma: float | None = None
@@ -101,6 +112,7 @@ class RenderSettings:
     checkpoint_frames: bool = False
     coverage: str = "softras"
     pixel_footprint: float = 1.0
+    one_hot_rows: bool | None = None
 
     def __post_init__(self):
         if self.supersample not in (1, 2):
@@ -253,7 +265,23 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
         cutoff_sq=settings.cutoff_sq(height),
         gamma=settings.gamma,
         background_eps=settings.background_eps,
+        one_hot=one_hot_rows(settings),
     )
+
+
+def one_hot_rows(settings: RenderSettings) -> bool:
+    """Whether the kernels select a tile's rows by one-hot products (`RenderSettings.one_hot_rows`; read
+    while tracing).
+
+    Args:
+        settings: the `RenderSettings`.
+
+    Returns:
+        True for one-hot products, False for gathers.
+    """
+    if settings.one_hot_rows is None:
+        return current_backend() in ONE_HOT_BACKENDS
+    return bool(settings.one_hot_rows)
 
 
 def _kernel(settings: RenderSettings, kind: str, autodiff: bool = False):
@@ -273,7 +301,10 @@ def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, 
     # Recomputed in the backward pass instead of keeping autodiff's per-pair residuals: the same gradient,
     # bit for bit, and 1.6x faster (a 32 px, 20-frame video's gradient: 197 -> 123 ms), as XLA on CPU
     # writes every saved [pixels, faces] intermediate to memory.
-    coverage = jax.checkpoint(lambda *a: area_coverage(*a, 2.0 / height, settings.pixel_footprint), prevent_cse=False)
+    coverage = jax.checkpoint(
+        lambda *a: area_coverage(*a, 2.0 / height, settings.pixel_footprint, one_hot_rows(settings)),
+        prevent_cse=False,
+    )
     alpha = coverage(pixel_xy[..., 0:1], pixel_xy[..., 1:2], table, pair_index, pair_mask).astype(image.dtype)
     return jnp.concatenate([image[..., :3], alpha[..., None]], axis=-1) if with_color else alpha
 
@@ -368,6 +399,9 @@ def _run(renderer, args, **static):
     return compiled(*args, **static)
 
 
+_EMPTY_ROW = np.array([1.0 if name in ("iz0", "iz1", "iz2") else 0.0 for name in FACE_COLUMNS], np.float32)
+
+
 class _Shading(NamedTuple):
     """What every chunk of tiles shares in `_render_tiled`."""
 
@@ -392,20 +426,32 @@ def _shade_chunk(s: _Shading, chunk_inputs):
     settings, screen, camera = s.settings, s.screen, s.camera
     chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
     chunk_background = chunk_inputs[3] if s.pixel_background else s.background
+    tile_table = screen.table[chunk_index]  # [chunk, Kt, D]
+    if s.config.one_hot:
+        # The kernels select from each tile's own rows (`aggregate.pair_rows`). Where the tile's list has no
+        # face the row is an empty one (not valid, 1 / z = 1, as `screen_faces` gives a dropped face): the
+        # face there may hold inf, and the one-hot product's 0 times inf would be NaN.
+        keep = chunk_mask[..., None]
+        tile_table = jnp.where(keep, tile_table, _EMPTY_ROW.astype(tile_table.dtype))
+        table, color_table = tile_table, jnp.where(keep, s.color_table[chunk_index], 0.0)
+    else:
+        table, color_table = screen.table, s.color_table
     if s.per_pixel:
         local, pair_mask, overflow, fullest = pixel_candidates(
-            screen.table[chunk_index], chunk_mask, chunk_xy, s.cutoff_sq, s.pair_capacity
+            tile_table, chunk_mask, chunk_xy, s.cutoff_sq, s.pair_capacity
         )
-        pair_index = jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)  # [chunk, P, K]
+        # [chunk, P, K]: into the tile's rows, or the faces
+        pair_index = local if s.config.one_hot else jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)
     else:  # every pixel of a tile takes the tile's whole list
-        pair_index, pair_mask = chunk_index[:, None, :], chunk_mask[:, None, :]
+        pair_index = None if s.config.one_hot else chunk_index[:, None, :]
+        pair_mask = chunk_mask[:, None, :]
         overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
     image = s.kernel(
         s.config,
         chunk_xy[..., 0:1],
         chunk_xy[..., 1:2],
-        screen.table,
-        s.color_table,
+        table,
+        color_table,
         s.texture_image,
         pair_index,
         pair_mask,
@@ -414,7 +460,7 @@ def _shade_chunk(s: _Shading, chunk_inputs):
         camera.far,
     )
     with_color = s.with_color
-    image = _box_alpha(image, settings, camera.height, chunk_xy, screen.table, pair_index, pair_mask, with_color)
+    image = _box_alpha(image, settings, camera.height, chunk_xy, table, pair_index, pair_mask, with_color)
     return image, (overflow, fullest)
 
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gradsim_jax.compilation import current_backend
 from gradsim_jax.fit.batched import BatchedFitResult, fit_batched, random_starts
 from gradsim_jax.fit.checkpoint import content_sha256
 from gradsim_jax.fit.options import Checkpoints
@@ -130,7 +131,7 @@ def batch_mode(mode=None) -> str:
     Returns:
         The mode's name.
     """
-    return mode if mode is not None else DEFAULT_MODE.get(jax.default_backend(), "vmap")
+    return mode if mode is not None else DEFAULT_MODE.get(current_backend(), "vmap")
 
 
 def fit_restarts(exp: Experiment, target: Array, initial: dict, config: FitConfig, *, restarts: int,
