@@ -1,22 +1,15 @@
 """Render on a TPU: tile size / capacities / pairs_per_chunk / dense; batched demo gradient layouts."""
-import dataclasses, time, sys, os
-import jax, jax.numpy as jnp, numpy as np
+import dataclasses, sys, os
+import jax, jax.numpy as jnp
 sys.path.insert(0, "benchmarks")
-from bench_render import grid_mesh
+sys.path.insert(0, "benchmarks/tpu_probes")
+from probe_common import render_case, timed  # noqa: E402
+
 from gradsim_jax.compilation import jit
-from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, render, render_dense, suggest_capacities
+from gradsim_jax.render import RenderSettings, render, render_dense, suggest_capacities
 
-def timed(fn, *a, n=5):
-    jax.block_until_ready(fn(*a)); ts = []
-    for _ in range(n):
-        t = time.perf_counter(); jax.block_until_ready(fn(*a)); ts.append(time.perf_counter() - t)
-    return 1e3 * min(ts)
 
-vertices, faces = grid_mesh(20, 10, 0.1)
-vertices[:, 2] = 0.15 * np.sin(3.0 * vertices[:, 0]) * (0.5 + vertices[:, 1])
-camera = look_at_camera(3.0, 25.0, 30.0, width=256, height=256)
-colors = FaceColors(jnp.asarray(np.random.default_rng(0).uniform(0.2, 1.0, (len(faces), 3)), jnp.float32))
-lights = Lights(jnp.asarray(0.5), jnp.asarray(0.5), jnp.asarray([0.3, 1.0, -0.6]))
+vertices, faces, camera, colors, lights = render_case()
 x, fj = jnp.asarray(vertices), jnp.asarray(faces)
 for ts in [int(t) for t in os.environ.get("TS", "8,16,32").split(",")]:
     st = suggest_capacities(camera, vertices[None], faces, settings=RenderSettings(tile_size=ts))
@@ -25,11 +18,11 @@ for ts in [int(t) for t in os.environ.get("TS", "8,16,32").split(",")]:
         fwd = lambda v, s2=s2: render(camera, v, fj, colors, lights=lights, settings=s2)
         tgt = jit(fwd)(x * 1.01)
         g = jit(jax.value_and_grad(lambda v: jnp.mean((fwd(v) - tgt) ** 2)))
-        print(f"tile {ts} cap {st.tile_capacity}/{st.pixel_capacity} ppc {ppc}: fwd {timed(jit(fwd), x):.2f} ms grad {timed(g, x):.2f} ms", flush=True)
+        print(f"tile {ts} cap {st.tile_capacity}/{st.pixel_capacity} ppc {ppc}: fwd {timed(jit(fwd), x, n=5)[0]:.2f} ms grad {timed(g, x, n=5)[0]:.2f} ms", flush=True)
 fwd = lambda v: render_dense(camera, v, fj, colors, lights=lights)
 tgt = jit(fwd)(x * 1.01)
 g = jit(jax.value_and_grad(lambda v: jnp.mean((fwd(v) - tgt) ** 2)))
-print(f"dense: fwd {timed(jit(fwd), x):.2f} ms grad {timed(g, x):.2f} ms", flush=True)
+print(f"dense: fwd {timed(jit(fwd), x, n=5)[0]:.2f} ms grad {timed(g, x, n=5)[0]:.2f} ms", flush=True)
 
 # batched demo gradient: planes / checkpoint variants
 import gradsim_jax as gs
@@ -44,7 +37,7 @@ def variant(planes, checkpoint, n):
         return jnp.mean(gs.simulate(t2, p, st0, frames=10, substeps=32, frame_dt=1/60, checkpoint=checkpoint).particles.x[-1] ** 2)
     f = jit(jax.vmap(jax.value_and_grad(loss)))
     kes = par.cloth.tri_ke * jnp.linspace(0.5, 1.5, n).reshape((n,) + (1,) * par.cloth.tri_ke.ndim)
-    ms = timed(f, kes, n=3)
+    ms = timed(f, kes, n=3)[0]
     print(f"vmap {n} planes {planes} checkpoint {checkpoint}: {n / ms * 1e3:.0f} scenes/s", flush=True)
 for n in [int(t) for t in os.environ.get("NS", "256,1024").split(",")]:
     for planes in (None, False):

@@ -1,21 +1,17 @@
 """TPU probe: where the rasterizer's gradient time goes; sort-free candidate selection; batched demo unroll."""
-import dataclasses, time, sys, os, json
+import dataclasses, sys, os, json
 import jax, jax.numpy as jnp, numpy as np
 sys.path.insert(0, "benchmarks")
-from bench_render import grid_mesh
+sys.path.insert(0, "benchmarks/tpu_probes")
+from probe_common import render_case, timed  # noqa: E402
+
 from gradsim_jax.compilation import jit
 import importlib; R = importlib.import_module("gradsim_jax.render.rasterize")
 T = importlib.import_module("gradsim_jax.render.tiling")
-from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, render, suggest_capacities
+from gradsim_jax.render import RenderSettings, render, suggest_capacities
 OUT = os.environ.get("OUT", "/tmp")
 res = {}
 
-def timed(fn, *a, n=7):
-    t0 = time.perf_counter(); jax.block_until_ready(fn(*a)); c = time.perf_counter() - t0
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter(); jax.block_until_ready(fn(*a)); ts.append(time.perf_counter() - t)
-    return round(1e3 * min(ts), 3), round(1e3 * float(np.median(ts)), 3), round(c, 1)
 
 orig_pix, orig_bin = T.pixel_candidates, T.bin_faces
 
@@ -61,11 +57,7 @@ def use(pix, bins):
     R.bin_faces = bin_free if bins else orig_bin
     R._COMPILED_RENDERERS.clear()
 
-vertices, faces = grid_mesh(20, 10, 0.1)
-vertices[:, 2] = 0.15 * np.sin(3.0 * vertices[:, 0]) * (0.5 + vertices[:, 1])
-camera = look_at_camera(3.0, 25.0, 30.0, width=256, height=256)
-colors = FaceColors(jnp.asarray(np.random.default_rng(0).uniform(0.2, 1.0, (len(faces), 3)), jnp.float32))
-lights = Lights(jnp.asarray(0.5), jnp.asarray(0.5), jnp.asarray([0.3, 1.0, -0.6]))
+vertices, faces, camera, colors, lights = render_case()
 x, fj = jnp.asarray(vertices), jnp.asarray(faces)
 rows = []
 ref = None

@@ -1,41 +1,22 @@
 """TPU: the rasterizer's one-hot rows against gathers (400 faces, 256 px), and the profile of what is left."""
-import dataclasses, time, sys, os, json, collections, glob
+import dataclasses, sys, os, json
 import jax, jax.numpy as jnp, numpy as np
 sys.path.insert(0, "benchmarks")
-from bench_render import grid_mesh
+sys.path.insert(0, "benchmarks/tpu_probes")
+from probe_common import render_case, timed, device_op_profile  # noqa: E402
+
 from gradsim_jax.compilation import jit
-from gradsim_jax.render import FaceColors, Lights, RenderSettings, look_at_camera, render, suggest_capacities
+from gradsim_jax.render import RenderSettings, render, suggest_capacities
 OUT = os.environ.get("OUT", "/tmp")
 
-def timed(fn, *a, n=9):
-    t0 = time.perf_counter(); jax.block_until_ready(fn(*a)); c = time.perf_counter() - t0
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter(); jax.block_until_ready(fn(*a)); ts.append(time.perf_counter() - t)
-    return round(1e3 * min(ts), 3), round(1e3 * float(np.median(ts)), 3), round(c, 1)
 
 def profile(name, fn, *args, reps=5):
-    d = f"/tmp/prof_{name}"
-    with jax.profiler.trace(d):
-        for _ in range(reps):
-            jax.block_until_ready(fn(*args))
-    pd = jax.profiler.ProfileData.from_file(glob.glob(f"{d}/**/*.xplane.pb", recursive=True)[0])
-    tot = collections.Counter(); cnt = collections.Counter()
-    for plane in pd.planes:
-        if "TPU:0" not in plane.name: continue
-        for line in plane.lines:
-            if line.name != "XLA Ops": continue
-            for ev in line.events:
-                tot[ev.name] += ev.duration_ns; cnt[ev.name] += 1
-    top = [(k[:160], round(v / reps / 1e3, 1), cnt[k] // reps) for k, v in tot.most_common(30)]
+    _, top = device_op_profile(name, fn, *args, reps=reps)
+    top = [(k[:160], us, c) for k, us, c in top]
     for t in top[:18]: print("   ", t, flush=True)
     return top
 
-vertices, faces = grid_mesh(20, 10, 0.1)
-vertices[:, 2] = 0.15 * np.sin(3.0 * vertices[:, 0]) * (0.5 + vertices[:, 1])
-camera = look_at_camera(3.0, 25.0, 30.0, width=256, height=256)
-colors = FaceColors(jnp.asarray(np.random.default_rng(0).uniform(0.2, 1.0, (len(faces), 3)), jnp.float32))
-lights = Lights(jnp.asarray(0.5), jnp.asarray(0.5), jnp.asarray([0.3, 1.0, -0.6]))
+vertices, faces, camera, colors, lights = render_case()
 x, fj = jnp.asarray(vertices), jnp.asarray(faces)
 rows = []; res = {}
 ref = {}

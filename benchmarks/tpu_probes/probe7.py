@@ -1,7 +1,9 @@
 """TPU: the batched demo gradient (256 scenes) under each checkpoint policy (memory is plenty on the chip)."""
-import sys, os, json, time
-import jax, jax.numpy as jnp, numpy as np
+import sys, os, json
+import jax, jax.numpy as jnp
 sys.path.insert(0, "benchmarks")
+sys.path.insert(0, "benchmarks/tpu_probes")
+from probe_common import timed  # noqa: E402
 import gradsim_jax as gs
 from gradsim_jax.compilation import jit
 from gradsim_jax.physics import replace_paths
@@ -10,12 +12,6 @@ from bench_physics import build_cloth
 OUT = os.environ.get("OUT", "/tmp")
 top, par, st0 = build_cloth("demo")
 rows = []
-def timed(fn, *a, n=5):
-    t0 = time.perf_counter(); jax.block_until_ready(fn(*a)); c = time.perf_counter() - t0
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter(); jax.block_until_ready(fn(*a)); ts.append(time.perf_counter() - t)
-    return min(ts), float(np.median(ts)), c
 for n in (256, 512):
     for name, ck in (("substep", "substep"), ("none", False), ("frame_no_remat", PerFrame(remat_substeps=False)), ("frame", True)):
         def loss(ke, ck=ck):
@@ -25,7 +21,7 @@ for n in (256, 512):
         kes = par.cloth.tri_ke * jnp.linspace(0.5, 1.5, n).reshape((n,) + (1,) * par.cloth.tri_ke.ndim)
         try:
             best, med, c = timed(f, kes)
-            row = dict(members=n, checkpoint=name, per_s=round(n / best), median_per_s=round(n / med), compile_s=round(c, 1))
+            row = dict(members=n, checkpoint=name, per_s=round(n / best * 1e3), median_per_s=round(n / med * 1e3), compile_s=c)
         except Exception as e:
             row = dict(members=n, checkpoint=name, error=str(e)[:300])
         print(row, flush=True); rows.append(row)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sheets import wavy_sheet
 
 from gradsim_jax.render import (
     FaceColors,
@@ -25,17 +26,8 @@ DIBR = RenderSettings(coverage="dibr", tile_size=4, tile_capacity=32)
 
 
 def cloth(nx=6, ny=4, cell=0.25):
-    """A wavy sheet: many faces meeting at shared edges, no overlap seen from the front."""
-    xs = np.arange(nx + 1) * cell - nx * cell / 2
-    ys = np.arange(ny + 1) * cell - ny * cell / 2
-    x, y = np.meshgrid(xs, ys)
-    v = np.stack([x.ravel(), y.ravel(), 0.1 * np.sin(3 * x.ravel())], 1)
-    faces = []
-    for j in range(ny):
-        for i in range(nx):
-            a = j * (nx + 1) + i
-            faces += [[a, a + 1, a + nx + 2], [a, a + nx + 2, a + nx + 1]]
-    return v, np.array(faces, np.int32)
+    """A wavy sheet (`sheets.wavy_sheet`) in float64."""
+    return wavy_sheet(nx, ny, cell, np.float64)
 
 
 def _camera(dtype=jnp.float32, size=SIZE):

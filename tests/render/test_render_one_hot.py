@@ -8,24 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sheets import wavy_sheet
 
 from gradsim_jax.render import FaceColors, Lights, RenderSettings, Texture, VertexColors, look_at_camera, render
 from gradsim_jax.render import rasterize
 
 EPS32 = float(np.finfo(np.float32).eps)
-
-
-def _sheet(nx=6, ny=4, cell=0.25):
-    xs = np.arange(nx + 1) * cell - nx * cell / 2
-    ys = np.arange(ny + 1) * cell - ny * cell / 2
-    x, y = np.meshgrid(xs, ys)
-    v = np.stack([x.ravel(), y.ravel(), 0.1 * np.sin(3 * x.ravel())], 1).astype(np.float32)
-    faces = []
-    for j in range(ny):
-        for i in range(nx):
-            a = j * (nx + 1) + i
-            faces += [[a, a + 1, a + nx + 2], [a, a + nx + 2, a + nx + 1]]
-    return v, np.array(faces, np.int32)
 
 
 def _colors(kind, v, faces):
@@ -64,7 +52,7 @@ CASES = [
 
 @pytest.mark.parametrize("coverage, kind, pixel_capacity", CASES)
 def test_one_hot_rows_match_gathers(coverage, kind, pixel_capacity):
-    v, faces = _sheet()
+    v, faces = wavy_sheet()
     camera = look_at_camera(2.2, 15.0, 20.0, width=32, height=24)
     # 4 px tiles, 24 faces a tile at most and chunks of a few tiles: several chunks, tiles with empty slots.
     base = RenderSettings(tile_size=4, tile_capacity=24, pixel_capacity=pixel_capacity, pairs_per_chunk=1536,
@@ -85,7 +73,7 @@ def test_one_hot_rows_match_gathers(coverage, kind, pixel_capacity):
 def test_empty_slots_beside_a_face_with_infinite_screen_row():
     """A face with a corner in the camera's plane (depth 0) projects to inf and is dropped; the tiles' empty
     slots must not carry its row into the one-hot products (0 x inf = NaN)."""
-    v, faces = _sheet(4, 3)
+    v, faces = wavy_sheet(4, 3)
     camera = look_at_camera(2.2, 15.0, 20.0, width=24, height=24)
     rotation, translation = np.asarray(camera.rotation), np.asarray(camera.translation)
     eye = (-rotation.T @ translation).astype(np.float32)  # the camera's centre: depth 0

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sheets import wavy_sheet as cloth
 
 from gradsim_jax.render import (
     FaceColors,
@@ -46,19 +47,6 @@ def random_mesh(seed, num_faces=12, spread=0.8):
     v = rng.uniform(-spread, spread, (3 * num_faces, 3)).astype(np.float32)
     f = np.arange(3 * num_faces, dtype=np.int32).reshape(num_faces, 3)
     return v, f
-
-
-def cloth(nx=6, ny=4, cell=0.25):
-    xs = np.arange(nx + 1) * cell - nx * cell / 2
-    ys = np.arange(ny + 1) * cell - ny * cell / 2
-    x, y = np.meshgrid(xs, ys)
-    v = np.stack([x.ravel(), y.ravel(), 0.1 * np.sin(3 * x.ravel())], 1).astype(np.float32)
-    faces = []
-    for j in range(ny):
-        for i in range(nx):
-            a = j * (nx + 1) + i
-            faces += [[a, a + 1, a + nx + 2], [a, a + nx + 2, a + nx + 1]]
-    return v, np.array(faces, np.int32)
 
 
 def front_camera(size=SIZE, distance=2.5, **kw):
