@@ -7,7 +7,7 @@ For each case: the fit's wall time, the estimates, and per frame the silhouette 
 mean vertex error (% of the cloth's 0.8 m) of the prediction, of the initial guess, of the last fitted frame held
 and of Blender's vertices drawn by our renderer (the bound a perfect motion reaches); the held-out frames' means.
 
-    python benchmarks/bench_photoreal.py                     # swing, hand, drape, wind (about 15-30 min on 2 cores)
+    python benchmarks/bench_photoreal.py                     # swing, hand, drape, wind, swing2 (about 20-35 min on 2 cores)
     python benchmarks/bench_photoreal.py --cases swing --iterations 60
     python benchmarks/bench_photoreal.py --table
 
@@ -27,7 +27,7 @@ from bench_spread import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "photoreal.json"
-CASES = ("swing", "hand", "drape", "wind")
+CASES = ("swing", "hand", "drape", "wind", "swing2")
 
 
 def run_case(case: str, iterations, out: Path) -> dict:

