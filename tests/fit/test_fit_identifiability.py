@@ -122,3 +122,18 @@ def test_a_non_finite_jacobian_gives_an_honest_report_not_an_exception():
     assert np.all(np.isnan(report.stderr)) and "not finite" in str(report)
     zero = identifiability.report_from_jacobian(np.zeros((3, 2)), np.zeros(3), ("a", "b"), [1.0, 2.0], [1.0, 1.0])
     assert not zero.identifiable and zero.condition_number == float("inf") and np.all(np.isinf(zero.stderr))
+
+
+def test_a_quantity_driven_to_zero_keeps_an_unbounded_error_without_a_warning():
+    """A positive quantity fitted to 0 (its log or softplus coordinate so low that the transform's slope
+    underflows to 0) and unseen by the data: its error is unbounded in physical units too, not 0 x inf = NaN
+    (with numpy's "invalid value" warning, as a swing's fit with its bending freed printed)."""
+    import warnings
+
+    jac = np.array([[1.0, 0.0], [0.5, 0.0], [0.0, 0.0]])  # the second quantity moves nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = identifiability.report_from_jacobian(jac, np.full(3, 0.1), ("log(a)", "log(b)"), [1.0, 0.0],
+                                                      [1.0, 0.0])
+    assert report.unidentifiable and np.isinf(report.stderr[1]) and np.isinf(report.stderr_physical[1])
+    assert np.isfinite(report.stderr_physical[0]) and report.stderr_physical[0] == report.stderr[0]

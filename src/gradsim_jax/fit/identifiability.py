@@ -164,6 +164,14 @@ def gauss_newton_report(
     return report_from_jacobian(jac, r, labels, values, dxdz, rtol=rtol, sigma2=sigma2)
 
 
+def _physical_stderr(stderr, dxdz):
+    """Standard errors in physical units, |dx/dz| stderr; an unbounded one (inf) stays unbounded also where the
+    transform's slope is 0 (a positive quantity driven to 0, where exp or softplus underflows): 0 x inf is no
+    number, and the quantity is no better known for it."""
+    slope = np.abs(np.asarray(dxdz, np.float64))
+    return np.where(np.isinf(stderr), np.inf, stderr * np.where(np.isinf(stderr), 1.0, slope))
+
+
 def report_from_jacobian(jacobian, residuals, labels, values, dxdz, *, rtol: float = 1e-6,
                          sigma2: Optional[float] = None) -> IdentifiabilityReport:
     """The report from a Jacobian already at hand (e.g. a Levenberg-Marquardt solver's last one).
@@ -221,5 +229,5 @@ def report_from_jacobian(jacobian, residuals, labels, values, dxdz, *, rtol: flo
         unidentifiable=combos,
         sigma2=sigma2,
         stderr=stderr,
-        stderr_physical=stderr * np.abs(np.asarray(dxdz, np.float64)),
+        stderr_physical=_physical_stderr(stderr, dxdz),
     )
