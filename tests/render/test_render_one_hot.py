@@ -42,11 +42,11 @@ def _image_and_gradient(camera, v, faces, colors, settings):
 
 # (coverage, colour kind, pixel capacity): a pixel capacity below the tile's gives each pixel its own list
 # (local indices into the tile's rows); at the tile's, every pixel takes the whole list (no selection).
-# The hand-written rule with local indices is the next test's (softras, face colours, 4 a pixel).
+# The hand-written rule with local indices is the next test's (softras, face colours, 4 a pixel). DIB-R's kernel
+# takes its rows through the same `pair_rows` as autodiff's (the texture case).
 CASES = [
     ("softras", "texture", 4),  # autodiff's kernel
     ("box", "vertex", 24),  # the hand-written rule and the area coverage, every pixel taking its tile's list
-    ("dibr", "face", 4),
 ]
 
 
