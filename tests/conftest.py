@@ -2,21 +2,22 @@
 
 Most of the suite's time is XLA compiling small programs, many of them identical across tests (the same
 scene fitted several times, a resumed run). A persistent compilation cache shared by the test workers
-compiles each distinct program once per machine. And the suite compiles with XLA's fusion emitters off
-(`gradsim_jax.compilation`): a fit's step compiles about 30 % faster and runs 10-25 % slower, and the suite
-is mostly compiling. `GRADSIM_JAX_COMPILER_OPTIONS=` (empty) runs it with the library's defaults. (Tried and
-dropped: LLVM's expensive passes off as well, `xla_llvm_disable_expensive_passes`: the render and smoke tests
-took 90 s instead of 102 s from a cold cache, but the whole suite 16.3 min instead of 14.9 min on the same
-machine, its 39 slowest tests a median 12 % slower, some up to 65 %.) (Tried
-and dropped: LLVM at -O0 via `XLA_FLAGS`: two compile-bound test files went from 101 to 88 s from a cold
-cache, but a render-bound fit from 30 to 96 s.)
+compiles each distinct program once per machine. The suite compiles with the library's own options: it used
+to turn XLA's fusion emitters off for `gs.jit` programs (a fit's step compiled about 30 % faster), until that
+was found to compute a textured render's gradient wrong (`compilation.WRONG_GRADIENT_OPTIONS`): a suite must
+run what users run. (Tried and dropped: LLVM's expensive passes off, `xla_llvm_disable_expensive_passes`: the
+render and smoke tests took 90 s instead of 102 s from a cold cache, but the whole suite 16.3 min instead of
+14.9 min on the same machine, its 39 slowest tests a median 12 % slower, some up to 65 %.) (Tried and dropped:
+LLVM at -O0 via `XLA_FLAGS`: two compile-bound test files went from 101 to 88 s from a cold cache, but a
+render-bound fit from 30 to 96 s.) (Tried and dropped: the fusion emitters off for every program through
+`XLA_FLAGS`, 2026-12-07: the stencil and substeps tests 114 s cold against 122 s, but three tests failed: a
+textured render's gradient against finite differences 20.09 against 26.98, DIB-R's silhouette gradient in
+tests/sysid/test_sysid_shape.py off by 9e-4, and the pendulum's exact energy check between a compiled and an
+eager computation.) (Tried and dropped: caching every compiled program, minimum compile time 0 s instead of
+0.2 s: 128 s against 122 s.)
 """
 
-import os
 from pathlib import Path
-
-# Before gradsim_jax is imported (it reads the variable once); the CLI tests' subprocesses inherit it.
-os.environ.setdefault("GRADSIM_JAX_COMPILER_OPTIONS", '{"xla_cpu_use_fusion_emitters": false}')
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -14,9 +14,10 @@ same either way, and compile times do not change. Other backends ignore the opti
 option of XLA's shared option set).
 
 `GRADSIM_JAX_COMPILER_OPTIONS`, a JSON object in the environment (read at import), adds options or
-overrides these. `'{"xla_cpu_use_fusion_emitters": false}'` compiles a fit's step about 30 % faster and
-runs it 10-25 % slower on the CPU (measured on the README's machine): worth it where compiling is most of
-the time, as in the test suite, which sets it; the library's default keeps XLA's own.
+overrides these. Not `'{"xla_cpu_use_fusion_emitters": false}'`: it compiles a fit's step about 30 % faster,
+but XLA's CPU backend (jaxlib 0.10.2) then computes some gradients wrong: a textured render's gradient with
+respect to the vertices came out 8 % off in float32 and 17 % off in float64 against central differences (the
+default's agreed to 1e-9). Setting it warns (`WrongGradientOption`), and the test suite no longer sets it.
 
 Matrix products at full float32 precision. On a TPU, JAX's default matmul precision multiplies float32
 operands in bfloat16 passes: measured on a TPU v5e, the soft rasterizer's image then differed from the CPU's
@@ -84,8 +85,34 @@ def options_from_environment(text) -> dict:
     return extra
 
 
+class WrongGradientOption(UserWarning):
+    """An XLA option in `OPTIONS_VARIABLE` with which XLA computes some of our gradients wrong."""
+
+
+#: XLA options, with the value that makes XLA's CPU backend compute some of our gradients wrong and what was
+#: measured (module docstring).
+WRONG_GRADIENT_OPTIONS = {
+    "xla_cpu_use_fusion_emitters": (False, "a textured render's vertex gradient came out 8 % off in float32 and "
+                                           "17 % off in float64 against central differences (jaxlib 0.10.2)"),
+}
+
+
+def warn_wrong_gradient_options(options: dict) -> None:
+    """Warn (`WrongGradientOption`) for each option of `options` set to a value in `WRONG_GRADIENT_OPTIONS`.
+
+    Args:
+        options: {XLA option name: value}, as `options_from_environment` returns them.
+    """
+    for name, value in options.items():
+        if name in WRONG_GRADIENT_OPTIONS and value == WRONG_GRADIENT_OPTIONS[name][0]:
+            warnings.warn(f"{OPTIONS_VARIABLE} sets {name} = {value!r}: with it XLA computes some gradients wrong "
+                          f"({WRONG_GRADIENT_OPTIONS[name][1]}); unset it", WrongGradientOption, stacklevel=2)
+
+
+_ENVIRONMENT_OPTIONS = options_from_environment(os.environ.get(OPTIONS_VARIABLE))
+warn_wrong_gradient_options(_ENVIRONMENT_OPTIONS)
 #: The options in use: `DEFAULT_OPTIONS` with those of `OPTIONS_VARIABLE` over them.
-COMPILER_OPTIONS = {**DEFAULT_OPTIONS, **options_from_environment(os.environ.get(OPTIONS_VARIABLE))}
+COMPILER_OPTIONS = {**DEFAULT_OPTIONS, **_ENVIRONMENT_OPTIONS}
 
 
 def jit(fn: Callable, **kwargs) -> Callable:

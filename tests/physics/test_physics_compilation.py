@@ -159,3 +159,16 @@ def test_choices_per_backend_follow_the_default_device(monkeypatch):
         assert default_unroll() == DEFAULT_UNROLL["cpu"]
     with jax.default_device("cpu"):  # a platform's name
         assert compilation.current_backend() == "cpu"
+
+
+def test_an_option_that_computes_gradients_wrong_is_warned_about():
+    import warnings
+
+    from gradsim_jax import compilation
+
+    with pytest.warns(compilation.WrongGradientOption, match="xla_cpu_use_fusion_emitters = False.*unset it"):
+        compilation.warn_wrong_gradient_options({"xla_cpu_use_fusion_emitters": False})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compilation.warn_wrong_gradient_options({"xla_cpu_use_fusion_emitters": True, "xla_cpu_enable_fast_math": False})
+    assert "xla_cpu_use_fusion_emitters" not in compilation.COMPILER_OPTIONS  # the suite runs the library's own

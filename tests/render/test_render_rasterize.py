@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from sheets import wavy_sheet as cloth
 
+from gradsim_jax import compilation
+
 from gradsim_jax.render import (
     FaceColors,
     Lights,
@@ -388,7 +390,9 @@ def test_texture_finite_differences():
         def loss(p):
             return jnp.sum(weights * render(cam, p[0], f, Texture(p[1], p[2]), settings=settings))
 
-        _directional_check(jax.jit(jax.value_and_grad(loss)), (v, texture, uv))
+        # Through the library's own compile path (the options every fit compiles with): XLA's CPU backend with
+        # its fusion emitters off got this gradient 17 % wrong (`compilation.WRONG_GRADIENT_OPTIONS`).
+        _directional_check(compilation.jit(jax.value_and_grad(loss)), (v, texture, uv))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
