@@ -11,7 +11,7 @@ machine, its 39 slowest tests a median 12 % slower, some up to 65 %.) (Tried
 and dropped: LLVM at -O0 via `XLA_FLAGS`: two compile-bound test files went from 101 to 88 s from a cold
 cache, but a render-bound fit from 30 to 96 s.) (Tried and dropped: the fusion emitters off for every program,
 `--xla_cpu_use_fusion_emitters=false` in XLA_FLAGS, which reaches the tests' own `jax.jit`s and JAX's eager
-ops too: the stencil and substeps tests took 114 s instead of 189 s from a cold cache, but two rasterizer
+ops too: the stencil and substeps tests took 114 s from a cold cache against 122 s without it, but two rasterizer
 gradients came out wrong (the texture's vertex gradient of test_render_rasterize.py, 40.07 against 39.43 in
 norm, and the DIB-R silhouette's of test_sysid_shape.py by 9e-4), so XLA miscompiles there without them.)
 """
