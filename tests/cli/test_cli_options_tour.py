@@ -153,6 +153,16 @@ FITTING = ("--perturb 0.3 0.5 --seed 1 --iterations 1 --learning-rate 0.05 --pol
 #: The run after FITTING in the same OUT: its checkpoint continued for one more iteration (the settings
 #: differ: --resume-anyway continues regardless).
 CONTINUED = FITTING.replace("--iterations 1", "--iterations 2") + " --resume --resume-anyway"
+
+
+def resuming(demo: str) -> dict[str, str]:
+    """argv= and first= of a row whose run continues the checkpoint of a first run with the same settings but one
+    more iteration (--resume-anyway: the iteration count differs), so that both compile the same programs
+    (a learning rate or a smoothness is a constant of the compiled step: one that differed, 7 s more)."""
+    first = f"{demo} --iterations 1 --checkpoint-every 1 --force " + TINY
+    return {"argv": first.replace("--iterations 1", "--iterations 2") + " --resume --resume-anyway", "first": first}
+
+
 SAME_RUNNER = "its runner runs in `make test` with another demo of its family; a scene of its own: {} s of CPU cold"
 
 TOUR: dict[str, Row] = {
@@ -206,22 +216,14 @@ TOUR: dict[str, Row] = {
                                 fitted_demo("pendulum_length"), slow=SAME_RUNNER.format(21), like="demo bounce"),
     "demo bounce": Row("demo bounce --estimate ball_speed " + FITTING, fitted_demo("ball_speed")),
     # --- the demos with runners of their own ------------------------------------------------------------------
-    "demo cloth-control": Row("demo cloth-control --iterations 2 --resume --resume-anyway " + TINY,
-                              both(wrote(*DEMO_OUTPUTS), finite_report("report.json", "final_position_error")),
-                              first="demo cloth-control --iterations 1 --learning-rate 0.1 --seed 1 "
-                                    "--checkpoint-every 1 --force " + TINY),
-    "demo rigid-shape": Row("demo rigid-shape --iterations 2 --resume --resume-anyway " + TINY,
-                            both(wrote(*DEMO_OUTPUTS), finite_report()),
-                            first="demo rigid-shape --iterations 1 --smoothness 0.1 --seed 1 --checkpoint-every 1 "
-                                  "--force " + TINY),
-    "demo control-fem": Row("demo control-fem --iterations 2 --resume --resume-anyway " + TINY,
-                            both(wrote(*CONTROL_OUTPUTS), finite_report()),
-                            first="demo control-fem --iterations 1 --learning-rate 0.05 --random-policies 1 "
-                                  "--seed 1 --checkpoint-every 1 --force " + TINY),
-    **{f"demo {name}": Row(f"demo {name} --iterations 2 --resume --resume-anyway " + TINY,
-                           both(wrote(*CONTROL_OUTPUTS), finite_report()),
-                           first=f"demo {name} --iterations 1 --learning-rate 0.05 --random-policies 1 --seed 1 "
-                                 "--checkpoint-every 1 --force " + TINY, slow=SAME_RUNNER.format(cpu),
+    "demo cloth-control": Row(**resuming("demo cloth-control --learning-rate 0.1 --seed 1"),
+                              check=both(wrote(*DEMO_OUTPUTS), finite_report("report.json", "final_position_error"))),
+    "demo rigid-shape": Row(**resuming("demo rigid-shape --smoothness 0.1 --seed 1"),
+                            check=both(wrote(*DEMO_OUTPUTS), finite_report())),
+    "demo control-fem": Row(**resuming("demo control-fem --learning-rate 0.05 --random-policies 1 --seed 1"),
+                            check=both(wrote(*CONTROL_OUTPUTS), finite_report())),
+    **{f"demo {name}": Row(**resuming(f"demo {name} --learning-rate 0.05 --random-policies 1 --seed 1"),
+                           check=both(wrote(*CONTROL_OUTPUTS), finite_report()), slow=SAME_RUNNER.format(cpu),
                            like="demo control-fem")
        for name, cpu in (("control-cloth", 28), ("control-walker", 27), ("control-jellyfish", 31))},
     "demo smoke-buoyancy": Row("demo smoke-buoyancy --estimate smoke_buoyancy --cells 8 --frames 3 --size 8 "

@@ -17,16 +17,26 @@ def _scene(dtype=None):
     return scene.build(ground=True, contact_ke=1e3, contact_kd=10.0, dtype=dtype)
 
 
-def test_second_jit_call_with_new_params_does_not_recompile():
-    top, par, st = gs.cloth_grid(2, 2, 0.1, 0.1, mass=0.05, tri_ke=100.0, tri_ka=100.0, fix_top=True).build()
-    traces = []
+def _hanging():
+    return gs.cloth_grid(2, 2, 0.1, 0.1, mass=0.05, tri_ke=100.0, tri_ka=100.0, fix_top=True).build()
 
+
+def _final_and_grad(top, st, traces):
+    """A jitted rollout's final positions (4 frames of 8 substeps; appends to `traces` when traced) and the
+    jitted gradient of their sum: the same programs for the two tests below (compiled once: the suite's
+    persistent cache)."""
     @jax.jit
     def final(p, s):
         traces.append(1)
         return gs.simulate(top, p, s, frames=4, substeps=8).particles.x[-1]
 
-    grad = jax.jit(jax.grad(lambda p: jnp.sum(final(p, st))))
+    return final, jax.jit(jax.grad(lambda p: jnp.sum(final(p, st))))
+
+
+def test_second_jit_call_with_new_params_does_not_recompile():
+    top, par, st = _hanging()
+    traces = []
+    final, grad = _final_and_grad(top, st, traces)
     a = final(par, st)
     grad(par)
     compiled = len(traces)
@@ -48,10 +58,10 @@ def test_vmap_over_params_equals_a_loop():
 
 
 def test_float32_keeps_dtype():
-    top, par, st = gs.cloth_grid(2, 2, 0.1, 0.1, mass=0.05, tri_ke=100.0, tri_ka=100.0, fix_top=True).build()
+    top, par, st = _hanging()
     traj = gs.simulate(top, par, st, frames=3, substeps=4)
     assert traj.particles.x.dtype == jnp.float32 and traj.particles.v.dtype == jnp.float32
-    g = jax.jit(jax.grad(lambda p: jnp.sum(gs.simulate(top, p, st, frames=2, substeps=4).particles.x[-1])))(par)
+    g = _final_and_grad(top, st, [])[1](par)
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(g))
 
 
