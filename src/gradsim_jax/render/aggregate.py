@@ -41,11 +41,11 @@ coordinate moves with the vertices as d u_i / d v_j = -u_j (a_i, b_i). Texture c
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gradsim_jax.render.appearance import appearance
 
@@ -66,22 +66,23 @@ class KernelConfig(NamedTuple):
     cutoff_sq: float
     gamma: float
     background_eps: float
-    one_hot: bool = False  # select a tile's rows by one-hot products (`pair_rows`)
+
+#: A table row that contributes nothing and keeps the kernels' arithmetic finite: not valid, 1 / z = 1 at every
+#: corner (as `tiling.screen_faces` writes a dropped face), all else 0. It fills a tile's slots without a face.
+EMPTY_ROW = np.array([1.0 if name in ("iz0", "iz1", "iz2") else 0.0 for name in FACE_COLUMNS], np.float32)
 
 
-def pair_rows(table, index, one_hot: bool = False):
+def pair_rows(table, index):
     """The table rows of each pixel-face pair, [..., P or 1, K, D].
 
-    Three forms: `table` [F, D] with `index` [..., P or 1, K] into its rows; a tile's own rows [..., Kt, D]
-    with `index` [..., P, K] into them; or those with `index` None, every pixel taking all Kt rows
-    ([..., 1, Kt, D], no selection at all).
+    Three forms: `table` [F, D] with `index` [..., P or 1, K] into its rows (a gather); a tile's own rows
+    [..., Kt, D] with `index` [..., P, K] into them, selected by a one-hot product (matrix units, exact at the
+    highest precision; gathers are slow on a TPU, `RenderSettings.one_hot_rows`; the rows must be finite, as
+    0 times inf is NaN); or those with `index` None, every pixel taking all Kt rows ([..., 1, Kt, D]).
 
     Args:
         table: [F, D] or [..., Kt, D].
         index: int indices as above, or None.
-        one_hot: select a tile's rows by a one-hot product (matrix units, exact at the highest precision)
-            instead of a gather, which is slow on a TPU (`RenderSettings.one_hot_rows`). A tile's rows must
-            then be finite: 0 times inf is NaN.
 
     Returns:
         [..., P or 1, K, D].
@@ -90,38 +91,28 @@ def pair_rows(table, index, one_hot: bool = False):
         return table[..., None, :, :]
     if table.ndim == 2:
         return table[index]
-    if one_hot:
-        hot = jax.nn.one_hot(index, table.shape[-2], dtype=table.dtype)
-        return jnp.einsum("...pkt,...td->...pkd", hot, table, precision=jax.lax.Precision.HIGHEST)
-    return jnp.take_along_axis(table[..., None, :, :], index[..., None], axis=-2)
+    hot = jax.nn.one_hot(index, table.shape[-2], dtype=table.dtype)
+    return jnp.einsum("...pkt,...td->...pkd", hot, table, precision=jax.lax.Precision.HIGHEST)
 
 
-def add_pair_rows(rows: tuple, index, per_pair, one_hot: bool = False):
+def add_pair_rows(rows: tuple, index, per_pair):
     """The transpose of `pair_rows`: per-pair rows [..., P, K, D] summed into the table's rows.
 
     Args:
         rows: the table's shape without its last axis: (F,) or (..., Kt).
         index: as given to `pair_rows` (None: each of the Kt rows sums over the pixels).
         per_pair: [..., P, K, D] cotangents of the pairs' rows.
-        one_hot: as in `pair_rows`.
 
     Returns:
-        [F, D] or [..., Kt, D].
+        [F, D] (a scatter-add) or [..., Kt, D] (a one-hot product).
     """
-    width = per_pair.shape[-1]
     if index is None:
         return jnp.sum(per_pair, axis=-3)
     index = jnp.broadcast_to(index, per_pair.shape[:-1])
     if len(rows) == 1:
-        return jnp.zeros((rows[0], width), per_pair.dtype).at[index].add(per_pair)
-    if one_hot:
-        hot = jax.nn.one_hot(index, rows[-1], dtype=per_pair.dtype)
-        return jnp.einsum("...pkt,...pkd->...td", hot, per_pair, precision=jax.lax.Precision.HIGHEST)
-    # One scatter-add over all tiles: each tile's indices offset into a flat [tiles Kt] table.
-    tiles = math.prod(rows[:-1])
-    flat = index.reshape(tiles, -1) + rows[-1] * jnp.arange(tiles, dtype=index.dtype)[:, None]
-    out = jnp.zeros((tiles * rows[-1], width), per_pair.dtype).at[flat.reshape(-1)].add(per_pair.reshape(-1, width))
-    return out.reshape(*rows, width)
+        return jnp.zeros((rows[0], per_pair.shape[-1]), per_pair.dtype).at[index].add(per_pair)
+    hot = jax.nn.one_hot(index, rows[-1], dtype=per_pair.dtype)
+    return jnp.einsum("...pkt,...pkd->...td", hot, per_pair, precision=jax.lax.Precision.HIGHEST)
 
 
 def pair_columns(table):
@@ -247,8 +238,8 @@ def pair_colors(config: KernelConfig, color_table, texture_image, depth: PairDep
 def _forward(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
              near, far):
     """Outputs and the per-pixel values the backward pass needs."""
-    table = pair_rows(face_table, pair_index, config.one_hot)
-    color_table = pair_rows(face_colors, pair_index, config.one_hot)
+    table = pair_rows(face_table, pair_index)
+    color_table = pair_rows(face_colors, pair_index)
     cols = pair_columns(table)
     pairs = find_pairs(px, py, cols, mask, config)
     # 1 - D = sigmoid(-s), so prod_j (1 - D_j) = exp(-sum_j softplus(s_j)).
@@ -343,8 +334,8 @@ def _sum_to_shape(x, shape):
 
 def _aggregate_bwd(config: KernelConfig, residuals, g_out):
     px, py, face_table, face_colors, texture_image, pair_index, mask, background, near, far, pixel_values = residuals
-    table = pair_rows(face_table, pair_index, config.one_hot)
-    color_table = pair_rows(face_colors, pair_index, config.one_hot)
+    table = pair_rows(face_table, pair_index)
+    color_table = pair_rows(face_colors, pair_index)
     cols = pair_columns(table)
     pairs = find_pairs(px, py, cols, mask, config)
     dtype = pairs.s.dtype
@@ -420,7 +411,7 @@ def _aggregate_bwd(config: KernelConfig, residuals, g_out):
         per_pair = jnp.concatenate([per_pair, jnp.broadcast_to(g_color_table, (*t.shape, color_table.shape[-1]))], -1)
     # One scatter-add of the per-pair rows into the faces (or the tile's rows).
     rows = face_table.shape[:-1]
-    per_face = add_pair_rows(rows, pair_index, per_pair, config.one_hot)
+    per_face = add_pair_rows(rows, pair_index, per_pair)
     g_face_table = jnp.concatenate(
         [per_face[..., :6], jnp.zeros((*rows, FACE_COLUMNS.index("iz0") - 6), dtype), per_face[..., 6:9],
          jnp.zeros((*rows, len(FACE_COLUMNS) - FACE_COLUMNS.index("iz2") - 1), dtype)],

@@ -79,7 +79,7 @@ def triangle_square_area(px, py, vertices, pixel: float, footprint: float = 1.0)
     return jnp.clip(jnp.where(orient > 0, total, -total), 0.0, 1.0)
 
 
-def area_coverage(px, py, face_table, pair_index, mask, pixel: float, footprint: float = 1.0, one_hot: bool = False):
+def area_coverage(px, py, face_table, pair_index, mask, pixel: float, footprint: float = 1.0):
     """Covered fraction [..., P] of each pixel by its candidate faces (summed, clipped to 1).
 
     Args:
@@ -90,12 +90,11 @@ def area_coverage(px, py, face_table, pair_index, mask, pixel: float, footprint:
         mask: [..., P or 1, K] bool, their selection.
         pixel: screen units, a pixel's width.
         footprint: pixels, the side of the square each pixel integrates.
-        one_hot: select a tile's rows by one-hot products (`aggregate.pair_rows`).
 
     Returns:
         [..., P] in [0, 1].
     """
-    rows = pair_rows(face_table, pair_index, one_hot)  # [..., P or 1, K, D]
+    rows = pair_rows(face_table, pair_index)  # [..., P or 1, K, D]
     area = triangle_square_area(px, py, rows[..., _V[0]:_V[5] + 1], pixel, footprint)
     keep = mask & (rows[..., _VALID] > 0)
     return jnp.minimum(jnp.sum(jnp.where(keep, area, 0.0), axis=-1), 1.0)

@@ -36,8 +36,8 @@ _TRANSMIT_FLOOR = 1e-30
 def _dibr(config: KernelConfig, px, py, face_table, face_colors, texture_image, pair_index, mask, background,
           near, far):
     del near, far  # the depth test needs no range
-    table = pair_rows(face_table, pair_index, config.one_hot)
-    color_table = pair_rows(face_colors, pair_index, config.one_hot)
+    table = pair_rows(face_table, pair_index)
+    color_table = pair_rows(face_colors, pair_index)
     cols = pair_columns(table)
     pairs = find_pairs(px, py, cols, mask, config)
     # Closed faces (u >= 0), so that a pixel centre exactly on an edge two faces share is covered by both;

@@ -55,7 +55,7 @@ import numpy as np
 
 from gradsim_jax.compilation import accurate_products, current_backend, jit
 from gradsim_jax.physics.validate import check_index_rows, is_concrete
-from gradsim_jax.render.aggregate import FACE_COLUMNS, KernelConfig, aggregate, aggregate_autodiff
+from gradsim_jax.render.aggregate import EMPTY_ROW, KernelConfig, aggregate, aggregate_autodiff
 from gradsim_jax.render.appearance import appearance, appearance_of, as_colors
 from gradsim_jax.render.camera import Camera, pixel_centers, with_image_size
 from gradsim_jax.render.coverage import area_coverage
@@ -265,13 +265,12 @@ def _kernel_config(settings: RenderSettings, kind: str, with_color: bool, height
         cutoff_sq=settings.cutoff_sq(height),
         gamma=settings.gamma,
         background_eps=settings.background_eps,
-        one_hot=one_hot_rows(settings),
     )
 
 
 def one_hot_rows(settings: RenderSettings) -> bool:
-    """Whether the kernels select a tile's rows by one-hot products (`RenderSettings.one_hot_rows`; read
-    while tracing).
+    """Whether the kernels take each tile's own rows, selected by one-hot products (`RenderSettings.one_hot_rows`;
+    read while tracing), instead of the faces' rows by gathers.
 
     Args:
         settings: the `RenderSettings`.
@@ -301,10 +300,7 @@ def _box_alpha(image, settings, height, pixel_xy, table, pair_index, pair_mask, 
     # Recomputed in the backward pass instead of keeping autodiff's per-pair residuals: the same gradient,
     # bit for bit, and 1.6x faster (a 32 px, 20-frame video's gradient: 197 -> 123 ms), as XLA on CPU
     # writes every saved [pixels, faces] intermediate to memory.
-    coverage = jax.checkpoint(
-        lambda *a: area_coverage(*a, 2.0 / height, settings.pixel_footprint, one_hot_rows(settings)),
-        prevent_cse=False,
-    )
+    coverage = jax.checkpoint(lambda *a: area_coverage(*a, 2.0 / height, settings.pixel_footprint), prevent_cse=False)
     alpha = coverage(pixel_xy[..., 0:1], pixel_xy[..., 1:2], table, pair_index, pair_mask).astype(image.dtype)
     return jnp.concatenate([image[..., :3], alpha[..., None]], axis=-1) if with_color else alpha
 
@@ -399,9 +395,6 @@ def _run(renderer, args, **static):
     return compiled(*args, **static)
 
 
-_EMPTY_ROW = np.array([1.0 if name in ("iz0", "iz1", "iz2") else 0.0 for name in FACE_COLUMNS], np.float32)
-
-
 class _Shading(NamedTuple):
     """What every chunk of tiles shares in `_render_tiled`."""
 
@@ -418,6 +411,7 @@ class _Shading(NamedTuple):
     background: Array  # [3], or [tiles, tile^2, 3] pixels in the tile layout
     pixel_background: bool  # the background is per pixel
     with_color: bool
+    one_hot: bool  # the kernels take each tile's own rows (`one_hot_rows`)
 
 
 def _shade_chunk(s: _Shading, chunk_inputs):
@@ -427,12 +421,12 @@ def _shade_chunk(s: _Shading, chunk_inputs):
     chunk_xy, chunk_index, chunk_mask = chunk_inputs[:3]
     chunk_background = chunk_inputs[3] if s.pixel_background else s.background
     tile_table = screen.table[chunk_index]  # [chunk, Kt, D]
-    if s.config.one_hot:
+    if s.one_hot:
         # The kernels select from each tile's own rows (`aggregate.pair_rows`). Where the tile's list has no
         # face the row is an empty one (not valid, 1 / z = 1, as `screen_faces` gives a dropped face): the
         # face there may hold inf, and the one-hot product's 0 times inf would be NaN.
         keep = chunk_mask[..., None]
-        tile_table = jnp.where(keep, tile_table, _EMPTY_ROW.astype(tile_table.dtype))
+        tile_table = jnp.where(keep, tile_table, jnp.asarray(EMPTY_ROW, tile_table.dtype))
         table, color_table = tile_table, jnp.where(keep, s.color_table[chunk_index], 0.0)
     else:
         table, color_table = screen.table, s.color_table
@@ -441,9 +435,9 @@ def _shade_chunk(s: _Shading, chunk_inputs):
             tile_table, chunk_mask, chunk_xy, s.cutoff_sq, s.pair_capacity
         )
         # [chunk, P, K]: into the tile's rows, or the faces
-        pair_index = local if s.config.one_hot else jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)
+        pair_index = local if s.one_hot else jnp.take_along_axis(chunk_index[:, None, :], local, axis=-1)
     else:  # every pixel of a tile takes the tile's whole list
-        pair_index = None if s.config.one_hot else chunk_index[:, None, :]
+        pair_index = None if s.one_hot else chunk_index[:, None, :]
         pair_mask = chunk_mask[:, None, :]
         overflow, fullest = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
     image = s.kernel(
@@ -531,7 +525,7 @@ def _render_tiled(camera, vertices, faces, colors, lights, background, *, settin
     pixel_background = background.ndim == 3
     tile_background = tile_pixels(background, tiles_y, tiles_x, tile) if pixel_background else None
     shading = _Shading(camera, settings, screen, color_table, texture_image, kernel, config, per_pixel,
-                       pair_capacity, cutoff_sq, background, pixel_background, with_color)
+                       pair_capacity, cutoff_sq, background, pixel_background, with_color, one_hot_rows(settings))
 
     # Tiles go through the kernel a few at a time so that its [tiles, pixels, faces] temporaries stay
     # in cache; XLA on CPU materializes most of them. Tiles with faces come first (a stable sort), and
