@@ -121,3 +121,49 @@ def test_the_how_to_shows_the_example_scene_file_as_it_is():
     text = (root / "examples" / "blender_cloth" / "swing.toml").read_text()
     file_lines = [line.split("#", 1)[0].rstrip() for line in text.splitlines()]
     assert [line for line in block.splitlines() if line] == [line for line in file_lines if line]
+
+
+@pytest.mark.parametrize("case", ("swing", "hand"))
+def test_blenders_settings_restated_follow_blenders_cloth(tmp_path, case):
+    """`physics.blender_cloth` restates the case's Blender settings in SI (springs on every edge, air damping,
+    the effective gravity, quality as substeps); stepped by the implicit integrator as Blender steps its cloth,
+    the scene follows Blender's own vertices to a few tenths of a millimetre, where the semi-implicit step of
+    the same springs at 200 substeps is several times further off (Blender's backward Euler damps what ours does not).
+    The hand's pins move; there the match is 0.7 % of the cloth's size after 20 frames, as a standalone replica of
+    Blender's solver (scripts in the issue's notes) also reaches: something of how Blender moves pinned vertices
+    inside a frame is not reproduced."""
+    from gradsim_jax import sysid
+    from gradsim_jax.geometry import cloth_grid, mesh_edges
+    from gradsim_jax.physics import blender_cloth
+
+    info = json.loads((DATA / case / "case.json").read_text())
+    settings = info["blender_cloth"]["settings"]
+    grid = cloth_grid(16, 16, 0.05, 0.05)
+    edges = mesh_edges(grid.triangles)
+    mean_edge = float(np.linalg.norm(grid.x[edges[:, 0]] - grid.x[edges[:, 1]], axis=1).mean())
+    values = blender_cloth(info["fps"], mean_edge, mass=settings["mass"], tension=settings["tension_stiffness"],
+                           tension_damping=settings["tension_damping"], air_damping=settings["air_damping"],
+                           quality=settings["quality"], scene_gravity=-info["gravity"]["scene_gravity"][2])
+    assert abs(values["gravity"] - 9.81) < 0.01 and values["substeps"] == 5
+    text = scene_text(DATA / case)
+    if case == "hand":
+        offsets = np.asarray(info["pinned"]["offset_per_frame"])
+        times = np.arange(len(offsets)) / 30.0
+        text = text.replace("[camera]", f"pin_key_times = {times.tolist()}\n"
+                                        f"pin_key_offsets = {offsets.reshape(-1).tolist()}\n\n[camera]")
+    material = (f"[material]\nmass = {values['mass']}\ntri_ke = 0.0\ntri_ka = 0.0\ntri_kd = 0.0\n"
+                f"spring_ke = {values['spring_ke']}\nspring_kd = {values['spring_kd']}\n"
+                f"air_damping = {values['air_damping']}\ngravity = [0.0, 0.0, {-values['gravity']}]\n\n")
+    reference = np.load(DATA / case / "vertices.npy")
+    errors = {}
+    for integrator, substeps in (("implicit", values["substeps"]), ("semi_implicit", 200)):
+        scene = text.replace("[camera]", material + "[camera]").replace(
+            "[simulation]\nfps = 30.0", f"[simulation]\nfps = 30.0\nsubsteps = {substeps}\nintegrator = "
+                                        f"\"{integrator}\"\nframes = {len(reference) - 1}")
+        job = load_fit_job(write_scene(tmp_path, scene))
+        x = sysid.simulate_vertices(job.experiment, job.initial)[:, :289]
+        errors[integrator] = np.linalg.norm(x - reference, axis=-1).mean(-1) / 0.8
+    assert errors["implicit"].max() < (2e-3 if case == "swing" else 1e-2), np.round(errors["implicit"] * 100, 3)
+    ratio = 5.0 if case == "swing" else 1.5
+    assert errors["semi_implicit"][-5:].mean() > ratio * errors["implicit"][-5:].mean(), (
+        errors["semi_implicit"][-5:].mean(), errors["implicit"][-5:].mean())

@@ -10,7 +10,7 @@ from gradsim_jax.geometry.rigid import (
 from gradsim_jax.geometry.primitives import (
     box_mesh, capsule_mesh, cone_mesh, cylinder_mesh, sphere_mesh, superquadric_mesh
 )
-from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges
+from gradsim_jax.geometry.cloth import cloth_grid, cloth_grid_counts, cloth_mesh, interior_edges, mesh_edges
 from gradsim_jax.geometry.ode import ode_body, pendulum
 from gradsim_jax.geometry.colliders import collider
 from gradsim_jax.geometry.scene import Scene, combine, particles, rigid_body
@@ -28,5 +28,5 @@ from gradsim_jax.geometry.tets import (
 __all__ = ["Contact", "Environment", "Numerics", "MassProperties", "collider", "MeshError", "MeshFileError", "RigidShape", "Scene", "box_mesh", "box_tets", "capsule_mesh",
            "check_closed_mesh", "check_tets", "cylinder_tets", "extrude_tets", "gear_outline", "gear_tets",
            "load_tets", "save_tets", "sphere_tets", "tetrahedralize", "voxel_tets", "walker_tets", "cloth_grid", "cloth_grid_counts", "cloth_mesh", "combine", "cone_mesh",
-           "cylinder_mesh", "interior_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",
+           "cylinder_mesh", "interior_edges", "mesh_edges", "load_mesh", "lumped_masses", "mass_properties", "orient_tets", "particles", "quat_from_axis_angle",
            "ode_body", "pendulum", "read_obj", "box_mask", "disc_mask", "smoke_grid", "rigid_body", "rigid_body_from_mesh", "soft_body", "sphere_mesh", "superquadric_mesh", "tet_surface", "tet_volumes"]

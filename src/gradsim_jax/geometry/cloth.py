@@ -41,6 +41,22 @@ def interior_edges(triangles) -> np.ndarray:
     return np.asarray(edges, np.int32).reshape(-1, 4)
 
 
+def mesh_edges(triangles) -> np.ndarray:
+    """Every edge of a triangle mesh once: [e, 2] int32 (lower index first, sorted), boundary edges included; on a
+    `cloth_grid` the cells' sides and the diagonal each cell is split along (Blender's cloth puts a structural
+    spring on each of them, `[material] spring_ke`).
+
+    Args:
+        triangles: [t, 3] int, vertex indices of each triangle.
+
+    Returns:
+        [e, 2] int32, the two vertex indices of each edge.
+    """
+    tri = np.asarray(triangles, np.int64).reshape(-1, 3)
+    pairs = np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]])
+    return np.unique(np.sort(pairs, axis=1), axis=0).astype(np.int32)
+
+
 def _rest_angles(x, edges) -> np.ndarray:
     from gradsim_jax.physics.cloth import dihedral_angle
 

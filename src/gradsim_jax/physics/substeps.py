@@ -57,6 +57,11 @@ def _has_elastic(topology) -> bool:
                 or topology.cloth.triangles.shape[0] or topology.cloth.bend_edges.shape[0])
 
 
+def _explicit_elastic(topology, integrator) -> bool:
+    """Whether elastic elements bound the integrator's step (not when it takes them implicitly)."""
+    return _has_elastic(topology) and not getattr(integrator, "implicit_elastic", False)
+
+
 def _free_masses(topology, params) -> np.ndarray:
     mass = np.asarray(params.particles.mass, np.float64)
     return mass[~np.asarray(topology.particles.pinned) & (mass > 0.0)]
@@ -107,7 +112,7 @@ def start_checks(topology, params, state0, dt: float, integrator) -> list[tuple[
         found.append((ContactWarning, collider_message(topology, params, state0, dt, implicit=implicit)))
     if topology.ground:
         found.append((ContactWarning, contact_report(topology, params, state0, dt=dt, implicit=implicit).message))
-    if _has_elastic(topology):
+    if _explicit_elastic(topology, integrator):
         found.append((StepWarning, _elastic_report(topology, params, state0, dt).message))
     if state0.rigid.x.shape[0]:
         _check_hulls(topology, params, state0)
@@ -134,11 +139,11 @@ def _check_hulls(topology, params, state0) -> None:
                              f"contact: {what} (hulls must be closed and convex)")
 
 
-def _closed_form_step(topology, params, state0, implicit: bool) -> float:
-    """The smallest stable step (s) of the parts whose bound has a closed form: elastic elements, the ground and
-    the colliders on the lightest free particle (inf when none bounds it)."""
+def _closed_form_step(topology, params, state0, implicit: bool, elastic: bool) -> float:
+    """The smallest stable step (s) of the parts whose bound has a closed form: elastic elements (when `elastic`),
+    the ground and the colliders on the lightest free particle (inf when none bounds it)."""
     bounds = [math.inf]
-    if _has_elastic(topology):
+    if elastic:
         bounds.append(_elastic_report(topology, params, state0, None).max_stable_dt)
     if topology.ground:
         bounds.append(contact_report(topology, params, state0, implicit=implicit).max_stable_dt)
@@ -149,10 +154,10 @@ def _closed_form_step(topology, params, state0, implicit: bool) -> float:
     return min(bounds)
 
 
-def _step_limited(topology, params, state0, dt: float, implicit: bool) -> bool:
+def _step_limited(topology, params, state0, dt: float, implicit: bool, elastic: bool) -> bool:
     """Whether a check that depends on the step finds `dt` too long (its message with the step differs from its
-    message without it: the deep-start parts are the same in both)."""
-    if _has_elastic(topology) and not _elastic_report(topology, params, state0, dt).stable:
+    message without it: the deep-start parts are the same in both); elastic elements only when `elastic`."""
+    if elastic and not _elastic_report(topology, params, state0, dt).stable:
         return True
     if topology.ground and not contact_report(topology, params, state0, dt=dt, implicit=implicit).stable:
         return True
@@ -199,10 +204,11 @@ def stable_substeps(topology, params, state0, *, frame_dt: float = 1.0 / 60.0, i
         return 1
     frame_dt = float(frame_dt)
     implicit = _implicit(integrator)
-    dt = min(STEP_MARGIN * _closed_form_step(topology, params, state0, implicit), DEFAULT_MAX_DT)
+    elastic = _explicit_elastic(topology, integrator)
+    dt = min(STEP_MARGIN * _closed_form_step(topology, params, state0, implicit, elastic), DEFAULT_MAX_DT)
     substeps = max(1, math.ceil(frame_dt / dt * (1.0 - 1e-12)))
     for _ in range(GROWTH_STEPS):
-        if not _step_limited(topology, params, state0, frame_dt / substeps, implicit):
+        if not _step_limited(topology, params, state0, frame_dt / substeps, implicit, elastic):
             return substeps
         substeps = math.ceil(1.25 * substeps)
     raise ValueError(f"no stable number of substeps up to {substeps} for frame_dt {frame_dt:g} s: the contact or "

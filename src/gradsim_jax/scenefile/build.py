@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.geometry.scene import combine, particles
-from gradsim_jax.physics import SemiImplicitEuler, get_path
+from gradsim_jax.physics import ImplicitEuler, SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
 from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_bodies
 from gradsim_jax.scenefile.cloth import read_cloth
@@ -35,12 +35,16 @@ class SimulationOptions:
         substeps: integration steps per frame.
         frames: frames to simulate after the initial state, or None for the target's count minus one.
         contact: "implicit" or "explicit" integration of the ground contact's damping and friction.
+        integrator: "semi_implicit" (`SemiImplicitEuler`) or "implicit" (`ImplicitEuler`, backward Euler).
+        cg_iterations: conjugate-gradient iterations of each implicit step.
     """
 
     fps: float
     substeps: int
     frames: Optional[int]
     contact: str
+    integrator: str = "semi_implicit"
+    cg_iterations: int = 40
 
 
 def read_simulation(spec) -> SimulationOptions:
@@ -53,7 +57,39 @@ def read_simulation(spec) -> SimulationOptions:
         The `SimulationOptions`.
     """
     sim = spec.sections.simulation
-    return SimulationOptions(fps=sim.fps, substeps=sim.substeps, frames=sim.frames, contact=sim.contact)
+    return SimulationOptions(fps=sim.fps, substeps=sim.substeps, frames=sim.frames, contact=sim.contact,
+                             integrator=sim.integrator, cg_iterations=sim.cg_iterations)
+
+
+INTEGRATORS = ("semi_implicit", "implicit")
+
+
+def integrator_of(spec, sim: SimulationOptions):
+    """The `Integrator` [simulation] names, checked.
+
+    Args:
+        spec: the validated scene file (`SceneSpec`), for its path in messages.
+        sim: its [simulation] (`read_simulation`).
+
+    Returns:
+        `SemiImplicitEuler` or `ImplicitEuler`, with the contact's integration as [simulation] contact says.
+
+    Raises:
+        SceneFileError: naming the key, for an unknown integrator or contact, or cg_iterations below 1.
+    """
+    if sim.contact not in ("implicit", "explicit"):
+        raise SceneFileError(f'{spec.path}: [simulation] contact must be "implicit" or "explicit", got {sim.contact!r}')
+    if sim.integrator not in INTEGRATORS:
+        raise SceneFileError(f"{spec.path}: [simulation] integrator must be one of {', '.join(INTEGRATORS)}, got "
+                             f"{sim.integrator!r}")
+    if sim.integrator == "semi_implicit":
+        return SemiImplicitEuler(implicit_contact=sim.contact == "implicit")
+    if sim.contact != "implicit":
+        raise SceneFileError(f'{spec.path}: [simulation] integrator = "implicit" takes the contact implicitly; '
+                             'remove contact = "explicit"')
+    if sim.cg_iterations < 1:
+        raise SceneFileError(f"{spec.path}: [simulation] cg_iterations must be at least 1, got {sim.cg_iterations}")
+    return ImplicitEuler(iterations=sim.cg_iterations)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,8 +283,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
     elif frames < 1:
         raise SceneFileError(f"{path}: the target has {frames + 1} frame(s): a fit needs at least 2 (the initial "
                              "state and one simulated frame)")
-    if sim.contact not in ("implicit", "explicit"):
-        raise SceneFileError(f'{path}: [simulation] contact must be "implicit" or "explicit", got {sim.contact!r}')
+    integrator = integrator_of(spec, sim)
     for key, value in (("fps", sim.fps), ("substeps", sim.substeps)):  # render size: in camera()
         if not value > 0:
             raise SceneFileError(f"{path}: [simulation] {key} must be positive, got {value}")
@@ -271,7 +306,7 @@ def finish(spec, topology, params, state0, theta, frames, native_size, backgroun
                       settings=settings, frames=int(frames),
                       substeps=sim.substeps, frame_dt=1.0 / sim.fps, theta=theta,
                       push_frames=push.frames if push.particles else 0, name=path.stem,
-                      integrator=SemiImplicitEuler(implicit_contact=sim.contact == "implicit"),
+                      integrator=integrator,
                       looks=looks, kind_options=kind_options, pin_path=read_pin_path(spec, topology))
 
 

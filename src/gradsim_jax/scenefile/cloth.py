@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from gradsim_jax.geometry import cloth_grid, cloth_mesh, obj
+from gradsim_jax.geometry import cloth_grid, cloth_mesh, mesh_edges, obj
 from gradsim_jax.geometry.rotations import quat_rotate
 from gradsim_jax.scenefile.schema import SceneFileError
 from gradsim_jax.scenefile.world import read_material, read_scene
@@ -104,6 +104,11 @@ def read_cloth(spec):
         except ValueError as e:
             raise SceneFileError(f"{path}: [scene] mesh {mesh_path}: {e}") from e
         scene = dataclasses.replace(scene, mass=np.full(scene.num_particles, float(mat.mass)))
+    if mat.spring_ke or mat.spring_kd:
+        if not (mat.spring_ke >= 0 and mat.spring_kd >= 0):
+            raise SceneFileError(f"{path}: [material] spring_ke and spring_kd must be 0 or more, got "
+                                 f"{mat.spring_ke}, {mat.spring_kd}")
+        scene = scene.add_springs(mesh_edges(scene.triangles), mat.spring_ke, mat.spring_kd)
     n = scene.num_particles
     pinned = np.asarray(sc.pinned, int)
     if pinned.size and (pinned.min() < 0 or pinned.max() >= n):

@@ -88,6 +88,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "bend_ke": Field("float", 0.0, "bending stiffness (quantity cloth.bend_ke, 'bending'; 0: no bending "
                                        "elements)"),
         "bend_kd": Field("float", 0.0, "bending damping"),
+        "spring_ke": Field("float", 0.0, "stiffness of a spring along every edge of the cloth's mesh, N/m (Blender's "
+                                         "structural springs; quantity springs.ke, 'spring_stiffness'; 0 with "
+                                         "spring_kd 0: none)"),
+        "spring_kd": Field("float", 0.0, "damping of those springs along their length, N s/m (quantity springs.kd, "
+                                         "'spring_damping')"),
         "tri_drag": Field("float", 0.0, "aerodynamic drag coefficient (nonzero switches aerodynamics on)"),
         "tri_lift": Field("float", 0.0, "aerodynamic lift coefficient"),
         "aerodynamics": Field("bool", False, "force the drag/lift term on (to fit drag or lift from a guess)"),
@@ -310,6 +315,14 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                             "\"implicit\" (backward: stable, smooth gradients through sliding "
                                             "to rest) or \"explicit\" (as Warp 1.8 does: chatters and loses its "
                                             "gradient when dt kd / m or dt kf / m nears 1)"),
+        "integrator": Field("str", "semi_implicit", "time step of the particles: \"semi_implicit\" (symplectic "
+                                                    "Euler: fast, needs substeps the stiffness allows) or "
+                                                    "\"implicit\" (linearized backward Euler, solved by conjugate "
+                                                    "gradients: stable at any stiffness, and the step of Blender's "
+                                                    "cloth, whose videos it matches at Blender's quality as "
+                                                    "substeps)"),
+        "cg_iterations": Field("int", 40, "conjugate-gradient iterations of each implicit step (integrator = "
+                                          "\"implicit\"; too few leave a stiff cloth stretched)"),
     },
     "target": {
         "video": Field("str", None, "target video: .mp4, .gif, or a folder of images (--target overrides)"),

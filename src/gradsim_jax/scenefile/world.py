@@ -109,6 +109,8 @@ class ClothMaterial:
         tri_lift: aerodynamic lift coefficient.
         bend_ke: bending stiffness (0: no bending elements).
         bend_kd: bending damping.
+        spring_ke: N/m, stiffness of a spring along every mesh edge (0 with spring_kd 0: none).
+        spring_kd: N s/m, those springs' damping along their length.
     """
 
     mass: float
@@ -119,6 +121,8 @@ class ClothMaterial:
     tri_lift: float
     bend_ke: float
     bend_kd: float
+    spring_ke: float = 0.0
+    spring_kd: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,7 +229,8 @@ def read_material(spec) -> MaterialOptions:
     """
     mat = spec.sections.material
     cloth = ClothMaterial(mass=mat.mass, tri_ke=mat.tri_ke, tri_ka=mat.tri_ka, tri_kd=mat.tri_kd,
-                          tri_drag=mat.tri_drag, tri_lift=mat.tri_lift, bend_ke=mat.bend_ke, bend_kd=mat.bend_kd)
+                          tri_drag=mat.tri_drag, tri_lift=mat.tri_lift, bend_ke=mat.bend_ke, bend_kd=mat.bend_kd,
+                          spring_ke=mat.spring_ke, spring_kd=mat.spring_kd)
     values = dataclasses.asdict(mat)
     gravity = world_vector(spec, Y_UP_GRAVITY) if mat.gravity is None else mat.gravity
     return MaterialOptions(cloth=cloth, gravity=gravity, contact_mu=mat.contact_mu, contact_ke=mat.contact_ke,

@@ -77,6 +77,14 @@ for _q in (
     Quantity("lift", "cloth.tri_lift", "N s^2/m^4", "log", ("lift", "tri_lift", "cloth.tri_lift"),
              "aerodynamic lift coefficient", read=_read_path("cloth.tri_lift"), expand=_broadcast("cloth.tri_lift"),
              key="tri_lift"),
+    Quantity("spring_stiffness", "springs.ke", "N/m", "log", ("spring_stiffness", "spring_ke", "springs.ke"),
+             "stiffness of every spring (a scene file's springs along the mesh edges, [material] spring_ke: "
+             "Blender's structural springs)", read=_read_path("springs.ke"), expand=_broadcast("springs.ke"),
+             applies=lambda topology: topology.springs.pairs.shape[0] > 0, key="spring_ke"),
+    Quantity("spring_damping", "springs.kd", "N s/m", "log", ("spring_damping", "spring_kd", "springs.kd"),
+             "damping of every spring along its length ([material] spring_kd)", read=_read_path("springs.kd"),
+             expand=_broadcast("springs.kd"), applies=lambda topology: topology.springs.pairs.shape[0] > 0,
+             key="spring_kd"),
     Quantity("air_damping", "particles.damping", "1/s", "log", ("air_damping", "particles.damping"),
              "linear air damping of every particle's velocity (acceleration -c v, the same for every mass): a "
              "viscous medium, as Blender's cloth damps with air; drag is the quadratic, per-face kind",
