@@ -44,7 +44,15 @@ def run_case(case: str, iterations, out: Path) -> dict:
     wall = time.perf_counter() - started
     reference = ROOT / "benchmarks" / "blender" / "data" / case / "vertices.npy"
     assert main(["predict", str(scene), "--fit", str(run), "--reference", str(reference)]) == 0, case
+    return row_of(case, run, wall)
+
+
+def row_of(case: str, run: Path, wall=None) -> dict:
+    """The row of a case fitted and predicted into `run` (`gradsim-jax fit` then `predict --reference`, the
+    steps `run_case` takes); `wall`: the fit's seconds as the command measured them (None: its report's
+    total_wall_time_s, the set-up and the outputs included)."""
     report = json.loads((run / "report.json").read_text())
+    wall = report["total_wall_time_s"] if wall is None else wall
     pred = report["prediction"]
     return {"case": case, "fit_wall_s": round(wall, 1), "estimated": {k: v for k, v in report["estimated"].items()
                                                                      if k != "albedo"},
@@ -83,13 +91,18 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=None, help="Adam iterations (default: the scene file's)")
     parser.add_argument("--out", default="runs/photoreal", help="where the fits write their outputs")
     parser.add_argument("--table", action="store_true", help="print the stored table and stop")
+    parser.add_argument("--collect", default=None, help="take the rows of --cases from fits already run by the same "
+                        "commands into this folder (one subfolder per case) instead of running them")
     args = parser.parse_args()
     rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     if not args.table:
         import shutil
 
         for case in args.cases:
-            row = run_case(case, args.iterations, Path(args.out))
+            if args.collect:
+                row = row_of(case, Path(args.collect) / case)
+            else:
+                row = run_case(case, args.iterations, Path(args.out))
             assets = ROOT / "docs" / "assets" / f"photoreal_{case}.png"
             shutil.copyfile(row.pop("plot"), assets)
             rows[case] = row

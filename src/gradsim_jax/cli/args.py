@@ -333,7 +333,7 @@ def preflight(exp, args, config=None):
     itemsize = np.dtype(exp.dtype).itemsize
     est = estimate_cost(exp.topology, exp.frames, exp.substeps, render_size=(exp.camera.height, exp.camera.width),
                         tile_capacity=exp.settings.tile_capacity, pixel_capacity=exp.settings.pixel_capacity,
-                        itemsize=itemsize, **kw)
+                        itemsize=itemsize, step_cost=exp.integrator.step_cost(), **kw)
     available = available_memory_bytes()
     if available is not None and est.memory_bytes > available and not args.force:
         return fail(f"this run would need about {human_bytes(est.memory_bytes)} of memory, more than the "

@@ -111,13 +111,13 @@ def human_seconds(s: float) -> str:
 
 
 def _simulation_cost(counts: Mapping, frames: int, substeps: int, gradient: bool, checkpoint: bool,
-                     itemsize: int) -> tuple[float, float]:
+                     itemsize: int, step_cost: float = 1.0) -> tuple[float, float]:
     """(bytes, seconds) of simulating (and with `gradient`, differentiating) one evaluation."""
     n = counts["particles"]
     scale = itemsize / 4.0
     states = (frames + 1) * n * 6 * itemsize  # x and v of every frame
     sim_bytes = scale * _per_element(_SIM_BYTES, counts) + states
-    step_seconds = _per_element(_SIM_SECONDS_PER_SUBSTEP, counts)
+    step_seconds = _per_element(_SIM_SECONDS_PER_SUBSTEP, counts) * step_cost
     sim_seconds = frames * substeps * step_seconds
     if gradient:
         residuals = _per_element(_SIM_GRAD_BYTES_PER_SUBSTEP, counts)
@@ -181,6 +181,7 @@ def estimate_cost(
     dense_columns: int = 0,
     dense_passes: int = 1,
     itemsize: int = 4,
+    step_cost: float = 1.0,
 ) -> CostEstimate:
     """Memory and time of simulating `frames` frames of `substeps` substeps (and rendering them).
 
@@ -199,13 +200,15 @@ def estimate_cost(
       dense_columns: that Jacobian's columns (free scalars).
       dense_passes: how many such Jacobians a run makes (a Levenberg-Marquardt step each, and the report's).
       itemsize: bytes per float (8 for float64).
+      step_cost: the time of one substep in semi-implicit Euler substeps (`Integrator.step_cost()`: 1, or about
+        65 for the implicit step's 40 conjugate-gradient iterations).
     Returns:
       CostEstimate(memory_bytes, seconds, text).
     """
     counts = element_counts(topology)
     n, faces = counts["particles"], counts["triangles"]
     scale = itemsize / 4.0
-    parts = {"simulation": _simulation_cost(counts, frames, substeps, gradient, checkpoint, itemsize)}
+    parts = {"simulation": _simulation_cost(counts, frames, substeps, gradient, checkpoint, itemsize, step_cost)}
     resident = scale * 16.0 * sum(counts.values())  # the scene's own arrays
     if render_size is not None and faces:
         rendering, video = _render_cost(faces, frames, render_size, frames_rendered, gradient, tile_capacity,

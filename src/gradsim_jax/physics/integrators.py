@@ -42,6 +42,10 @@ class Integrator(abc.ABC):
     #: then do not bound the step by the elastic elements' explicit stability limit.
     implicit_elastic: bool = False
 
+    def step_cost(self) -> float:
+        """The time of one step in semi-implicit Euler steps of the same scene (`physics.estimate_cost`)."""
+        return 1.0
+
     def prepare(self, topology, params):
         """What every step of a rollout shares, evaluated once before the time loop (None: nothing).
 
@@ -161,6 +165,16 @@ class ImplicitEuler(Integrator):
     iterations: int = 40
     implicit_contact: bool = True
     implicit_elastic = True
+
+    def step_cost(self) -> float:
+        """The time of one step in semi-implicit Euler steps: measured on the 289-particle swinging cloth (2-core
+        CPU, float32), a CG iteration costs about 1.6 of them (a Jacobian-vector product of the forces), forward
+        and gradient alike.
+
+        Returns:
+            1 + 1.6 x iterations.
+        """
+        return 1.0 + 1.6 * self.iterations
 
     def prepare(self, topology, params):
         """What every step of a rollout shares (rest shapes): `step(..., prepared=)`.
