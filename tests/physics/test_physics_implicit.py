@@ -145,3 +145,4 @@ def test_cg_solve_solves_and_differentiates_like_a_dense_solve():
         np.testing.assert_allclose(jax.grad(f)(0.5), jax.grad(g)(0.5), rtol=1e-9)
         # a right-hand side of zero (a system at rest): zero, not 0 / 0
         assert np.all(np.asarray(cg_solve(lambda u: a @ u, jnp.zeros(6), 5)) == 0.0)
+

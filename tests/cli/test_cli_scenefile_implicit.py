@@ -1,0 +1,38 @@
+"""Scene files with the implicit step ([simulation] integrator, cg_iterations) and springs on every mesh edge
+([material] spring_ke, spring_kd): what they build, and the settings refused with the key named."""
+
+import numpy as np
+import pytest
+
+from gradsim_jax.physics import ImplicitEuler, SemiImplicitEuler
+from gradsim_jax.scenefile import SceneFileError, load_scene
+
+from cli_scenes import SCENE_TAIL, SMALL_CLOTH, write_scene
+
+
+def _scene_file(tmp_path, material="", simulation=""):
+    tail = SCENE_TAIL.replace("[simulation]\n", "[simulation]\n" + simulation)
+    return write_scene(tmp_path, SMALL_CLOTH + "\n[material]\nmass = 0.05\n" + material + tail)
+
+
+def test_scene_files_take_the_implicit_step_and_edge_springs(tmp_path):
+    exp = load_scene(_scene_file(tmp_path, "spring_ke = 300.0\nspring_kd = 0.5\n",
+                                 'integrator = "implicit"\ncg_iterations = 12\n')).experiment()
+    assert exp.integrator == ImplicitEuler(iterations=12)
+    # a 2 x 2 grid's triangle mesh: 12 sides of cells and 4 diagonals
+    assert exp.topology.springs.pairs.shape == (16, 2)
+    np.testing.assert_allclose(np.asarray(exp.params.springs.ke), 300.0)
+    assert {"spring_stiffness", "spring_damping"} <= set(exp.theta)
+    plain = load_scene(_scene_file(tmp_path)).experiment()
+    assert isinstance(plain.integrator, SemiImplicitEuler) and plain.topology.springs.pairs.shape == (0, 2)
+
+
+@pytest.mark.parametrize("material, simulation, message", [
+    ("", 'integrator = "backward"\n', "integrator must be one of semi_implicit, implicit"),
+    ("", 'integrator = "implicit"\ncg_iterations = 0\n', "cg_iterations must be at least 1"),
+    ("", 'integrator = "implicit"\ncontact = "explicit"\n', 'remove contact = "explicit"'),
+    ("spring_ke = -5.0\n", "", "spring_ke and spring_kd must be 0 or more"),
+])
+def test_bad_implicit_settings_are_named(tmp_path, material, simulation, message):
+    with pytest.raises(SceneFileError, match=message):
+        load_scene(_scene_file(tmp_path, material, simulation)).experiment()
