@@ -76,16 +76,8 @@ class Integrator(abc.ABC):
         """
 
 
-@dataclasses.dataclass(frozen=True)
-class SemiImplicitEuler(Integrator):
-    """v1 = v0 + dt a(x0, v0); x1 = x0 + dt v1, for every component.
-
-    implicit_contact: the particles' contact terms see the velocity the step reaches without them and take
-    their damping and friction backward (stable at any kd, kf; `physics.contact.implicit_penalty_force`);
-    False: at v0, explicitly, as Warp 1.8's semi-implicit integrator does (unstable for dt kd / m or
-    dt kf / m above 2)."""
-
-    implicit_contact: bool = True
+class _ForceIntegrator(Integrator):
+    """An integrator of the registered particle forces: a rollout prepares their rest shapes once."""
 
     def prepare(self, topology, params):
         """What every step of a rollout shares (rest shapes): `step(..., prepared=)`.
@@ -98,6 +90,18 @@ class SemiImplicitEuler(Integrator):
             {force term name: its prepared aux} (`physics.forces.prepare_forces`).
         """
         return prepare_forces(topology, params)
+
+
+@dataclasses.dataclass(frozen=True)
+class SemiImplicitEuler(_ForceIntegrator):
+    """v1 = v0 + dt a(x0, v0); x1 = x0 + dt v1, for every component.
+
+    implicit_contact: the particles' contact terms see the velocity the step reaches without them and take
+    their damping and friction backward (stable at any kd, kf; `physics.contact.implicit_penalty_force`);
+    False: at v0, explicitly, as Warp 1.8's semi-implicit integrator does (unstable for dt kd / m or
+    dt kf / m above 2)."""
+
+    implicit_contact: bool = True
 
     def step(self, topology, params, state: State, control: Control | None, t, dt, prepared=None) -> State:
         """One semi-implicit Euler step of particles and rigid bodies (the class docstring).
@@ -115,9 +119,7 @@ class SemiImplicitEuler(Integrator):
         Returns:
             The `State` after the step (same shapes).
         """
-        moving = is_moving(params.colliders)
-        if moving:  # kinematic colliders at the step's start time (pose and rates)
-            params = dataclasses.replace(params, colliders=posed(params.colliders, t))
+        params, moving = _posed_at(params, t)
         particles = state.particles
         f = particle_forces(topology, params, particles.x, particles.v, control, prepared)
         if topology.wind:  # keyed in time: evaluated at the step's start
@@ -136,7 +138,7 @@ class SemiImplicitEuler(Integrator):
 
 
 @dataclasses.dataclass(frozen=True)
-class ImplicitEuler(Integrator):
+class ImplicitEuler(_ForceIntegrator):
     """The particles' linearized backward Euler step (Baraff and Witkin 1998; Blender's cloth step), rigid bodies
     as `SemiImplicitEuler` steps them.
 
@@ -176,18 +178,6 @@ class ImplicitEuler(Integrator):
         """
         return 1.0 + 1.6 * self.iterations
 
-    def prepare(self, topology, params):
-        """What every step of a rollout shares (rest shapes): `step(..., prepared=)`.
-
-        Args:
-            topology: the scene's `Topology`.
-            params: the scene's `Params`.
-
-        Returns:
-            {force term name: its prepared aux} (`physics.forces.prepare_forces`).
-        """
-        return prepare_forces(topology, params)
-
     def step(self, topology, params, state: State, control: Control | None, t, dt, prepared=None) -> State:
         """One linearized backward Euler step of the particles, a semi-implicit one of rigid bodies (the class
         docstring).
@@ -204,9 +194,7 @@ class ImplicitEuler(Integrator):
         Returns:
             The `State` after the step (same shapes).
         """
-        moving = is_moving(params.colliders)
-        if moving:
-            params = dataclasses.replace(params, colliders=posed(params.colliders, t))
+        params, moving = _posed_at(params, t)
         particles = state.particles
         x, v = particles.x, particles.v
         if prepared is None:
@@ -235,6 +223,14 @@ class ImplicitEuler(Integrator):
         v1 = v_free if fc is None else v_free + dt * free * fc * inv_mass[:, None]
         particles = dataclasses.replace(particles, x=x + dt * v1, v=v1)
         return _finish(topology, params, state, particles, body_force, body_torque, moving, t, dt)
+
+
+def _posed_at(params, t):
+    """(params with kinematic colliders at time t, whether any moves): the pose and rates a step starts from."""
+    moving = is_moving(params.colliders)
+    if moving:
+        params = dataclasses.replace(params, colliders=posed(params.colliders, t))
+    return params, moving
 
 
 def _touches(topology, state) -> bool:
