@@ -30,7 +30,7 @@ from gradsim_jax.physics.colliders import collider_contact
 from gradsim_jax.physics.selfcontact import self_contact_forces
 from gradsim_jax.physics.contact import ground_contact
 from gradsim_jax.physics.fem import fem_forces, prepare_fem
-from gradsim_jax.physics.springs import spring_forces
+from gradsim_jax.physics.springs import spring_forces, spring_system_jvp
 
 
 class ForceTerm(abc.ABC):
@@ -62,6 +62,33 @@ class ForceTerm(abc.ABC):
         """
         return None
 
+    def has_system_jvp(self) -> bool:
+        """Whether the term gives the implicit step a Jacobian of its own (`system_jvp`) instead of its exact one.
+
+        Returns:
+            False in the base: `ImplicitEuler` differentiates `forces`.
+        """
+        return False
+
+    def system_jvp(self, topology, params, x, v, dx, dv, prepared):
+        """The force change [n, 3] N an implicit step takes for the position and velocity changes dx, dv [n, 3]
+        at (x, v): a positive semi-definite stand-in for the exact Jacobian where that one is not (a
+        compressed spring's sideways stiffness is negative, and conjugate gradients diverge on it).
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            x: [n, 3] m, particle positions.
+            v: [n, 3] m/s, particle velocities.
+            dx: [n, 3] m, a position change.
+            dv: [n, 3] m/s, a velocity change.
+            prepared: what `prepare` returned (None: none).
+
+        Returns:
+            [n, 3] N.
+        """
+        raise NotImplementedError(f"force term {self.name!r} gives no system Jacobian (has_system_jvp is False)")
+
     @abc.abstractmethod
     def forces(self, topology, params, x, v, control, prepared):
         """The term's force on each particle.
@@ -89,6 +116,34 @@ class FunctionForce(ForceTerm):
     present_fn: Callable
     forces_fn: Callable
     prepare_fn: Optional[Callable] = None
+    system_jvp_fn: Optional[Callable] = None
+
+    def has_system_jvp(self) -> bool:
+        """Whether `system_jvp_fn` was given.
+
+        Returns:
+            A Python bool.
+        """
+        return self.system_jvp_fn is not None
+
+    def system_jvp(self, topology, params, x, v, dx, dv, prepared):
+        """`system_jvp_fn(topology, params, x, v, dx, dv, prepared)`.
+
+        Args:
+            topology: the scene's `Topology`.
+            params: the scene's `Params`.
+            x: [n, 3] m, particle positions.
+            v: [n, 3] m/s, particle velocities.
+            dx: [n, 3] m, a position change.
+            dv: [n, 3] m/s, a velocity change.
+            prepared: what `prepare` returned (None: none).
+
+        Returns:
+            [n, 3] N, the force change the implicit step takes.
+        """
+        if self.system_jvp_fn is None:
+            return super().system_jvp(topology, params, x, v, dx, dv, prepared)
+        return self.system_jvp_fn(topology, params, x, v, dx, dv, prepared)
 
     def present(self, topology) -> bool:
         """`present_fn(topology)`.
@@ -160,7 +215,8 @@ def _tet_activation(control):
 
 
 register_force(FunctionForce("springs", lambda t: t.springs.pairs.shape[0] > 0,
-                             lambda t, p, x, v, c, aux: spring_forces(t, p, x, v)))
+                             lambda t, p, x, v, c, aux: spring_forces(t, p, x, v),
+                             system_jvp_fn=lambda t, p, x, v, dx, dv, aux: spring_system_jvp(t, p, x, dx, dv)))
 register_force(FunctionForce("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
                              lambda t, p, x, v, c, aux: membrane_forces(t, p, x, v, _activation(c), prepared=aux),
                              prepare_membrane))
@@ -263,7 +319,7 @@ def prepare_forces(topology, params) -> dict:
     return {name: aux for name, aux in found.items() if aux is not None}
 
 
-def particle_forces(topology, params, x, v, control=None, prepared=None):
+def particle_forces(topology, params, x, v, control=None, prepared=None, exclude=()):
     """Sum of the force terms the scene has, plus the external force of `control` (contact terms apart:
     `contact_forces`).
 
@@ -274,6 +330,7 @@ def particle_forces(topology, params, x, v, control=None, prepared=None):
         v: [n, 3] m/s, particle velocities.
         control: the step's `Control` (None: no inputs).
         prepared: `prepare_forces(topology, params)` (computed here when None).
+        exclude: names of terms left out (static).
 
     Returns:
         [n, 3] N, the force on each particle.
@@ -282,7 +339,7 @@ def particle_forces(topology, params, x, v, control=None, prepared=None):
         prepared = prepare_forces(topology, params)
     f = jnp.zeros_like(x)
     for name, term in PARTICLE_FORCES.items():
-        if term.present(topology):
+        if term.present(topology) and name not in exclude:
             f = f + term.forces(topology, params, x, v, control, prepared.get(name))
     if control is not None and control.particles is not None and control.particles.force is not None:
         f = f + control.particles.force

@@ -23,7 +23,9 @@ import jax
 import jax.numpy as jnp
 
 from gradsim_jax.physics.collider_motion import collider_state, is_moving, posed
-from gradsim_jax.physics.forces import contact_forces, has_contact, particle_forces, prepare_forces
+from gradsim_jax.physics.forces import (
+    PARTICLE_FORCES, contact_forces, has_contact, particle_forces, prepare_forces,
+)
 from gradsim_jax.physics.linsolve import cg_solve
 from gradsim_jax.physics.particle_body import has_particle_body_contact, particle_body_loads
 from gradsim_jax.physics.particles import free_inverse_mass, particle_euler
@@ -149,7 +151,9 @@ class ImplicitEuler(_ForceIntegrator):
         (m (1 + dt c) - dt J_v - dt^2 J_x) dv = dt (f + m g - m c v) + dt^2 J_x v,
 
     J_x, J_v the forces' Jacobians by position and velocity, applied matrix-free (`jax.linearize`) inside
-    `iterations` conjugate-gradient steps (`physics.linsolve.cg_solve`); pinned particles move at their
+    `iterations` conjugate-gradient steps (`physics.linsolve.cg_solve`); a force term that gives a Jacobian of
+    its own for the step (`ForceTerm.system_jvp`: the springs' is positive semi-definite, as Blender's solver
+    takes it, so that a crumpling cloth's compressed springs do not make the system indefinite) is taken with it; pinned particles move at their
     kinematic velocity and enter the free particles' system as known. Then v1 = v + dv, x1 = x + dt v1. The
     step is stable at any stiffness and damps a mode of frequency w by about w^2 dt / 2 per second (a stiff
     mode, w dt >> 1, not at all): a video made by an engine that steps this way (Blender's cloth at `quality`
@@ -204,8 +208,19 @@ class ImplicitEuler(_ForceIntegrator):
         mass = jnp.where(inv_mass > 0.0, 1.0 / jnp.where(inv_mass > 0.0, inv_mass, 1.0), 0.0)[:, None]
         pc = None if control is None else control.particles
         kinematic_v = jnp.zeros_like(v) if pc is None or pc.pinned_velocity is None else pc.pinned_velocity
-        f0, jacobian = jax.linearize(
-            lambda xx, vv: particle_forces(topology, params, xx, vv, control, prepared), x, v)
+        own = tuple(name for name, term in PARTICLE_FORCES.items()
+                    if term.present(topology) and term.has_system_jvp())  # terms with a definite Jacobian
+        f0, exact = jax.linearize(
+            lambda xx, vv: particle_forces(topology, params, xx, vv, control, prepared, exclude=own), x, v)
+        for name in own:
+            f0 = f0 + PARTICLE_FORCES[name].forces(topology, params, x, v, control, prepared.get(name))
+
+        def jacobian(dx, dv):  # the forces' change the step takes for (dx, dv)
+            change = exact(dx, dv)
+            for name in own:
+                change = change + PARTICLE_FORCES[name].system_jvp(topology, params, x, v, dx, dv, prepared.get(name))
+            return change
+
         if topology.wind:
             f0 = f0 + wind_forces(topology, params, x, t)
         c = params.particles.damping
