@@ -166,6 +166,12 @@ class ImplicitEuler(_ForceIntegrator):
     system unsolved (the cloth stretches); check a scene against a run with more.
 
     Derivatives flow through the solve as through an exact one (`physics.linsolve`).
+
+    Definiteness: conjugate gradients need the system positive definite. The springs' own step Jacobian is
+    (`physics.springs.spring_system_jvp`); the membrane, bending and FEM terms enter with their exact Jacobians,
+    which a strongly compressed or folded element can make indefinite at a long step (dt^2 k / m well above 1):
+    a crumpling membrane cloth or soft body may then diverge (`SimulationDiverged`). Model such a cloth with
+    springs (`[material] spring_ke`), or step it semi-implicitly.
     """
 
     iterations: int = 40
