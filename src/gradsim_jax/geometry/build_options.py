@@ -21,6 +21,9 @@ class Environment:
         damping: 1/s, the particles' velocity damping.
         aerodynamics: the cloth's drag and lift term on (True), off (False), or on where any tri_drag or
             tri_lift is nonzero (None).
+        membrane: the cloth's membrane (stretch, area and their damping) on (True), off (False), or on unless
+            the cloth has triangles whose tri_ke, tri_ka and tri_kd are all 0 (None): a cloth of springs only
+            then pays nothing for its triangles (they still render and feel the air).
         ground: whether there is a ground (for every component).
         ground_height: m, the ground's offset along `ground_normal`.
         ground_normal: [3], the ground's normal (normalized on use).
@@ -29,6 +32,7 @@ class Environment:
     gravity: Any = (0.0, -9.81, 0.0)
     damping: float = 0.0
     aerodynamics: Optional[bool] = None
+    membrane: Optional[bool] = None
     ground: bool = False
     ground_height: float = 0.0
     ground_normal: Any = (0.0, 1.0, 0.0)
@@ -92,6 +96,7 @@ BUILD_SHORTHANDS = {
     "gravity": ("environment", "gravity"),
     "damping": ("environment", "damping"),
     "aerodynamics": ("environment", "aerodynamics"),
+    "membrane": ("environment", "membrane"),
     "ground": ("environment", "ground"),
     "ground_height": ("environment", "ground_height"),
     "ground_normal": ("environment", "ground_normal"),

@@ -60,7 +60,7 @@ def incidence_table(elements, width: int, n: int, incidence, min_corners: int = 
 
 
 def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigid_contact: str,
-              aerodynamics: bool) -> Topology:
+              aerodynamics: bool, membrane: bool = True) -> Topology:
     """`Scene.build`'s stage one: the static structure (indices, flags, incidence tables, and a cloth's lattice
     where its triangles are a grid: `physics.stencil.find_cloth_grid`).
 
@@ -71,6 +71,7 @@ def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigi
         incidence: True, False or None (`Numerics.incidence`).
         rigid_contact: the bodies' contact model (`contact_options.rigid_contact_model`).
         aerodynamics: whether the cloth's drag and lift term is on.
+        membrane: whether the cloth's membrane is on.
 
     Returns:
         The `Topology`.
@@ -82,6 +83,7 @@ def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigi
         springs=SpringTopology(pairs=jnp.asarray(scene.springs, jnp.int32), incidence=table(scene.springs, 2)),
         cloth=ClothTopology(triangles=jnp.asarray(scene.triangles, jnp.int32),
                             bend_edges=jnp.asarray(scene.bend_edges, jnp.int32), aerodynamics=aerodynamics,
+                            membrane=membrane,
                             tri_incidence=table(scene.triangles, 3, min_corners=TRIANGLE_INCIDENCE_MIN_CORNERS),
                             bend_incidence=table(scene.bend_edges, 4),
                             grid=find_cloth_grid(scene.triangles, scene.bend_edges, n)),

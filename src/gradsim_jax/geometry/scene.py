@@ -313,9 +313,13 @@ class Scene:
         aerodynamics = env.aerodynamics
         if aerodynamics is None:
             aerodynamics = bool(np.any(self.tri_drag) or np.any(self.tri_lift))
+        membrane = env.membrane
+        if membrane is None:
+            membrane = not (len(self.triangles) and not (np.any(self.tri_ke) or np.any(self.tri_ka)
+                                                          or np.any(self.tri_kd)))
         dtype = num.dtype or jnp.zeros(()).dtype
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
-        topology = scene_topology(self, env, con, num.incidence, rigid_contact, bool(aerodynamics))
+        topology = scene_topology(self, env, con, num.incidence, rigid_contact, bool(aerodynamics), bool(membrane))
         params = scene_params(self, env, con, arr)
         state = scene_state(self, arr)
         if con.self_contact:

@@ -35,11 +35,13 @@ from gradsim_jax.typing import Array, pytree_dataclass
 from gradsim_jax.vectors import cross3, dot3, materialize, materialize_cotangent, sub3, unstack
 
 
-@pytree_dataclass(meta=("aerodynamics",))
+@pytree_dataclass(meta=("aerodynamics", "membrane"))
 class ClothTopology:
     """triangles: [t, 3] int32 particle indices (p, q, r) of membrane triangles.
     bend_edges: [e, 4] int32 (x1, x2, x3, x4): x1, x2 the vertices opposite the shared edge (x3, x4).
     aerodynamics: static flag; when True triangles feel drag and lift (`ClothParams.tri_drag`, `tri_lift`).
+    membrane: static flag; when False the triangles have no membrane forces (stretch, area, damping), only the
+    aerodynamic ones if those are on (a cloth of springs; `Environment.membrane`).
     tri_incidence, bend_incidence: `corner_incidence` tables [K, n] int32 of the triangles and bending edges
     (None: their forces are summed by scatter-add; `Scene.build` makes them).
     grid: the lattice and element families when the triangles and bending edges are a structured grid
@@ -52,6 +54,7 @@ class ClothTopology:
     triangles: Array
     bend_edges: Array
     aerodynamics: bool = False
+    membrane: bool = True
     tri_incidence: Optional[Array] = None
     bend_incidence: Optional[Array] = None
     grid: Optional[ClothGrid] = None
@@ -234,8 +237,12 @@ def membrane_forces(topology, params, x, v, activation=None, prepared=None):
         [n, 3] N, the summed membrane (and aerodynamic) force on each particle.
     """
     tris = topology.cloth.triangles
-    if tris.shape[0] == 0:
+    if tris.shape[0] == 0 or not (topology.cloth.membrane or topology.cloth.aerodynamics):
         return jnp.zeros_like(x)
+    if not topology.cloth.membrane:  # drag and lift only
+        xs, vs = (unstack(gather_corners_major(a, tris)) for a in (x, v))
+        air = jax.vmap(triangle_air_force)(*xs, *vs, params.cloth.tri_drag, params.cloth.tri_lift)  # each corner's
+        return scatter_corners_major(jnp.stack([air, air, air]), tris, x.shape[0])
     prepared = prepare_membrane(topology, params) if prepared is None else prepared
     if stencil_active(topology.cloth.grid):
         return grid_membrane_forces(topology.cloth.grid, topology.cloth.aerodynamics, prepared, x, v, activation)

@@ -217,7 +217,8 @@ def _tet_activation(control):
 register_force(FunctionForce("springs", lambda t: t.springs.pairs.shape[0] > 0,
                              lambda t, p, x, v, c, aux: spring_forces(t, p, x, v),
                              system_jvp_fn=lambda t, p, x, v, dx, dv, aux: spring_system_jvp(t, p, x, dx, dv)))
-register_force(FunctionForce("membrane", lambda t: t.cloth.triangles.shape[0] > 0,
+register_force(FunctionForce("membrane", lambda t: t.cloth.triangles.shape[0] > 0 and (t.cloth.membrane
+                                                                                      or t.cloth.aerodynamics),
                              lambda t, p, x, v, c, aux: membrane_forces(t, p, x, v, _activation(c), prepared=aux),
                              prepare_membrane))
 register_force(FunctionForce("bending", lambda t: t.cloth.bend_edges.shape[0] > 0,

@@ -96,6 +96,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "tri_drag": Field("float", 0.0, "aerodynamic drag coefficient (nonzero switches aerodynamics on)"),
         "tri_lift": Field("float", 0.0, "aerodynamic lift coefficient"),
         "aerodynamics": Field("bool", False, "force the drag/lift term on (to fit drag or lift from a guess)"),
+        "membrane": Field("bool", None, "the membrane on or off (default: off when tri_ke, tri_ka and tri_kd are "
+                                        "all 0, a cloth of springs, which then pays nothing for it; on to fit "
+                                        "stiffness or damping from 0)"),
         "contact_mu": Field("float", 0.5, "ground friction coefficient"),
         "contact_ke": Field("float", 1.0e3, "ground contact stiffness"),
         "contact_kd": Field("float", 10.0, "ground contact damping"),
