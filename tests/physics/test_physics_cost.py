@@ -143,3 +143,22 @@ def test_scene_file_particle_radius_sets_the_resting_height(tmp_path, capsys):
     report = gs.physics.contact_report(exp.topology, exp.params, exp.state0)
     assert not report.deep
     np.testing.assert_allclose(float(load_scene(_scene_file(tmp_path, 2)).experiment().params.particles.radius), 0.01)
+
+
+def test_the_implicit_step_and_a_cloth_without_membrane_are_counted():
+    import gradsim_jax as gs
+    from gradsim_jax.geometry import mesh_edges
+    from gradsim_jax.physics import ImplicitEuler, SemiImplicitEuler, estimate_cost
+
+    cloth = gs.cloth_grid(8, 8, 0.05, 0.05, tri_ke=0.0, tri_ka=0.0, tri_kd=0.0)
+    springs = cloth.add_springs(mesh_edges(cloth.triangles), 1e5, 1.0)
+    off, on = springs.build()[0], springs.build(membrane=True)[0]
+
+    def sim_seconds(topology, integrator):
+        return estimate_cost(topology, 10, 5, gradient=True, step_cost=integrator.step_cost()).seconds
+
+    # an implicit substep of 40 CG iterations: 43 explicit ones in a gradient (Integrator.step_cost)
+    ratio = sim_seconds(off, ImplicitEuler(iterations=40)) / sim_seconds(off, SemiImplicitEuler())
+    assert abs(ratio - 43.0) < 1e-9 * 43.0  # no rendering asked: the simulation is the whole estimate
+    # triangles that are only drawn cost no simulation time; with the membrane on they do
+    assert sim_seconds(off, SemiImplicitEuler()) < sim_seconds(on, SemiImplicitEuler())

@@ -201,14 +201,18 @@ def estimate_cost(
       dense_passes: how many such Jacobians a run makes (a Levenberg-Marquardt step each, and the report's).
       itemsize: bytes per float (8 for float64).
       step_cost: the time of one substep in semi-implicit Euler substeps (`Integrator.step_cost()`: 1, or about
-        65 for the implicit step's 40 conjugate-gradient iterations).
+        43 for the implicit step's 40 conjugate-gradient iterations).
     Returns:
       CostEstimate(memory_bytes, seconds, text).
     """
     counts = element_counts(topology)
     n, faces = counts["particles"], counts["triangles"]
     scale = itemsize / 4.0
-    parts = {"simulation": _simulation_cost(counts, frames, substeps, gradient, checkpoint, itemsize, step_cost)}
+    stepped = counts
+    cloth = getattr(topology, "cloth", None)
+    if cloth is not None and not (cloth.membrane or cloth.aerodynamics):  # triangles only drawn, not stepped
+        stepped = dict(counts, triangles=0)
+    parts = {"simulation": _simulation_cost(stepped, frames, substeps, gradient, checkpoint, itemsize, step_cost)}
     resident = scale * 16.0 * sum(counts.values())  # the scene's own arrays
     if render_size is not None and faces:
         rendering, video = _render_cost(faces, frames, render_size, frames_rendered, gradient, tile_capacity,
