@@ -233,13 +233,14 @@ class ImplicitEuler(_ForceIntegrator):
         c = params.particles.damping
         dtc = dt * c
 
-        def apply(u):  # the system's operator on a velocity change u (the pinned rows: u itself)
-            return free * (mass * (1.0 + dtc) * u - jacobian(dt * dt * u, dt * u)) + (1.0 - free) * u
+        def apply(u):  # the system's operator on a velocity change u: the free particles' block, identity on the pinned
+            w = free * u
+            return free * (mass * (1.0 + dtc) * w - jacobian(dt * dt * w, dt * w)) + (1.0 - free) * u
 
         known = (1.0 - free) * (kinematic_v - v)  # the pinned particles' velocity change
         rhs = dt * (f0 + mass * params.world.gravity - mass * c * v) + jacobian(dt * dt * v, jnp.zeros_like(v))
         rhs = free * (rhs + jacobian(dt * dt * known, dt * known))
-        dv = free * cg_solve(lambda u: apply(free * u), rhs, self.iterations)
+        dv = free * cg_solve(apply, rhs, self.iterations)
         v_free = v + dv + known
         fc, body_force, body_torque = _contact_loads(topology, params, state, control, v_free, dt)
         v1 = v_free if fc is None else v_free + dt * free * fc * inv_mass[:, None]
