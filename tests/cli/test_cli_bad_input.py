@@ -226,7 +226,7 @@ def test_an_unknown_quantity_of_a_scene_file_suggests_the_nearest(tmp_path, caps
     path = write(tmp_path, SCENE.replace('free = ["mass"]', 'free = ["stifness"]'))
     assert main(["fit", str(path), "--target", str(noise_gif(tmp_path / "t.gif")), "--out", str(tmp_path / "run"),
                  *QUIET]) == 2
-    clean_error(capsys, "[fit] free", "unknown quantity 'stifness'", "did you mean 'stiffness'?")
+    clean_error(capsys, "[fit] free", "unknown quantity 'stifness'", "did you mean 'stiffness'")
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -176,7 +176,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             particle_radius=sc.particle_radius, contact_smoothing=sc.contact_smoothing,
             contact_mu=mat.contact_mu, contact_ke=mat.contact_ke, contact_kd=mat.contact_kd,
             contact_kf=mat.contact_kf, aerodynamics=True if mat.aerodynamics else None,
-            membrane=spec.sections.material.membrane,
+            membrane=mat.membrane,
             rigid_contact=sc.rigid_contact, body_contact=sc.body_contact,
             particle_body_contact=sc.particle_body_contact)
     except ValueError as e:

@@ -137,6 +137,7 @@ class MaterialOptions:
         contact_kd: ground contact damping of the particles.
         contact_kf: ground friction stiffness of the particles.
         aerodynamics: force the drag/lift term on.
+        membrane: the membrane on (True), off (False) or as its coefficients say (None).
         quantities: {key: value or None} for every key of `MATERIAL_QUANTITIES` (registry quantities set over
             the built scene), in the schema's order.
     """
@@ -149,6 +150,7 @@ class MaterialOptions:
     contact_kf: float
     aerodynamics: bool
     quantities: dict
+    membrane: Optional[bool] = None
 
 
 def read_scene(spec) -> SceneOptions:
@@ -235,4 +237,4 @@ def read_material(spec) -> MaterialOptions:
     gravity = world_vector(spec, Y_UP_GRAVITY) if mat.gravity is None else mat.gravity
     return MaterialOptions(cloth=cloth, gravity=gravity, contact_mu=mat.contact_mu, contact_ke=mat.contact_ke,
                            contact_kd=mat.contact_kd, contact_kf=mat.contact_kf, aerodynamics=mat.aerodynamics,
-                           quantities={key: values[key] for key in MATERIAL_QUANTITIES})
+                           quantities={key: values[key] for key in MATERIAL_QUANTITIES}, membrane=mat.membrane)
