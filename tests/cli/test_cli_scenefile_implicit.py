@@ -31,8 +31,15 @@ def test_scene_files_take_the_implicit_step_and_edge_springs(tmp_path):
     ("", 'integrator = "backward"\n', "integrator must be one of semi_implicit, implicit"),
     ("", 'integrator = "implicit"\ncg_iterations = 0\n', "cg_iterations must be at least 1"),
     ("", 'integrator = "implicit"\ncontact = "explicit"\n', 'remove contact = "explicit"'),
+    ("", 'integrator = "implicit"\ncg_tolerance = 1.5\n', "cg_tolerance must be in"),
     ("spring_ke = -5.0\n", "", "spring_ke and spring_kd must be 0 or more"),
 ])
 def test_bad_implicit_settings_are_named(tmp_path, material, simulation, message):
     with pytest.raises(SceneFileError, match=message):
         load_scene(_scene_file(tmp_path, material, simulation)).experiment()
+
+
+def test_blenders_stopping_rule_is_a_scene_file_setting(tmp_path):
+    exp = load_scene(_scene_file(tmp_path, "spring_ke = 300.0\n", 'integrator = "implicit"\ncg_iterations = 100\n'
+                                                                   "cg_tolerance = 0.01\n")).experiment()
+    assert exp.integrator == ImplicitEuler(iterations=100, tolerance=0.01)

@@ -176,3 +176,19 @@ def test_a_cloth_pushed_together_buckles_without_blowing_up():
     rest = np.linalg.norm(x0[edges[:, 0]] - x0[edges[:, 1]], axis=-1)
     assert np.median(np.abs(lengths / rest - 1)) < 0.05  # buckled, not squashed in its plane
     assert np.ptp(x[-1, :, 1]) > 0.05  # out of its plane
+
+
+def test_cg_stops_at_its_tolerance():
+    # With a tolerance the iterations stop once |r| <= tol |b|: the answer is that close, and a loose tolerance
+    # leaves a larger residual than the full run (so it did stop early).
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(2)
+        q = rng.normal(size=(40, 40))
+        a = jnp.asarray(q @ q.T + 0.5 * np.eye(40))
+        b = jnp.asarray(rng.normal(size=40))
+        exact = np.linalg.solve(np.asarray(a), np.asarray(b))
+        full = np.asarray(cg_solve(lambda u: a @ u, b, 400))
+        loose = np.asarray(cg_solve(lambda u: a @ u, b, 400, tolerance=0.1))
+        np.testing.assert_allclose(full, exact, rtol=1e-8, atol=1e-8)
+        residual = np.linalg.norm(np.asarray(a) @ loose - np.asarray(b)) / np.linalg.norm(np.asarray(b))
+        assert 1e-6 < residual <= 0.1

@@ -151,10 +151,12 @@ class ImplicitEuler(_ForceIntegrator):
         (m (1 + dt c) - dt J_v - dt^2 J_x) dv = dt (f + m g - m c v) + dt^2 J_x v,
 
     J_x, J_v the forces' Jacobians by position and velocity, applied matrix-free (`jax.linearize`) inside
-    `iterations` conjugate-gradient steps (`physics.linsolve.cg_solve`); a force term that gives a Jacobian of
-    its own for the step (`ForceTerm.system_jvp`: the springs' is positive semi-definite, as Blender's solver
-    takes it, so that a crumpling cloth's compressed springs do not make the system indefinite) is taken with it; pinned particles move at their
-    kinematic velocity and enter the free particles' system as known. Then v1 = v + dv, x1 = x + dt v1. The
+    `iterations` conjugate-gradient steps (`physics.linsolve.cg_solve`; with a `tolerance` > 0 at most that many,
+    stopping at that relative residual: Blender's rule is `iterations=100, tolerance=0.01`). A force term that
+    gives a Jacobian of its own for the step (`ForceTerm.system_jvp`: the springs' is positive semi-definite, as
+    Blender's solver takes it, so that a crumpling cloth's compressed springs do not make the system indefinite)
+    is taken with it, in the system and its right-hand side alike. Pinned particles move at their kinematic
+    velocity and enter the free particles' system as known. Then v1 = v + dv, x1 = x + dt v1. The
     step is stable at any stiffness and damps a mode of frequency w by about w^2 dt / 2 per second (a stiff
     mode, w dt >> 1, not at all): a video made by an engine that steps this way (Blender's cloth at `quality`
     substeps per frame) is matched by the same step at the same substeps, not by a finer explicit one.
@@ -162,8 +164,9 @@ class ImplicitEuler(_ForceIntegrator):
     Wind is explicit (evaluated at the step's start); contact and the particles' meeting with bodies act after
     the solve on the velocity it reached, their damping and friction taken backward (`implicit_contact`).
     Each iteration costs a Jacobian-vector product of the forces: 40 iterations at 5 substeps a frame cost
-    about what 200 (gradient) to 300 (forward) explicit substeps a frame do (`step_cost`). Too few iterations leave the stiff
-    system unsolved (the cloth stretches); check a scene against a run with more.
+    about what 200 (gradient) to 300 (forward) explicit substeps a frame do (`step_cost`, an upper bound with a
+    tolerance). Too few iterations leave the stiff system unsolved (the cloth stretches); check a scene against a
+    run with more.
 
     Derivatives flow through the solve as through an exact one (`physics.linsolve`).
 
@@ -175,6 +178,7 @@ class ImplicitEuler(_ForceIntegrator):
     """
 
     iterations: int = 40
+    tolerance: float = 0.0
     implicit_contact: bool = True
     implicit_elastic = True
 
@@ -240,7 +244,7 @@ class ImplicitEuler(_ForceIntegrator):
         known = (1.0 - free) * (kinematic_v - v)  # the pinned particles' velocity change
         rhs = dt * (f0 + mass * params.world.gravity - mass * c * v) + jacobian(dt * dt * v, jnp.zeros_like(v))
         rhs = free * (rhs + jacobian(dt * dt * known, dt * known))
-        dv = free * cg_solve(apply, rhs, self.iterations)
+        dv = free * cg_solve(apply, rhs, self.iterations, self.tolerance)
         v_free = v + dv + known
         fc, body_force, body_torque = _contact_loads(topology, params, state, control, v_free, dt)
         v1 = v_free if fc is None else v_free + dt * free * fc * inv_mass[:, None]

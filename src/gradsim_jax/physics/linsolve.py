@@ -35,13 +35,14 @@ def _axpy(alpha, x, y):
     return jax.tree_util.tree_map(lambda xi, yi: alpha * xi + yi, x, y)
 
 
-def _conjugate_gradients(matvec, b, iterations: int, x0=None):
-    """Unpreconditioned CG from x0 (zeros) for `iterations` steps; a step with no residual left changes nothing."""
-    x = jax.tree_util.tree_map(jnp.zeros_like, b) if x0 is None else x0
-    r = b if x0 is None else jax.tree_util.tree_map(jnp.subtract, b, matvec(x0))
+def _conjugate_gradients(matvec, b, iterations: int, tolerance: float = 0.0):
+    """Unpreconditioned CG from zeros for `iterations` steps, or (tolerance > 0) until the residual is at most
+    `tolerance` times |b|; a step with no residual left changes nothing."""
+    x = jax.tree_util.tree_map(jnp.zeros_like, b)
+    r = b
     rr = _vdot(r, r)
 
-    def body(_, carry):
+    def body(carry):
         x, r, d, rr = carry
         ad = matvec(d)
         dad = _vdot(d, ad)
@@ -54,22 +55,33 @@ def _conjugate_gradients(matvec, b, iterations: int, x0=None):
         d = _axpy(beta, d, r)
         return x, r, d, jnp.where(go, rr_new, 0.0)
 
-    return jax.lax.fori_loop(0, iterations, body, (x, r, r, rr))[0]
+    if not tolerance:
+        return jax.lax.fori_loop(0, iterations, lambda _, carry: body(carry), (x, r, r, rr))[0]
+    stop = (tolerance * tolerance) * rr
+
+    def unfinished(state):
+        k, (_, _, _, rr_k) = state
+        return (k < iterations) & (rr_k > stop)
+
+    return jax.lax.while_loop(unfinished, lambda state: (state[0] + 1, body(state[1])), (0, (x, r, r, rr)))[1][0]
 
 
-def cg_solve(matvec, b, iterations: int):
-    """x with matvec(x) = b by `iterations` conjugate-gradient steps from 0 (module docstring).
+def cg_solve(matvec, b, iterations: int, tolerance: float = 0.0):
+    """x with matvec(x) = b by `iterations` conjugate-gradient steps from 0 (module docstring), or fewer: with a
+    `tolerance` > 0 the iterations stop once the residual is at most `tolerance` |b| (Blender's cloth stops at
+    0.01, at most 100 iterations; a `while_loop`, so a batch runs until its slowest member is done).
 
     Args:
         matvec: a linear function of a pytree like `b` (the operator: positive definite, symmetric or nearly so;
             it may close over traced values, whose derivatives flow through it).
         b: the right-hand side (a pytree of arrays).
-        iterations: static, the number of CG steps (each calls `matvec` once).
+        iterations: static, the number of CG steps (each calls `matvec` once), at most when `tolerance` > 0.
+        tolerance: static, the relative residual to stop at (0: run every iteration).
 
     Returns:
         x, like `b`.
     """
     def solve(op, rhs):
-        return _conjugate_gradients(op, rhs, iterations)
+        return _conjugate_gradients(op, rhs, iterations, tolerance)
 
     return jax.lax.custom_linear_solve(matvec, b, solve, transpose_solve=solve)

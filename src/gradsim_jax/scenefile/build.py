@@ -36,7 +36,8 @@ class SimulationOptions:
         frames: frames to simulate after the initial state, or None for the target's count minus one.
         contact: "implicit" or "explicit" integration of the ground contact's damping and friction.
         integrator: "semi_implicit" (`SemiImplicitEuler`) or "implicit" (`ImplicitEuler`, backward Euler).
-        cg_iterations: conjugate-gradient iterations of each implicit step.
+        cg_iterations: conjugate-gradient iterations of each implicit step (at most, with a tolerance).
+        cg_tolerance: the relative residual each implicit step's conjugate gradients stop at (0: none).
     """
 
     fps: float
@@ -45,6 +46,7 @@ class SimulationOptions:
     contact: str
     integrator: str = "semi_implicit"
     cg_iterations: int = 40
+    cg_tolerance: float = 0.0
 
 
 def read_simulation(spec) -> SimulationOptions:
@@ -58,7 +60,8 @@ def read_simulation(spec) -> SimulationOptions:
     """
     sim = spec.sections.simulation
     return SimulationOptions(fps=sim.fps, substeps=sim.substeps, frames=sim.frames, contact=sim.contact,
-                             integrator=sim.integrator, cg_iterations=sim.cg_iterations)
+                             integrator=sim.integrator, cg_iterations=sim.cg_iterations,
+                             cg_tolerance=sim.cg_tolerance)
 
 
 INTEGRATORS = ("semi_implicit", "implicit")
@@ -89,7 +92,9 @@ def integrator_of(spec, sim: SimulationOptions):
                              'remove contact = "explicit"')
     if sim.cg_iterations < 1:
         raise SceneFileError(f"{spec.path}: [simulation] cg_iterations must be at least 1, got {sim.cg_iterations}")
-    return ImplicitEuler(iterations=sim.cg_iterations)
+    if not 0.0 <= sim.cg_tolerance < 1.0:
+        raise SceneFileError(f"{spec.path}: [simulation] cg_tolerance must be in [0, 1), got {sim.cg_tolerance}")
+    return ImplicitEuler(iterations=sim.cg_iterations, tolerance=float(sim.cg_tolerance))
 
 
 @dataclasses.dataclass(frozen=True)

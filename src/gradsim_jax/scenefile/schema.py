@@ -325,7 +325,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                                     "cloth, whose videos it matches at Blender's quality as "
                                                     "substeps)"),
         "cg_iterations": Field("int", 40, "conjugate-gradient iterations of each implicit step (integrator = "
-                                          "\"implicit\"; too few leave a stiff cloth stretched)"),
+                                          "\"implicit\"; too few leave a stiff cloth stretched; with "
+                                          "cg_tolerance, at most this many)"),
+        "cg_tolerance": Field("float", 0.0, "stop each implicit step's conjugate gradients at this relative "
+                                            "residual (0: run every iteration; Blender's cloth: 0.01 with "
+                                            "cg_iterations = 100)"),
     },
     "target": {
         "video": Field("str", None, "target video: .mp4, .gif, or a folder of images (--target overrides)"),
