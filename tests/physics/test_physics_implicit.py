@@ -130,12 +130,16 @@ def test_the_implicit_step_converges_to_the_explicit_one_as_the_step_shrinks():
     assert 1.6 < gaps[0] / gaps[1] < 2.4
 
 
+def _system(n, shift, seed):
+    """A random symmetric positive definite n x n system (a, b), float64 (call inside `enable_x64`)."""
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(n, n))
+    return jnp.asarray(q @ q.T + shift * np.eye(n)), jnp.asarray(rng.normal(size=n))
+
+
 def test_cg_solve_solves_and_differentiates_like_a_dense_solve():
     with jax.enable_x64(True):
-        rng = np.random.default_rng(1)
-        q = rng.normal(size=(6, 6))
-        a = jnp.asarray(q @ q.T + 6 * np.eye(6))
-        b = jnp.asarray(rng.normal(size=6))
+        a, b = _system(6, 6.0, 1)
         np.testing.assert_allclose(cg_solve(lambda u: a @ u, b, 12), jnp.linalg.solve(a, b), rtol=1e-10)
 
         def f(s):
@@ -182,10 +186,7 @@ def test_cg_stops_at_its_tolerance():
     # With a tolerance the iterations stop once |r| <= tol |b|: the answer is that close, and a loose tolerance
     # leaves a larger residual than the full run (so it did stop early).
     with jax.enable_x64(True):
-        rng = np.random.default_rng(2)
-        q = rng.normal(size=(40, 40))
-        a = jnp.asarray(q @ q.T + 0.5 * np.eye(40))
-        b = jnp.asarray(rng.normal(size=40))
+        a, b = _system(40, 0.5, 2)
         exact = np.linalg.solve(np.asarray(a), np.asarray(b))
         full = np.asarray(cg_solve(lambda u: a @ u, b, 400))
         loose = np.asarray(cg_solve(lambda u: a @ u, b, 400, tolerance=0.1))
