@@ -260,11 +260,14 @@ def _posed_at(params, t):
     return params, moving
 
 
+def _meets_bodies(topology, state) -> bool:
+    """Whether the particles meet rigid bodies (static)."""
+    return bool(has_particle_body_contact(topology) and state.rigid.x.shape[0] and state.particles.x.shape[0])
+
+
 def _touches(topology, state) -> bool:
     """Whether the particles meet the ground, colliders or rigid bodies (static)."""
-    particles = state.particles
-    bodies = has_particle_body_contact(topology) and state.rigid.x.shape[0] and particles.x.shape[0]
-    return bool(has_contact(topology) or bodies)
+    return bool(has_contact(topology) or _meets_bodies(topology, state))
 
 
 def _contact_loads(topology, params, state: State, control, v_free, dt):
@@ -277,7 +280,7 @@ def _contact_loads(topology, params, state: State, control, v_free, dt):
     particles = state.particles
     inv_mass = free_inverse_mass(topology.particles, params.particles)
     fc = contact_forces(topology, params, particles.x, particles.v, v_free, inv_mass, dt)
-    if has_particle_body_contact(topology) and state.rigid.x.shape[0] and particles.x.shape[0]:
+    if _meets_bodies(topology, state):
         fp, fb, tb = particle_body_loads(topology, params, particles.x, particles.v, state.rigid, v_free, inv_mass,
                                          dt)
         fc = fc + fp

@@ -94,20 +94,19 @@ def spring_system_jvp(topology, params, x, dx, dv):
     Returns:
         [n, 3] N, the force change on each particle (zeros when there is no spring).
     """
-    pairs = topology.springs.pairs
+    pairs, incidence = topology.springs.pairs, topology.springs.incidence
     if pairs.shape[0] == 0:
         return jnp.zeros_like(x)
-    i, j = pairs[:, 0], pairs[:, 1]
-    d = x[i] - x[j]
+    ends = [gather_corners(a, pairs, incidence) for a in (x, dx, dv)]  # [s, 2, 3] each
+    d, ddx, ddv = (e[:, 0] - e[:, 1] for e in ends)
     length = safe_norm(d)
     u = safe_normalize(d)
-    ddx, ddv = dx[i] - dx[j], dv[i] - dv[j]
     p = params.springs
     along = jnp.sum(u * ddx, axis=-1)
     sideways = p.ke * jnp.maximum(length - p.rest, 0.0) / jnp.maximum(length, 1e-12)
     change = (u * (p.ke * along + p.kd * jnp.sum(u * ddv, axis=-1))[:, None]
               + sideways[:, None] * (ddx - along[:, None] * u))  # on j; i gets its negative
-    return jnp.zeros_like(x).at[j].add(change).at[i].add(-change)
+    return scatter_corners(jnp.stack([-change, change], axis=1), pairs, x.shape[0], incidence)
 
 
 def spring_energy(topology, params, x):
