@@ -4,7 +4,8 @@
 import numpy as np
 import pytest
 
-from gradsim_jax.physics import ImplicitEuler, SemiImplicitEuler
+from gradsim_jax.physics import ImplicitEuler, ImpulseContact, SemiImplicitEuler
+from gradsim_jax.physics.colliders import collider_faces
 from gradsim_jax.scenefile import SceneFileError, load_scene
 
 from cli_scenes import SCENE_TAIL, SMALL_CLOTH, write_scene
@@ -43,3 +44,30 @@ def test_blenders_stopping_rule_is_a_scene_file_setting(tmp_path):
     exp = load_scene(_scene_file(tmp_path, "spring_ke = 300.0\n", 'integrator = "implicit"\ncg_iterations = 100\n'
                                                                    "cg_tolerance = 0.01\n")).experiment()
     assert exp.integrator == ImplicitEuler(iterations=100, tolerance=0.01)
+
+
+def test_scene_files_take_blenders_collision_response_and_bending(tmp_path):
+    collider = '\n[[collider]]\nshape = "sphere"\npos = [0.0, -0.3, 0.0]\nradius = 0.1\nsegments = [12, 6]\nmu = 0.05\n'
+    text = (SMALL_CLOTH.replace("[scene]\n", "[scene]\nground = true\nground_size = 4.0\nparticle_radius = 0.03\n")
+            + "\n[material]\nmass = 0.05\nspring_ke = 300.0\nbending_model = \"angular\"\nbend_ke = 4.0\n" + collider
+            + SCENE_TAIL.replace("[simulation]\n", '[simulation]\nintegrator = "implicit"\ncontact = "impulse"\n'
+                                 "fps = 25.0\n"))
+    exp = load_scene(write_scene(tmp_path, text)).experiment()
+    assert exp.integrator.contact == ImpulseContact(frame_time=1.0 / 25.0, ground_size=4.0)
+    assert exp.topology.cloth.bending == "angular" and exp.topology.colliders.segments == ((12, 6),)
+    assert len(collider_faces(exp.topology.colliders)) == 2 * 12 * 5  # the UV sphere, drawn and met
+
+
+@pytest.mark.parametrize("scene, material, collider, simulation, message", [
+    ("", "", "", 'contact = "impulse"\n', 'set integrator = "implicit"'),
+    ("", "", "", 'contact = "sticky"\n', 'contact must be "implicit", "explicit" or "impulse"'),
+    ("ground_size = -1.0\n", "", "", 'integrator = "implicit"\ncontact = "impulse"\n', "ground_size must be >= 0"),
+    ("", 'bending_model = "hinge"\n', "", "", "bending must be"),
+    ("", "", '\n[[collider]]\nshape = "box"\nhalf_extents = [0.1, 0.1, 0.1]\nsegments = [8, 4]\n', "",
+     "segments"),
+])
+def test_bad_blender_collision_settings_are_named(tmp_path, scene, material, collider, simulation, message):
+    text = (SMALL_CLOTH.replace("[scene]\n", "[scene]\n" + scene) + "\n[material]\nmass = 0.05\n" + material
+            + collider + SCENE_TAIL.replace("[simulation]\n", "[simulation]\n" + simulation))
+    with pytest.raises(SceneFileError, match=message):
+        load_scene(write_scene(tmp_path, text)).experiment()

@@ -24,6 +24,9 @@ class Environment:
         membrane: the cloth's membrane (stretch, area and their damping) on (True), off (False), or on unless
             the cloth has triangles whose tri_ke, tri_ka and tri_kd are all 0 (None): a cloth of springs only
             then pays nothing for its triangles (they still render and feel the air).
+        bending: the cloth's bending model: "dihedral" (Bridson et al.; bend_ke N m/rad) or "angular" (Blender's
+            hinges, explicit in an implicit step; bend_ke N/rad per m of edge, bend_kd N s/m:
+            `physics.cloth.angular_bending_forces`).
         ground: whether there is a ground (for every component).
         ground_height: m, the ground's offset along `ground_normal`.
         ground_normal: [3], the ground's normal (normalized on use).
@@ -33,6 +36,7 @@ class Environment:
     damping: float = 0.0
     aerodynamics: Optional[bool] = None
     membrane: Optional[bool] = None
+    bending: str = "dihedral"
     ground: bool = False
     ground_height: float = 0.0
     ground_normal: Any = (0.0, 1.0, 0.0)
@@ -97,6 +101,7 @@ BUILD_SHORTHANDS = {
     "damping": ("environment", "damping"),
     "aerodynamics": ("environment", "aerodynamics"),
     "membrane": ("environment", "membrane"),
+    "bending": ("environment", "bending"),
     "ground": ("environment", "ground"),
     "ground_height": ("environment", "ground_height"),
     "ground_normal": ("environment", "ground_normal"),

@@ -46,7 +46,7 @@ class Collider:
 
 def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.0), size=(1.0, 1.0, 1.0),
              radius=None, half_extents=None, half_height=None, ke: float = 1.0e3, kd: float = 10.0,
-             kf: float = 10.0, mu: float = 0.5, keyframes=None, vertices=None, faces=None) -> Scene:
+             kf: float = 10.0, mu: float = 0.5, keyframes=None, vertices=None, faces=None, segments=None) -> Scene:
     """A collider as a `Scene` piece (`physics.colliders`): kind "plane" (through `position`, normal the
     rotated +y), "sphere" (`radius`), "box" (`half_extents` [3]) or "capsule" (`radius`, `half_height` along the
     rotated y axis); `rotation` a quaternion w, x, y, z; contact coefficients ke N/m, kd N s/m, kf N s/m, mu
@@ -73,6 +73,9 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
         keyframes: the kinematic collider's keys (above), or None.
         vertices: [v, 3] m, a "mesh" collider's vertices in its frame.
         faces: [f, 3] int, its triangles.
+        segments: a sphere's UV tessellation (segments, rings) as Blender builds it (`physics.colliders.uv_sphere`:
+            what it is drawn with and what Blender's collision response meets, `physics.impulse_contact`); None:
+            an icosphere.
 
     Returns:
         a `Scene` piece holding one `Collider` (its `collider_motion` the `Keyframes` or None, its
@@ -95,13 +98,19 @@ def collider(kind: str, position=(0.0, 0.0, 0.0), *, rotation=(1.0, 0.0, 0.0, 0.
         mesh = StaticMesh(np.asarray(vertices, np.float64), check_closed_mesh(vertices, faces, name="mesh collider"))
     elif vertices is not None or faces is not None:
         raise ValueError(f"a {kind!r} collider takes no vertices or faces (only kind \"mesh\" does)")
+    if segments is not None:
+        if kind != "sphere":
+            raise ValueError(f"segments (a UV tessellation) is a sphere's; a {kind!r} collider takes none")
+        segments = tuple(int(s) for s in segments)
+        if len(segments) != 2 or min(segments) < 3:
+            raise ValueError(f"segments must be (segments, rings), each at least 3; got {segments}")
     motion = _keyframes(keyframes, position, rotation)
     if motion is not None:  # where it starts: its first key
         position, rotation = motion.positions[0], motion.rotations[0]
     record = Collider(kind, position, rotation, np.array(size, np.float64), float(ke), float(kd), float(kf), float(mu))
     empty = np.zeros((0, 3))
     return Scene(x=empty, v=empty, mass=np.zeros(0), pinned=np.zeros(0, bool), colliders=(record,),
-                 collider_motion=(motion,), collider_meshes=(mesh,))
+                 collider_motion=(motion,), collider_meshes=(mesh,), collider_segments=(segments,))
 
 
 def _keyframes(keyframes, position, rotation):

@@ -60,7 +60,7 @@ def incidence_table(elements, width: int, n: int, incidence, min_corners: int = 
 
 
 def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigid_contact: str,
-              aerodynamics: bool, membrane: bool = True) -> Topology:
+              aerodynamics: bool, membrane: bool = True, bending: str = "dihedral") -> Topology:
     """`Scene.build`'s stage one: the static structure (indices, flags, incidence tables, and a cloth's lattice
     where its triangles are a grid: `physics.stencil.find_cloth_grid`).
 
@@ -72,6 +72,7 @@ def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigi
         rigid_contact: the bodies' contact model (`contact_options.rigid_contact_model`).
         aerodynamics: whether the cloth's drag and lift term is on.
         membrane: whether the cloth's membrane is on.
+        bending: the cloth's bending model ("dihedral" or "angular").
 
     Returns:
         The `Topology`.
@@ -83,7 +84,7 @@ def scene_topology(scene: Scene, env: Environment, con: Contact, incidence, rigi
         springs=SpringTopology(pairs=jnp.asarray(scene.springs, jnp.int32), incidence=table(scene.springs, 2)),
         cloth=ClothTopology(triangles=jnp.asarray(scene.triangles, jnp.int32),
                             bend_edges=jnp.asarray(scene.bend_edges, jnp.int32), aerodynamics=aerodynamics,
-                            membrane=membrane,
+                            membrane=membrane, bending=bending,
                             tri_incidence=table(scene.triangles, 3, min_corners=TRIANGLE_INCIDENCE_MIN_CORNERS),
                             bend_incidence=table(scene.bend_edges, 4),
                             grid=find_cloth_grid(scene.triangles, scene.bend_edges, n)),
@@ -184,7 +185,8 @@ def with_colliders(topology, params, scene: "Scene", arr):
         (topology, params) with their `colliders` branches.
     """
     kinds = tuple(c.kind for c in scene.colliders)
-    topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds, tuple(scene.collider_meshes)))
+    topology = dataclasses.replace(topology, colliders=ColliderTopology(kinds, tuple(scene.collider_meshes),
+                                                                        tuple(scene.collider_segments)))
     params = dataclasses.replace(params, colliders=ColliderParams(**collider_arrays(scene, arr)))
     validate_colliders(topology.colliders, params.colliders)
     return topology, params

@@ -183,6 +183,9 @@ class Scene:
     collider_motion: tuple = ()
     # Their triangle meshes, one entry per collider: a `StaticMesh` for a "mesh" collider, None for the others.
     collider_meshes: tuple = ()
+    # Their tessellation, one entry per collider: a sphere's UV (segments, rings), or None (an icosphere; the
+    # other kinds).
+    collider_segments: tuple = ()
 
     def __post_init__(self):
         if self.volume is None:
@@ -319,7 +322,10 @@ class Scene:
                                                           or np.any(self.tri_kd)))
         dtype = num.dtype or jnp.zeros(()).dtype
         arr = lambda a: jnp.asarray(a, dtype=dtype)  # noqa: E731
-        topology = scene_topology(self, env, con, num.incidence, rigid_contact, bool(aerodynamics), bool(membrane))
+        if env.bending not in ("dihedral", "angular"):
+            raise ValueError(f'bending must be "dihedral" or "angular", got {env.bending!r}')
+        topology = scene_topology(self, env, con, num.incidence, rigid_contact, bool(aerodynamics), bool(membrane),
+                                  env.bending)
         params = scene_params(self, env, con, arr)
         state = scene_state(self, arr)
         if con.self_contact:
@@ -395,9 +401,10 @@ def combine(*pieces: Scene) -> Scene:
     if not pieces:
         raise ValueError("combine needs at least one Scene piece")
     fields = {f.name: cat(f.name) for f in dataclasses.fields(Scene)
-              if f.name not in ("ode", "smoke", "colliders", "collider_motion", "collider_meshes")}
+              if f.name not in ("ode", "smoke", "colliders", "collider_motion", "collider_meshes",
+                                "collider_segments")}
     fields["colliders"] = sum((tuple(p.colliders) for p in pieces), ())
-    for name in ("collider_motion", "collider_meshes"):  # one entry per collider (None: static / not a mesh)
+    for name in ("collider_motion", "collider_meshes", "collider_segments"):  # one entry per collider (None: none)
         fields[name] = sum((tuple(getattr(p, name)) or (None,) * len(p.colliders) for p in pieces), ())
     for name, what in (("ode", "ODE body (physics.ode)"), ("smoke", "smoke grid (physics.smoke)")):
         given = [getattr(p, name) for p in pieces if getattr(p, name) is not None]

@@ -32,6 +32,7 @@ from gradsim_jax.physics.forces import (
 )
 from gradsim_jax.physics.ode import FunctionOde, OdeSolver, OdeSystem, OdeTopology, solve_ode
 from gradsim_jax.physics.pendulum import PendulumParams, PendulumState, PendulumSystem
+from gradsim_jax.physics.impulse_contact import ContactCapacityWarning, ImpulseContact
 from gradsim_jax.physics.integrators import ImplicitEuler, Integrator, SemiImplicitEuler, euler_step
 from gradsim_jax.physics.linsolve import cg_solve
 from gradsim_jax.physics.blender import blender_cloth
@@ -68,7 +69,7 @@ __all__ = [
     "implicit_penalty_force", "register_contact", "ContactReport", "ContactWarning", "Control",
     "StepReport", "StepWarning", "damping_limit", "step_report", "SubstepsChosen", "stable_substeps",
     "CostEstimate", "FemControl", "FemParams", "FemTopology", "ForceTerm", "PARTICLE_FORCES", "Params", "ParticleControl", "ParticleParams", "ParticleState",
-    "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "ImplicitEuler", "cg_solve", "blender_cloth", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
+    "ParticleTopology", "RigidControl", "RigidParams", "RigidState", "RigidTopology", "SemiImplicitEuler", "ImplicitEuler", "ImpulseContact", "ContactCapacityWarning", "cg_solve", "blender_cloth", "SimulationDiverged", "SpringParams", "SpringTopology", "State",
     "Topology", "TracedCheckError", "World", "available_memory_bytes", "bending_forces", "check_finite",
     "checked_simulate", "contact_report", "estimate_cost", "euler_step", "fem_energy", "fem_forces", "fem_stress",
     "fem_volumes", "first_nonfinite", "free_inverse_mass",

@@ -56,10 +56,13 @@ COLLIDER_KINDS = ("plane", "sphere", "box", "capsule", "mesh")
 @dataclasses.dataclass(frozen=True)
 class ColliderTopology:
     """The colliders' kinds, one of COLLIDER_KINDS each, and for each "mesh" its `StaticMesh` (`meshes`: one entry
-    per collider, None for the other kinds; static, hashable)."""
+    per collider, None for the other kinds; static, hashable); `segments`, one entry per collider: a sphere's UV
+    tessellation (segments, rings) as Blender builds it (`uv_sphere`: what it is drawn with and what
+    `physics.impulse_contact` meets), or None (a sphere's icosphere; the other kinds)."""
 
     kinds: tuple
     meshes: tuple = ()
+    segments: tuple = ()
 
     def __post_init__(self):
         kinds = tuple(self.kinds)
@@ -72,6 +75,12 @@ class ColliderTopology:
             raise ValueError("ColliderTopology.meshes must hold a StaticMesh for each \"mesh\" collider and None "
                              "for the others")
         object.__setattr__(self, "meshes", meshes)
+        segments = tuple(None if s is None else (int(s[0]), int(s[1])) for s in self.segments) or (None,) * len(kinds)
+        if len(segments) != len(kinds) or any(s is not None and (k != "sphere" or min(s) < 3)
+                                              for k, s in zip(kinds, segments)):
+            raise ValueError("ColliderTopology.segments must hold, per collider, None or a sphere's UV tessellation "
+                             "(segments, rings), each at least 3")
+        object.__setattr__(self, "segments", segments)
 
     def indices(self, kind: str) -> np.ndarray:
         """The colliders of `kind` (int32 indices, static).
@@ -382,12 +391,52 @@ def _templates():
 _TEMPLATES = _templates()
 
 
+def uv_sphere(segments: int, rings: int):
+    """(unit vertices [m, 3], faces [f, 3]) of a UV sphere as Blender builds one: poles on the z axis (+z first),
+    `rings` bands of `segments` quads (each split along its diagonal from the upper-left corner), fans at the
+    poles, the first meridian along +x; counter-clockwise seen from outside.
+
+    Args:
+        segments: quads around (Blender's default 32).
+        rings: bands from pole to pole (Blender's default 16).
+
+    Returns:
+        (vertices [2 + segments (rings - 1), 3] float64, faces [2 segments (rings - 1), 3] int32).
+    """
+    theta = np.pi * np.arange(1, rings) / rings
+    phi = 2.0 * np.pi * np.arange(segments) / segments
+    ring = np.stack([np.sin(theta)[:, None] * np.cos(phi), np.sin(theta)[:, None] * np.sin(phi),
+                     np.broadcast_to(np.cos(theta)[:, None], (rings - 1, segments))], -1).reshape(-1, 3)
+    vertices = np.concatenate([[[0.0, 0.0, 1.0]], ring, [[0.0, 0.0, -1.0]]])
+    last = len(vertices) - 1
+
+    def at(j, k):  # ring j (1 .. rings - 1), meridian k
+        return 1 + (j - 1) * segments + k % segments
+
+    faces = []
+    for k in range(segments):
+        faces.append((0, at(1, k), at(1, k + 1)))
+        faces.append((last, at(rings - 1, k + 1), at(rings - 1, k)))
+    for j in range(1, rings - 1):
+        for k in range(segments):
+            q = (at(j, k), at(j + 1, k), at(j + 1, k + 1), at(j, k + 1))
+            faces.append((q[0], q[1], q[2]))
+            faces.append((q[0], q[2], q[3]))
+    faces = np.array(faces, np.int32)
+    corner = vertices[faces]
+    outward = np.sum(np.cross(corner[:, 1] - corner[:, 0], corner[:, 2] - corner[:, 0]) * corner.mean(1), -1) > 0
+    return vertices, np.where(outward[:, None], faces, faces[:, ::-1]).astype(np.int32)
+
+
 def _template(topology, i):
     """(unit vertices, sides, faces) of collider i's drawn mesh, or None (a plane)."""
     kind = topology.kinds[i]
     if kind == "mesh":
         mesh = topology.meshes[i]
         return mesh.vertices, np.zeros(len(mesh.vertices)), mesh.faces
+    if kind == "sphere" and topology.segments[i] is not None:
+        vertices, faces = uv_sphere(*topology.segments[i])
+        return vertices, np.zeros(len(vertices)), faces
     return _TEMPLATES.get(kind)
 
 
@@ -408,6 +457,20 @@ def collider_faces(topology: ColliderTopology) -> np.ndarray:
             parts.append(faces + offset)
             offset += len(vertices)
     return np.concatenate(parts).astype(np.int32) if parts else np.zeros((0, 3), np.int32)
+
+
+def collider_owners(topology: ColliderTopology) -> np.ndarray:
+    """The collider of each row of `collider_faces` [F] int32 (host side).
+
+    Args:
+        topology: the colliders' kinds and meshes.
+
+    Returns:
+        [F] int32 numpy array of indices into `topology.kinds`.
+    """
+    parts = [np.full(len(t[2]), i, np.int32) for i, t in ((i, _template(topology, i)) for i in range(len(topology.kinds)))
+             if t is not None]
+    return np.concatenate(parts) if parts else np.zeros((0,), np.int32)
 
 
 def collider_vertex_count(topology: ColliderTopology) -> int:

@@ -17,6 +17,8 @@ at 16 substeps (1.04 ms) it blows up in the second frame; `stable_substeps` give
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import warnings
 from typing import Optional
@@ -76,6 +78,15 @@ def _integrates(params, state0) -> bool:
     return bool(np.shape(params.particles.mass)[0] or state0.rigid.x.shape[0] or state0.ode is not None)
 
 
+def _penalty_topology(topology, integrator):
+    """The topology whose contact the penalty checks see: without ground and colliders when the integrator takes
+    them by Blender's impulses (`ImpulseContact`: no stiffness to bound the step, no spring to throw a deep
+    start out)."""
+    if getattr(integrator, "contact", None) is None:
+        return topology
+    return dataclasses.replace(topology, ground=False, colliders=None)
+
+
 def _implicit(integrator) -> bool:
     return bool(integrator.implicit_contact)
 
@@ -100,6 +111,7 @@ def start_checks(topology, params, state0, dt: float, integrator) -> list[tuple[
         return []
     found = []
     implicit = _implicit(integrator)
+    topology = _penalty_topology(topology, integrator)
     if topology.self_contact is not None:
         if bool(self_contact_overflow(topology, params, state0.particles.x)):
             found.append((ContactWarning, f"self-contact: a grid cell holds more than {topology.self_contact.capacity} "
@@ -204,6 +216,7 @@ def stable_substeps(topology, params, state0, *, frame_dt: float = 1.0 / 60.0, i
         return 1
     frame_dt = float(frame_dt)
     implicit = _implicit(integrator)
+    topology = _penalty_topology(topology, integrator)
     elastic = _explicit_elastic(topology, integrator)
     dt = min(STEP_MARGIN * _closed_form_step(topology, params, state0, implicit, elastic), DEFAULT_MAX_DT)
     substeps = max(1, math.ceil(frame_dt / dt * (1.0 - 1e-12)))

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradsim_jax.geometry.scene import combine, particles
-from gradsim_jax.physics import ImplicitEuler, SemiImplicitEuler, get_path
+from gradsim_jax.physics import ImplicitEuler, ImpulseContact, SemiImplicitEuler, get_path
 from gradsim_jax.sysid import QUANTITIES, Experiment, default_theta
 from gradsim_jax.scenefile.bodies import add_body_pushes, read_bodies, read_soft_bodies
 from gradsim_jax.scenefile.cloth import read_cloth
@@ -34,7 +34,8 @@ class SimulationOptions:
         fps: frames per second of the video, 1/s.
         substeps: integration steps per frame.
         frames: frames to simulate after the initial state, or None for the target's count minus one.
-        contact: "implicit" or "explicit" integration of the ground contact's damping and friction.
+        contact: "implicit" or "explicit" integration of the penalty contact's damping and friction, or "impulse"
+            (Blender's collision response, `physics.ImpulseContact`).
         integrator: "semi_implicit" (`SemiImplicitEuler`) or "implicit" (`ImplicitEuler`, backward Euler).
         cg_iterations: conjugate-gradient iterations of each implicit step (at most, with a tolerance).
         cg_tolerance: the relative residual each implicit step's conjugate gradients stop at (0: none).
@@ -80,21 +81,31 @@ def integrator_of(spec, sim: SimulationOptions):
     Raises:
         SceneFileError: naming the key, for an unknown integrator or contact, or cg_iterations below 1.
     """
-    if sim.contact not in ("implicit", "explicit"):
-        raise SceneFileError(f'{spec.path}: [simulation] contact must be "implicit" or "explicit", got {sim.contact!r}')
+    if sim.contact not in ("implicit", "explicit", "impulse"):
+        raise SceneFileError(f'{spec.path}: [simulation] contact must be "implicit", "explicit" or "impulse", got '
+                             f'{sim.contact!r}')
+    if sim.contact == "impulse" and sim.integrator != "implicit":
+        raise SceneFileError(f'{spec.path}: [simulation] contact = "impulse" is the response of Blender\'s implicit '
+                             'step: set integrator = "implicit"')
     if sim.integrator not in INTEGRATORS:
         raise SceneFileError(f"{spec.path}: [simulation] integrator must be one of {', '.join(INTEGRATORS)}, got "
                              f"{sim.integrator!r}")
     if sim.integrator == "semi_implicit":
         return SemiImplicitEuler(implicit_contact=sim.contact == "implicit")
-    if sim.contact != "implicit":
+    if sim.contact == "explicit":
         raise SceneFileError(f'{spec.path}: [simulation] integrator = "implicit" takes the contact implicitly; '
                              'remove contact = "explicit"')
     if sim.cg_iterations < 1:
         raise SceneFileError(f"{spec.path}: [simulation] cg_iterations must be at least 1, got {sim.cg_iterations}")
     if not 0.0 <= sim.cg_tolerance < 1.0:
         raise SceneFileError(f"{spec.path}: [simulation] cg_tolerance must be in [0, 1), got {sim.cg_tolerance}")
-    return ImplicitEuler(iterations=sim.cg_iterations, tolerance=float(sim.cg_tolerance))
+    contact = None
+    if sim.contact == "impulse":
+        size = float(spec.sections.scene.ground_size)
+        if size < 0.0:
+            raise SceneFileError(f"{spec.path}: [scene] ground_size must be >= 0 (m), got {size}")
+        contact = ImpulseContact(frame_time=1.0 / sim.fps, ground_size=size)
+    return ImplicitEuler(iterations=sim.cg_iterations, tolerance=float(sim.cg_tolerance), contact=contact)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +192,7 @@ def build_experiment(spec, frames: Optional[int] = None, *, native_size=None, ba
             particle_radius=sc.particle_radius, contact_smoothing=sc.contact_smoothing,
             contact_mu=mat.contact_mu, contact_ke=mat.contact_ke, contact_kd=mat.contact_kd,
             contact_kf=mat.contact_kf, aerodynamics=True if mat.aerodynamics else None,
-            membrane=mat.membrane,
+            membrane=mat.membrane, bending=mat.bending,
             rigid_contact=sc.rigid_contact, body_contact=sc.body_contact,
             particle_body_contact=sc.particle_body_contact)
     except ValueError as e:

@@ -66,9 +66,10 @@ def read_colliders(spec) -> Colliders:
         try:
             piece = collider(t["shape"], t["pos"], rotation=t["rot"], radius=t["radius"],
                              half_extents=t["half_extents"], half_height=t["half_height"], ke=t["ke"], kd=t["kd"],
-                             kf=t["kf"], mu=t["mu"], keyframes=keys, **mesh)
+                             kf=t["kf"], mu=t["mu"], keyframes=keys, segments=t["segments"], **mesh)
             record = piece.colliders[0]
-            validate_colliders(ColliderTopology((record.kind,), tuple(piece.collider_meshes)),
+            validate_colliders(ColliderTopology((record.kind,), tuple(piece.collider_meshes),
+                                                tuple(piece.collider_segments)),
                                ColliderParams(**{k: np.asarray(x)[None] for k, x in record.param_values().items()}))
         except ValueError as e:
             raise SceneFileError(f"{where}: {str(e).replace('colliders.', '').replace(' of collider 0', '')}") from None
@@ -92,6 +93,12 @@ def _keyframes(where: str, t: dict):
     return [(times[i], pos[3 * i:3 * i + 3]) + ((rot[4 * i:4 * i + 4],) if rot else ()) for i in range(len(times))]
 
 
+def _one(topology, i) -> ColliderTopology:
+    """Collider i of a built scene's colliders alone (its faces: `collider_faces`)."""
+    c = topology.colliders
+    return ColliderTopology((c.kinds[i],), (c.meshes[i],), (c.segments[i],))
+
+
 def hidden_collider_faces(drawn, topology, first: int) -> np.ndarray:
     """The faces of the colliders the render does not draw ([[collider]] drawn = false).
 
@@ -105,8 +112,7 @@ def hidden_collider_faces(drawn, topology, first: int) -> np.ndarray:
     """
     hidden = []
     for i, shown in enumerate(drawn):
-        one = ColliderTopology((topology.colliders.kinds[i],), (topology.colliders.meshes[i],))
-        count = len(collider_faces(one))
+        count = len(collider_faces(_one(topology, i)))
         if not shown:
             hidden.append(np.arange(first, first + count))
         first += count
@@ -126,8 +132,7 @@ def collider_face_colors(colors, topology, rgb: np.ndarray, first: int) -> int:
         the index after the colliders' faces.
     """
     for i, color in enumerate(colors):
-        one = ColliderTopology((topology.colliders.kinds[i],), (topology.colliders.meshes[i],))
-        count = len(collider_faces(one))  # a plane has none
+        count = len(collider_faces(_one(topology, i)))  # a plane has none
         rgb[first:first + count] = color if color is not None else 0.6
         first += count
     return first

@@ -57,6 +57,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "ground": Field("bool", None, "collide with the ground plane y = ground_height: every component (cloth, "
                                       "soft bodies, rigid bodies); default: true when the file has [[body]] tables"),
         "ground_height": Field("float", 0.0, "height of the ground plane, m: its offset along ground_normal"),
+        "ground_size": Field("float", 0.0, "with [simulation] contact = \"impulse\": the side of the ground's square "
+                                           "of two triangles, m (a Blender floor plane's size; 0: unbounded)"),
         "ground_normal": Field("float[3]", None, "normal of the ground plane, pointing out of it (default: the up "
                                                  "axis)"),
         "up": Field("str", "y", "the world's up axis, \"y\" or \"z\" (Blender, ROS): the default gravity "
@@ -99,6 +101,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "membrane": Field("bool", None, "the membrane on or off (default: off when tri_ke, tri_ka and tri_kd are "
                                         "all 0, a cloth of springs, which then pays nothing for it; on to fit "
                                         "stiffness or damping from 0)"),
+        "bending_model": Field("str", "dihedral", "\"dihedral\" (bend_ke N m/rad, Bridson et al.) or \"angular\" "
+                                                  "(Blender's hinges, explicit in the implicit step: bend_ke N/rad per "
+                                                  "m of edge = 0.1 fps^2 x Blender's bending, bend_kd N s/m = fps x "
+                                                  "its bending damping)"),
         "contact_mu": Field("float", 0.5, "ground friction coefficient"),
         "contact_ke": Field("float", 1.0e3, "ground contact stiffness"),
         "contact_kd": Field("float", 10.0, "ground contact damping"),
@@ -203,6 +209,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "mesh": Field("str", None, "mesh: path of a closed triangle mesh (.obj, .stl, .ply), relative to the scene "
                                    "file"),
         "scale": Field("float[3]", [1.0, 1.0, 1.0], "mesh: scale of its vertices along x, y, z"),
+        "segments": Field("int[2]", None, "sphere: a UV tessellation [segments, rings] as Blender builds one (poles "
+                                          "on z), drawn and met by contact = \"impulse\"; match a Blender ball's "
+                                          "(default: an icosphere)"),
         "ke": Field("float", 1.0e3, "contact stiffness with the particles, N/m (quantity collider_ke)"),
         "kd": Field("float", 10.0, "contact damping, N s/m (quantity collider_kd)"),
         "kf": Field("float", 10.0, "friction stiffness, N s/m (quantity collider_kf)"),
@@ -314,10 +323,15 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "fps": Field("float", 60.0, "frames per second of the video"),
         "substeps": Field("int", 16, "integration steps per frame"),
         "frames": Field("int", None, "frames to simulate (default: target frames - 1)"),
-        "contact": Field("str", "implicit", "how the ground contact's damping and friction are integrated: "
-                                            "\"implicit\" (backward: stable, smooth gradients through sliding "
-                                            "to rest) or \"explicit\" (as Warp 1.8 does: chatters and loses its "
-                                            "gradient when dt kd / m or dt kf / m nears 1)"),
+        "contact": Field("str", "implicit", "the particles' contact: the penalty springs with their damping and "
+                                            "friction integrated \"implicit\" (backward: stable, smooth gradients "
+                                            "through sliding to rest) or \"explicit\" (as Warp 1.8 does: chatters "
+                                            "and loses its gradient when dt kd / m or dt kf / m nears 1); or "
+                                            "\"impulse\": Blender's collision response (integrator = "
+                                            "\"implicit\"; velocity impulses between the cloth's and the "
+                                            "colliders' triangles within particle_radius, Blender's cloth "
+                                            "collision distance plus the collider's outer thickness; mu = "
+                                            "Blender's cloth friction / 100; ke, kd, kf unused)"),
         "integrator": Field("str", "semi_implicit", "time step of the particles: \"semi_implicit\" (symplectic "
                                                     "Euler: fast, needs substeps the stiffness allows) or "
                                                     "\"implicit\" (linearized backward Euler, solved by conjugate "

@@ -138,6 +138,7 @@ class MaterialOptions:
         contact_kf: ground friction stiffness of the particles.
         aerodynamics: force the drag/lift term on.
         membrane: the membrane on (True), off (False) or as its coefficients say (None).
+        bending: the bending model, "dihedral" or "angular".
         quantities: {key: value or None} for every key of `MATERIAL_QUANTITIES` (registry quantities set over
             the built scene), in the schema's order.
     """
@@ -151,6 +152,7 @@ class MaterialOptions:
     aerodynamics: bool
     quantities: dict
     membrane: Optional[bool] = None
+    bending: str = "dihedral"
 
 
 def read_scene(spec) -> SceneOptions:
@@ -237,4 +239,5 @@ def read_material(spec) -> MaterialOptions:
     gravity = world_vector(spec, Y_UP_GRAVITY) if mat.gravity is None else mat.gravity
     return MaterialOptions(cloth=cloth, gravity=gravity, contact_mu=mat.contact_mu, contact_ke=mat.contact_ke,
                            contact_kd=mat.contact_kd, contact_kf=mat.contact_kf, aerodynamics=mat.aerodynamics,
-                           quantities={key: values[key] for key in MATERIAL_QUANTITIES}, membrane=mat.membrane)
+                           quantities={key: values[key] for key in MATERIAL_QUANTITIES}, membrane=mat.membrane,
+                           bending=mat.bending_model)
