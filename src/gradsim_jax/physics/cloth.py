@@ -478,6 +478,35 @@ def bending_forces(topology, params, x, v, rest_offset=None, prepared=None):
     return scatter_corners_major(jnp.stack(f), edges, x.shape[0], table, flat)
 
 
+def bending_system_jvp(topology, params, x, v, dx, dv, prepared=None):
+    """The dihedral bending's part in an implicit step's system (`ForceTerm.system_jvp`): its Jacobian without the
+    turning of the angle's gradient, -|e| (ke (d . dx) + kd (d . dv)) d per edge with `bending_directions`' d,
+    negative semi-definite (the exact Jacobian's other part, (ke (theta - rest) + kd theta') times the angle's
+    curvature, makes the step's system indefinite where a folding cloth's hinges turn fast: the step diverged
+    on a cloth crumpling on a ball). Where the angle is at rest and still, the two agree.
+
+    Args:
+        topology: the scene's Topology; uses `topology.cloth.bend_edges` [e, 4].
+        params: the scene's Params; uses `params.cloth.bend_ke`, `bend_kd` [e].
+        x: [n, 3] m, particle positions.
+        v: [n, 3] m/s, particle velocities (unused: the part kept does not depend on them).
+        dx: [n, 3] m, a position change.
+        dv: [n, 3] m/s, a velocity change.
+        prepared: unused (the gather path serves the grid's stencil layout too).
+
+    Returns:
+        [n, 3] N, the force change the step takes.
+    """
+    edges = topology.cloth.bend_edges
+    if edges.shape[0] == 0:
+        return jnp.zeros_like(dx)
+    d, e_len, valid, _ = jax.vmap(bending_directions)(x[edges])  # [e, 4, 3]
+    rate = params.cloth.bend_ke * jnp.sum(d * dx[edges], axis=(1, 2)) + params.cloth.bend_kd * jnp.sum(
+        d * dv[edges], axis=(1, 2))
+    f = jnp.where(valid, -e_len * rate, 0.0)[:, None, None] * d
+    return jax.ops.segment_sum(f.reshape(-1, 3), edges.reshape(-1), num_segments=x.shape[0])
+
+
 def grid_bending_forces(grid, families, x, v, rest_offset=None):
     """`bending_forces` of a grid cloth as stencil work (`physics.stencil`): `bending_force` mapped over
     each edge family's corner slices, the corner forces summed per particle by padded adds. No gather or

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 import jax.numpy as jnp
 
 from gradsim_jax.physics.cloth import (angular_bending_forces, angular_bending_system_jvp, bending_forces,
-                                      membrane_forces, prepare_angular_bending, prepare_bending, prepare_membrane)
+                                      bending_system_jvp, membrane_forces, prepare_angular_bending, prepare_bending, prepare_membrane)
 from gradsim_jax.physics.colliders import collider_contact
 from gradsim_jax.physics.selfcontact import self_contact_forces
 from gradsim_jax.physics.contact import ground_contact
@@ -225,7 +225,7 @@ register_force(FunctionForce("membrane", lambda t: t.cloth.triangles.shape[0] > 
 register_force(FunctionForce("bending", lambda t: t.cloth.bend_edges.shape[0] > 0 and t.cloth.bending != "angular",
                              lambda t, p, x, v, c, aux: bending_forces(t, p, x, v, _bend_rest_offset(c),
                                                                        prepared=aux),
-                             prepare_bending))
+                             prepare_bending, bending_system_jvp))
 register_force(FunctionForce("angular_bending",
                              lambda t: t.cloth.bend_edges.shape[0] > 0 and t.cloth.bending == "angular",
                              lambda t, p, x, v, c, aux: angular_bending_forces(t, p, x, v, prepared=aux),
