@@ -12,8 +12,8 @@ import pytest
 import gradsim_jax as gs
 from gradsim_jax.geometry import mesh_edges
 from gradsim_jax.physics import ImplicitEuler, ImpulseContact
-from gradsim_jax.physics.cloth import angular_bending_forces
-from gradsim_jax.physics.colliders import uv_sphere
+from gradsim_jax.physics.hinges import angular_bending_forces
+from gradsim_jax.physics.collider_templates import uv_sphere
 from gradsim_jax.physics.impulse_contact import impulse_collide, triangle_pair_contact
 
 

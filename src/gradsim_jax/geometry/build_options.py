@@ -26,7 +26,7 @@ class Environment:
             then pays nothing for its triangles (they still render and feel the air).
         bending: the cloth's bending model: "dihedral" (Bridson et al.; bend_ke N m/rad) or "angular" (Blender's
             hinges, explicit in an implicit step; bend_ke N/rad per m of edge, bend_kd N s/m:
-            `physics.cloth.angular_bending_forces`).
+            `physics.hinges.angular_bending_forces`).
         ground: whether there is a ground (for every component).
         ground_height: m, the ground's offset along `ground_normal`.
         ground_normal: [3], the ground's normal (normalized on use).

@@ -25,8 +25,9 @@ from typing import Callable, Optional
 
 import jax.numpy as jnp
 
-from gradsim_jax.physics.cloth import (angular_bending_forces, angular_bending_system_jvp, bending_forces,
-                                      bending_system_jvp, membrane_forces, prepare_angular_bending, prepare_bending, prepare_membrane)
+from gradsim_jax.physics.cloth import bending_forces, membrane_forces, prepare_bending, prepare_membrane
+from gradsim_jax.physics.hinges import (angular_bending_forces, angular_bending_system_jvp, bending_system_jvp,
+                                       prepare_angular_bending)
 from gradsim_jax.physics.colliders import collider_contact
 from gradsim_jax.physics.selfcontact import self_contact_forces
 from gradsim_jax.physics.contact import ground_contact

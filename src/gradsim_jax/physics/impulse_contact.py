@@ -117,7 +117,9 @@ def closest_on_triangle(p, a, b, c):
 
     Args:
         p: [..., 3] points.
-        a, b, c: [..., 3] the triangles' corners.
+        a: [..., 3] the triangles' first corners.
+        b: [..., 3] their second corners.
+        c: [..., 3] their third corners.
 
     Returns:
         [..., 3], the closest points.
@@ -173,7 +175,9 @@ def barycentric(p, a, b, c):
 
     Args:
         p: [..., 3] points (on or near the triangles).
-        a, b, c: [..., 3] the triangles' corners.
+        a: [..., 3] the triangles' first corners.
+        b: [..., 3] their second corners.
+        c: [..., 3] their third corners (the weights' origin).
 
     Returns:
         [..., 3] weights of a, b, c (the first two clamped at 0; they sum to 1).
@@ -324,6 +328,34 @@ def _check_capacity(count, capacity):
                   ContactCapacityWarning, stacklevel=2)
 
 
+def _planes_and_facets(contact: ImpulseContact, topology, params, dtype):
+    """(unbounded planes [(normal [3], height, mu)], triangles met pair by pair [(corners [m, 3, 3], mu [m], owning
+    collider [m] or None for the ground)], whether a collider moves) of a scene, posed."""
+    floors = []  # (normal, height, mu) of the unbounded planes: the ground, the plane colliders
+    parts = []  # (corners [m, 3, 3], mu [m], owner [m] or None): triangles met pair by pair
+    if topology.ground:
+        normal = params.world.ground_normal / safe_norm(params.world.ground_normal)
+        if contact.ground_size > 0.0:
+            parts.append((_ground_square(normal, params.world.ground_height, contact.ground_size),
+                          jnp.broadcast_to(params.contact.mu, (2,)), None))
+        else:
+            floors.append((normal, params.world.ground_height, params.contact.mu))
+    colliders = topology.colliders
+    moving = False
+    if colliders is not None and len(colliders.kinds):
+        cp = params.colliders
+        for i in colliders.indices("plane"):
+            q = cp.rotation[i] / safe_norm(cp.rotation[i])
+            up = quat_rotate(q[None], jnp.array([[0.0, 1.0, 0.0]], dtype))[0]
+            floors.append((up, _dot(up, cp.position[i]), cp.mu[i]))
+        facet_faces = collider_faces(colliders)
+        if facet_faces.shape[0]:
+            owners = collider_owners(colliders)
+            parts.append((collider_vertices(colliders, cp)[facet_faces], cp.mu[owners], owners))
+            moving = cp.velocity is not None
+    return floors, parts, moving
+
+
 def impulse_collide(contact: ImpulseContact, topology, params, x, v, free, dt):
     """The velocities [n, 3] m/s after Blender's collision response (the module docstring).
 
@@ -345,28 +377,7 @@ def impulse_collide(contact: ImpulseContact, topology, params, x, v, free, dt):
     radius = params.particles.radius
     mind = radius * (8.0 / 9.0)
     tv = dt * v
-    floors = []  # (normal, height, mu) of the unbounded planes: the ground, the plane colliders
-    parts = []  # (corners [m, 3, 3], mu [m], owner [m] or None): triangles met pair by pair
-    if topology.ground:
-        normal = params.world.ground_normal / safe_norm(params.world.ground_normal)
-        if contact.ground_size > 0.0:
-            parts.append((_ground_square(normal, params.world.ground_height, contact.ground_size),
-                          jnp.broadcast_to(params.contact.mu, (2,)), None))
-        else:
-            floors.append((normal, params.world.ground_height, params.contact.mu))
-    colliders = topology.colliders
-    moving = False
-    if colliders is not None and len(colliders.kinds):
-        cp = params.colliders
-        for i in colliders.indices("plane"):
-            q = cp.rotation[i] / safe_norm(cp.rotation[i])
-            up = quat_rotate(q[None], jnp.array([[0.0, 1.0, 0.0]], x.dtype))[0]
-            floors.append((up, _dot(up, cp.position[i]), cp.mu[i]))
-        facet_faces = collider_faces(colliders)
-        if facet_faces.shape[0]:
-            owners = collider_owners(colliders)
-            parts.append((collider_vertices(colliders, cp)[facet_faces], cp.mu[owners], owners))
-            moving = cp.velocity is not None
+    floors, parts, moving = _planes_and_facets(contact, topology, params, x.dtype)
     have_facets = bool(parts)
     if have_facets:
         corners = jnp.concatenate([c for c, _, _ in parts])  # [Tc, 3, 3]

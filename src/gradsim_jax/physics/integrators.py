@@ -176,7 +176,7 @@ class ImplicitEuler(_ForceIntegrator):
     Derivatives flow through the solve as through an exact one (`physics.linsolve`).
 
     Definiteness: conjugate gradients need the system positive definite. The springs' and the dihedral bending's
-    own step Jacobians are (`physics.springs.spring_system_jvp`, `physics.cloth.bending_system_jvp`); Blender's
+    own step Jacobians are (`physics.springs.spring_system_jvp`, `physics.hinges.bending_system_jvp`); Blender's
     angular bending is taken explicitly; the membrane and FEM terms enter with their exact Jacobians,
     which a strongly compressed or folded element can make indefinite at a long step (dt^2 k / m well above 1):
     a crumpling membrane cloth or soft body may then diverge (`SimulationDiverged`). Model such a cloth with

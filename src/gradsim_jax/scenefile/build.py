@@ -101,10 +101,7 @@ def integrator_of(spec, sim: SimulationOptions):
         raise SceneFileError(f"{spec.path}: [simulation] cg_tolerance must be in [0, 1), got {sim.cg_tolerance}")
     contact = None
     if sim.contact == "impulse":
-        size = float(spec.sections.scene.ground_size)
-        if size < 0.0:
-            raise SceneFileError(f"{spec.path}: [scene] ground_size must be >= 0 (m), got {size}")
-        contact = ImpulseContact(frame_time=1.0 / sim.fps, ground_size=size)
+        contact = ImpulseContact(frame_time=1.0 / sim.fps, ground_size=read_scene(spec).ground.ground_size)
     return ImplicitEuler(iterations=sim.cg_iterations, tolerance=float(sim.cg_tolerance), contact=contact)
 
 

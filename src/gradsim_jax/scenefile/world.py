@@ -70,6 +70,8 @@ class GroundOptions:
         particle_radius: contact radius of each particle, m.
         ground_normal: [3] the ground plane's normal (the up axis unless [scene] ground_normal says otherwise).
         up: the world's up axis, "y" or "z".
+        ground_size: m, the side of the ground's square of two triangles for Blender's collision response (0:
+            unbounded).
     """
 
     ground: Optional[bool]
@@ -81,6 +83,7 @@ class GroundOptions:
     particle_radius: float
     ground_normal: tuple = (0.0, 1.0, 0.0)
     up: str = "y"
+    ground_size: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +183,9 @@ def read_scene(spec) -> SceneOptions:
     ground = GroundOptions(ground=sc.ground, ground_height=sc.ground_height, rigid_contact=sc.rigid_contact,
                            body_contact=sc.body_contact, particle_body_contact=sc.particle_body_contact,
                            contact_smoothing=sc.contact_smoothing, particle_radius=sc.particle_radius,
-                           ground_normal=tuple(float(v) for v in normal), up=up)
+                           ground_normal=tuple(float(v) for v in normal), up=up, ground_size=float(sc.ground_size))
+    if not ground.ground_size >= 0.0:
+        raise SceneFileError(f"{spec.path}: [scene] ground_size must be >= 0 (m), got {sc.ground_size}")
     return SceneOptions(cloth=cloth, ground=ground)
 
 
