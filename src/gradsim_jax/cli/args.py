@@ -315,6 +315,7 @@ def preflight(exp, args, config=None):
     import numpy as np
 
     from gradsim_jax.physics import available_memory_bytes, contact_report, estimate_cost
+    from gradsim_jax.physics.impulse_contact import contact_pair_rounds
     from gradsim_jax.physics.cost import human_bytes
     from gradsim_jax.sysid import LM_MAX_SCALARS, REPORT_MAX_SCALARS
 
@@ -333,7 +334,8 @@ def preflight(exp, args, config=None):
     itemsize = np.dtype(exp.dtype).itemsize
     est = estimate_cost(exp.topology, exp.frames, exp.substeps, render_size=(exp.camera.height, exp.camera.width),
                         tile_capacity=exp.settings.tile_capacity, pixel_capacity=exp.settings.pixel_capacity,
-                        itemsize=itemsize, step_cost=exp.integrator.step_cost(), **kw)
+                        itemsize=itemsize, step_cost=exp.integrator.step_cost(),
+                        contact_pair_rounds=contact_pair_rounds(exp.integrator, exp.topology), **kw)
     available = available_memory_bytes()
     if available is not None and est.memory_bytes > available and not args.force:
         return fail(f"this run would need about {human_bytes(est.memory_bytes)} of memory, more than the "

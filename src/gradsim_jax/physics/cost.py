@@ -32,6 +32,11 @@ _SIM_GRAD_BYTES_PER_SUBSTEP = {"triangles": 370.0, "bend_edges": 550.0, "springs
 # triangles. (Earlier values, 2e-7 a triangle and 4e-7 a bending edge, made those fits' estimates 40-60 % high.)
 _SIM_SECONDS_PER_SUBSTEP = {"triangles": 2.0e-8, "bend_edges": 1.0e-7, "springs": 2.0e-8, "particles": 1.0e-8}
 _SIM_GRAD_TIME_FACTOR = 6.0  # forward, recomputation of each checkpointed frame, backward
+#: Blender's collision response (`physics.impulse_contact`), per candidate pair and round of a step, forward:
+#: 280 ms a step for 40,964 pairs x 3 rounds on Blender's drape (2-core CPU, float32; bench_drape_contact.py).
+_CONTACT_SECONDS_PER_PAIR_ROUND = 2.3e-6
+#: Its forward and gradient together (the gradient's checkpointed recomputation included): 4x the forward there.
+_CONTACT_GRAD_TIME_FACTOR = 4.0
 _BIN_BYTES = 5.0  # per (tile, face): the binning scores and their top-k
 _BIN_GRAD_BYTES = 18.0
 _FACE_BYTES = 60.0  # per face: the screen-space face table
@@ -111,8 +116,9 @@ def human_seconds(s: float) -> str:
 
 
 def _simulation_cost(counts: Mapping, frames: int, substeps: int, gradient: bool, checkpoint: bool,
-                     itemsize: int, step_cost: float = 1.0) -> tuple[float, float]:
-    """(bytes, seconds) of simulating (and with `gradient`, differentiating) one evaluation."""
+                     itemsize: int, step_cost: float = 1.0, contact_seconds: float = 0.0) -> tuple[float, float]:
+    """(bytes, seconds) of simulating (and with `gradient`, differentiating) one evaluation; `contact_seconds`: a
+    step's contact beyond the forces (Blender's collision response), forward."""
     n = counts["particles"]
     scale = itemsize / 4.0
     states = (frames + 1) * n * 6 * itemsize  # x and v of every frame
@@ -125,7 +131,8 @@ def _simulation_cost(counts: Mapping, frames: int, substeps: int, gradient: bool
         stored = substeps * n * 24.0 + residuals if checkpoint else frames * substeps * residuals
         sim_bytes += scale * stored + 2 * states
         sim_seconds *= _SIM_GRAD_TIME_FACTOR
-    return sim_bytes, sim_seconds
+    contact = frames * substeps * contact_seconds
+    return sim_bytes, sim_seconds + (contact * _CONTACT_GRAD_TIME_FACTOR if gradient else contact)
 
 
 def _render_cost(faces: int, frames: int, render_size: tuple[int, int], frames_rendered: Optional[int],
@@ -182,6 +189,7 @@ def estimate_cost(
     dense_passes: int = 1,
     itemsize: int = 4,
     step_cost: float = 1.0,
+    contact_pair_rounds: int = 0,
 ) -> CostEstimate:
     """Memory and time of simulating `frames` frames of `substeps` substeps (and rendering them).
 
@@ -202,6 +210,8 @@ def estimate_cost(
       itemsize: bytes per float (8 for float64).
       step_cost: the time of one substep in semi-implicit Euler substeps (`Integrator.step_cost()`: 1, or about
         43 for the implicit step's 40 conjugate-gradient iterations).
+      contact_pair_rounds: the candidate pairs Blender's collision response tests per substep, times its rounds
+        (`ImpulseContact.pair_capacity` x `rounds`; 0: none), each about 2.3 us on a 2-core CPU.
     Returns:
       CostEstimate(memory_bytes, seconds, text).
     """
@@ -212,7 +222,8 @@ def estimate_cost(
     cloth = getattr(topology, "cloth", None)
     if cloth is not None and not (cloth.membrane or cloth.aerodynamics):  # triangles only drawn, not stepped
         stepped = dict(counts, triangles=0)
-    parts = {"simulation": _simulation_cost(stepped, frames, substeps, gradient, checkpoint, itemsize, step_cost)}
+    parts = {"simulation": _simulation_cost(stepped, frames, substeps, gradient, checkpoint, itemsize, step_cost,
+                                            contact_pair_rounds * _CONTACT_SECONDS_PER_PAIR_ROUND)}
     resident = scale * 16.0 * sum(counts.values())  # the scene's own arrays
     if render_size is not None and faces:
         rendering, video = _render_cost(faces, frames, render_size, frames_rendered, gradient, tile_capacity,

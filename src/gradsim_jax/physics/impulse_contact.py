@@ -103,6 +103,20 @@ class ImpulseContact:
         if self.capacity is not None and self.capacity < 1:
             raise ValueError(f"ImpulseContact.capacity must be positive, got {self.capacity}")
 
+    def pair_capacity(self, cloth_triangles: int, collider_triangles: int) -> int:
+        """The candidate pairs a step keeps (static): `capacity`, or 64 per cloth triangle and 2 per collider
+        triangle, at most every pair.
+
+        Args:
+            cloth_triangles: the cloth's triangles.
+            collider_triangles: the colliders' (and a bounded ground's 2) triangles.
+
+        Returns:
+            int, the pairs tested in each of the `rounds`.
+        """
+        capacity = self.capacity or 64 * cloth_triangles + 2 * collider_triangles
+        return min(capacity, cloth_triangles * collider_triangles)
+
 
 def _dot(a, b):
     return jnp.sum(a * b, axis=-1)
@@ -387,8 +401,7 @@ def impulse_collide(contact: ImpulseContact, topology, params, x, v, free, dt):
         facet_normal = jnp.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
         facet_normal = facet_normal / jnp.maximum(safe_norm(facet_normal, keepdims=True), 1e-30)
         facet_point = jnp.mean(corners, axis=1)
-        capacity = contact.capacity or 64 * int(faces.shape[0]) + 2 * facet_count
-        capacity = min(capacity, int(faces.shape[0]) * facet_count)
+        capacity = contact.pair_capacity(int(faces.shape[0]), facet_count)
         tx = jax.lax.stop_gradient(x + tv)[faces]
         lo, hi = jnp.min(tx, axis=1) - jax.lax.stop_gradient(radius), jnp.max(tx, axis=1) + jax.lax.stop_gradient(radius)
         c_lo, c_hi = jax.lax.stop_gradient(jnp.min(corners, axis=1)), jax.lax.stop_gradient(jnp.max(corners, axis=1))
@@ -437,3 +450,24 @@ def impulse_collide(contact: ImpulseContact, topology, params, x, v, free, dt):
     if floors or have_facets:
         tv = jax.lax.fori_loop(0, contact.rounds, one_round, tv)
     return tv / dt
+
+
+def contact_pair_rounds(integrator, topology) -> int:
+    """The candidate pairs an integrator's Blender collision response tests per step, times its rounds (the
+    runtime estimate's, `physics.estimate_cost(contact_pair_rounds=...)`); 0 without one.
+
+    Args:
+        integrator: the `Integrator` (its `contact`: an `ImpulseContact` or None).
+        topology: the scene's `Topology` (cloth triangles, colliders, ground).
+
+    Returns:
+        int, pairs x rounds.
+    """
+    contact = getattr(integrator, "contact", None)
+    if contact is None:
+        return 0
+    facets = 2 if topology.ground and contact.ground_size > 0.0 else 0
+    if topology.colliders is not None and len(topology.colliders.kinds):
+        facets += len(collider_faces(topology.colliders))
+    cloth = int(topology.cloth.triangles.shape[0])
+    return contact.pair_capacity(cloth, facets) * contact.rounds if cloth and facets else 0
