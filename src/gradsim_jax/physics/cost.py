@@ -33,7 +33,8 @@ _SIM_GRAD_BYTES_PER_SUBSTEP = {"triangles": 370.0, "bend_edges": 550.0, "springs
 _SIM_SECONDS_PER_SUBSTEP = {"triangles": 2.0e-8, "bend_edges": 1.0e-7, "springs": 2.0e-8, "particles": 1.0e-8}
 _SIM_GRAD_TIME_FACTOR = 6.0  # forward, recomputation of each checkpointed frame, backward
 #: Blender's collision response (`physics.impulse_contact`), per candidate pair and round of a step, forward:
-#: 280 ms a step for 40,964 pairs x 3 rounds on Blender's drape (2-core CPU, float32; bench_drape_contact.py).
+#: 280-320 ms a step for 40,964 pairs x 3 rounds on Blender's drape (2-core CPU, float32; bench_drape_contact.py).
+#: An upper bound: a step with fewer candidates runs a smaller program (`impulse_contact._bucket_sizes`).
 _CONTACT_SECONDS_PER_PAIR_ROUND = 2.3e-6
 #: Its forward and gradient together (the gradient's checkpointed recomputation included): 4x the forward there.
 _CONTACT_GRAD_TIME_FACTOR = 4.0

@@ -51,6 +51,7 @@ differentiable almost everywhere (the branches are `where`s, the merge a segment
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from typing import Optional
 
@@ -370,6 +371,46 @@ def _planes_and_facets(contact: ImpulseContact, topology, params, dtype):
     return floors, parts, moving
 
 
+#: Capacities above this are split into buckets of 1/16, 1/4 and all of it (`_bucket_sizes`).
+_BUCKETED_FROM = 8192
+
+
+def _bucket_sizes(capacity: int) -> tuple:
+    """The pair counts a step's rounds may run on (static): the capacity, and for a large one also 1/16 and 1/4
+    of it, so that a step with few candidates (a cloth above the ball) runs a small program (a `lax.switch`: on
+    one scene only the branch taken runs; under `vmap` every branch does, 1.3x the largest)."""
+    if capacity <= _BUCKETED_FROM:
+        return (capacity,)
+    return (max(capacity // 16, 1), max(capacity // 4, 1), capacity)
+
+
+def _round_contacts(tx, faces, floors, pairs, radius, params, dt, moving):
+    """One round's contacts at positions tx [n, 3]: [(faces [C, 3], weights [C, 3], normal [C, 3], distance [C],
+    mu [C], valid [C], the collider's displacement [C, 3])], the unbounded planes' and the pairs' (None: none)."""
+    found = []
+    for normal, height, mu in floors:
+        distance, weights = _plane_contact(tx[faces], normal, height)
+        count_f = faces.shape[0]
+        found.append((faces, weights, jnp.broadcast_to(normal, (count_f, 3)), distance,
+                      jnp.broadcast_to(mu, (count_f,)), distance <= radius + ALMOST_ZERO,
+                      jnp.zeros((count_f, 3), tx.dtype)))
+    if pairs is not None:
+        A = tx[pairs["faces"]]
+        distance, point_a, direction = triangle_pair_contact(A, pairs["B"], pairs["normal"], pairs["point"])
+        length = safe_norm(direction)
+        valid = pairs["valid"] & (distance <= radius + ALMOST_ZERO) & (length * length > ALMOST_ZERO)
+        normal = direction / jnp.maximum(length, 1e-30)[:, None]
+        weights = barycentric(point_a, A[:, 0], A[:, 1], A[:, 2])
+        c_tv = jnp.zeros_like(point_a)
+        if moving:
+            cp = params.colliders
+            owner = jnp.maximum(pairs["owner"], 0)  # the ground's (-1): static
+            c_tv = dt * (cp.velocity[owner] + jnp.cross(cp.omega[owner], point_a - cp.position[owner]))
+            c_tv = jnp.where((pairs["owner"] >= 0)[:, None], c_tv, 0.0)
+        found.append((pairs["faces"], weights, normal, jnp.where(valid, distance, radius), pairs["mu"], valid, c_tv))
+    return found
+
+
 def impulse_collide(contact: ImpulseContact, topology, params, x, v, free, dt):
     """The velocities [n, 3] m/s after Blender's collision response (the module docstring).
 
@@ -408,47 +449,35 @@ def impulse_collide(contact: ImpulseContact, topology, params, x, v, free, dt):
         overlap = jnp.all((lo[:, None] <= c_hi[None]) & (hi[:, None] >= c_lo[None]), axis=-1).reshape(-1)
         count = jnp.sum(overlap)
         jax.debug.callback(_check_capacity, count, capacity)
-        (pair,) = jnp.nonzero(overlap, size=capacity, fill_value=0)
-        pair_valid = jnp.arange(capacity) < count
-        cloth_of, facet_of = pair // facet_count, pair % facet_count
-        pair_faces = faces[cloth_of]
-        B, b_normal, b_point = corners[facet_of], facet_normal[facet_of], facet_point[facet_of]
-        pair_mu = facet_mu[facet_of]
-        pair_owner = jnp.maximum(owner[facet_of], 0)  # the ground's (-1): static
 
-    def one_round(_, tv):
-        tx = x + tv
-        found = []  # (faces, weights, normal, distance, mu, valid, collider displacement)
-        for normal, height, mu in floors:
-            distance, weights = _plane_contact(tx[faces], normal, height)
-            count_f = faces.shape[0]
-            found.append((faces, weights, jnp.broadcast_to(normal, (count_f, 3)), distance,
-                          jnp.broadcast_to(mu, (count_f,)), distance <= radius + ALMOST_ZERO,
-                          jnp.zeros((count_f, 3), x.dtype)))
+    def respond(tv, size):  # the rounds on at most `size` candidate pairs (static)
         if have_facets:
-            A = tx[pair_faces]
-            distance, point_a, direction = triangle_pair_contact(A, B, b_normal, b_point)
-            length = safe_norm(direction)
-            valid = pair_valid & (distance <= radius + ALMOST_ZERO) & (length * length > ALMOST_ZERO)
-            normal = direction / jnp.maximum(length, 1e-30)[:, None]
-            weights = barycentric(point_a, A[:, 0], A[:, 1], A[:, 2])
-            if moving:
-                cp = params.colliders
-                arm = point_a - cp.position[pair_owner]
-                c_tv = dt * (cp.velocity[pair_owner] + jnp.cross(cp.omega[pair_owner], arm))
-                c_tv = jnp.where((owner[facet_of] >= 0)[:, None], c_tv, 0.0)
-            else:
-                c_tv = jnp.zeros_like(point_a)
-            found.append((pair_faces, weights, normal, jnp.where(valid, distance, radius), pair_mu, valid, c_tv))
-        index = jnp.concatenate([f.reshape(-1) for f, *_ in found])
-        for _ in range(contact.passes):
-            impulse = [_impulses(tv, f, w, nrm, dist, mu, ok, c_tv, mind, T).reshape(-1, 3)
-                       for f, w, nrm, dist, mu, ok, c_tv in found]
-            tv = tv + free * _merge(index, jnp.concatenate(impulse), n)
-        return tv
+            (pair,) = jnp.nonzero(overlap, size=size, fill_value=0)
+            facet_of = pair % facet_count
+            pairs = dict(valid=jnp.arange(size) < count, faces=faces[pair // facet_count], B=corners[facet_of],
+                         normal=facet_normal[facet_of], point=facet_point[facet_of], mu=facet_mu[facet_of],
+                         owner=owner[facet_of])
 
-    if floors or have_facets:
-        tv = jax.lax.fori_loop(0, contact.rounds, one_round, tv)
+        def one_round(_, tv):
+            found = _round_contacts(x + tv, faces, floors, pairs if have_facets else None, radius, params, dt,
+                                    moving)
+            index = jnp.concatenate([f.reshape(-1) for f, *_ in found])
+            for _ in range(contact.passes):
+                impulse = [_impulses(tv, f, w, nrm, dist, mu, ok, c_tv, mind, T).reshape(-1, 3)
+                           for f, w, nrm, dist, mu, ok, c_tv in found]
+                tv = tv + free * _merge(index, jnp.concatenate(impulse), n)
+            return tv
+
+        return jax.lax.fori_loop(0, contact.rounds, one_round, tv)
+
+    if not (floors or have_facets):
+        return v
+    sizes = _bucket_sizes(capacity) if have_facets else (0,)
+    if len(sizes) == 1:
+        tv = respond(tv, sizes[0])
+    else:  # the smallest bucket that holds this step's pairs: a step pays for the pairs it has, not the capacity
+        which = jnp.sum(count > jnp.asarray(sizes[:-1]))
+        tv = jax.lax.switch(which, [functools.partial(respond, size=size) for size in sizes], tv)
     return tv / dt
 
 
