@@ -320,7 +320,7 @@ def preflight(exp, args, config=None):
     from gradsim_jax.sysid import LM_MAX_SCALARS, REPORT_MAX_SCALARS
 
     contact = contact_report(exp.topology, exp.params, exp.state0, dt=exp.frame_dt / exp.substeps)
-    if contact.message and getattr(exp.integrator, "contact", None) is None:  # impulses: no penalty spring
+    if contact.message and exp.integrator.contact is None:  # impulses: no penalty spring
         print(f"WARNING: {contact.message}")
     kw = {}
     if config is not None:

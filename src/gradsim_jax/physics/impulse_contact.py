@@ -61,6 +61,7 @@ import numpy as np
 
 from gradsim_jax.mathutil import safe_norm
 from gradsim_jax.physics.colliders import collider_faces, collider_owners, collider_vertices
+from gradsim_jax.physics.mesh_collider import closest_on_triangle
 from gradsim_jax.physics.quaternion import quat_rotate
 
 #: Blender's ALMOST_ZERO (FLT_EPSILON): its thresholds on distances and impulses (m).
@@ -125,34 +126,6 @@ def _dot(a, b):
 
 def _safe(x):
     return jnp.where(jnp.abs(x) < 1e-30, 1e-30, x)
-
-
-def closest_on_triangle(p, a, b, c):
-    """Closest points [..., 3] on triangles (a, b, c [..., 3]) to points p [..., 3] (Ericson's Voronoi regions).
-
-    Args:
-        p: [..., 3] points.
-        a: [..., 3] the triangles' first corners.
-        b: [..., 3] their second corners.
-        c: [..., 3] their third corners.
-
-    Returns:
-        [..., 3], the closest points.
-    """
-    ab, ac = b - a, c - a
-    d1, d2 = _dot(ab, p - a), _dot(ac, p - a)
-    d3, d4 = _dot(ab, p - b), _dot(ac, p - b)
-    d5, d6 = _dot(ab, p - c), _dot(ac, p - c)
-    vc, vb, va = d1 * d4 - d3 * d2, d5 * d2 - d1 * d6, d3 * d6 - d5 * d4
-    den = _safe(va + vb + vc)
-    out = a + ab * (vb / den)[..., None] + ac * (vc / den)[..., None]
-    t_bc = (d4 - d3) / _safe((d4 - d3) + (d5 - d6))
-    out = jnp.where(((va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0))[..., None], b + t_bc[..., None] * (c - b), out)
-    out = jnp.where(((vb <= 0) & (d2 >= 0) & (d6 <= 0))[..., None], a + (d2 / _safe(d2 - d6))[..., None] * ac, out)
-    out = jnp.where(((vc <= 0) & (d1 >= 0) & (d3 <= 0))[..., None], a + (d1 / _safe(d1 - d3))[..., None] * ab, out)
-    out = jnp.where(((d6 >= 0) & (d5 <= d6))[..., None], c, out)
-    out = jnp.where(((d3 >= 0) & (d4 <= d3))[..., None], b, out)
-    return jnp.where(((d1 <= 0) & (d2 <= 0))[..., None], a, out)
 
 
 def _segments_closest(p1, q1, p2, q2):
@@ -492,7 +465,7 @@ def contact_pair_rounds(integrator, topology) -> int:
     Returns:
         int, pairs x rounds.
     """
-    contact = getattr(integrator, "contact", None)
+    contact = integrator.contact
     if contact is None:
         return 0
     facets = 2 if topology.ground and contact.ground_size > 0.0 else 0

@@ -45,6 +45,9 @@ class Integrator(abc.ABC):
     #: Whether the particles' elastic forces are taken at the step's end (an implicit step): the start checks
     #: then do not bound the step by the elastic elements' explicit stability limit.
     implicit_elastic: bool = False
+    #: Blender's collision response the step takes instead of the penalty contact (`ImpulseContact`), or None: the
+    #: start checks and the runtime estimate read it.
+    contact: Optional[ImpulseContact] = None
 
     def step_cost(self) -> float:
         """The time of one step in semi-implicit Euler steps of the same scene (`physics.estimate_cost`)."""
@@ -261,12 +264,10 @@ class ImplicitEuler(_ForceIntegrator):
                 raise ValueError("ImplicitEuler(contact=ImpulseContact(...)) has no self-contact; remove the self contact "
                                  "or use the penalty contact (contact=None)")
             v1 = impulse_collide(self.contact, topology, params, x, v_free, free, dt)
-            particles = dataclasses.replace(particles, x=x + dt * v1, v=v1)
-            rc = None if control is None else control.rigid
-            return _finish(topology, params, state, particles, None if rc is None else rc.force,
-                           None if rc is None else rc.torque, moving, t, dt)
-        fc, body_force, body_torque = _contact_loads(topology, params, state, control, v_free, dt)
-        v1 = v_free if fc is None else v_free + dt * free * fc * inv_mass[:, None]
+            body_force, body_torque = _control_loads(control)
+        else:
+            fc, body_force, body_torque = _contact_loads(topology, params, state, control, v_free, dt)
+            v1 = v_free if fc is None else v_free + dt * free * fc * inv_mass[:, None]
         particles = dataclasses.replace(particles, x=x + dt * v1, v=v1)
         return _finish(topology, params, state, particles, body_force, body_torque, moving, t, dt)
 
@@ -289,11 +290,16 @@ def _touches(topology, state) -> bool:
     return bool(has_contact(topology) or _meets_bodies(topology, state))
 
 
+def _control_loads(control):
+    """(force, torque) the control puts on the bodies over the step, each None when it puts none."""
+    rc = None if control is None else control.rigid
+    return (None, None) if rc is None else (rc.force, rc.torque)
+
+
 def _contact_loads(topology, params, state: State, control, v_free, dt):
     """(contact force [n, 3] N on the particles or None, force and torque on the bodies or None) at the step's
     start state; `v_free` [n, 3]: the velocities the step reaches without them (None: explicit contact)."""
-    rc = None if control is None else control.rigid
-    body_force, body_torque = (None, None) if rc is None else (rc.force, rc.torque)
+    body_force, body_torque = _control_loads(control)
     if not _touches(topology, state):
         return None, body_force, body_torque
     particles = state.particles

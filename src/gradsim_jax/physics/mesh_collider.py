@@ -48,9 +48,18 @@ class StaticMesh:
         return isinstance(other, StaticMesh) and self._key() == other._key()
 
 
-def _closest_on_triangles(p, a, b, c):
-    """Closest points [n, f, 3] on triangles (a, b, c [f, 3]) to points p [n, 3] (Ericson's regions)."""
-    p = p[:, None, :]
+def closest_on_triangle(p, a, b, c):
+    """Closest points on triangles to points (Ericson's Voronoi regions), all broadcasting together.
+
+    Args:
+        p: [..., 3] points.
+        a: [..., 3] the triangles' first corners.
+        b: [..., 3] their second corners.
+        c: [..., 3] their third corners.
+
+    Returns:
+        [..., 3], the closest points (the broadcast shape).
+    """
     ab, ac = b - a, c - a
     ap, bp, cp = p - a, p - b, p - c
     dot = lambda u, v: jnp.sum(u * v, axis=-1)  # noqa: E731
@@ -116,7 +125,7 @@ def mesh_distance(mesh: StaticMesh, p, scale):
     """
     v = jnp.asarray(mesh.vertices, p.dtype) * scale
     a, b, c = (v[mesh.faces[:, k]] for k in range(3))
-    closest = _closest_on_triangles(p, a, b, c)  # [n, f, 3]
+    closest = closest_on_triangle(p[:, None, :], a, b, c)  # [n, f, 3]
     gap = p[:, None, :] - closest
     squared = jnp.sum(gap * gap, axis=-1)
     nearest = jnp.argmin(squared, axis=-1)

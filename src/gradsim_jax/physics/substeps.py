@@ -82,7 +82,7 @@ def _penalty_topology(topology, integrator):
     """The topology whose contact the penalty checks see: without ground and colliders when the integrator takes
     them by Blender's impulses (`ImpulseContact`: no stiffness to bound the step, no spring to throw a deep
     start out)."""
-    if getattr(integrator, "contact", None) is None:
+    if integrator.contact is None:
         return topology
     return dataclasses.replace(topology, ground=False, colliders=None)
 
